@@ -1,0 +1,521 @@
+//! The seam: the [`StreamEngine`] trait every engine implements, the
+//! [`Source`] a query reads and the [`QueryHandle`] its caller holds.
+//!
+//! Instants travel in batches on both sides, so that the cost of crossing a
+//! channel is paid once per batch, not once per record. Every channel is
+//! bounded: a slow consumer slows the engine, which slows the source.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use async_trait::async_trait;
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::spec::{QuerySpec, SpecError};
+use crate::vocab::{Event, Instant, QueryStatus};
+
+/// The number of instants a batch carries at most, by convention.
+pub const BATCH: usize = 1024;
+
+/// A stream engine: runs continuous queries.
+#[async_trait]
+pub trait StreamEngine: Send + Sync + fmt::Debug {
+    /// The engine's registry name.
+    fn name(&self) -> &str;
+
+    /// What the engine is and whether it can run queries now.
+    fn describe(&self) -> EngineInfo;
+
+    /// Starts a query reading `source`.
+    ///
+    /// The query is validated first: an invalid or unsupported query is an
+    /// error here, not a failed query later.
+    async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError>;
+}
+
+/// How an engine is provided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// Compiled into mfstream.
+    Builtin,
+    /// A subprocess bridge defined in `engines.toml`.
+    Bridge,
+    /// A `cdylib` plugin.
+    Plugin,
+}
+
+impl fmt::Display for EngineKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EngineKind::Builtin => "builtin",
+            EngineKind::Bridge => "bridge",
+            EngineKind::Plugin => "plugin",
+        })
+    }
+}
+
+/// What the registry knows of an engine, as `mfstream engines` shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EngineInfo {
+    /// The registry name.
+    pub name: String,
+    /// How it is provided.
+    pub kind: EngineKind,
+    /// Whether it can run queries now.
+    pub ready: bool,
+    /// Why it is not ready, when it is not.
+    pub reason: Option<String>,
+    /// A line for people.
+    pub description: String,
+    /// The kinds of query it serves: `transform`, `aggregate`.
+    pub serves: Vec<&'static str>,
+}
+
+/// Why a query could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The query is invalid.
+    #[error("invalid query: {0}")]
+    InvalidQuery(#[from] SpecError),
+    /// The engine does not serve this kind of query.
+    #[error("the {engine} engine does not serve {what}")]
+    Unsupported {
+        /// The engine.
+        engine: String,
+        /// What it does not serve.
+        what: String,
+    },
+    /// The engine could not start the query.
+    #[error("the {engine} engine could not start the query: {reason}")]
+    Start {
+        /// The engine.
+        engine: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// A failure of the source a query reads, such as an input line that does
+/// not parse. It fails the query with this message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SourceError(pub String);
+
+type SourceItem = Result<Vec<Instant>, SourceError>;
+
+/// The instants a query reads, in batches.
+///
+/// Built with [`Source::channel`] for a live feed or [`Source::from_instants`]
+/// for a fixed list. The source ends when every sender is dropped; a sender
+/// can also end it with an error ([`SourceSender::fail`]).
+#[derive(Debug)]
+pub struct Source {
+    rx: mpsc::Receiver<SourceItem>,
+}
+
+/// The result of polling a source without waiting.
+#[derive(Debug)]
+pub enum TryBatch {
+    /// A batch (or the source's error).
+    Ready(SourceItem),
+    /// Nothing ready now.
+    Empty,
+    /// The source has ended.
+    Ended,
+}
+
+impl Source {
+    /// A live source holding at most `capacity` batches in flight.
+    pub fn channel(capacity: usize) -> (SourceSender, Source) {
+        let (tx, rx) = mpsc::channel(capacity.max(1));
+        (SourceSender { tx }, Source { rx })
+    }
+
+    /// A source of a fixed list of instants.
+    pub fn from_instants(instants: impl IntoIterator<Item = Instant>) -> Source {
+        let mut batches = Vec::new();
+        let mut batch = Vec::with_capacity(BATCH);
+        for instant in instants {
+            batch.push(instant);
+            if batch.len() == BATCH {
+                batches.push(std::mem::replace(&mut batch, Vec::with_capacity(BATCH)));
+            }
+        }
+        if !batch.is_empty() {
+            batches.push(batch);
+        }
+        let (tx, rx) = mpsc::channel(batches.len().max(1));
+        for batch in batches {
+            tx.try_send(Ok(batch))
+                .expect("the channel was sized to hold every batch");
+        }
+        Source { rx }
+    }
+
+    /// The next batch; `None` once the source has ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: a batch is never lost when this future is dropped.
+    pub async fn next_batch(&mut self) -> Option<SourceItem> {
+        self.rx.recv().await
+    }
+
+    /// The next batch if one is ready now.
+    pub fn try_next_batch(&mut self) -> TryBatch {
+        match self.rx.try_recv() {
+            Ok(item) => TryBatch::Ready(item),
+            Err(mpsc::error::TryRecvError::Empty) => TryBatch::Empty,
+            Err(mpsc::error::TryRecvError::Disconnected) => TryBatch::Ended,
+        }
+    }
+}
+
+/// The feeding end of a live [`Source`].
+#[derive(Debug, Clone)]
+pub struct SourceSender {
+    tx: mpsc::Sender<SourceItem>,
+}
+
+/// The query reading the source has ended; the batch was not taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the query reading this source has ended")]
+pub struct SourceClosed;
+
+impl SourceSender {
+    /// Sends a batch, waiting while the query's buffer is full.
+    pub async fn send_batch(&self, batch: Vec<Instant>) -> Result<(), SourceClosed> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.tx.send(Ok(batch)).await.map_err(|_| SourceClosed)
+    }
+
+    /// Sends one instant.
+    pub async fn send(&self, instant: Instant) -> Result<(), SourceClosed> {
+        self.send_batch(vec![instant]).await
+    }
+
+    /// Ends the source with an error, which fails the query.
+    pub async fn fail(self, error: SourceError) {
+        // If the query has already ended, there is no one left to tell.
+        let _ = self.tx.send(Err(error)).await;
+    }
+
+    /// Waits until the query reading this source has ended.
+    pub async fn closed(&self) {
+        self.tx.closed().await
+    }
+}
+
+/// Record counts of a running query.
+#[derive(Debug, Default)]
+pub struct Progress {
+    records_in: AtomicU64,
+    records_out: AtomicU64,
+    restarts: AtomicU64,
+}
+
+/// A copy of a query's [`Progress`] at one moment.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ProgressSnapshot {
+    /// Instants read from the source.
+    pub records_in: u64,
+    /// Events delivered.
+    pub records_out: u64,
+    /// Times the engine restarted the query's job.
+    pub restarts: u64,
+}
+
+impl Progress {
+    /// Counts `n` instants read.
+    pub fn add_in(&self, n: usize) {
+        self.records_in.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Counts `n` events delivered.
+    pub fn add_out(&self, n: usize) {
+        self.records_out.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Counts one restart.
+    pub fn add_restart(&self) {
+        self.restarts.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The counts now.
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        ProgressSnapshot {
+            records_in: self.records_in.load(Ordering::Relaxed),
+            records_out: self.records_out.load(Ordering::Relaxed),
+            restarts: self.restarts.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// The caller's side of a running query: its events, its status, and
+/// [`stop`](QueryHandle::stop).
+///
+/// Dropping the handle stops the query.
+#[derive(Debug)]
+pub struct QueryHandle {
+    id: String,
+    engine: String,
+    events: mpsc::Receiver<Vec<Event>>,
+    pending: std::vec::IntoIter<Event>,
+    status: watch::Receiver<QueryStatus>,
+    progress: Arc<Progress>,
+    stop: CancellationToken,
+}
+
+/// The engine's side of a running query: where it delivers events and its
+/// final status.
+///
+/// If it is dropped before [`finish`](QueryOutput::finish) (the engine's task
+/// panicked, say), the query fails rather than running forever.
+#[derive(Debug)]
+pub struct QueryOutput {
+    events: Option<mpsc::Sender<Vec<Event>>>,
+    status: watch::Sender<QueryStatus>,
+    progress: Arc<Progress>,
+    stop: CancellationToken,
+}
+
+/// The consumer of a query's events has gone; the query should end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConsumerGone;
+
+impl QueryHandle {
+    /// A connected handle and output for a query `id` on `engine`, holding up
+    /// to `capacity` event batches between them.
+    pub fn new(id: &str, engine: &str, capacity: usize) -> (QueryHandle, QueryOutput) {
+        let (events_tx, events_rx) = mpsc::channel(capacity.max(1));
+        let (status_tx, status_rx) = watch::channel(QueryStatus::Running);
+        let progress = Arc::new(Progress::default());
+        let stop = CancellationToken::new();
+        let handle = QueryHandle {
+            id: id.to_owned(),
+            engine: engine.to_owned(),
+            events: events_rx,
+            pending: Vec::new().into_iter(),
+            status: status_rx,
+            progress: progress.clone(),
+            stop: stop.clone(),
+        };
+        let output = QueryOutput {
+            events: Some(events_tx),
+            status: status_tx,
+            progress,
+            stop,
+        };
+        (handle, output)
+    }
+
+    /// The query's id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The engine running it.
+    pub fn engine(&self) -> &str {
+        &self.engine
+    }
+
+    /// The next batch of events; `None` once the query has ended and every
+    /// event was delivered. The status is final by then.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn next_batch(&mut self) -> Option<Vec<Event>> {
+        let rest: Vec<Event> = std::mem::take(&mut self.pending).collect();
+        if !rest.is_empty() {
+            return Some(rest);
+        }
+        self.events.recv().await
+    }
+
+    /// The next event; `None` once the query has ended.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe.
+    pub async fn next(&mut self) -> Option<Event> {
+        loop {
+            if let Some(event) = self.pending.next() {
+                return Some(event);
+            }
+            self.pending = self.events.recv().await?.into_iter();
+        }
+    }
+
+    /// The status now.
+    pub fn status(&self) -> QueryStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver that sees every change of status.
+    pub fn watch_status(&self) -> watch::Receiver<QueryStatus> {
+        self.status.clone()
+    }
+
+    /// The record counts now.
+    pub fn progress(&self) -> ProgressSnapshot {
+        self.progress.snapshot()
+    }
+
+    /// Asks the query to stop, gracefully: the engine finishes what it can
+    /// within its grace period, then ends. Events still arrive until then.
+    /// Idempotent.
+    pub fn stop(&self) {
+        self.stop.cancel();
+    }
+
+    /// Waits for the query to end, discarding events not yet read, and
+    /// returns its final status.
+    pub async fn wait(mut self) -> QueryStatus {
+        self.pending = Vec::new().into_iter();
+        while self.events.recv().await.is_some() {}
+        let mut status = self.status.clone();
+        if let Ok(s) = status.wait_for(QueryStatus::is_terminal).await {
+            return s.clone();
+        }
+        // The output was dropped; its Drop set a final status first.
+        self.status()
+    }
+
+    /// Stops the query and waits for its final status.
+    pub async fn stop_and_wait(self) -> QueryStatus {
+        self.stop();
+        self.wait().await
+    }
+}
+
+impl Drop for QueryHandle {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl QueryOutput {
+    /// Delivers a batch of events, waiting while the consumer's buffer is full.
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: a dropped call may lose its batch.
+    pub async fn emit(&self, batch: Vec<Event>) -> Result<(), ConsumerGone> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let n = batch.len();
+        let events = self.events.as_ref().ok_or(ConsumerGone)?;
+        events.send(batch).await.map_err(|_| ConsumerGone)?;
+        self.progress.add_out(n);
+        Ok(())
+    }
+
+    /// The query's progress counters.
+    pub fn progress(&self) -> &Progress {
+        &self.progress
+    }
+
+    /// Whether a stop was asked for.
+    pub fn stop_requested(&self) -> bool {
+        self.stop.is_cancelled()
+    }
+
+    /// Resolves once a stop is asked for (or the handle is dropped).
+    pub fn stopping(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
+        self.stop.cancelled()
+    }
+
+    /// Resolves once the consumer has dropped the handle's events.
+    pub async fn consumer_gone(&self) {
+        match &self.events {
+            Some(events) => events.closed().await,
+            None => {}
+        }
+    }
+
+    /// Ends the query with `status`, after every event was emitted.
+    pub fn finish(mut self, status: QueryStatus) {
+        self.set_final(status);
+    }
+
+    fn set_final(&mut self, status: QueryStatus) {
+        debug_assert!(status.is_terminal());
+        // The status is set before the events channel closes, so a consumer
+        // that sees the end of the events sees the final status too.
+        self.status.send_replace(status);
+        self.events = None;
+    }
+}
+
+impl Drop for QueryOutput {
+    fn drop(&mut self) {
+        if self.events.is_some() {
+            self.set_final(QueryStatus::Failed {
+                reason: "the engine ended the query without a status (it panicked)".into(),
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_dropped_output_fails_the_query_instead_of_hanging() {
+        let (handle, output) = QueryHandle::new("q", "test", 1);
+        drop(output);
+        match handle.wait().await {
+            QueryStatus::Failed { reason } => assert!(reason.contains("panicked"), "{reason}"),
+            other => panic!("expected failed, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_final_status_is_visible_once_events_end() {
+        let (mut handle, output) = QueryHandle::new("q", "test", 1);
+        tokio::spawn(async move {
+            let event = Event::Instant(crate::vocab::InstantEvent {
+                datetime: "t".into(),
+                value: crate::vocab::Value::Number(1.0),
+                property: "p".into(),
+                operation: "abs".into(),
+            });
+            output.emit(vec![event]).await.unwrap();
+            output.finish(QueryStatus::Completed);
+        });
+        assert!(handle.next().await.is_some());
+        assert!(handle.next().await.is_none());
+        assert_eq!(handle.status(), QueryStatus::Completed);
+        assert_eq!(handle.progress().records_out, 1);
+    }
+
+    #[tokio::test]
+    async fn dropping_the_handle_asks_the_engine_to_stop() {
+        let (handle, output) = QueryHandle::new("q", "test", 1);
+        drop(handle);
+        output.stopping().await;
+        assert!(output.stop_requested());
+    }
+
+    #[tokio::test]
+    async fn a_fixed_source_yields_its_instants_in_batches_then_ends() {
+        let mut source = Source::from_instants((0..2500).map(|i| Instant::number("t", i as f64)));
+        let mut seen = Vec::new();
+        while let Some(batch) = source.next_batch().await {
+            let batch = batch.unwrap();
+            assert!(batch.len() <= BATCH);
+            seen.extend(batch.into_iter().map(|i| i.value.as_f64().unwrap()));
+        }
+        assert_eq!(seen, (0..2500).map(|i| i as f64).collect::<Vec<_>>());
+    }
+}

@@ -1,0 +1,56 @@
+//! mfstream is a registry of stream engines for OGC API – Moving Features
+//! continuous queries.
+//!
+//! A continuous query applies a lifted scalar operation (`ln`, `mul 1.852`, …)
+//! to a stream of temporal-property instants. The per-record work runs on a
+//! *stream engine*: the in-process [`LocalEngine`], or an external runtime
+//! (Flink, Spark, Beam, …) reached through a bridge job that speaks a line
+//! protocol on stdin and stdout. The roles:
+//!
+//! - [`StreamEngine`] is the seam: `submit(spec, source)` starts a query and
+//!   returns a [`QueryHandle`] with its events, live status and `stop`.
+//! - [`Registry`] holds the engines by name: the built-in `local`, and one
+//!   [`BridgeEngine`] per `[[engine]]` entry of `engines.toml`, so a runtime is
+//!   added by configuration, not code.
+//! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
+//!   vocabulary every engine speaks.
+//!
+//! ```
+//! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let registry = Registry::builtin();
+//! let engine = registry.get("local").unwrap();
+//! let spec = QuerySpec::transform("speed", Transform::new("mul", Some(2.0)).unwrap());
+//! let source = Source::from_instants([Instant::number("2026-01-01T00:00:00Z", 1.5)]);
+//! let mut query = engine.submit(spec, source).await.unwrap();
+//! let event = query.next().await.unwrap();
+//! assert_eq!(event.to_json(), r#"{"datetime":"2026-01-01T00:00:00Z","value":3,"property":"speed","operation":"mul"}"#);
+//! assert!(query.next().await.is_none());
+//! assert_eq!(query.status(), QueryStatus::Completed);
+//! # });
+//! ```
+
+#![deny(missing_docs)]
+
+mod bridge;
+mod config;
+mod engine;
+mod local;
+mod ops;
+mod registry;
+mod spec;
+mod vocab;
+
+pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
+pub use crate::config::{Config, ConfigError, EngineDef};
+pub use crate::engine::{
+    BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
+    QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
+    TryBatch,
+};
+pub use crate::local::{LOCAL, LocalEngine};
+pub use crate::ops::{DomainError, Op, OpError, Transform};
+pub use crate::registry::{Registry, RegistryError};
+pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
+pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};

@@ -1,0 +1,393 @@
+//! The vocabulary every part of mfstream speaks: instants in, events out, the
+//! query that maps one to the other, and the status of a running query.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{self, Deserializer, Visitor};
+use serde::{Deserialize, Serialize};
+
+
+/// The value of one temporal-property instant.
+///
+/// Numbers serve `TReal` and `TInteger` properties, text serves `TText` and
+/// booleans serve `TBoolean`. Transforms take numbers only.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    /// A `TReal` or `TInteger` value.
+    Number(f64),
+    /// A `TText` value.
+    Text(String),
+    /// A `TBoolean` value.
+    Bool(bool),
+}
+
+impl Value {
+    /// The number, if this is a number.
+    pub fn as_f64(&self) -> Option<f64> {
+        match self {
+            Value::Number(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// Appends the value as JSON to `out`.
+    ///
+    /// Integral numbers are written without a fraction (`3`, not `3.0`), as
+    /// the Go tier writes them.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::Number(v) => write_number(*v, out),
+            Value::Text(s) => write_json_str(s, out),
+            Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        }
+    }
+}
+
+impl fmt::Display for Value {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut out = Vec::new();
+        self.write_json(&mut out);
+        f.write_str(&String::from_utf8_lossy(&out))
+    }
+}
+
+impl<'de> Deserialize<'de> for Value {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ValueVisitor;
+
+        impl Visitor<'_> for ValueVisitor {
+            type Value = Value;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number, a string or a boolean")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+                Ok(Value::Number(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+                Ok(Value::Number(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+                Ok(Value::Number(v as f64))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+                Ok(Value::Bool(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+                Ok(Value::Text(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+                Ok(Value::Text(v))
+            }
+        }
+
+        deserializer.deserialize_any(ValueVisitor)
+    }
+}
+
+impl Serialize for Value {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Value::Number(v) if v.fract() == 0.0 && v.abs() < MAX_SAFE_INTEGER => {
+                serializer.serialize_i64(*v as i64)
+            }
+            Value::Number(v) => serializer.serialize_f64(*v),
+            Value::Text(s) => serializer.serialize_str(s),
+            Value::Bool(b) => serializer.serialize_bool(*b),
+        }
+    }
+}
+
+/// One stream record: a datetime and a value.
+///
+/// The datetime is carried verbatim, as the source wrote it, so that it
+/// round-trips without a parse and format step.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Instant {
+    /// The ISO-8601 datetime, verbatim.
+    pub datetime: String,
+    /// The value at that datetime.
+    pub value: Value,
+}
+
+impl Instant {
+    /// A numeric instant.
+    pub fn number(datetime: impl Into<String>, value: f64) -> Instant {
+        Instant {
+            datetime: datetime.into(),
+            value: Value::Number(value),
+        }
+    }
+
+    /// Parses one instant from a JSON object such as
+    /// `{"datetime":"2026-01-01T00:00:00Z","value":1.5}`.
+    pub fn from_json(line: &[u8]) -> Result<Instant, serde_json::Error> {
+        serde_json::from_slice(line)
+    }
+
+    /// Appends the instant as one JSON object to `out` (no newline).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(b"{\"datetime\":");
+        write_json_str(&self.datetime, out);
+        out.extend_from_slice(b",\"value\":");
+        self.value.write_json(out);
+        out.push(b'}');
+    }
+}
+
+/// The type of a temporal property, as MF-JSON names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+pub enum PropertyType {
+    /// Real numbers (the default).
+    #[default]
+    TReal,
+    /// Integers.
+    TInteger,
+    /// Text.
+    TText,
+    /// Booleans.
+    TBoolean,
+}
+
+impl PropertyType {
+    /// Every property type, in documentation order.
+    pub const ALL: [PropertyType; 4] = [
+        PropertyType::TReal,
+        PropertyType::TInteger,
+        PropertyType::TText,
+        PropertyType::TBoolean,
+    ];
+
+    /// The MF-JSON name (`TReal`, …).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PropertyType::TReal => "TReal",
+            PropertyType::TInteger => "TInteger",
+            PropertyType::TText => "TText",
+            PropertyType::TBoolean => "TBoolean",
+        }
+    }
+
+    /// Whether values of this type are numbers.
+    pub fn is_numeric(self) -> bool {
+        matches!(self, PropertyType::TReal | PropertyType::TInteger)
+    }
+}
+
+impl fmt::Display for PropertyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for PropertyType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        PropertyType::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s))
+            .ok_or_else(|| {
+                format!("unknown property type {s:?}: expected one of TReal, TInteger, TText, TBoolean")
+            })
+    }
+}
+
+/// One result of a query.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A transformed instant.
+    Instant(InstantEvent),
+}
+
+/// A transformed instant: `{"datetime","value","property","operation"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstantEvent {
+    /// The source instant's datetime, verbatim.
+    pub datetime: String,
+    /// The result.
+    pub value: Value,
+    /// The property the query reads.
+    pub property: Arc<str>,
+    /// The operation that produced it.
+    pub operation: Arc<str>,
+}
+
+impl Event {
+    /// The event's datetime (for a window, its end).
+    pub fn datetime(&self) -> &str {
+        match self {
+            Event::Instant(e) => &e.datetime,
+        }
+    }
+
+    /// The event's value.
+    pub fn value(&self) -> &Value {
+        match self {
+            Event::Instant(e) => &e.value,
+        }
+    }
+
+    /// Appends the event as one JSON object to `out` (no newline).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Event::Instant(e) => {
+                out.extend_from_slice(b"{\"datetime\":");
+                write_json_str(&e.datetime, out);
+                out.extend_from_slice(b",\"value\":");
+                e.value.write_json(out);
+                out.extend_from_slice(b",\"property\":");
+                write_json_str(&e.property, out);
+                out.extend_from_slice(b",\"operation\":");
+                write_json_str(&e.operation, out);
+                out.push(b'}');
+            }
+        }
+    }
+
+    /// The event as a JSON string.
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(96);
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("the JSON writer emits UTF-8 only")
+    }
+}
+
+/// The status of a query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueryStatus {
+    /// Still running.
+    Running,
+    /// The source ended and every result was delivered.
+    Completed,
+    /// Asked to stop, and stopped.
+    Stopped,
+    /// Failed, in the engine's own words.
+    Failed {
+        /// Why: the exit status, the tail of stderr, the offending line.
+        reason: String,
+    },
+}
+
+impl QueryStatus {
+    /// Whether the query has ended.
+    pub fn is_terminal(&self) -> bool {
+        !matches!(self, QueryStatus::Running)
+    }
+
+    /// The status's name: `running`, `completed`, `stopped` or `failed`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            QueryStatus::Running => "running",
+            QueryStatus::Completed => "completed",
+            QueryStatus::Stopped => "stopped",
+            QueryStatus::Failed { .. } => "failed",
+        }
+    }
+}
+
+impl fmt::Display for QueryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            QueryStatus::Failed { reason } => write!(f, "failed: {reason}"),
+            other => f.write_str(other.name()),
+        }
+    }
+}
+
+/// 2^53: integral numbers below it print exactly as integers.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
+
+/// Appends a finite number as JSON: integers without a fraction, others in
+/// the shortest form that round-trips.
+pub(crate) fn write_number(v: f64, out: &mut Vec<u8>) {
+    if v.fract() == 0.0 && v.abs() < MAX_SAFE_INTEGER {
+        out.extend_from_slice(itoa::Buffer::new().format(v as i64).as_bytes());
+    } else if v.is_finite() {
+        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+    } else {
+        // JSON has no NaN or infinity; engines never emit them, but a value
+        // read from elsewhere must still serialise to valid JSON.
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// Appends `s` as a JSON string literal.
+pub(crate) fn write_json_str(s: &str, out: &mut Vec<u8>) {
+    out.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        if escape.is_empty() {
+            out.extend_from_slice(format!("\\u{b:04x}").as_bytes());
+        } else {
+            out.extend_from_slice(escape);
+        }
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integral_numbers_print_without_fraction() {
+        let mut out = Vec::new();
+        write_number(3.0, &mut out);
+        out.push(b' ');
+        write_number(2.5, &mut out);
+        out.push(b' ');
+        write_number(-0.0, &mut out);
+        assert_eq!(out, b"3 2.5 0");
+    }
+
+    #[test]
+    fn json_strings_escape_quotes_and_controls() {
+        let mut out = Vec::new();
+        write_json_str("a\"b\\c\nd\u{1}", &mut out);
+        assert_eq!(String::from_utf8(out).unwrap(), r#""a\"b\\c\nd\u0001""#);
+    }
+
+    #[test]
+    fn instants_parse_every_value_kind() {
+        let n = Instant::from_json(br#"{"datetime":"t","value":1.5}"#).unwrap();
+        assert_eq!(n.value, Value::Number(1.5));
+        let t = Instant::from_json(br#"{"datetime":"t","value":"a"}"#).unwrap();
+        assert_eq!(t.value, Value::Text("a".into()));
+        let b = Instant::from_json(br#"{"datetime":"t","value":true}"#).unwrap();
+        assert_eq!(b.value, Value::Bool(true));
+        assert!(Instant::from_json(br#"{"datetime":"t"}"#).is_err());
+        assert!(Instant::from_json(br#"{"datetime":"t","value":1,"x":2}"#).is_err());
+    }
+
+    #[test]
+    fn event_json_matches_the_go_tier_shape() {
+        let event = Event::Instant(InstantEvent {
+            datetime: "2026-01-01T00:00:00Z".into(),
+            value: Value::Number(2.5),
+            property: "speed".into(),
+            operation: "mul".into(),
+        });
+        let parsed: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        assert_eq!(
+            parsed,
+            serde_json::json!({"datetime":"2026-01-01T00:00:00Z","value":2.5,"property":"speed","operation":"mul"})
+        );
+    }
+}
