@@ -271,7 +271,10 @@ mod tests {
     #[test]
     fn bad_transforms_are_rejected_with_the_catalogue() {
         let unknown = Transform::new("sqrt", None).unwrap_err().to_string();
-        assert!(unknown.contains("\"sqrt\"") && unknown.contains("ln, exp"), "{unknown}");
+        assert!(
+            unknown.contains("\"sqrt\"") && unknown.contains("ln, exp"),
+            "{unknown}"
+        );
         assert_eq!(
             Transform::new("mul", None).unwrap_err(),
             OpError::MissingArg(Op::Mul)
@@ -307,7 +310,10 @@ mod tests {
             Transform::new("mul", Some(1.852)).unwrap().job_args(),
             ["mul", "1.852"]
         );
-        assert_eq!(Transform::new("add", Some(2.0)).unwrap().job_args(), ["add", "2"]);
+        assert_eq!(
+            Transform::new("add", Some(2.0)).unwrap().job_args(),
+            ["add", "2"]
+        );
         assert_eq!(Transform::new("ln", None).unwrap().job_args(), ["ln"]);
     }
 }

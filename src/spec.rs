@@ -123,7 +123,6 @@ impl QuerySpec {
     }
 }
 
-
 /// A Part 4 registration body: `{"operation":"mul","arg":1.852}` or
 /// `{"aggregation":"AVG","window":{"type":"COUNT","size":10}}`.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -198,9 +197,9 @@ impl Registration {
                 if self.arg.is_some() {
                     return Err(SpecError::new("arg", "`arg` goes with an `operation`"));
                 }
-                let window = self.window.ok_or_else(|| {
-                    SpecError::new("window", "an `aggregation` needs a `window`")
-                })?;
+                let window = self
+                    .window
+                    .ok_or_else(|| SpecError::new("window", "an `aggregation` needs a `window`"))?;
                 let window: Window = serde_json::from_value(window)
                     .map_err(|e| SpecError::new("window", e.to_string()))?;
                 window.validate()?;
@@ -227,7 +226,10 @@ impl Window {
             Window::Hopping { size, hop, .. } => (size, Some(hop)),
         };
         if size == 0 {
-            return Err(SpecError::new("window", "`size` must be a positive integer"));
+            return Err(SpecError::new(
+                "window",
+                "`size` must be a positive integer",
+            ));
         }
         if hop == Some(0) {
             return Err(SpecError::new("window", "`hop` must be a positive integer"));
@@ -276,9 +278,18 @@ mod tests {
 
     #[test]
     fn bad_registrations_name_the_field() {
-        assert_eq!(spec(r#"{"operation":"nope"}"#).unwrap_err().field, "operation");
-        assert_eq!(spec(r#"{"operation":"div","arg":0}"#).unwrap_err().field, "arg");
-        assert_eq!(spec(r#"{"operation":"ln","bogus":1}"#).unwrap_err().field, "body");
+        assert_eq!(
+            spec(r#"{"operation":"nope"}"#).unwrap_err().field,
+            "operation"
+        );
+        assert_eq!(
+            spec(r#"{"operation":"div","arg":0}"#).unwrap_err().field,
+            "arg"
+        );
+        assert_eq!(
+            spec(r#"{"operation":"ln","bogus":1}"#).unwrap_err().field,
+            "body"
+        );
         assert_eq!(spec("{}").unwrap_err().field, "operation");
         let text = Registration::from_json(r#"{"operation":"ln","type":"TText"}"#)
             .unwrap()

@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
-
 /// The value of one temporal-property instant.
 ///
 /// Numbers serve `TReal` and `TInteger` properties, text serves `TText` and
@@ -190,7 +189,9 @@ impl std::str::FromStr for PropertyType {
             .into_iter()
             .find(|t| t.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
-                format!("unknown property type {s:?}: expected one of TReal, TInteger, TText, TBoolean")
+                format!(
+                    "unknown property type {s:?}: expected one of TReal, TInteger, TText, TBoolean"
+                )
             })
     }
 }

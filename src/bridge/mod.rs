@@ -1,12 +1,28 @@
 //! The generic subprocess bridge: every `[[engine]]` of `engines.toml` runs
 //! its queries as child processes speaking the bridge line protocol.
+//!
+//! The job command is the engine's command prefix with the operation and,
+//! where it takes one, its argument appended (`… mul 1.852`). It runs
+//! without a shell, in its own process group, with `LD_LIBRARY_PATH`
+//! extended by the engine's library path, `MFSTREAM_FRAMING` naming the
+//! framing and `MFSTREAM_QUERY` holding the query as JSON. `jobs/README.md`
+//! is the protocol reference.
 
+mod framing;
+mod job;
+mod run;
+
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use tracing::Instrument;
 
 use crate::engine::{EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
-use crate::spec::QuerySpec;
+use crate::spec::{QueryKind, QuerySpec};
+
+/// Event batches buffered between a bridge query and its consumer.
+const EVENT_BUFFER: usize = 16;
 
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -17,6 +33,16 @@ pub enum Framing {
     Value,
     /// One JSON instant per line in, one JSON event per line out.
     Json,
+}
+
+impl Framing {
+    /// The framing's name, as `engines.toml` and `MFSTREAM_FRAMING` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Framing::Value => "value",
+            Framing::Json => "json",
+        }
+    }
 }
 
 /// Restarting a job that dies, with exponential backoff.
@@ -78,13 +104,15 @@ impl BridgeOptions {
 /// An engine that runs each query as a bridge job.
 #[derive(Debug)]
 pub struct BridgeEngine {
-    options: BridgeOptions,
+    options: Arc<BridgeOptions>,
 }
 
 impl BridgeEngine {
     /// An engine running jobs with `options`.
     pub fn new(options: BridgeOptions) -> BridgeEngine {
-        BridgeEngine { options }
+        BridgeEngine {
+            options: Arc::new(options),
+        }
     }
 
     /// The engine's options.
@@ -110,10 +138,44 @@ impl StreamEngine for BridgeEngine {
         }
     }
 
-    async fn submit(&self, _spec: QuerySpec, _source: Source) -> Result<QueryHandle, EngineError> {
-        Err(EngineError::Start {
-            engine: self.options.name.clone(),
-            reason: "not yet built".into(),
-        })
+    /// Starts the query's job before returning, so that a command that
+    /// cannot start is an error here, not a failed query.
+    async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        let name = &self.options.name;
+        let transform = match &spec.kind {
+            QueryKind::Transform(t) => *t,
+            QueryKind::Aggregate(_) => {
+                return Err(EngineError::Unsupported {
+                    engine: name.clone(),
+                    what: "windowed aggregates yet".into(),
+                });
+            }
+        };
+        let mut env = self.options.env.clone();
+        env.push((
+            "MFSTREAM_FRAMING".into(),
+            self.options.framing.as_str().into(),
+        ));
+        env.push(("MFSTREAM_QUERY".into(), spec.to_json()));
+        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let driver = run::Driver::new(
+            self.options.clone(),
+            transform.job_args(),
+            env,
+            spec.property.as_str().into(),
+            transform.op.name().into(),
+            source,
+            output,
+        );
+        let job = driver.spawn().map_err(|e| EngineError::Start {
+            engine: name.clone(),
+            reason: format!(
+                "cannot run {:?}: {e}",
+                self.options.argv.first().map_or("", String::as_str)
+            ),
+        })?;
+        let span = tracing::info_span!("query", engine = %name, id = %spec.id);
+        tokio::spawn(driver.run(job).instrument(span));
+        Ok(handle)
     }
 }
