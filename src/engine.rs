@@ -201,6 +201,26 @@ impl SourceSender {
         self.send_batch(vec![instant]).await
     }
 
+    /// Sends a batch from a thread outside the async runtime, blocking while
+    /// the query's buffer is full.
+    ///
+    /// # Panics
+    ///
+    /// When called from within an async runtime (as tokio's `blocking_send`).
+    pub fn blocking_send_batch(&self, batch: Vec<Instant>) -> Result<(), SourceClosed> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        self.tx.blocking_send(Ok(batch)).map_err(|_| SourceClosed)
+    }
+
+    /// Ends the source with an error from a thread outside the async
+    /// runtime.
+    pub fn blocking_fail(self, error: SourceError) {
+        // If the query has already ended, there is no one left to tell.
+        let _ = self.tx.blocking_send(Err(error));
+    }
+
     /// Ends the source with an error, which fails the query.
     pub async fn fail(self, error: SourceError) {
         // If the query has already ended, there is no one left to tell.
@@ -340,6 +360,15 @@ impl QueryHandle {
         self.events.recv().await
     }
 
+    /// The next batch of events if one is ready now, without waiting.
+    pub fn try_next_batch(&mut self) -> Option<Vec<Event>> {
+        let rest: Vec<Event> = std::mem::take(&mut self.pending).collect();
+        if !rest.is_empty() {
+            return Some(rest);
+        }
+        self.events.try_recv().ok()
+    }
+
     /// The next event; `None` once the query has ended.
     ///
     /// # Cancel safety
@@ -432,14 +461,6 @@ impl QueryOutput {
     /// Resolves once a stop is asked for (or the handle is dropped).
     pub fn stopping(&self) -> tokio_util::sync::WaitForCancellationFuture<'_> {
         self.stop.cancelled()
-    }
-
-    /// Resolves once the consumer has dropped the handle's events.
-    pub async fn consumer_gone(&self) {
-        match &self.events {
-            Some(events) => events.closed().await,
-            None => {}
-        }
     }
 
     /// Ends the query with `status`, after every event was emitted.

@@ -1,27 +1,273 @@
-//! The registry of engines.
+//! The registry: engines by name, from the built-ins and `engines.toml`.
+//!
+//! The registry holds an immutable snapshot behind an atomic pointer:
+//! [`Registry::get`] is one lock-free load and a map look-up, and a reload
+//! builds a whole new snapshot and swaps it in, so a reader sees the old
+//! registry or the new one, never a mix. Queries already running hold their
+//! engine (an `Arc`), so a reload never disturbs them.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, LazyLock};
 
-use crate::engine::StreamEngine;
-use crate::local::LocalEngine;
+use arc_swap::ArcSwap;
 
-/// The registry.
+use crate::bridge::BridgeEngine;
+use crate::config::{Config, ConfigError};
+use crate::engine::{EngineInfo, EngineKind, StreamEngine};
+use crate::local::{LOCAL, LocalEngine};
+
+/// The variable that picks the default engine, as in the Go tier.
+pub const DEFAULT_ENGINE_VAR: &str = "MFAPI_STREAM_ENGINE";
+/// The variable naming the `engines.toml` to load when none is given.
+pub const CONFIG_VAR: &str = "MFSTREAM_CONFIG";
+
+/// Engines by name.
 #[derive(Debug)]
-pub struct Registry {}
+pub struct Registry {
+    snapshot: ArcSwap<Snapshot>,
+}
 
-/// Why `get` failed.
-#[derive(Debug, thiserror::Error)]
-#[error("registry")]
-pub struct RegistryError {}
+#[derive(Debug)]
+struct Snapshot {
+    /// In listing order: built-ins, then the file's entries in file order.
+    slots: Vec<Slot>,
+    index: HashMap<String, usize>,
+    default: DefaultEngine,
+    path: Option<PathBuf>,
+}
+
+#[derive(Debug)]
+enum Slot {
+    Ready(Arc<dyn StreamEngine>),
+    NotReady(EngineInfo),
+}
+
+impl Slot {
+    fn info(&self) -> EngineInfo {
+        match self {
+            Slot::Ready(engine) => engine.describe(),
+            Slot::NotReady(info) => info.clone(),
+        }
+    }
+}
+
+/// The default engine's name and where it came from.
+#[derive(Debug, Clone)]
+struct DefaultEngine {
+    name: String,
+    from: &'static str,
+}
+
+/// Why an engine could not be had.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RegistryError {
+    /// No engine has that name.
+    #[error("unknown engine {name:?}: known engines are {known}")]
+    Unknown {
+        /// The name asked for.
+        name: String,
+        /// The known names, comma-separated.
+        known: String,
+    },
+    /// The engine exists but cannot run queries.
+    #[error("the {name} engine is not ready: {reason}")]
+    NotReady {
+        /// The engine.
+        name: String,
+        /// Why, naming what to set or fix.
+        reason: String,
+    },
+    /// The default engine names no engine.
+    #[error("{from} names {name:?}, which is not an engine: known engines are {known}")]
+    UnknownDefault {
+        /// The name.
+        name: String,
+        /// Where the default came from.
+        from: &'static str,
+        /// The known names, comma-separated.
+        known: String,
+    },
+}
 
 impl Registry {
-    /// The built-ins alone.
+    /// The built-in engines alone.
     pub fn builtin() -> Registry {
-        Registry {}
+        Registry::from_config(&Config::default())
     }
 
-    /// An engine by name.
-    pub fn get(&self, _name: &str) -> Result<Arc<dyn StreamEngine>, RegistryError> {
-        Ok(Arc::new(LocalEngine::new()))
+    /// The built-ins and the engines of `config`, resolved against the
+    /// process environment.
+    pub fn from_config(config: &Config) -> Registry {
+        Registry::from_config_with_env(config, &|name| std::env::var(name).ok())
+    }
+
+    /// The built-ins and the engines of `config`, resolved against `env`.
+    pub fn from_config_with_env(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Registry {
+        Registry {
+            snapshot: ArcSwap::from_pointee(Snapshot::build(config, env)),
+        }
+    }
+
+    /// Loads `engines.toml` from `path` (or the built-ins alone for `None`).
+    pub fn load(path: Option<&Path>) -> Result<Registry, ConfigError> {
+        let config = match path {
+            Some(path) => Config::from_file(path)?,
+            None => Config::default(),
+        };
+        Ok(Registry::from_config(&config))
+    }
+
+    /// The `engines.toml` a command line uses: `explicit` (`--config`), else
+    /// `$MFSTREAM_CONFIG`, else `./engines.toml` when present, else none.
+    pub fn discover(explicit: Option<&Path>) -> Option<PathBuf> {
+        if let Some(path) = explicit {
+            return Some(path.to_owned());
+        }
+        if let Some(path) = std::env::var_os(CONFIG_VAR).filter(|p| !p.is_empty()) {
+            return Some(PathBuf::from(path));
+        }
+        let local = Path::new("engines.toml");
+        local.is_file().then(|| local.to_owned())
+    }
+
+    /// The process-wide registry, built on first use from the discovered
+    /// `engines.toml` ([`Registry::discover`] with no explicit path).
+    pub fn global() -> Result<&'static Registry, &'static ConfigError> {
+        static GLOBAL: LazyLock<Result<Registry, ConfigError>> =
+            LazyLock::new(|| Registry::load(Registry::discover(None).as_deref()));
+        GLOBAL.as_ref()
+    }
+
+    /// The engine named `name`.
+    pub fn get(&self, name: &str) -> Result<Arc<dyn StreamEngine>, RegistryError> {
+        self.snapshot.load().get(name)
+    }
+
+    /// The default engine: `$MFAPI_STREAM_ENGINE`, else the file's
+    /// `default`, else `local`.
+    pub fn get_default(&self) -> Result<Arc<dyn StreamEngine>, RegistryError> {
+        let snapshot = self.snapshot.load();
+        let default = &snapshot.default;
+        if !snapshot.index.contains_key(&default.name) {
+            return Err(RegistryError::UnknownDefault {
+                name: default.name.clone(),
+                from: default.from,
+                known: snapshot.known(),
+            });
+        }
+        snapshot.get(&default.name)
+    }
+
+    /// The default engine's name.
+    pub fn default_name(&self) -> String {
+        self.snapshot.load().default.name.clone()
+    }
+
+    /// Every engine, in listing order, ready or not.
+    pub fn engines(&self) -> Vec<EngineInfo> {
+        self.snapshot.load().slots.iter().map(Slot::info).collect()
+    }
+
+    /// The file the registry was loaded from, if any.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.snapshot.load().path.clone()
+    }
+
+    /// Replaces every engine with those of `config`, atomically. Queries
+    /// already running keep their engine.
+    pub fn reload(&self, config: &Config) {
+        let env = |name: &str| std::env::var(name).ok();
+        self.snapshot.store(Arc::new(Snapshot::build(config, &env)));
+    }
+
+    /// Reloads from the file the registry was loaded from. On error the
+    /// registry is left as it was.
+    pub fn reload_from_file(&self) -> Result<(), ConfigError> {
+        if let Some(path) = self.path() {
+            self.reload(&Config::from_file(&path)?);
+        }
+        Ok(())
+    }
+}
+
+impl Snapshot {
+    fn build(config: &Config, env: &dyn Fn(&str) -> Option<String>) -> Snapshot {
+        let mut slots = vec![Slot::Ready(
+            Arc::new(LocalEngine::new()) as Arc<dyn StreamEngine>
+        )];
+        for def in &config.engines {
+            let slot = match def.resolve(env) {
+                Ok(options) => Slot::Ready(Arc::new(BridgeEngine::new(options))),
+                Err(reason) => Slot::NotReady(EngineInfo {
+                    name: def.name.clone(),
+                    kind: EngineKind::Bridge,
+                    ready: false,
+                    reason: Some(reason),
+                    description: def.description.clone(),
+                    serves: vec!["transform"],
+                }),
+            };
+            slots.push(slot);
+        }
+        // Names are unique: the config refuses duplicates and the reserved
+        // built-in names.
+        let index = slots
+            .iter()
+            .enumerate()
+            .map(|(i, slot)| (slot_name(slot), i))
+            .collect();
+        let default = match env(DEFAULT_ENGINE_VAR).filter(|v| !v.trim().is_empty()) {
+            Some(name) => DefaultEngine {
+                name: name.trim().to_owned(),
+                from: DEFAULT_ENGINE_VAR,
+            },
+            None => match &config.default {
+                Some(name) => DefaultEngine {
+                    name: name.clone(),
+                    from: "the config's `default`",
+                },
+                None => DefaultEngine {
+                    name: LOCAL.to_owned(),
+                    from: "the built-in default",
+                },
+            },
+        };
+        Snapshot {
+            slots,
+            index,
+            default,
+            path: config.path.clone(),
+        }
+    }
+
+    fn get(&self, name: &str) -> Result<Arc<dyn StreamEngine>, RegistryError> {
+        match self.index.get(name).map(|&i| &self.slots[i]) {
+            Some(Slot::Ready(engine)) => Ok(engine.clone()),
+            Some(Slot::NotReady(info)) => Err(RegistryError::NotReady {
+                name: name.to_owned(),
+                reason: info.reason.clone().unwrap_or_default(),
+            }),
+            None => Err(RegistryError::Unknown {
+                name: name.to_owned(),
+                known: self.known(),
+            }),
+        }
+    }
+
+    fn known(&self) -> String {
+        self.slots
+            .iter()
+            .map(slot_name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn slot_name(slot: &Slot) -> String {
+    match slot {
+        Slot::Ready(engine) => engine.name().to_owned(),
+        Slot::NotReady(info) => info.name.clone(),
     }
 }

@@ -251,7 +251,7 @@ impl Driver {
                     None => self.source_done = true,
                     Some(Err(e)) => {
                         self.source_done = true;
-                        self.fail(format!("the source failed: {e}"), &mut stdin, &mut escalation);
+                        self.fail(e.to_string(), &mut stdin, &mut escalation);
                     }
                     Some(Ok(batch)) => {
                         if self.pending.is_empty() {

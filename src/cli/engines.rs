@@ -1,0 +1,99 @@
+//! `mfstream engines` and `mfstream check`.
+
+use std::io::Write;
+
+use anyhow::{Context, Result};
+use mfstream::{Config, EngineInfo, Registry};
+use serde::Serialize;
+
+use super::{ConfigArgs, EnginesArgs};
+use crate::Outcome;
+
+/// One engine as `mfstream engines --json` prints it.
+#[derive(Serialize)]
+struct Listed<'a> {
+    #[serde(flatten)]
+    info: &'a EngineInfo,
+    default: bool,
+}
+
+/// Lists every engine with its kind, readiness and why not ready.
+pub fn engines(args: EnginesArgs) -> Result<Outcome> {
+    let path = Registry::discover(args.config.config.as_deref());
+    let registry = Registry::load(path.as_deref())?;
+    let default = registry.default_name();
+    let infos = registry.engines();
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let listed: Vec<Listed<'_>> = infos
+            .iter()
+            .map(|info| Listed {
+                info,
+                default: info.name == default,
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &listed).context("cannot write to stdout")?;
+        writeln!(out)?;
+        return Ok(Outcome::Success);
+    }
+    let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4) + 1;
+    writeln!(
+        out,
+        "{:width$} {:8} {:5} {:20} DESCRIPTION",
+        "NAME", "KIND", "READY", "SERVES"
+    )?;
+    for info in &infos {
+        let name = if info.name == default {
+            format!("{}*", info.name)
+        } else {
+            info.name.clone()
+        };
+        let ready = if info.ready { "yes" } else { "no" };
+        let serves = info.serves.join(",");
+        writeln!(
+            out,
+            "{name:width$} {:8} {ready:5} {serves:20} {}",
+            info.kind.to_string(),
+            info.description
+        )?;
+        if let Some(reason) = &info.reason {
+            writeln!(out, "{:width$} └ not ready: {reason}", "")?;
+        }
+    }
+    let from = match registry.path() {
+        Some(path) => format!("from {}", path.display()),
+        None => "no engines.toml: the built-in engines alone".into(),
+    };
+    writeln!(out, "\n* default engine ({from})")?;
+    Ok(Outcome::Success)
+}
+
+/// Validates engines.toml: exit 0 when all is well, else every error.
+pub fn check(args: ConfigArgs) -> Result<Outcome> {
+    let Some(path) = Registry::discover(args.config.as_deref()) else {
+        println!(
+            "no engines.toml found (--config, $MFSTREAM_CONFIG, ./engines.toml): the built-in engines alone"
+        );
+        return Ok(Outcome::Success);
+    };
+    let config = match Config::from_file(&path) {
+        Ok(config) => config,
+        Err(e) => return Ok(Outcome::InvalidConfig(e.to_string())),
+    };
+    let registry = Registry::from_config(&config);
+    let infos = registry.engines();
+    let ready = infos.iter().filter(|i| i.ready).count();
+    println!(
+        "{}: ok, {} engines, {ready} ready",
+        path.display(),
+        infos.len()
+    );
+    for info in infos.iter().filter(|i| !i.ready) {
+        println!(
+            "  {} is not ready: {}",
+            info.name,
+            info.reason.as_deref().unwrap_or("")
+        );
+    }
+    Ok(Outcome::Success)
+}

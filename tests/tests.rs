@@ -1,0 +1,6 @@
+//! The integration tests: one binary, one module per capability.
+
+mod util;
+
+mod bridge;
+mod local;
