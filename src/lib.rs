@@ -43,7 +43,7 @@ mod spec;
 mod vocab;
 
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
-pub use crate::config::{Config, ConfigError, EngineDef};
+pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
     BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
     QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
