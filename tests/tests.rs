@@ -3,4 +3,6 @@
 mod util;
 
 mod bridge;
+mod cli;
 mod local;
+mod registry;

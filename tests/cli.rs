@@ -1,0 +1,351 @@
+//! The `mfstream` command: run, engines, check, signals and pipes.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use crate::util::*;
+
+/// `mfstream` in `dir`, with the configuration variables cleared.
+fn mfstream(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
+    cmd.current_dir(dir)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// An engines.toml in `dir` with one engine `job` run by `TEST_JOB_CMD`.
+fn job_config(dir: &TempDir) -> std::path::PathBuf {
+    let path = dir.join("engines.toml");
+    std::fs::write(
+        &path,
+        "[[engine]]\nname = \"job\"\ncmd_env = \"TEST_JOB_CMD\"\nstop_grace_ms = 200\n",
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn run_on_the_local_engine_writes_one_json_event_per_instant() {
+    let dir = TempDir::new("cli-run");
+    let output = mfstream(dir.path())
+        .args(["run", "--op", "mul", "--arg", "2", "--property", "speed"])
+        .arg(root().join("examples/speed.ndjson"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 20);
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"datetime":"2026-01-01T00:00:00Z","value":20,"property":"speed","operation":"mul"})
+    );
+}
+
+#[test]
+fn run_takes_a_part4_registration_body() {
+    let dir = TempDir::new("cli-query");
+    let mut child = mfstream(dir.path())
+        .args(["run", "--query", r#"{"operation":"div","arg":4}"#])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":10}\n")
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success());
+    assert!(
+        stdout(&output).contains(r#""value":2.5"#),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
+fn run_delivers_each_event_while_the_input_is_still_open() {
+    let dir = TempDir::new("cli-live");
+    let mut child = mfstream(dir.path())
+        .args(["run", "--op", "abs"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for i in 0..3 {
+        writeln!(stdin, "{{\"datetime\":\"t{i}\",\"value\":-{i}.5}}").unwrap();
+        stdin.flush().unwrap();
+        // The event arrives before any more input is written.
+        let line = lines.next().unwrap().unwrap();
+        assert!(line.contains(&format!("\"t{i}\"")), "{line}");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn a_bad_input_line_fails_the_query_naming_its_number() {
+    let dir = TempDir::new("cli-bad-line");
+    let input = dir.join("in.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"t1\",\"value\":1}\n\n{\"datetime\":\"t3\",\"value\":\n",
+    )
+    .unwrap();
+    let output = mfstream(dir.path())
+        .args(["run", "--op", "abs"])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("input line 3"),
+        "{}",
+        stderr(&output)
+    );
+    assert_eq!(
+        stdout(&output).lines().count(),
+        1,
+        "the good line before it is delivered"
+    );
+}
+
+#[test]
+fn bad_queries_are_refused_before_anything_runs() {
+    let dir = TempDir::new("cli-bad-query");
+    let unknown = mfstream(dir.path())
+        .args(["run", "--op", "sqrt"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).contains("ln, exp, log10"),
+        "{}",
+        stderr(&unknown)
+    );
+    let div0 = mfstream(dir.path())
+        .args(["run", "--op", "div", "--arg", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(div0.status.code(), Some(2));
+    assert!(stderr(&div0).contains("div by zero"), "{}", stderr(&div0));
+    let missing = mfstream(dir.path())
+        .args(["run", "--op", "mul"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&missing).contains("needs a scalar argument"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+#[test]
+fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
+    let dir = TempDir::new("cli-unset");
+    let config = job_config(&dir);
+    let output = mfstream(dir.path())
+        .args(["run", "--engine", "job", "--op", "abs", "--config"])
+        .arg(&config)
+        .env_remove("TEST_JOB_CMD")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("TEST_JOB_CMD"),
+        "{}",
+        stderr(&output)
+    );
+    let listed = mfstream(dir.path())
+        .args(["engines", "--json"])
+        .output()
+        .unwrap();
+    let engines: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let job = engines
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "job")
+        .unwrap();
+    assert_eq!(job["kind"], "bridge");
+    assert_eq!(job["ready"], false);
+    assert!(job["reason"].as_str().unwrap().contains("TEST_JOB_CMD"));
+}
+
+#[test]
+fn an_unknown_engine_fails_listing_the_known_ones() {
+    let dir = TempDir::new("cli-unknown");
+    let output = mfstream(dir.path())
+        .args(["run", "--engine", "storm", "--op", "abs"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        stderr(&output).contains("known engines are local"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
+    let dir = TempDir::new("cli-check");
+    let good = mfstream(dir.path())
+        .arg("check")
+        .arg("--config")
+        .arg(root().join("engines.toml"))
+        .output()
+        .unwrap();
+    assert!(good.status.success(), "{}", stderr(&good));
+    let bad = dir.join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[[engine]]\nname = \"x\"\ncmd_env = \"X_CMD\"\nstop_grace_ms = \"soon\"\n",
+    )
+    .unwrap();
+    let output = mfstream(dir.path())
+        .arg("check")
+        .arg("--config")
+        .arg(&bad)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stderr(&output).contains("bad.toml:4:17"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn config_discovery_uses_the_variable_then_the_working_directory() {
+    let dir = TempDir::new("cli-discover");
+    job_config(&dir);
+    let here = mfstream(dir.path())
+        .args(["engines", "--json"])
+        .output()
+        .unwrap();
+    assert!(stdout(&here).contains("\"job\""));
+    let elsewhere = TempDir::new("cli-discover-none");
+    let none = mfstream(elsewhere.path())
+        .args(["engines", "--json"])
+        .output()
+        .unwrap();
+    assert!(!stdout(&none).contains("\"job\""));
+    let by_var = mfstream(elsewhere.path())
+        .args(["engines", "--json"])
+        .env("MFSTREAM_CONFIG", dir.join("engines.toml"))
+        .output()
+        .unwrap();
+    assert!(stdout(&by_var).contains("\"job\""));
+}
+
+#[test]
+fn sigterm_stops_the_query_and_ends_the_jobs_whole_process_group() {
+    let dir = TempDir::new("cli-sigterm");
+    let config = job_config(&dir);
+    let pid_file = dir.join("child");
+    let mut child = mfstream(dir.path())
+        .args(["run", "--engine", "job", "--op", "abs", "--config"])
+        .arg(&config)
+        .env("TEST_JOB_CMD", format!("sh {}", job("fork_child.sh")))
+        .env("CHILD_PID_FILE", &pid_file)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{{\"datetime\":\"t\",\"value\":-1}}").unwrap();
+    stdin.flush().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains("\"t\""));
+    let grandchild = read_pid(&pid_file);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(143));
+    assert!(
+        wait_gone(grandchild, Duration::from_secs(10)),
+        "the job's child survived"
+    );
+}
+
+#[test]
+fn a_sigkilled_mfstream_takes_its_job_with_it() {
+    let dir = TempDir::new("cli-sigkill");
+    let config = job_config(&dir);
+    let pid_file = dir.join("job");
+    let mut child = mfstream(dir.path())
+        .args(["run", "--engine", "job", "--op", "abs", "--config"])
+        .arg(&config)
+        .env(
+            "TEST_JOB_CMD",
+            format!(
+                "sh -c 'echo $$ > {}; exec sh {}'",
+                pid_file.display(),
+                job("echo.sh")
+            ),
+        )
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{{\"datetime\":\"t\",\"value\":-1}}").unwrap();
+    stdin.flush().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().unwrap().contains("\"t\""));
+    let job_pid = read_pid(&pid_file);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // stdin stays open here, so only the parent-death signal can end the job.
+    assert!(
+        wait_gone(job_pid, Duration::from_secs(10)),
+        "the job outlived mfstream"
+    );
+    drop(stdin);
+}
+
+#[test]
+fn a_closed_stdout_ends_the_run_successfully() {
+    let dir = TempDir::new("cli-pipe");
+    let input = dir.join("in.ndjson");
+    let mut text = String::new();
+    for i in 0..200_000 {
+        text.push_str(&format!("{{\"datetime\":\"t{i}\",\"value\":{i}}}\n"));
+    }
+    std::fs::write(&input, text).unwrap();
+    let mut child = mfstream(dir.path())
+        .args(["run", "--op", "abs"])
+        .arg(&input)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(lines.next().unwrap().is_ok());
+    drop(lines);
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
