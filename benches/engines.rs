@@ -1,0 +1,204 @@
+//! Engine-level benchmarks: figures printed, never asserted.
+//!
+//! ```text
+//! cargo build --release -p mfstream-fastjob
+//! cargo bench --bench engines                 # every section
+//! cargo bench --bench engines -- local        # one section: local, bridge, latency, memory
+//! ```
+//!
+//! - `local`: the `local` engine transforming instants (no JSON, no I/O).
+//! - `bridge`: the bridge through the native job `mfstream-fastjob`, value
+//!   and json framing (no JSON at the ends: instants in memory, events counted).
+//! - `latency`: instants fed at 10,000/s through the bridge; the time from
+//!   an instant entering the source to its event coming out, p50/p99/max.
+//! - `memory`: 10 million instants through the bridge; the process's
+//!   resident memory sampled along the way (it must stay flat).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant as Clock};
+
+use mfstream::{
+    BATCH, BridgeEngine, BridgeOptions, Framing, Instant, LocalEngine, QuerySpec, Source,
+    StreamEngine, Transform,
+};
+
+fn main() {
+    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let runs = |name: &str| wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str()));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    if runs("local") {
+        runtime.block_on(local());
+    }
+    if runs("bridge") {
+        runtime.block_on(bridge(Framing::Value, 5_000_000));
+        runtime.block_on(bridge(Framing::Json, 2_000_000));
+    }
+    if runs("latency") {
+        runtime.block_on(latency(10_000.0, 50_000));
+    }
+    if runs("memory") {
+        runtime.block_on(memory(10_000_000));
+    }
+}
+
+fn spec() -> QuerySpec {
+    QuerySpec::transform("speed", Transform::new("mul", Some(1.852)).unwrap())
+}
+
+/// `n` instants in batches, made before the clock starts.
+fn batches(n: usize) -> Vec<Vec<Instant>> {
+    (0..n)
+        .map(|i| Instant::number(format!("2026-01-01T00:00:00.{i:09}Z"), i as f64 + 0.5))
+        .collect::<Vec<_>>()
+        .chunks(BATCH)
+        .map(<[Instant]>::to_vec)
+        .collect()
+}
+
+/// Feeds `batches` to `engine` and counts events; returns records per second.
+async fn throughput(engine: &dyn StreamEngine, batches: Vec<Vec<Instant>>) -> f64 {
+    let n: usize = batches.iter().map(Vec::len).sum();
+    let (sender, source) = Source::channel(16);
+    let started = Clock::now();
+    let mut handle = engine.submit(spec(), source).await.unwrap();
+    let feeder = tokio::spawn(async move {
+        for batch in batches {
+            sender.send_batch(batch).await.unwrap();
+        }
+    });
+    let mut events = 0;
+    while let Some(batch) = handle.next_batch().await {
+        events += batch.len();
+    }
+    let secs = started.elapsed().as_secs_f64();
+    feeder.await.unwrap();
+    assert_eq!(events, n, "status: {}", handle.status());
+    n as f64 / secs
+}
+
+async fn local() {
+    let n = 20_000_000;
+    let mut best: f64 = 0.0;
+    for _ in 0..3 {
+        best = best.max(throughput(&LocalEngine::new(), batches(n)).await);
+    }
+    println!("local engine, mul, {n} records: {:.2} M records/s (best of 3)", best / 1e6);
+}
+
+fn fastjob() -> Vec<String> {
+    let path = std::env::var_os("MFSTREAM_FASTJOB").map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/mfstream-fastjob")
+    });
+    assert!(
+        path.is_file(),
+        "{} is missing: run `cargo build --release -p mfstream-fastjob` first",
+        path.display()
+    );
+    vec![path.display().to_string()]
+}
+
+fn fast_engine(framing: Framing) -> BridgeEngine {
+    let mut options = BridgeOptions::new("fast", fastjob());
+    options.framing = framing;
+    BridgeEngine::new(options)
+}
+
+async fn bridge(framing: Framing, n: usize) {
+    let mut best: f64 = 0.0;
+    for _ in 0..3 {
+        best = best.max(throughput(&fast_engine(framing), batches(n)).await);
+    }
+    println!(
+        "bridge, {} framing, native job, {n} records: {:.2} M records/s (best of 3)",
+        framing.as_str(),
+        best / 1e6
+    );
+}
+
+async fn latency(rate: f64, n: usize) {
+    let engine = fast_engine(Framing::Value);
+    let (sender, source) = Source::channel(16);
+    let mut handle = engine.submit(spec(), source).await.unwrap();
+    let sent_at: Arc<Vec<AtomicU64>> = Arc::new((0..n).map(|_| AtomicU64::new(0)).collect());
+    let epoch = Clock::now();
+    let stamps = sent_at.clone();
+    // A thread of its own paces the feed: one instant per period, each
+    // stamped as it enters the source.
+    let feeder = std::thread::spawn(move || {
+        let period = Duration::from_secs_f64(1.0 / rate);
+        let start = Clock::now();
+        for i in 0..n {
+            let due = start + period * i as u32;
+            let now = Clock::now();
+            if due > now {
+                std::thread::sleep(due - now);
+            }
+            stamps[i].store(epoch.elapsed().as_nanos() as u64, Ordering::Relaxed);
+            let instant = Instant::number(i.to_string(), i as f64);
+            sender.blocking_send_batch(vec![instant]).unwrap();
+        }
+    });
+    let mut latencies = Vec::with_capacity(n);
+    while let Some(batch) = handle.next_batch().await {
+        let now = epoch.elapsed().as_nanos() as u64;
+        for event in batch {
+            let i: usize = event.datetime().parse().unwrap();
+            latencies.push(now - sent_at[i].load(Ordering::Relaxed));
+        }
+    }
+    feeder.join().unwrap();
+    assert_eq!(latencies.len(), n);
+    // The first second warms up the job and the runtime.
+    let mut steady: Vec<u64> = latencies[(rate as usize).min(n / 2)..].to_vec();
+    steady.sort_unstable();
+    let pct = |p: f64| steady[((steady.len() - 1) as f64 * p) as usize] as f64 / 1e3;
+    println!(
+        "bridge latency at {rate:.0} records/s, native job, {} records: p50 {:.0} µs, p99 {:.0} µs, max {:.0} µs",
+        steady.len(),
+        pct(0.50),
+        pct(0.99),
+        pct(1.0)
+    );
+}
+
+/// The process's resident memory, in MiB.
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+async fn memory(n: usize) {
+    let engine = fast_engine(Framing::Value);
+    let (sender, source) = Source::channel(16);
+    let mut handle = engine.submit(spec(), source).await.unwrap();
+    let feeder = tokio::spawn(async move {
+        // Instants are made as they are sent, so that the input itself takes
+        // no memory: what grows is the engine's.
+        for start in (0..n).step_by(BATCH) {
+            let batch = (start..(start + BATCH).min(n))
+                .map(|i| Instant::number(format!("2026-01-01T00:00:00.{i:09}Z"), i as f64))
+                .collect();
+            sender.send_batch(batch).await.unwrap();
+        }
+    });
+    let mut events = 0usize;
+    let mut samples = Vec::new();
+    let mut next_sample = n / 10;
+    while let Some(batch) = handle.next_batch().await {
+        events += batch.len();
+        if events >= next_sample {
+            samples.push((events, rss_mib()));
+            next_sample += n / 10;
+        }
+    }
+    feeder.await.unwrap();
+    assert_eq!(events, n);
+    let shown: Vec<String> = samples.iter().map(|(e, m)| format!("{}M: {m:.1}", e / 1_000_000)).collect();
+    println!("bridge memory over {n} records, resident MiB: {}", shown.join(", "));
+}
