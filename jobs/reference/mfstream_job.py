@@ -1,0 +1,220 @@
+#!/usr/bin/env python3
+"""The mfstream bridge job protocol, as a reference job (Python 3, stdlib only).
+
+Usage::
+
+    MFSTREAM_FRAMING=value|json  mfstream_job.py OP [ARG]      e.g.  mfstream_job.py mul 1.852
+
+The protocol in brief (jobs/README.md has it in full):
+
+- Arguments: the operation (ln, exp, log10, ceil, floor, abs, degrees, radians,
+  sin, cos, tan, add, sub, mul, div) and, for add/sub/mul/div only, its
+  scalar argument.
+- Environment: MFSTREAM_FRAMING is "value" (the default when unset) or "json";
+  MFSTREAM_QUERY holds the query spec as JSON. A transform needs nothing more
+  than its arguments, so this job does not read MFSTREAM_QUERY.
+- value framing: one number per line in, its result per line out.
+- json framing: one instant per line in, {"datetime":"...","value":1.5}, any
+  key order; one event per line out, {"datetime":<the same>,"value":<result>}.
+- Exactly one output per input, in order. Results are finite numbers in their
+  shortest round-trip form (repr of a float).
+- Errors go to stderr and end the job with status 2: bad usage (before
+  anything is read), a line that does not parse, a value outside the
+  operation's domain (ln of 0, an overflow: anything with no finite result).
+  Each names the line number and the text or value. Answers to earlier lines
+  are still delivered.
+- At end of input: flush, exit 0. If the host closes our stdout, exit 0 quietly.
+- Flushing: stdout is flushed before every read of stdin, which is exactly
+  when a read might block; never once per record unless records arrive one
+  by one.
+
+On flushing and speed: stdin is read with os.read, which returns whatever the
+pipe holds (up to 64 KiB) without waiting for more, and no input is buffered
+where we cannot see it. So "flush before each read" is exact: a live reader
+gets each answer as soon as its line has arrived, and bulk input costs one
+flush per chunk. Correctness comes first here; the job is still only as fast
+as Python (see mfstream-fastjob for a fast one).
+"""
+
+import json
+import math
+import operator
+import os
+import sys
+
+CHUNK = 64 * 1024
+MAX_LINE = 1024 * 1024  # every buffer is bounded, input lines too
+
+UNARY = {
+    "ln": math.log,
+    "exp": math.exp,
+    "log10": math.log10,
+    "ceil": math.ceil,
+    "floor": math.floor,
+    "abs": abs,
+    "degrees": math.degrees,
+    "radians": math.radians,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+}
+BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
+POSITIVE_ONLY = {"ln", "log10"}
+CATALOGUE = ", ".join(list(UNARY) + [op + " <x>" for op in BINARY])
+USAGE = "usage: mfstream_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)"
+
+
+class JobError(Exception):
+    """Ends the job with status 2, its message on stderr."""
+
+
+class UsageError(JobError):
+    """A JobError in the command line or environment: the usage line follows."""
+
+
+def transform(args):
+    """Validates OP [ARG] and returns apply(x, shown) -> result."""
+    if len(args) not in (1, 2):
+        raise UsageError(f"expected an operation and at most one argument, got {args!r}")
+    op, arg = args[0], args[1] if len(args) == 2 else None
+    if op not in UNARY and op not in BINARY:
+        raise UsageError(f"unknown operation {op!r}: supported operations are {CATALOGUE}")
+    if op in UNARY:
+        if arg is not None:
+            raise UsageError(f"operation {op} takes no argument")
+        fn = UNARY[op]
+    else:
+        if arg is None:
+            raise UsageError(f"operation {op} needs a scalar argument: {op} <x>")
+        a = parse_number(arg)
+        if a is None or not math.isfinite(a):
+            raise UsageError(f"operation {op} needs a finite number, got {arg!r}")
+        if op == "div" and a == 0:
+            raise UsageError("operation div by zero is undefined")
+        binary = BINARY[op]
+
+        def fn(x):
+            return binary(x, a)
+
+    def apply(x, shown):
+        if op in POSITIVE_ONLY and x <= 0:
+            raise JobError(f"{op} is defined for positive values only, got {shown}")
+        try:
+            y = float(fn(x))
+        except (ValueError, OverflowError):  # math's way of saying "no result"
+            y = math.nan
+        if not math.isfinite(y):
+            raise JobError(f"{op} has no finite result, got {shown}")
+        return y
+
+    return apply
+
+
+def parse_number(text):
+    """A float as Python reads one, minus the digit separators ("1_0") it
+    alone accepts; None if it does not parse."""
+    if "_" in text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def quote(line, shown=200):
+    """A line for a message, cut short: the host keeps the tail of stderr, and
+    the line number must not scroll out of it behind a megabyte of garbage."""
+    more = "…" if len(line) > shown else ""
+    return repr(line[:shown].decode("utf-8", "replace")) + more
+
+
+def answer_value(apply, line):
+    text = line.strip().decode("utf-8", "replace")
+    x = parse_number(text)
+    if x is None:
+        raise JobError(f"not a number: {quote(line)}")
+    return repr(apply(x, text)) + "\n"
+
+
+def not_json(constant):
+    raise ValueError(f"{constant} is not JSON")
+
+
+def unique_keys(pairs):
+    obj = dict(pairs)
+    if len(obj) != len(pairs):
+        raise ValueError("a key is repeated")
+    return obj
+
+
+# Repeated keys, NaN and Infinity are errors, not quietly accepted. The coders
+# are made once: building one per line would double the job's cost.
+STRICT = json.JSONDecoder(object_pairs_hook=unique_keys, parse_constant=not_json)
+COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def answer_json(apply, line):
+    shape = '{"datetime":"...","value":<number>}'
+    try:
+        obj = json.loads(line, object_pairs_hook=unique_keys, parse_constant=not_json)
+        if type(obj) is not dict or sorted(obj) != ["datetime", "value"]:
+            raise ValueError
+        datetime, value = obj["datetime"], obj["value"]
+        if not isinstance(datetime, str) or type(value) not in (int, float):
+            raise ValueError
+        x = float(value)
+    except (ValueError, TypeError, OverflowError):
+        raise JobError(f"not a JSON instant {shape}: {quote(line)}") from None
+    event = {"datetime": datetime, "value": apply(x, repr(x))}
+    return COMPACT.encode(event) + "\n"
+
+
+def lines(out):
+    """Yields (number, line) for stdin's lines, newline removed; flushes `out`
+    before every read, since any read may block."""
+    number, pending = 0, b""
+    while True:
+        out.flush()
+        chunk = os.read(0, CHUNK)
+        if not chunk:
+            break
+        *complete, pending = (pending + chunk).split(b"\n")
+        for line in complete:
+            number += 1
+            yield number, line
+        if len(pending) >= MAX_LINE:
+            raise JobError(f"line {number + 1}: no end of line within {MAX_LINE} bytes")
+    if pending:
+        yield number + 1, pending
+
+
+def main(args):
+    out = sys.stdout.buffer
+    try:
+        try:
+            apply = transform(args)
+            framing = os.environ.get("MFSTREAM_FRAMING", "value")
+            if framing not in ("value", "json"):
+                raise UsageError(f'MFSTREAM_FRAMING must be "value" or "json", got {framing!r}')
+            answer = answer_value if framing == "value" else answer_json
+            for number, line in lines(out):
+                try:
+                    out.write(answer(apply, line).encode())
+                except JobError as e:
+                    raise JobError(f"line {number}: {e}") from None
+            return 0
+        except JobError as e:
+            usage = f"\n{USAGE}" if isinstance(e, UsageError) else ""
+            print(f"mfstream_job.py: {e}{usage}", file=sys.stderr)
+            return 2
+        finally:
+            out.flush()  # the answers to every line before a bad one, too
+    except BrokenPipeError:
+        # The host stopped reading: it no longer wants answers. Point stdout
+        # at /dev/null so that the interpreter's own last flush cannot fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
