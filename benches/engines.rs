@@ -25,9 +25,15 @@ use mfstream::{
 };
 
 fn main() {
-    let wanted: Vec<String> = std::env::args().skip(1).filter(|a| !a.starts_with('-')).collect();
+    let wanted: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
     let runs = |name: &str| wanted.is_empty() || wanted.iter().any(|w| name.contains(w.as_str()));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     if runs("local") {
         runtime.block_on(local());
     }
@@ -84,13 +90,18 @@ async fn local() {
     for _ in 0..3 {
         best = best.max(throughput(&LocalEngine::new(), batches(n)).await);
     }
-    println!("local engine, mul, {n} records: {:.2} M records/s (best of 3)", best / 1e6);
+    println!(
+        "local engine, mul, {n} records: {:.2} M records/s (best of 3)",
+        best / 1e6
+    );
 }
 
 fn fastjob() -> Vec<String> {
-    let path = std::env::var_os("MFSTREAM_FASTJOB").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/mfstream-fastjob")
-    });
+    let path = std::env::var_os("MFSTREAM_FASTJOB")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/release/mfstream-fastjob")
+        });
     assert!(
         path.is_file(),
         "{} is missing: run `cargo build --release -p mfstream-fastjob` first",
@@ -199,6 +210,12 @@ async fn memory(n: usize) {
     }
     feeder.await.unwrap();
     assert_eq!(events, n);
-    let shown: Vec<String> = samples.iter().map(|(e, m)| format!("{}M: {m:.1}", e / 1_000_000)).collect();
-    println!("bridge memory over {n} records, resident MiB: {}", shown.join(", "));
+    let shown: Vec<String> = samples
+        .iter()
+        .map(|(e, m)| format!("{}M: {m:.1}", e / 1_000_000))
+        .collect();
+    println!(
+        "bridge memory over {n} records, resident MiB: {}",
+        shown.join(", ")
+    );
 }

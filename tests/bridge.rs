@@ -269,7 +269,7 @@ async fn the_job_gets_its_arguments_the_query_and_the_library_path() {
     assert!(text.contains("mul 1"), "{text}");
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_handle_stops_the_job() {
     let dir = TempDir::new("drop");
     let pid_file = dir.join("child");

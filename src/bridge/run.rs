@@ -355,6 +355,12 @@ impl Driver {
         match self.ending.take() {
             Some(Ending::Stop) => RunEnd::Done(QueryStatus::Stopped),
             Some(Ending::Fail(reason)) => RunEnd::Done(QueryStatus::Failed { reason }),
+            None if signalled => RunEnd::Done(QueryStatus::Failed {
+                reason: with_tail(format!(
+                    "the job answered every record but did not exit within {} ms of the end of its input; it was terminated",
+                    self.options.stop_grace.as_millis()
+                )),
+            }),
             None if !exit.success() => {
                 RunEnd::Died(with_tail(format!("the job {}", describe_exit(exit))))
             }
@@ -381,12 +387,6 @@ impl Driver {
                 reason: with_tail(format!(
                     "the job {} before the end of its input",
                     describe_exit(exit)
-                )),
-            }),
-            None if signalled => RunEnd::Done(QueryStatus::Failed {
-                reason: with_tail(format!(
-                    "the job answered every record but did not exit within {} ms of the end of its input; it was terminated",
-                    self.options.stop_grace.as_millis()
                 )),
             }),
             None => RunEnd::Done(QueryStatus::Completed),
