@@ -1,0 +1,3 @@
+module seedbench
+
+go 1.19
