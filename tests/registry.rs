@@ -169,3 +169,19 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
     // An engine taken before the reload still works.
     assert_eq!(held.name(), "local");
 }
+
+#[test]
+fn the_process_wide_registry_is_built_once_from_the_discovered_file() {
+    // Tests run in the package root, where the shipped engines.toml is found
+    // (unless MFSTREAM_CONFIG names another file).
+    let registry = mfstream::Registry::global().expect("the shipped engines.toml is valid");
+    assert!(std::ptr::eq(
+        registry,
+        mfstream::Registry::global().unwrap()
+    ));
+    assert!(registry.get("local").is_ok());
+    if std::env::var_os("MFSTREAM_CONFIG").is_none() {
+        let names: Vec<String> = registry.engines().into_iter().map(|i| i.name).collect();
+        assert_eq!(names, ["local", "flink", "kafka", "spark", "beam"]);
+    }
+}

@@ -106,6 +106,10 @@ async fn deliver(mut handle: QueryHandle) -> Result<Outcome> {
         return broken_pipe_or(e, handle).await;
     }
     progress.finish(&handle);
+    let restarts = handle.progress().restarts;
+    if restarts > 0 {
+        eprintln!("mfstream: the engine restarted the query's job {restarts} time(s)");
+    }
     Ok(match handle.status() {
         QueryStatus::Completed => Outcome::Success,
         QueryStatus::Failed { reason } => Outcome::QueryFailed(reason),
