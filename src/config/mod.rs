@@ -1,0 +1,476 @@
+//! `engines.toml`: parsed strictly, validated, resolved.
+//!
+//! The file defines the bridge engines of the registry; the built-in `local`
+//! engine needs no entry. The whole schema:
+//!
+//! ```toml
+//! default = "local"                    # optional; "local" or an [[engine]] name
+//!
+//! [[engine]]
+//! name = "flink"                       # required; [a-z][a-z0-9_-]{0,62}, not "local"
+//! description = "Apache Flink DataStream bridge job"   # optional, default ""
+//! cmd_env = "MFAPI_FLINK_CMD"          # required; the variable holding the job command prefix
+//! libpath_env = "MFAPI_FLINK_LIBPATH"  # optional; the variable holding a library path
+//! framing = "value"                    # optional; "value" (default) or "json"
+//! stop_grace_ms = 5000                 # optional, default 5000, 0 to 600000
+//! max_in_flight = 65536                # optional, default 65536, 1 to 16777216
+//! no_progress_timeout_ms = 30000       # optional, off when absent, 1 to 86400000
+//! env = { JAVA_OPTS = "-Xmx512m" }     # optional; extra environment for the job
+//!
+//! [engine.restart]                     # optional; restarts are off when absent
+//! max = 3                              # required here, 1 to 1000
+//! backoff_ms = 100                     # optional, default 100, 1 to 600000
+//! backoff_max_ms = 10000               # optional, default 10000, at least backoff_ms
+//! ```
+//!
+//! Environment variable names (`cmd_env`, `libpath_env`, the keys of `env`)
+//! are `[A-Za-z_][A-Za-z0-9_]*`. `env` may not set `LD_LIBRARY_PATH`,
+//! `MFSTREAM_QUERY` or `MFSTREAM_FRAMING`: mfstream sets those for each job.
+//! `restart` needs `framing = "value"`: with json framing the records a
+//! crashed job had not answered cannot be replayed.
+//!
+//! Reading is in two stages. Serde structs mirror the file, rejecting unknown
+//! keys and wrong types and keeping the span of every value that is checked
+//! later; then validation turns them into [`EngineDef`]s, collecting every
+//! problem of the file rather than stopping at the first. Each problem is
+//! reported the way cargo reports its config: `file:line:column: message`,
+//! with the offending line and a caret under the value.
+//!
+//! The environment is read only by [`EngineDef::resolve`], when an engine is
+//! built: a file is valid whether or not its variables are set, and an engine
+//! whose command variable is unset is reported as not ready, not as a bad file.
+
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use toml::Spanned;
+use toml::de::{DeTable, DeValue, ValueDeserializer};
+
+mod problem;
+
+use crate::bridge::{BridgeOptions, Framing, RestartPolicy};
+use crate::local::LOCAL;
+
+pub use self::problem::{ConfigError, ConfigProblem};
+use self::problem::{ErrorKind, Problems};
+
+/// The name used in messages for text parsed without a path.
+const DEFAULT_FILE_NAME: &str = "engines.toml";
+
+/// Variables mfstream sets for every job, so an entry may not.
+const RESERVED_ENV: [&str; 3] = ["LD_LIBRARY_PATH", "MFSTREAM_QUERY", "MFSTREAM_FRAMING"];
+
+/// A validated `engines.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Config {
+    /// The file it was read from, if any; relative paths in it are relative
+    /// to this file's folder.
+    pub path: Option<PathBuf>,
+    /// The file's `default` engine name, if it sets one.
+    pub default: Option<String>,
+    /// The `[[engine]]` entries, in file order.
+    pub engines: Vec<EngineDef>,
+}
+
+impl Config {
+    /// Reads and validates the file at `path`.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|error| ConfigError {
+            file: path.display().to_string(),
+            kind: ErrorKind::Io(error),
+        })?;
+        Config::parse(&text, Some(path))
+    }
+
+    /// Validates `text`, the contents of an `engines.toml`.
+    ///
+    /// `path` names the file in messages (`engines.toml` when `None`) and is
+    /// kept in [`Config::path`].
+    ///
+    /// ```
+    /// let text = "[[engine]]\nname = \"flink\"\ncmd_env = \"MFAPI_FLINK_CMD\"\n";
+    /// let config = mfstream::Config::parse(text, None).unwrap();
+    /// assert_eq!(config.engines[0].name, "flink");
+    ///
+    /// let error = mfstream::Config::parse("[[engine]]\nname = 7\n", None).unwrap_err();
+    /// assert!(error.to_string().starts_with("engines.toml:2:8: invalid type: integer `7`"));
+    /// ```
+    pub fn parse(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {
+        let file = path.map_or_else(|| DEFAULT_FILE_NAME.to_owned(), |p| p.display().to_string());
+        let mut problems = Problems {
+            text,
+            file: &file,
+            list: Vec::new(),
+        };
+        let config = read(text, &mut problems).map(|raw| validate(raw, &mut problems));
+        match config {
+            Some(mut config) if problems.list.is_empty() => {
+                config.path = path.map(Path::to_path_buf);
+                Ok(config)
+            }
+            _ => {
+                let mut list = problems.list;
+                list.sort_by_key(|problem| problem.offset);
+                Err(ConfigError {
+                    file,
+                    kind: ErrorKind::Invalid(list),
+                })
+            }
+        }
+    }
+}
+
+/// One `[[engine]]` entry, validated; the environment is not read yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineDef {
+    /// The registry name.
+    pub name: String,
+    /// A line for people.
+    pub description: String,
+    /// The variable holding the job command prefix.
+    pub cmd_env: String,
+    /// The variable holding a library path for the job, if any.
+    pub libpath_env: Option<String>,
+    /// How records are framed.
+    pub framing: Framing,
+    /// The grace period of a stopping job.
+    pub stop_grace: Duration,
+    /// Records sent but not yet answered, at most.
+    pub max_in_flight: usize,
+    /// Fail a query whose job holds unanswered records this long.
+    pub no_progress_timeout: Option<Duration>,
+    /// Restarting a job that dies; off when `None`.
+    pub restart: Option<RestartPolicy>,
+    /// Extra environment for the job, sorted by name.
+    pub env: Vec<(String, String)>,
+    /// The 1-based line of the entry's `name`, for messages.
+    pub line: usize,
+}
+
+impl EngineDef {
+    /// The options of a bridge engine, with the command and library path read
+    /// through `env` (usually `&|name| std::env::var(name).ok()`).
+    ///
+    /// `Err` says why the engine is not ready, naming the variable: it is
+    /// unset or empty, or its value does not split into words.
+    pub fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<BridgeOptions, String> {
+        let var = &self.cmd_env;
+        let command = match env(var) {
+            None => return Err(format!("{var} is not set (the bridge-job command prefix)")),
+            Some(value) if value.trim().is_empty() => {
+                return Err(format!("{var} is empty (the bridge-job command prefix)"));
+            }
+            Some(value) => value,
+        };
+        let argv = shell_words::split(&command)
+            .map_err(|e| format!("{var} does not split into words ({e}): {command:?}"))?;
+        if argv.first().is_none_or(|program| program.is_empty()) {
+            return Err(format!("{var} names no program: {command:?}"));
+        }
+        let libpath = self
+            .libpath_env
+            .as_deref()
+            .and_then(env)
+            .filter(|path| !path.trim().is_empty());
+        Ok(BridgeOptions {
+            name: self.name.clone(),
+            description: self.description.clone(),
+            argv,
+            libpath,
+            framing: self.framing,
+            stop_grace: self.stop_grace,
+            max_in_flight: self.max_in_flight,
+            no_progress_timeout: self.no_progress_timeout,
+            restart: self.restart.clone(),
+            env: self.env.clone(),
+        })
+    }
+}
+
+/// Stage one: the file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    default: Option<Spanned<String>>,
+    /// Read one entry at a time in `read`, so that a type error in one entry
+    /// does not hide the problems of the others.
+    #[serde(default)]
+    #[expect(dead_code, reason = "only checked to be an array here")]
+    engine: Vec<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [[engine]] table")]
+struct RawEngine {
+    name: Spanned<String>,
+    #[serde(default)]
+    description: String,
+    cmd_env: Spanned<String>,
+    libpath_env: Option<Spanned<String>>,
+    #[serde(default)]
+    framing: Framing,
+    stop_grace_ms: Option<Spanned<u64>>,
+    max_in_flight: Option<Spanned<u64>>,
+    no_progress_timeout_ms: Option<Spanned<u64>>,
+    #[serde(default)]
+    env: BTreeMap<Spanned<String>, Spanned<String>>,
+    restart: Option<Spanned<RawRestart>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [engine.restart] table")]
+struct RawRestart {
+    max: Spanned<u64>,
+    backoff_ms: Option<Spanned<u64>>,
+    backoff_max_ms: Option<Spanned<u64>>,
+}
+
+/// What stage one yields: `default` is `None` when the top level did not
+/// deserialize, and an entry is `None` when it did not; the problem is recorded.
+struct Raw {
+    default: Option<Spanned<String>>,
+    entries: Vec<Option<RawEngine>>,
+}
+
+/// Stage one, or `None` when the text is not TOML.
+fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
+    let (root, errors) = DeTable::parse_recoverable(text);
+    if !errors.is_empty() {
+        let mut errors: Vec<_> = errors
+            .iter()
+            .map(|e| (e.span().unwrap_or(0..0), e))
+            .collect();
+        errors.sort_by_key(|(span, _)| span.start);
+        // Recovery may report a cascade on one line; its first error says it.
+        errors.dedup_by_key(|(span, _)| problems.line_of(span.start));
+        for (span, error) in errors {
+            problems.at(span, error.message());
+        }
+        return None;
+    }
+    let entries: Vec<Spanned<DeValue<'_>>> = root
+        .get_ref()
+        .iter()
+        .find(|(key, _)| key.get_ref() == "engine")
+        .map_or_else(Vec::new, |(_, value)| match value.get_ref() {
+            DeValue::Array(array) => array.to_vec(),
+            _ => Vec::new(),
+        });
+    let root_span = root.span();
+    let root = root.into_inner();
+    let default = RawFile::deserialize(ValueDeserializer::from(Spanned::new(
+        root_span.clone(),
+        DeValue::Table(root.clone()),
+    )))
+    .map_err(|e| problems.toml(&e, &root, root_span))
+    .ok()
+    .and_then(|top| top.default);
+    let entries = entries
+        .into_iter()
+        .map(|entry| {
+            let span = entry.span();
+            let table = match entry.get_ref() {
+                DeValue::Table(table) => table.clone(),
+                _ => DeTable::default(),
+            };
+            RawEngine::deserialize(ValueDeserializer::from(entry))
+                .map_err(|e| problems.toml(&e, &table, span))
+                .ok()
+        })
+        .collect();
+    Some(Raw { default, entries })
+}
+
+/// Stage two: every entry checked, every problem recorded.
+fn validate(Raw { default, entries }: Raw, p: &mut Problems<'_>) -> Config {
+    let mut engines = Vec::new();
+    // Each name with the offset of its first definition, in file order.
+    let mut seen: Vec<(&str, usize)> = Vec::new();
+    for raw in entries.iter().flatten() {
+        let (name, span) = (raw.name.get_ref(), raw.name.span());
+        match seen.iter().find(|(seen, _)| seen == name) {
+            Some(&(_, first)) => {
+                let first = p.place(first);
+                p.at(
+                    span,
+                    format!("engine {name:?} is defined twice: first at {first}"),
+                );
+            }
+            None => seen.push((name, span.start)),
+        }
+        engines.push(validate_engine(raw, p));
+    }
+    // An entry that did not deserialize may be the one `default` names.
+    let all_read = entries.iter().all(Option::is_some);
+    if let (Some(default), true) = (&default, all_read) {
+        let wanted = default.get_ref();
+        if wanted != LOCAL && !seen.iter().any(|(name, _)| name == wanted) {
+            let known: Vec<String> = std::iter::once(LOCAL)
+                .chain(seen.iter().map(|(name, _)| *name))
+                .map(|name| format!("{name:?}"))
+                .collect();
+            let known = known.join(", ");
+            let message =
+                format!("unknown engine {wanted:?} for key `default`: known engines are {known}");
+            p.at(default.span(), message);
+        }
+    }
+    Config {
+        path: None,
+        default: default.map(Spanned::into_inner),
+        engines,
+    }
+}
+
+fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
+    let name = raw.name.get_ref();
+    if name == LOCAL {
+        let message = format!(
+            "engine name {name:?} is reserved for the built-in engine: choose another name"
+        );
+        p.at(raw.name.span(), message);
+    } else if !is_engine_name(name) {
+        let message = format!(
+            "invalid engine name {name:?}: use 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter"
+        );
+        p.at(raw.name.span(), message);
+    }
+    p.env_name(&raw.cmd_env, "cmd_env");
+    if let Some(libpath_env) = &raw.libpath_env {
+        p.env_name(libpath_env, "libpath_env");
+    }
+    for key in raw.env.keys() {
+        p.env_name(key, "env");
+        let key_name = key.get_ref();
+        if RESERVED_ENV.contains(&key_name.as_str()) {
+            let hint = match key_name.as_str() {
+                "LD_LIBRARY_PATH" => " (use libpath_env to add a library path)",
+                _ => "",
+            };
+            let message =
+                format!("`env` may not set {key_name}: mfstream sets it for each job{hint}");
+            p.at(key.span(), message);
+        }
+    }
+    let stop_grace = p.ranged(raw.stop_grace_ms.as_ref(), "stop_grace_ms", 0..=600_000);
+    let max_in_flight = p.ranged(raw.max_in_flight.as_ref(), "max_in_flight", 1..=16_777_216);
+    let no_progress = p.ranged(
+        raw.no_progress_timeout_ms.as_ref(),
+        "no_progress_timeout_ms",
+        1..=86_400_000,
+    );
+    let restart = raw.restart.as_ref().map(|restart| {
+        if raw.framing == Framing::Json {
+            p.at(
+                restart.span(),
+                "restart requires framing = \"value\": with json framing the records a crashed job \
+                 had not answered cannot be replayed",
+            );
+        }
+        validate_restart(restart.get_ref(), p)
+    });
+    EngineDef {
+        name: name.clone(),
+        description: raw.description.clone(),
+        cmd_env: raw.cmd_env.get_ref().clone(),
+        libpath_env: raw.libpath_env.as_ref().map(|v| v.get_ref().clone()),
+        framing: raw.framing,
+        // The defaults are `BridgeOptions::new`'s.
+        stop_grace: Duration::from_millis(stop_grace.unwrap_or(5_000)),
+        max_in_flight: max_in_flight.map_or(65_536, |n| n as usize),
+        no_progress_timeout: no_progress.map(Duration::from_millis),
+        restart,
+        env: raw
+            .env
+            .iter()
+            .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
+            .collect(),
+        line: p.line_of(raw.name.span().start),
+    }
+}
+
+fn validate_restart(raw: &RawRestart, p: &mut Problems<'_>) -> RestartPolicy {
+    let max = p.ranged(Some(&raw.max), "restart.max", 1..=1_000);
+    let backoff = p
+        .ranged(raw.backoff_ms.as_ref(), "restart.backoff_ms", 1..=600_000)
+        .unwrap_or(100);
+    let backoff_max = raw
+        .backoff_max_ms
+        .as_ref()
+        .map_or(10_000, |ms| *ms.get_ref());
+    if backoff_max < backoff {
+        match (&raw.backoff_max_ms, &raw.backoff_ms) {
+            (Some(set), _) => p.at(
+                set.span(),
+                format!(
+                    "restart.backoff_max_ms ({backoff_max}) is less than restart.backoff_ms \
+                     ({backoff}): raise backoff_max_ms or lower backoff_ms"
+                ),
+            ),
+            (None, backoff_ms) => p.at(
+                backoff_ms.as_ref().map_or(0..0, Spanned::span),
+                format!(
+                    "restart.backoff_ms ({backoff}) is more than the default backoff_max_ms \
+                     ({backoff_max}): set backoff_max_ms too"
+                ),
+            ),
+        }
+    }
+    RestartPolicy {
+        max_restarts: max.map_or(1, |n| n as u32),
+        backoff: Duration::from_millis(backoff),
+        backoff_max: Duration::from_millis(backoff_max),
+    }
+}
+
+impl Problems<'_> {
+    /// The value of an optional integer key when it is set and in `range`.
+    fn ranged(
+        &mut self,
+        value: Option<&Spanned<u64>>,
+        key: &str,
+        range: RangeInclusive<u64>,
+    ) -> Option<u64> {
+        let value = value?;
+        let n = *value.get_ref();
+        if !range.contains(&n) {
+            let (low, high) = (range.start(), range.end());
+            self.at(
+                value.span(),
+                format!("value {n} is out of range for key `{key}`: use {low} to {high}"),
+            );
+            return None;
+        }
+        Some(n)
+    }
+
+    /// Checks that `name` is a portable environment variable name.
+    fn env_name(&mut self, name: &Spanned<String>, key: &str) {
+        let text = name.get_ref();
+        let mut chars = text.chars();
+        let valid = chars
+            .next()
+            .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+            && chars.all(|c| c == '_' || c.is_ascii_alphanumeric());
+        if !valid {
+            let message = format!(
+                "invalid environment variable name {text:?} for key `{key}`: use letters, digits and '_', not starting with a digit"
+            );
+            self.at(name.span(), message);
+        }
+    }
+}
+
+/// `[a-z][a-z0-9_-]{0,62}`.
+fn is_engine_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 63
+        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+#[cfg(test)]
+mod tests;
