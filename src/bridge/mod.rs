@@ -70,6 +70,9 @@ pub struct BridgeOptions {
     pub libpath: Option<String>,
     /// How records are framed.
     pub framing: Framing,
+    /// Whether the job computes windowed aggregates itself (`json` framing
+    /// only); otherwise the host aggregates the job's transformed outputs.
+    pub aggregates: bool,
     /// How long a stopping job may take to finish before SIGTERM, and again
     /// before SIGKILL.
     pub stop_grace: Duration,
@@ -92,6 +95,7 @@ impl BridgeOptions {
             argv,
             libpath: None,
             framing: Framing::Value,
+            aggregates: false,
             stop_grace: Duration::from_secs(5),
             max_in_flight: 65_536,
             no_progress_timeout: None,
