@@ -45,7 +45,7 @@ mod vocab;
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
-    BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
+    AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
     QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
     TryBatch,
 };

@@ -3,6 +3,7 @@
 mod util;
 
 mod bridge;
+mod bridge_windows;
 mod cli;
 mod local;
 mod registry;
