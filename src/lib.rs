@@ -33,15 +33,19 @@
 
 #![deny(missing_docs)]
 
+mod aggregate;
 mod bridge;
 mod config;
+mod datetime;
 mod engine;
 mod local;
 mod ops;
 mod registry;
 mod spec;
 mod vocab;
+mod window;
 
+pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
@@ -52,5 +56,8 @@ pub use crate::engine::{
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
 pub use crate::registry::{Registry, RegistryError};
-pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
-pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};
+pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
+pub use crate::vocab::{
+    Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
+};
+pub use crate::window::Windower;

@@ -144,7 +144,7 @@ impl StreamEngine for BridgeEngine {
         let name = &self.options.name;
         let transform = match &spec.kind {
             QueryKind::Transform(t) => *t,
-            QueryKind::Aggregate(_) => {
+            QueryKind::Aggregate { .. } => {
                 return Err(EngineError::Unsupported {
                     engine: name.clone(),
                     what: "windowed aggregates yet".into(),
