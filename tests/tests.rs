@@ -6,3 +6,4 @@ mod bridge;
 mod cli;
 mod local;
 mod registry;
+mod windows;
