@@ -2,6 +2,7 @@
 //! continuous queries.
 //!
 //! A continuous query applies a lifted scalar operation (`ln`, `mul 1.852`, …)
+//! or a windowed aggregate (`AVG` over a `TUMBLING` window of 10 seconds, …)
 //! to a stream of temporal-property instants. The per-record work runs on a
 //! *stream engine*: the in-process [`LocalEngine`], or an external runtime
 //! (Flink, Spark, Beam, …) reached through a bridge job that speaks a line
@@ -14,6 +15,9 @@
 //!   added by configuration, not code.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
+//! - [`Windower`] computes an [`Aggregate`] over instants in event time,
+//!   for any engine: the `local` engine, or a bridge host aggregating a
+//!   job's outputs.
 //!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
