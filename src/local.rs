@@ -126,13 +126,15 @@ impl Work {
         (events, None)
     }
 
-    /// The end of the source: the open windows' partial events.
-    fn finish(&mut self) -> Vec<Event> {
+    /// The end of the source: the open windows' partial events, and the
+    /// reason the query fails if one cannot be emitted.
+    fn finish(&mut self) -> (Vec<Event>, Option<String>) {
         let mut events = Vec::new();
-        if let Some(windower) = &mut self.windower {
-            windower.finish(&mut events);
-        }
-        events
+        let failure = match &mut self.windower {
+            Some(windower) => windower.try_finish(&mut events).err(),
+            None => None,
+        };
+        (events, failure)
     }
 }
 
@@ -145,10 +147,14 @@ async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
         };
         let batch = match batch {
             None => {
-                if output.emit(work.finish()).await.is_err() {
+                let (events, failure) = work.finish();
+                if output.emit(events).await.is_err() {
                     break QueryStatus::Stopped;
                 }
-                break QueryStatus::Completed;
+                break match failure {
+                    Some(reason) => QueryStatus::Failed { reason },
+                    None => QueryStatus::Completed,
+                };
             }
             Some(Err(e)) => break QueryStatus::Failed { reason: e.0 },
             Some(Ok(batch)) => batch,

@@ -50,15 +50,21 @@ use crate::vocab::{Event, Instant, PropertyType, Value, WindowEvent};
 /// Computes a windowed aggregate over instants pushed in arrival order.
 #[derive(Debug)]
 pub struct Windower {
-    aggregation: Aggregation,
-    property: Arc<str>,
+    emitter: Emitter,
     expect: Expect,
     emit_partial: bool,
-    /// Records skipped as late since the last event.
-    late: u64,
     /// Records pushed so far: the arrival number of the next one.
     seq: u64,
     mode: Mode,
+}
+
+/// What every event of a windower carries, and the late count it reports.
+#[derive(Debug)]
+struct Emitter {
+    aggregation: Aggregation,
+    property: Arc<str>,
+    /// Records skipped as late since the last event.
+    late: u64,
 }
 
 #[derive(Debug)]
@@ -136,11 +142,13 @@ impl Windower {
             }
         };
         Windower {
-            aggregation: aggregate.aggregation,
-            property,
+            emitter: Emitter {
+                aggregation: aggregate.aggregation,
+                property,
+                late: 0,
+            },
             expect,
             emit_partial: aggregate.emit_partial,
-            late: 0,
             seq: 0,
             mode,
         }
@@ -166,7 +174,7 @@ impl Windower {
         self.check_value(&instant)?;
         let seq = self.seq;
         self.seq += 1;
-        let aggregation = self.aggregation;
+        let aggregation = self.emitter.aggregation;
         let secs = match self.mode {
             Mode::Count { .. } => 0,
             _ => match datetime::parse(&instant.datetime) {
@@ -180,28 +188,22 @@ impl Windower {
                 }
             },
         };
+        let emitter = &mut self.emitter;
         match &mut self.mode {
             Mode::Count { size, acc } => {
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 if acc.count >= *size {
-                    let event = event(aggregation, &self.property, acc, false, &mut self.late);
-                    out.push(event);
+                    out.push(emitter.event(acc, false)?);
                 }
             }
             Mode::Tumbling { span, end, acc } => {
                 if let Some(e) = *end {
                     if secs < e - *span {
-                        self.late += 1;
+                        emitter.late += 1;
                         return Ok(());
                     }
                     if secs >= e {
-                        out.push(event(
-                            aggregation,
-                            &self.property,
-                            acc,
-                            false,
-                            &mut self.late,
-                        ));
+                        out.push(emitter.event(acc, false)?);
                         *end = None;
                     }
                 }
@@ -221,19 +223,11 @@ impl Windower {
                 let boundary = next.get_or_insert_with(|| boundary_after(secs, hop));
                 // The last boundary whose window holds the record has passed.
                 if boundary_after(secs + span, hop) - hop < *boundary {
-                    self.late += 1;
+                    emitter.late += 1;
                     return Ok(());
                 }
                 while *boundary <= secs {
-                    emit_boundary(
-                        aggregation,
-                        &self.property,
-                        *boundary,
-                        buckets,
-                        false,
-                        &mut self.late,
-                        out,
-                    );
+                    emitter.emit_boundary(*boundary, buckets, false, out)?;
                     *boundary += hop;
                     evict(buckets, *boundary - span);
                     if buckets.is_empty() {
@@ -249,21 +243,27 @@ impl Windower {
 
     /// The end of the source: the windows still open are pushed onto `out`
     /// as partial events, unless the aggregate says not to emit them.
+    ///
+    /// A window whose `SUM` or `AVG` overflows cannot be written and is
+    /// left out (with a warning in the log); [`try_finish`](Windower::try_finish)
+    /// reports it instead.
     pub fn finish(&mut self, out: &mut Vec<Event>) {
-        let aggregation = self.aggregation;
+        if let Err(reason) = self.try_finish(out) {
+            tracing::warn!(%reason, "a partial window was left out");
+        }
+    }
+
+    /// As [`finish`](Windower::finish), but a window whose aggregate
+    /// overflows is an error (the query fails) rather than left out.
+    pub fn try_finish(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
         let emit = self.emit_partial;
+        let emitter = &mut self.emitter;
         match &mut self.mode {
             Mode::Count { acc, .. } | Mode::Tumbling { acc, .. } => {
-                if emit && acc.count > 0 {
-                    out.push(event(
-                        aggregation,
-                        &self.property,
-                        acc,
-                        true,
-                        &mut self.late,
-                    ));
+                let mut open = std::mem::take(acc);
+                if emit && open.count > 0 {
+                    out.push(emitter.event(&mut open, true)?);
                 }
-                *acc = Acc::default();
             }
             Mode::Hopping {
                 span,
@@ -274,21 +274,15 @@ impl Windower {
             } => {
                 while emit && !buckets.is_empty() {
                     let Some(boundary) = next.as_mut() else { break };
-                    emit_boundary(
-                        aggregation,
-                        &self.property,
-                        *boundary,
-                        buckets,
-                        true,
-                        &mut self.late,
-                        out,
-                    );
+                    let emitted = emitter.emit_boundary(*boundary, buckets, true, out);
                     *boundary += *hop;
                     evict(buckets, *boundary - *span);
+                    emitted?;
                 }
                 buckets.clear();
             }
         }
+        Ok(())
     }
 
     fn check_value(&self, instant: &Instant) -> Result<(), String> {
@@ -306,7 +300,7 @@ impl Windower {
         }
         Err(format!(
             "record at {} has value {}, but {} here takes {wanted}",
-            instant.datetime, instant.value, self.aggregation
+            instant.datetime, instant.value, self.emitter.aggregation
         ))
     }
 }
@@ -320,46 +314,49 @@ fn gcd(a: i64, b: i64) -> i64 {
     if b == 0 { a } else { gcd(b, a % b) }
 }
 
-/// The event of `acc`'s window, emptying it.
-fn event(
-    aggregation: Aggregation,
-    property: &Arc<str>,
-    acc: &mut Acc,
-    partial: bool,
-    late: &mut u64,
-) -> Event {
-    let value = acc.value(aggregation);
-    let count = acc.count;
-    let (window_start, window_end) = acc.take_bounds();
-    Event::Window(WindowEvent {
-        window_start,
-        window_end,
-        property: property.clone(),
-        aggregation,
-        value,
-        count,
-        partial,
-        late: std::mem::take(late),
-    })
-}
-
-/// Emits the window ending at `boundary` when it holds records: every
-/// bucket does (they all lie in `[boundary − span, boundary)`).
-fn emit_boundary(
-    aggregation: Aggregation,
-    property: &Arc<str>,
-    boundary: i64,
-    buckets: &VecDeque<(i64, Acc)>,
-    partial: bool,
-    late: &mut u64,
-    out: &mut Vec<Event>,
-) {
-    let mut window = Acc::default();
-    for (_, acc) in buckets.iter().take_while(|(start, _)| *start < boundary) {
-        window.merge(acc);
+impl Emitter {
+    /// The event of `acc`'s window, emptying it; an error when the
+    /// aggregate overflows (JSON has no infinity).
+    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Event, String> {
+        let value = acc.value(self.aggregation);
+        let count = acc.count;
+        let (window_start, window_end) = acc.take_bounds();
+        if value.as_f64().is_some_and(|v| !v.is_finite()) {
+            return Err(format!(
+                "the {} of the window from {window_start} to {window_end} overflows",
+                self.aggregation
+            ));
+        }
+        Ok(Event::Window(WindowEvent {
+            window_start,
+            window_end,
+            property: self.property.clone(),
+            aggregation: self.aggregation,
+            value,
+            count,
+            partial,
+            late: std::mem::take(&mut self.late),
+        }))
     }
-    if window.count > 0 {
-        out.push(event(aggregation, property, &mut window, partial, late));
+
+    /// Emits the window ending at `boundary` when it holds records: every
+    /// bucket before `boundary` is in it (none is older than
+    /// `boundary − span`).
+    fn emit_boundary(
+        &mut self,
+        boundary: i64,
+        buckets: &VecDeque<(i64, Acc)>,
+        partial: bool,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        let mut window = Acc::default();
+        for (_, acc) in buckets.iter().take_while(|(start, _)| *start < boundary) {
+            window.merge(acc);
+        }
+        if window.count > 0 {
+            out.push(self.event(&mut window, partial)?);
+        }
+        Ok(())
     }
 }
 

@@ -322,3 +322,42 @@ fn hopping_buckets_agree_with_keeping_every_record() {
         assert_eq!(got, want, "size {size} hop {hop}");
     }
 }
+
+#[test]
+fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
+    let aggregate = Aggregate::new(Aggregation::Sum, Window::Count { size: 2 });
+    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut out = Vec::new();
+    windower.push(num(0, 1e308), &mut out).unwrap();
+    let err = windower.push(num(1, 1e308), &mut out).unwrap_err();
+    assert!(
+        err.contains("SUM") && err.contains(&at(0)) && err.contains("overflows"),
+        "{err}"
+    );
+    windower.push(num(2, f64::MAX), &mut out).unwrap();
+    windower.push(num(3, f64::MAX), &mut out).unwrap_err();
+    let mut windower = Windower::new(&aggregate, "p".into());
+    windower.push(num(0, f64::MAX), &mut out).unwrap();
+    windower.push(num(0, f64::MAX), &mut out).unwrap_err();
+    windower.push(num(1, f64::MAX), &mut out).unwrap();
+    assert!(
+        windower.try_finish(&mut out).is_ok(),
+        "one record is finite"
+    );
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn hopping_state_stays_within_span_over_gcd_buckets() {
+    let aggregate = Aggregate::new(Aggregation::Avg, hopping(6, 4));
+    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut out = Vec::new();
+    for i in 0..100_000 {
+        windower.push(num(i / 10, 1.0), &mut out).unwrap();
+        if let Mode::Hopping { buckets, .. } = &windower.mode {
+            assert!(buckets.len() <= 6 / 2 + 1, "{} buckets", buckets.len());
+        }
+    }
+    // Boundaries 4, 8, …, 9996 have closed.
+    assert_eq!(out.len(), 9996 / 4);
+}
