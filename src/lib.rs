@@ -2,6 +2,7 @@
 //! continuous queries.
 //!
 //! A continuous query applies a lifted scalar operation (`ln`, `mul 1.852`, …)
+//! or a windowed aggregate (`AVG` over a `TUMBLING` window of 10 seconds, …)
 //! to a stream of temporal-property instants. The per-record work runs on a
 //! *stream engine*: the in-process [`LocalEngine`], or an external runtime
 //! (Flink, Spark, Beam, …) reached through a bridge job that speaks a line
@@ -14,6 +15,9 @@
 //!   added by configuration, not code.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
+//! - [`Windower`] computes an [`Aggregate`] over instants in event time,
+//!   for any engine: the `local` engine, or a bridge host aggregating a
+//!   job's outputs.
 //!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
@@ -33,24 +37,31 @@
 
 #![deny(missing_docs)]
 
+mod aggregate;
 mod bridge;
 mod config;
+mod datetime;
 mod engine;
 mod local;
 mod ops;
 mod registry;
 mod spec;
 mod vocab;
+mod window;
 
+pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
-    AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
-    QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
-    TryBatch,
+    AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
+    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender,
+    StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
 pub use crate::registry::{Registry, RegistryError};
-pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
-pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};
+pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
+pub use crate::vocab::{
+    Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
+};
+pub use crate::window::Windower;

@@ -157,12 +157,19 @@ async fn a_transforming_job_composes_with_windows_computed_by_the_host() {
     let body = r#"{"operation":"mul","arg":1.852,"aggregation":"MAX","window":{"type":"TUMBLING","size":3,"unit":"SECONDS"}}"#;
     let query = spec(body, PropertyType::TReal);
     let local = run(&LocalEngine::new(), query.clone(), input.clone()).await;
-    for (framing, what) in [(Framing::Value, "value framing"), (Framing::Json, "json framing")] {
+    for (framing, what) in [
+        (Framing::Value, "value framing"),
+        (Framing::Json, "json framing"),
+    ] {
         let bridge = run(&reference(framing, false), query.clone(), input.clone()).await;
         assert_same(&local, &bridge, what);
     }
     let last = local.last().unwrap();
-    assert_eq!(last["partial"], Json::Bool(true), "the open window is flushed: {last}");
+    assert_eq!(
+        last["partial"],
+        Json::Bool(true),
+        "the open window is flushed: {last}"
+    );
 }
 
 #[tokio::test]

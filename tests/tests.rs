@@ -7,3 +7,4 @@ mod bridge_windows;
 mod cli;
 mod local;
 mod registry;
+mod windows;

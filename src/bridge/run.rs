@@ -25,8 +25,8 @@ use tokio::time::{Instant as Clock, MissedTickBehavior};
 use super::framing::{self, JobEvent};
 use super::job::{Job, JobCommand, describe_exit};
 use super::{BridgeOptions, Framing};
-use crate::engine::{QueryOutput, Source};
 use crate::aggregate::Aggregation;
+use crate::engine::{QueryOutput, Source};
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 use crate::window::Windower;
 
@@ -187,10 +187,13 @@ impl Driver {
             return status;
         }
         let mut events = Vec::new();
-        windower.finish(&mut events);
-        match self.output.emit(events).await {
+        let flushed = windower.try_finish(&mut events);
+        if self.output.emit(events).await.is_err() {
+            return QueryStatus::Stopped;
+        }
+        match flushed {
             Ok(()) => status,
-            Err(_) => QueryStatus::Stopped,
+            Err(reason) => QueryStatus::Failed { reason },
         }
     }
 
