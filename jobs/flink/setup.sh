@@ -44,7 +44,7 @@ if [ ! -f "$cache/classes/.built-$stamp" ]; then
     cat > "$cache/run-job" <<LAUNCHER
 #!/bin/sh
 # mfstream Flink bridge job launcher, written by jobs/flink/setup.sh.
-exec java \${MFSTREAM_JAVA_OPTS:--Xmx512m -XX:+UseSerialGC -XX:TieredStopAtLevel=1} $opens \\
+exec java \${MFSTREAM_JAVA_OPTS:--Xmx512m -XX:+UseSerialGC} $opens \\
     -Dlog4j.configurationFile="$cache/log4j2.properties" \\
     -cp "$cache/classes:$lib/*" MfstreamFlinkJob "\$@"
 LAUNCHER
