@@ -29,12 +29,12 @@ lib=$(echo "$cache"/venv/lib/python3*/site-packages/pyflink/lib)
 [ -f "$lib/flink-dist-$version.jar" ] || { echo "flink: no flink-dist jar in $lib" >&2; exit 1; }
 
 # Rebuild when the job's sources change.
-stamp=$(cat "$here/MfstreamFlinkJob.java" "$here/log4j2.properties" "$here/setup.sh" | sha256sum | cut -c1-16)
+stamp=$(cat "$here"/*.java "$here/log4j2.properties" "$here/setup.sh" | sha256sum | cut -c1-16)
 if [ ! -f "$cache/classes/.built-$stamp" ]; then
     echo "flink: compiling the job into $cache/classes" >&2
     rm -rf "$cache/classes"
     mkdir -p "$cache/classes"
-    javac -nowarn -d "$cache/classes" -cp "$lib/*" "$here/MfstreamFlinkJob.java"
+    javac -nowarn -d "$cache/classes" -cp "$lib/*" "$here"/*.java
     cp "$here/log4j2.properties" "$cache/log4j2.properties"
     # Java 17 needs Flink's --add-opens list (its conf/config.yaml,
     # env.java.opts.all) as soon as Kryo serialises a generic type.
