@@ -111,7 +111,7 @@ PY
 done
 
 echo
-echo "N=$N records (mul 1.852, value framing), latency at $RATE records/s, $(nproc) cores, $(date -u +%F)"
+echo "N=$N records (mul 1.852, in the framing engines.toml gives each engine), latency at $RATE records/s, $(nproc) cores, $(date -u +%F)"
 echo
 echo "| runtime | start s | records/s | p50 ms | p99 ms | peak MB |"
 echo "|---|---|---|---|---|---|"
