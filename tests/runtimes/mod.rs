@@ -75,6 +75,27 @@ pub fn assert_group_gone(pid_file: &Path) {
     assert!(left.is_empty(), "left in the job's process group: {left:?}");
 }
 
+/// Environment for a JVM job launcher (`jobs/flink`, `jobs/spark`): its
+/// temp folder under `tmp`, to check the job leaves nothing there.
+pub fn jvm_tmp_env(tmp: &Path) -> Vec<(String, String)> {
+    std::fs::create_dir_all(tmp).unwrap();
+    let opts = format!(
+        "-Xmx512m -XX:+UseSerialGC -Djava.io.tmpdir={}",
+        tmp.display()
+    );
+    vec![("MFSTREAM_JAVA_OPTS".to_owned(), opts)]
+}
+
+/// Asserts that the folder `tmp` is empty: the job removed its temp files.
+pub fn assert_empty(tmp: &Path) {
+    let left: Vec<_> = std::fs::read_dir(tmp)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "the job left {left:?}");
+}
+
 /// Every lifted operation, with `n` instants of inputs in its domain.
 pub fn every_operation(n: usize) -> Vec<(Transform, Vec<Instant>)> {
     let ops = [
@@ -170,10 +191,13 @@ pub async fn check_every_operation(name: &str, argv: &[String], framing: Framing
 /// `ln` of 0 on the 2nd record: the query fails with the job's message
 /// naming the line and the value, after the first answer; and an unknown
 /// operation makes the job itself exit 2 before it reads anything.
+/// The job's temp folder is gone too.
 pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
     let dir = TempDir::new(&format!("{name}-domain"));
     let pid_file = dir.join("pid");
-    let job = BridgeEngine::new(traced_options(name, argv, &pid_file));
+    let mut options = traced_options(name, argv, &pid_file);
+    options.env = jvm_tmp_env(&dir.join("tmp"));
+    let job = BridgeEngine::new(options);
     let input: Vec<Instant> = [1.0, 0.0, 3.0]
         .into_iter()
         .zip(instants(3))
@@ -196,6 +220,7 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
     );
     assert_eq!(events[0].value(), &Value::Number(0.0));
     assert_group_gone(&pid_file);
+    assert_empty(&dir.join("tmp"));
 
     let out = std::process::Command::new(&argv[0])
         .args(&argv[1..])
@@ -210,11 +235,13 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
 }
 
 /// A query stopped while its source is still open: status stopped, and no
-/// process of the job (the JVM) is left.
+/// process of the job (the JVM) is left, nor its temp folder.
 pub async fn check_stop_midway(name: &str, argv: &[String]) {
     let dir = TempDir::new(&format!("{name}-stop"));
     let pid_file = dir.join("pid");
-    let job = BridgeEngine::new(traced_options(name, argv, &pid_file));
+    let mut options = traced_options(name, argv, &pid_file);
+    options.env = jvm_tmp_env(&dir.join("tmp"));
+    let job = BridgeEngine::new(options);
     let (sender, source) = Source::channel(16);
     let spec = QuerySpec::transform("speed", Transform::new("mul", Some(2.0)).unwrap());
     let mut handle = job.submit(spec, source).await.expect("the job starts");
@@ -226,6 +253,7 @@ pub async fn check_stop_midway(name: &str, argv: &[String]) {
     let status = handle.stop_and_wait().await;
     assert_eq!(status, QueryStatus::Stopped);
     assert_group_gone(&pid_file);
+    assert_empty(&dir.join("tmp"));
     drop(sender);
 }
 
