@@ -30,9 +30,9 @@ jars=$(echo "$cache"/venv/lib/python3*/site-packages/pyflink/lib)
 
 # Rebuild when the job's sources change.
 stamp=$(cat "$here"/*.java "$here/log4j2.properties" "$here/setup.sh" | sha256sum | cut -c1-16)
-if [ ! -f "$cache/classes/.built-$stamp" ]; then
+if [ "$(cat "$cache/built" 2>/dev/null)" != "$stamp" ]; then
     echo "flink: compiling the job into $cache/classes" >&2
-    rm -rf "$cache/classes" "$cache/job.jar" "$cache/job.jsa"
+    rm -rf "$cache/built" "$cache/classes" "$cache/job.jar" "$cache/job.jsa"
     mkdir -p "$cache/classes"
     javac -nowarn -d "$cache/classes" -cp "$jars/*" "$here"/*.java
     # A jar, not a folder: the JVM's class archive (below) takes jars only.
@@ -61,7 +61,7 @@ LAUNCHER
     printf '%s\n' '{"datetime":"2026-01-01T00:00:00Z","value":1}' |
         MFSTREAM_FRAMING=json java -XX:+UseSerialGC -XX:ArchiveClassesAtExit="$cache/job.jsa" $jvm "$log4j" -cp "$cp" MfstreamFlinkJob mul 2 >/dev/null 2>&1 ||
         echo "flink: no class archive (the training run failed): start-up will be slower" >&2
-    touch "$cache/classes/.built-$stamp"
+    echo "$stamp" > "$cache/built"
 fi
 
 echo "export MFAPI_FLINK_CMD='$cache/run-job'" >&3

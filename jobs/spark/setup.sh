@@ -30,9 +30,9 @@ jars=$(echo "$cache"/venv/lib/python3*/site-packages/pyspark/jars)
 
 # Rebuild when the job's sources change.
 stamp=$(cat "$here/MfstreamSparkJob.java" "$here/log4j2.properties" "$here/setup.sh" | sha256sum | cut -c1-16)
-if [ ! -f "$cache/classes/.built-$stamp" ]; then
+if [ "$(cat "$cache/built" 2>/dev/null)" != "$stamp" ]; then
     echo "spark: compiling the job into $cache/classes" >&2
-    rm -rf "$cache/classes" "$cache/job.jar" "$cache/job.jsa"
+    rm -rf "$cache/built" "$cache/classes" "$cache/job.jar" "$cache/job.jsa"
     mkdir -p "$cache/classes"
     javac -nowarn -d "$cache/classes" -cp "$jars/*" "$here/MfstreamSparkJob.java"
     # A jar, not a folder: the JVM's class archive (below) takes jars only.
@@ -60,7 +60,7 @@ LAUNCHER
     printf '1\n' |
         MFSTREAM_FRAMING=value java -XX:+UseSerialGC -XX:ArchiveClassesAtExit="$cache/job.jsa" $jvm "$log4j" -cp "$cp" MfstreamSparkJob mul 2 >/dev/null 2>&1 ||
         echo "spark: no class archive (the training run failed): start-up will be slower" >&2
-    touch "$cache/classes/.built-$stamp"
+    echo "$stamp" > "$cache/built"
 fi
 
 echo "export MFAPI_SPARK_CMD='$cache/run-job'" >&3
