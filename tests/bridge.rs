@@ -286,3 +286,30 @@ async fn a_dropped_handle_stops_the_job() {
         "a dropped query left its job running"
     );
 }
+
+#[tokio::test]
+async fn json_framing_reads_each_answer_back_to_the_exact_f64() {
+    // Values whose shortest form takes 17 digits: a JSON number parser that
+    // is not correctly rounded reads some of them one unit in the last place
+    // off (found with the Flink job, which writes them exactly).
+    let values = [
+        2.5084604027417354,
+        1.6104374127671839,
+        1.7805299872765061,
+        0.1 + 0.2,
+        1e-300 / 3.0,
+    ];
+    let input: Vec<mfstream::Instant> = values
+        .iter()
+        .zip(instants(values.len()))
+        .map(|(v, i)| mfstream::Instant::number(i.datetime, *v))
+        .collect();
+    let mut options = sh_options("echo.sh");
+    options.framing = Framing::Json;
+    let handle = submit(options, echo_spec(), input).await;
+    let (events, status) = collect(handle).await;
+    assert_eq!(status, QueryStatus::Completed);
+    let got: Vec<&Value> = events.iter().map(|e| e.value()).collect();
+    let want: Vec<Value> = values.iter().map(|v| Value::Number(*v)).collect();
+    assert_eq!(got, want.iter().collect::<Vec<_>>());
+}
