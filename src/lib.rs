@@ -38,12 +38,13 @@ mod config;
 mod engine;
 mod local;
 mod ops;
+mod plugin;
 mod registry;
 mod spec;
 mod vocab;
 
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
-pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
+pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
 pub use crate::engine::{
     BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
     QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
@@ -51,6 +52,7 @@ pub use crate::engine::{
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
+pub use crate::plugin::{Isolation, PluginEngine, PluginError, PluginErrorKind};
 pub use crate::registry::{Registry, RegistryError};
 pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
 pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};

@@ -16,6 +16,7 @@ use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
 use crate::engine::{EngineInfo, EngineKind, StreamEngine};
 use crate::local::{LOCAL, LocalEngine};
+use crate::plugin::{self, Isolation, PluginEngine, PluginError, PluginErrorKind};
 
 /// The variable that picks the default engine, as in the Go tier.
 pub const DEFAULT_ENGINE_VAR: &str = "MFAPI_STREAM_ENGINE";
@@ -35,6 +36,8 @@ struct Snapshot {
     index: HashMap<String, usize>,
     default: DefaultEngine,
     path: Option<PathBuf>,
+    /// The plugins that could not be loaded or whose engines clash.
+    plugin_errors: Vec<PluginError>,
 }
 
 #[derive(Debug)]
@@ -170,6 +173,12 @@ impl Registry {
         self.snapshot.load().slots.iter().map(Slot::info).collect()
     }
 
+    /// Every plugin that could not be loaded, and every plugin engine whose
+    /// name is taken, in file order. Their engines are listed as not ready.
+    pub fn plugin_errors(&self) -> Vec<PluginError> {
+        self.snapshot.load().plugin_errors.clone()
+    }
+
     /// The file the registry was loaded from, if any.
     pub fn path(&self) -> Option<PathBuf> {
         self.snapshot.load().path.clone()
@@ -211,13 +220,22 @@ impl Snapshot {
             };
             slots.push(slot);
         }
-        // Names are unique: the config refuses duplicates and the reserved
-        // built-in names.
-        let index = slots
-            .iter()
-            .enumerate()
-            .map(|(i, slot)| (slot_name(slot), i))
-            .collect();
+        let file = config
+            .path
+            .as_ref()
+            .map_or_else(|| "engines.toml".to_owned(), |p| p.display().to_string());
+        let mut plugin_errors = Vec::new();
+        let mut libraries = HashMap::new();
+        for def in &config.plugins {
+            add_plugin(def, &file, &mut slots, &mut libraries, &mut plugin_errors);
+        }
+        // The config refuses duplicate and reserved names, and a plugin
+        // engine whose name is taken is listed but not indexed: the first
+        // engine of a name keeps it.
+        let mut index = HashMap::new();
+        for (i, slot) in slots.iter().enumerate() {
+            index.entry(slot_name(slot)).or_insert(i);
+        }
         let default = match env(DEFAULT_ENGINE_VAR).filter(|v| !v.trim().is_empty()) {
             Some(name) => DefaultEngine {
                 name: name.trim().to_owned(),
@@ -239,6 +257,7 @@ impl Snapshot {
             index,
             default,
             path: config.path.clone(),
+            plugin_errors,
         }
     }
 
@@ -262,6 +281,85 @@ impl Snapshot {
             .map(slot_name)
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// Loads the plugin of `def` and adds its engines to `slots`; a plugin that
+/// cannot be loaded is listed (under its path) as not ready, with the reason.
+fn add_plugin(
+    def: &crate::config::PluginDef,
+    file: &str,
+    slots: &mut Vec<Slot>,
+    libraries: &mut HashMap<String, PathBuf>,
+    errors: &mut Vec<PluginError>,
+) {
+    let not_ready = |name: String, error: &PluginError, description: String| {
+        Slot::NotReady(EngineInfo {
+            name,
+            kind: EngineKind::Plugin,
+            ready: false,
+            reason: Some(error.to_string()),
+            description,
+            serves: Vec::new(),
+        })
+    };
+    let loaded = match plugin::load(&def.path) {
+        Ok(loaded) if def.isolation == Isolation::Process => Err(PluginError {
+            path: def.path.clone(),
+            line: def.line,
+            kind: PluginErrorKind::Isolation(
+                "isolation = \"process\" is not available yet: remove it to run the plugin in process"
+                    .into(),
+            ),
+        })
+        .map(|()| loaded),
+        Ok(loaded) => Ok(loaded),
+        Err(mut error) => {
+            error.line = def.line;
+            Err(error)
+        }
+    };
+    let loaded = match loaded {
+        Ok(loaded) => loaded,
+        Err(error) => {
+            slots.push(not_ready(
+                def.written.clone(),
+                &error,
+                "plugin library (not loaded)".into(),
+            ));
+            errors.push(error);
+            return;
+        }
+    };
+    for fns in loaded.engines {
+        let taken = slots.iter().find(|slot| slot_name(slot) == fns.name);
+        if let Some(taken) = taken {
+            let info = taken.info();
+            let other = match info.kind {
+                EngineKind::Builtin => format!("the built-in engine {:?}", info.name),
+                EngineKind::Bridge => format!("the bridge engine {:?} of {file}", info.name),
+                EngineKind::Plugin => match libraries.get(&info.name) {
+                    Some(path) => {
+                        format!("the engine {:?} of plugin {}", info.name, path.display())
+                    }
+                    None => format!("the plugin engine {:?}", info.name),
+                },
+            };
+            let error = PluginError {
+                path: def.path.clone(),
+                line: def.line,
+                kind: PluginErrorKind::Clash {
+                    name: fns.name.clone(),
+                    other,
+                },
+            };
+            slots.push(not_ready(fns.name.clone(), &error, fns.description.clone()));
+            errors.push(error);
+            continue;
+        }
+        libraries.insert(fns.name.clone(), def.path.clone());
+        let engine = PluginEngine::new(loaded.library.clone(), fns);
+        slots.push(Slot::Ready(Arc::new(engine)));
     }
 }
 

@@ -81,6 +81,14 @@ pub fn check(args: ConfigArgs) -> Result<Outcome> {
         Err(e) => return Ok(Outcome::InvalidConfig(e.to_string())),
     };
     let registry = Registry::from_config(&config);
+    let plugin_errors = registry.plugin_errors();
+    if !plugin_errors.is_empty() {
+        let lines: Vec<String> = plugin_errors
+            .iter()
+            .map(|error| format!("{}:{}: {error}", path.display(), error.line))
+            .collect();
+        return Ok(Outcome::InvalidConfig(lines.join("\n")));
+    }
     let infos = registry.engines();
     let ready = infos.iter().filter(|i| i.ready).count();
     println!(

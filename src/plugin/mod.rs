@@ -1,0 +1,140 @@
+//! Plugin engines: native engines from shared libraries named by the
+//! `[[plugin]]` entries of `engines.toml`.
+//!
+//! The ABI (version 1) is defined by the `mfstream-plugin` crate
+//! (`plugins/mfstream-plugin`), which plugin authors use too; its `abi`
+//! module is the reference, and `mfstream_plugin.h` its C twin. This module
+//! is the host's side:
+//!
+//! - `load` checks a library before trusting it (file, permissions, entry
+//!   symbol, ABI version, struct sizes, engine names) and reports each
+//!   failure naming the file and the reason;
+//! - [`PluginEngine`] is one engine of a loaded plugin, a [`StreamEngine`]
+//!   like any other. It holds the library (an `Arc`), and so does each of
+//!   its queries: a library is never unloaded under running code;
+//! - `query` runs each query on a thread of its own, off the async
+//!   runtime's workers.
+
+mod load;
+mod query;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mfstream_plugin::abi::{MFS_SERVES_AGGREGATE, MFS_SERVES_TRANSFORM};
+
+pub(crate) use self::load::{EngineFns, Library, load};
+pub use self::load::{PluginError, PluginErrorKind};
+use crate::engine::{EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
+use crate::spec::{QueryKind, QuerySpec};
+
+/// Event batches buffered between a plugin query and its consumer.
+const EVENT_BUFFER: usize = 16;
+
+/// Where a plugin's engines run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// In the mfstream process, on a thread per query (the default).
+    #[default]
+    InProcess,
+    /// In a child process per query, so a crash fails one query only.
+    Process,
+}
+
+/// One engine of a loaded plugin.
+#[derive(Debug)]
+pub struct PluginEngine {
+    library: Arc<Library>,
+    fns: EngineFns,
+}
+
+impl PluginEngine {
+    pub(crate) fn new(library: Arc<Library>, fns: EngineFns) -> PluginEngine {
+        PluginEngine { library, fns }
+    }
+
+    /// The library the engine comes from.
+    pub fn library_path(&self) -> &std::path::Path {
+        &self.library.path
+    }
+}
+
+/// The kinds of query an engine's `serves` bits name.
+pub(crate) fn serves(bits: u32) -> Vec<&'static str> {
+    let mut kinds = Vec::new();
+    if bits & MFS_SERVES_TRANSFORM != 0 {
+        kinds.push("transform");
+    }
+    if bits & MFS_SERVES_AGGREGATE != 0 {
+        kinds.push("aggregate");
+    }
+    kinds
+}
+
+#[async_trait]
+impl StreamEngine for PluginEngine {
+    fn name(&self) -> &str {
+        &self.fns.name
+    }
+
+    fn describe(&self) -> EngineInfo {
+        EngineInfo {
+            name: self.fns.name.clone(),
+            kind: EngineKind::Plugin,
+            ready: true,
+            reason: None,
+            description: self.fns.description.clone(),
+            serves: serves(self.fns.serves),
+        }
+    }
+
+    /// Opens the query in the plugin before returning, so that a query the
+    /// plugin refuses is an error here, not a failed query.
+    async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        let name = &self.fns.name;
+        let operation: Arc<str> = match &spec.kind {
+            QueryKind::Transform(t) if self.fns.serves & MFS_SERVES_TRANSFORM != 0 => {
+                t.op.name().into()
+            }
+            QueryKind::Transform(_) => {
+                return Err(EngineError::Unsupported {
+                    engine: name.clone(),
+                    what: "transforms".into(),
+                });
+            }
+            _ => {
+                return Err(EngineError::Unsupported {
+                    engine: name.clone(),
+                    what: "windowed aggregates yet (plugins run transforms only for now)".into(),
+                });
+            }
+        };
+        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+        let start = query::Start {
+            library: self.library.clone(),
+            fns: self.fns.clone(),
+            spec: spec.to_json(),
+            property: spec.property.as_str().into(),
+            operation,
+            source,
+            output,
+            runtime: tokio::runtime::Handle::current(),
+            span: tracing::info_span!("query", engine = %name, id = %spec.id),
+        };
+        let start_error = |reason: String| EngineError::Start {
+            engine: name.clone(),
+            reason,
+        };
+        query::spawn(start, opened_tx)
+            .map_err(|e| start_error(format!("cannot start the query's thread: {e}")))?;
+        match opened_rx.await {
+            Ok(Ok(())) => Ok(handle),
+            Ok(Err(reason)) => Err(start_error(reason)),
+            Err(_) => Err(start_error(
+                "the query's thread ended before opening it".into(),
+            )),
+        }
+    }
+}
