@@ -5,4 +5,5 @@ mod util;
 mod bridge;
 mod cli;
 mod local;
+mod plugins;
 mod registry;

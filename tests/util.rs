@@ -136,3 +136,83 @@ pub fn read_pid(path: &Path) -> i32 {
         .parse()
         .unwrap_or_else(|e| panic!("{text:?}: {e}"))
 }
+
+/// The folder cargo builds into for this test binary's profile
+/// (`target/debug`): the test binary is `target/debug/deps/tests-…`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the binary's folder");
+    deps.parent().expect("the profile folder").to_owned()
+}
+
+/// The cdylib of workspace crate `package` (`mfstream-plugin-scale` →
+/// `libmfstream_plugin_scale.so`), built once per test run.
+///
+/// `cargo test --workspace` does not build a cdylib-only crate's library,
+/// so the first call runs `cargo build -p` for the plugin crates into this
+/// test binary's own target folder.
+pub fn plugin_library(package: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let profile = profile_dir();
+        let target = profile.parent().expect("the target folder");
+        let mut cargo = std::process::Command::new(option_env!("CARGO").unwrap_or("cargo"));
+        cargo
+            .current_dir(root())
+            .env("CARGO_TARGET_DIR", target)
+            .args(["build", "--quiet"])
+            .args(["-p", "mfstream-plugin-scale", "-p", "mfstream-plugin-chaos"]);
+        if profile.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        let output = cargo
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !output.status.success() {
+            return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        Ok(())
+    });
+    if let Err(e) = built {
+        panic!("building the plugin crates failed: {e}");
+    }
+    let file = format!("lib{}.so", package.replace('-', "_"));
+    profile_dir().join(file)
+}
+
+/// Compiles `tests/plugins/c/<source>` with the system C compiler (`$CC`,
+/// else `cc`) against `mfstream_plugin.h`, with `flags`, into `out`. `None`
+/// when there is no C compiler; a compiler error panics.
+pub fn compile_c(source: &str, flags: &[&str], out: &Path) -> Option<PathBuf> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = std::process::Command::new(&cc);
+    cmd.arg("-Wall")
+        .arg("-I")
+        .arg(root().join("plugins/mfstream-plugin/include"))
+        .args(flags)
+        .arg(root().join("tests/plugins/c").join(source))
+        .arg("-lm")
+        .arg("-o")
+        .arg(out);
+    let output = match cmd.output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("skipped: no C compiler ({cc}) to build {source}");
+            return None;
+        }
+        Err(e) => panic!("cannot run {cc}: {e}"),
+    };
+    assert!(
+        output.status.success(),
+        "{cc} {source} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(out.to_owned())
+}
+
+/// A C plugin compiled from `scale.c` with `flags` into `dir/name`.
+pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> Option<PathBuf> {
+    let mut all = vec!["-shared", "-fPIC"];
+    all.extend_from_slice(flags);
+    compile_c("scale.c", &all, &dir.join(name))
+}

@@ -4,7 +4,8 @@
 //!   then panics with `unlucky record at <datetime>`;
 //! - `aborter` answers records until it meets a value of 13, then aborts the
 //!   process (SIGABRT), as a plugin with a fatal bug would;
-//! - `segv` does the same with a segmentation fault.
+//! - `segv` does the same with a segmentation fault;
+//! - `refuser` refuses every query in `open`.
 
 use mfstream_plugin::{Batch, Emitter, Engine, Value};
 
@@ -79,8 +80,24 @@ impl Engine for Segv {
     }
 }
 
+/// Refuses every query.
+pub struct Refuser;
+
+impl Engine for Refuser {
+    const NAME: &'static str = "refuser";
+    const DESCRIPTION: &'static str = "refuses every query (test fixture)";
+
+    fn open(spec: &str) -> Result<Self, String> {
+        Err(format!("this engine opens no query, not even {spec}"))
+    }
+
+    fn process(&mut self, _batch: Batch<'_>, _out: &mut Emitter<'_>) -> Result<(), String> {
+        Err("never opened".into())
+    }
+}
+
 mfstream_plugin::export_plugin!(
     name: "chaos",
     version: "0.0.0",
-    engines: [Panicky, Aborter, Segv],
+    engines: [Panicky, Aborter, Segv, Refuser],
 );

@@ -1,0 +1,443 @@
+//! cdylib plugins: results equal local's, every bad plugin refused with its
+//! reason, panics contained, libraries kept loaded under running queries.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use mfstream::{
+    Config, EngineError, EngineKind, Event, Instant, Op, QuerySpec, QueryStatus, Registry, Source,
+    Transform,
+};
+
+use crate::util::*;
+
+/// A registry from an engines.toml in `dir` with `text`.
+fn registry(dir: &TempDir, text: &str) -> Registry {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, text).unwrap();
+    Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &|_| None)
+}
+
+/// A `[[plugin]]` entry for `path`.
+fn entry(path: &Path) -> String {
+    format!("[[plugin]]\npath = {:?}\n", path.display().to_string())
+}
+
+/// `mfstream` with the configuration variables cleared.
+fn mfstream(args: &[&str], config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+/// A transform for every operation of the catalogue.
+fn every_transform() -> Vec<Transform> {
+    Op::ALL
+        .iter()
+        .map(|op| {
+            let arg = op.takes_arg().then_some(1.852);
+            Transform::new(op.name(), arg).unwrap()
+        })
+        .collect()
+}
+
+/// Events of `spec` over `input` on `engine` of `registry`, and the status.
+async fn run_on(
+    registry: &Registry,
+    engine: &str,
+    spec: QuerySpec,
+    input: Vec<Instant>,
+) -> (Vec<Event>, QueryStatus) {
+    let engine = registry.get(engine).unwrap();
+    let handle = engine
+        .submit(spec, Source::from_instants(input))
+        .await
+        .unwrap();
+    collect(handle).await
+}
+
+/// Checks that `engine` gives exactly local's events for every operation.
+async fn assert_matches_local(registry: &Registry, engine: &str) {
+    // Values in every operation's domain; 3000 spans several batches.
+    let input: Vec<Instant> = instants(3000)
+        .into_iter()
+        .map(|i| Instant::number(i.datetime, i.value.as_f64().unwrap() / 7.0))
+        .collect();
+    for transform in every_transform() {
+        let spec = QuerySpec::transform("speed", transform);
+        let (local, local_status) = run_on(registry, "local", spec.clone(), input.clone()).await;
+        let (plugin, status) = run_on(registry, engine, spec, input.clone()).await;
+        assert_eq!(local_status, QueryStatus::Completed);
+        assert_eq!(status, QueryStatus::Completed, "{engine} {transform}");
+        assert_eq!(plugin.len(), local.len(), "{engine} {transform}");
+        assert!(
+            plugin == local,
+            "{engine} {transform}: results differ from local's"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_rust_scale_plugin_matches_local_for_every_operation() {
+    let dir = TempDir::new("plugin-scale");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = registry(&dir, &entry(&scale));
+    let info = registry.engines().into_iter().find(|i| i.name == "scale");
+    let info = info.expect("the scale engine is listed");
+    assert_eq!((info.kind, info.ready), (EngineKind::Plugin, true));
+    assert_eq!(info.serves, ["transform"]);
+    assert_matches_local(&registry, "scale").await;
+}
+
+#[tokio::test]
+async fn a_c_plugin_built_against_the_header_matches_local_for_every_operation() {
+    let dir = TempDir::new("plugin-c");
+    let Some(library) = c_plugin(&dir, "libcscale.so", &[]) else {
+        return;
+    };
+    let registry = registry(&dir, &entry(&library));
+    assert_matches_local(&registry, "cscale").await;
+}
+
+#[test]
+fn the_c_header_and_the_rust_abi_agree_on_every_size_and_offset() {
+    use mfstream_plugin::abi::*;
+    use std::mem::{offset_of, size_of};
+
+    let dir = TempDir::new("plugin-layout");
+    let Some(program) = compile_c("layout.c", &[], &dir.join("layout")) else {
+        return;
+    };
+    let output = Command::new(&program).output().unwrap();
+    let c = String::from_utf8(output.stdout).unwrap();
+    let rust = [
+        ("MfsStr", size_of::<MfsStr>()),
+        ("MfsStr.ptr", offset_of!(MfsStr, ptr)),
+        ("MfsStr.len", offset_of!(MfsStr, len)),
+        ("MfsValue", size_of::<MfsValue>()),
+        ("MfsValue.kind", offset_of!(MfsValue, kind)),
+        ("MfsValue.number", offset_of!(MfsValue, number)),
+        ("MfsValue.text", offset_of!(MfsValue, text)),
+        ("MfsInstant", size_of::<MfsInstant>()),
+        ("MfsInstant.datetime", offset_of!(MfsInstant, datetime)),
+        ("MfsInstant.value", offset_of!(MfsInstant, value)),
+        ("MfsEvent", size_of::<MfsEvent>()),
+        ("MfsEvent.datetime", offset_of!(MfsEvent, datetime)),
+        ("MfsEvent.value", offset_of!(MfsEvent, value)),
+        ("MfsHost", size_of::<MfsHost>()),
+        ("MfsHost.ctx", offset_of!(MfsHost, ctx)),
+        ("MfsHost.emit", offset_of!(MfsHost, emit)),
+        ("MfsHost.fail", offset_of!(MfsHost, fail)),
+        ("MfsEngine", size_of::<MfsEngine>()),
+        ("MfsEngine.struct_size", offset_of!(MfsEngine, struct_size)),
+        ("MfsEngine.serves", offset_of!(MfsEngine, serves)),
+        ("MfsEngine.name", offset_of!(MfsEngine, name)),
+        ("MfsEngine.description", offset_of!(MfsEngine, description)),
+        ("MfsEngine.open", offset_of!(MfsEngine, open)),
+        ("MfsEngine.process", offset_of!(MfsEngine, process)),
+        ("MfsEngine.close", offset_of!(MfsEngine, close)),
+        ("MfsPlugin", size_of::<MfsPlugin>()),
+        ("MfsPlugin.struct_size", offset_of!(MfsPlugin, struct_size)),
+        ("MfsPlugin.abi_version", offset_of!(MfsPlugin, abi_version)),
+        ("MfsPlugin.name", offset_of!(MfsPlugin, name)),
+        ("MfsPlugin.version", offset_of!(MfsPlugin, version)),
+        ("MfsPlugin.engines", offset_of!(MfsPlugin, engines)),
+        (
+            "MfsPlugin.engine_count",
+            offset_of!(MfsPlugin, engine_count),
+        ),
+        ("MFS_ABI_VERSION", ABI_VERSION as usize),
+    ];
+    let expected: String = rust.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+    assert_eq!(c, expected);
+}
+
+#[tokio::test]
+async fn a_panicking_plugin_fails_its_query_with_the_panic_message_and_the_host_lives_on() {
+    let dir = TempDir::new("plugin-panic");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = registry(&dir, &format!("{}{}", entry(&chaos), entry(&scale)));
+    // The 13th instant has the value 13.
+    let (events, status) = run_on(&registry, "panicky", echo_spec(), instants(20)).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("the plugin panicked: unlucky record at 2026-01-01T00:00:00.000012Z"),
+        "{reason}"
+    );
+    assert_eq!(
+        events.len(),
+        12,
+        "the events before the panic are delivered"
+    );
+    // The same engine and another run on.
+    let (events, status) = run_on(&registry, "panicky", echo_spec(), instants(12)).await;
+    assert_eq!((events.len(), status), (12, QueryStatus::Completed));
+    let (events, status) = run_on(&registry, "scale", echo_spec(), instants(100)).await;
+    assert_eq!((events.len(), status), (100, QueryStatus::Completed));
+}
+
+#[tokio::test]
+async fn a_query_the_plugin_refuses_to_open_is_an_error_at_submit() {
+    let dir = TempDir::new("plugin-refuse");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let registry = registry(&dir, &entry(&chaos));
+    let engine = registry.get("refuser").unwrap();
+    let error = engine
+        .submit(echo_spec(), Source::from_instants(instants(1)))
+        .await
+        .unwrap_err();
+    assert!(matches!(error, EngineError::Start { .. }), "{error:?}");
+    let text = error.to_string();
+    assert!(
+        text.contains("refuser") && text.contains("this engine opens no query"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_library_stays_loaded_while_a_query_from_it_lives_across_a_reload() {
+    let dir = TempDir::new("plugin-reload");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = registry(&dir, &entry(&scale));
+    let engine = registry.get("scale").unwrap();
+    let (sender, source) = Source::channel(4);
+    let mut query = engine.submit(echo_spec(), source).await.unwrap();
+    // The registry and the engine let go of the library; the query holds it.
+    registry.reload(&Config::default());
+    drop(engine);
+    assert!(registry.get("scale").is_err());
+    for instant in instants(3) {
+        sender.send(instant).await.unwrap();
+        let event = query.next().await.expect("the query still answers");
+        assert_eq!(event.value().as_f64(), Some(1.0 * event_index(&event)));
+    }
+    drop(sender);
+    assert!(query.next().await.is_none());
+    assert_eq!(query.status(), QueryStatus::Completed);
+}
+
+/// The value `instants` gave the event's datetime: its second + 1.
+fn event_index(event: &Event) -> f64 {
+    let micros: f64 = event.datetime()[20..26].parse().unwrap();
+    micros + 1.0
+}
+
+#[tokio::test]
+async fn a_stopped_plugin_query_ends_as_stopped() {
+    let dir = TempDir::new("plugin-stop");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = registry(&dir, &entry(&scale));
+    let engine = registry.get("scale").unwrap();
+    let (sender, source) = Source::channel(4);
+    let mut query = engine.submit(echo_spec(), source).await.unwrap();
+    sender.send(Instant::number("t", 1.0)).await.unwrap();
+    assert!(query.next().await.is_some());
+    assert_eq!(query.stop_and_wait().await, QueryStatus::Stopped);
+}
+
+#[tokio::test]
+async fn plugins_refuse_windowed_aggregates_for_now() {
+    let dir = TempDir::new("plugin-agg");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = registry(&dir, &entry(&scale));
+    let body = r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2}}"#;
+    let spec = mfstream::Registration::from_json(body)
+        .unwrap()
+        .into_spec("speed", mfstream::PropertyType::TReal)
+        .unwrap();
+    let engine = registry.get("scale").unwrap();
+    let error = engine.submit(spec, Source::from_instants([])).await;
+    assert!(matches!(error, Err(EngineError::Unsupported { .. })));
+}
+
+/// One bad plugin next to the good scale plugin: `check` exits 1 naming the
+/// file, the line and `reason`; `engines` lists `listed` as not ready with
+/// that reason; the scale engine still runs.
+fn assert_refused(dir: &TempDir, bad: &Path, listed: &str, reason: &str) {
+    let scale = plugin_library("mfstream-plugin-scale");
+    let config = dir.join("engines.toml");
+    let text = format!(
+        "[[engine]]\nname = \"flink\"\ncmd_env = \"TEST_UNSET_CMD\"\n\n{}{}",
+        entry(&scale),
+        entry(bad)
+    );
+    std::fs::write(&config, text).unwrap();
+
+    let check = mfstream(&["check"], &config);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{stderr}");
+    let place = format!("{}:8: plugin {}: ", config.display(), bad.display());
+    assert!(
+        stderr.contains(&place) && stderr.contains(reason),
+        "expected {place}…{reason} in:\n{stderr}"
+    );
+
+    let engines = mfstream(&["engines", "--json"], &config);
+    assert!(engines.status.success());
+    let listed_engines: Vec<serde_json::Value> = serde_json::from_slice(&engines.stdout).unwrap();
+    let entry = listed_engines
+        .iter()
+        .rev()
+        .find(|e| e["name"] == listed)
+        .unwrap_or_else(|| panic!("{listed} is not listed: {listed_engines:?}"));
+    assert_eq!(entry["kind"], "plugin");
+    assert_eq!(entry["ready"], false);
+    let why = entry["reason"].as_str().unwrap();
+    assert!(why.contains(reason), "{why}");
+    let scale = listed_engines
+        .iter()
+        .find(|e| e["name"] == "scale")
+        .unwrap();
+    assert_eq!(scale["ready"], true);
+
+    let run = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args([
+            "run", "--engine", "scale", "--op", "mul", "--arg", "2", "--config",
+        ])
+        .arg(&config)
+        .arg(root().join("examples/speed.ndjson"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&run.stdout).lines().count(), 20);
+}
+
+#[test]
+fn a_missing_library_is_refused_naming_the_file() {
+    let dir = TempDir::new("plugin-missing");
+    let bad = dir.join("libnothere.so");
+    assert_refused(
+        &dir,
+        &bad,
+        &bad.display().to_string(),
+        "cannot read the file",
+    );
+}
+
+#[test]
+fn a_text_file_is_refused_as_not_loadable() {
+    let dir = TempDir::new("plugin-text");
+    let bad = dir.join("libtext.so");
+    std::fs::write(&bad, "not a library\n").unwrap();
+    assert_refused(
+        &dir,
+        &bad,
+        &bad.display().to_string(),
+        "cannot load the library",
+    );
+}
+
+#[test]
+fn a_folder_is_refused_as_not_a_regular_file() {
+    let dir = TempDir::new("plugin-folder");
+    let bad = dir.join("plugins");
+    std::fs::create_dir(&bad).unwrap();
+    assert_refused(&dir, &bad, &bad.display().to_string(), "not a regular file");
+}
+
+#[test]
+fn a_group_writable_library_is_refused_with_the_chmod_fix() {
+    let dir = TempDir::new("plugin-writable");
+    let bad = dir.join("libwritable.so");
+    std::fs::copy(plugin_library("mfstream-plugin-chaos"), &bad).unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let fix = format!(
+        "writable by group or others (mode 775), so anyone could put code into mfstream: run `chmod go-w {}`",
+        bad.display()
+    );
+    assert_refused(&dir, &bad, &bad.display().to_string(), &fix);
+}
+
+#[test]
+fn a_library_without_the_entry_symbol_is_refused() {
+    let dir = TempDir::new("plugin-nosym");
+    let Some(bad) = c_plugin(&dir, "libnoentry.so", &["-DMFS_TEST_NO_ENTRY"]) else {
+        return;
+    };
+    let reason = "the library exports no `mfstream_plugin` symbol";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn a_plugin_of_another_abi_version_is_refused_naming_both_versions() {
+    let dir = TempDir::new("plugin-abi");
+    let Some(bad) = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]) else {
+        return;
+    };
+    let reason = "the plugin speaks ABI version 2, but this mfstream speaks version 1";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn a_plugin_engine_named_like_a_config_engine_is_refused_naming_both() {
+    let dir = TempDir::new("plugin-clash");
+    let Some(bad) = c_plugin(&dir, "libclash.so", &["-DMFS_TEST_ENGINE_NAME=\"flink\""]) else {
+        return;
+    };
+    let reason = "engine \"flink\" clashes with the bridge engine \"flink\" of";
+    assert_refused(&dir, &bad, "flink", reason);
+}
+
+#[test]
+fn a_plugin_engine_named_like_the_builtin_is_refused() {
+    let dir = TempDir::new("plugin-clash-local");
+    let Some(bad) = c_plugin(&dir, "liblocal.so", &["-DMFS_TEST_ENGINE_NAME=\"local\""]) else {
+        return;
+    };
+    let reason = "engine \"local\" clashes with the built-in engine \"local\"";
+    assert_refused(&dir, &bad, "local", reason);
+}
+
+#[test]
+fn a_plugin_engine_with_a_malformed_name_is_refused() {
+    let dir = TempDir::new("plugin-badname");
+    let Some(bad) = c_plugin(
+        &dir,
+        "libbadname.so",
+        &["-DMFS_TEST_ENGINE_NAME=\"Bad Name\""],
+    ) else {
+        return;
+    };
+    let reason = "invalid engine name \"Bad Name\"";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn mfstream_run_on_a_plugin_engine_writes_what_local_writes() {
+    let dir = TempDir::new("plugin-cli-run");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let config = dir.join("engines.toml");
+    std::fs::write(&config, entry(&scale)).unwrap();
+    let input = root().join("examples/speed.ndjson");
+    let run = |engine: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+            .args(["run", "--engine", engine, "--op", "mul", "--arg", "1.852"])
+            .arg("--config")
+            .arg(&config)
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        output.stdout
+    };
+    assert_eq!(run("scale"), run("local"));
+    let check = mfstream(&["check"], &config);
+    assert!(check.status.success());
+    assert!(String::from_utf8_lossy(&check.stdout).contains("ok, 2 engines, 2 ready"));
+}
