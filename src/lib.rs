@@ -52,7 +52,16 @@ pub use crate::engine::{
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
-pub use crate::plugin::{Isolation, PluginEngine, PluginError, PluginErrorKind};
+pub use crate::plugin::{
+    IsolatedEngine, Isolation, PLUGIN_HOST_VAR, PluginEngine, PluginError, PluginErrorKind,
+};
+
+/// The child side of `isolation = "process"`, run by the `mfstream`
+/// binary's hidden `plugin-host` command.
+#[doc(hidden)]
+pub mod plugin_host {
+    pub use crate::plugin::child::{describe, serve};
+}
 pub use crate::registry::{Registry, RegistryError};
 pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
 pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};

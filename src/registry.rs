@@ -227,7 +227,14 @@ impl Snapshot {
         let mut plugin_errors = Vec::new();
         let mut libraries = HashMap::new();
         for def in &config.plugins {
-            add_plugin(def, &file, &mut slots, &mut libraries, &mut plugin_errors);
+            add_plugin(
+                def,
+                &file,
+                env,
+                &mut slots,
+                &mut libraries,
+                &mut plugin_errors,
+            );
         }
         // The config refuses duplicate and reserved names, and a plugin
         // engine whose name is taken is listed but not indexed: the first
@@ -289,6 +296,7 @@ impl Snapshot {
 fn add_plugin(
     def: &crate::config::PluginDef,
     file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
     slots: &mut Vec<Slot>,
     libraries: &mut HashMap<String, PathBuf>,
     errors: &mut Vec<PluginError>,
@@ -303,25 +311,38 @@ fn add_plugin(
             serves: Vec::new(),
         })
     };
-    let loaded = match plugin::load(&def.path) {
-        Ok(loaded) if def.isolation == Isolation::Process => Err(PluginError {
-            path: def.path.clone(),
-            line: def.line,
-            kind: PluginErrorKind::Isolation(
-                "isolation = \"process\" is not available yet: remove it to run the plugin in process"
-                    .into(),
-            ),
-        })
-        .map(|()| loaded),
-        Ok(loaded) => Ok(loaded),
+    let engines: Result<Vec<Arc<dyn StreamEngine>>, PluginError> = match def.isolation {
+        Isolation::InProcess => plugin::load(&def.path).map(|loaded| {
+            let library = loaded.library;
+            loaded
+                .engines
+                .into_iter()
+                .map(|fns| {
+                    Arc::new(PluginEngine::new(library.clone(), fns)) as Arc<dyn StreamEngine>
+                })
+                .collect()
+        }),
+        Isolation::Process => match plugin::host_binary(env) {
+            Some(host) => plugin::describe_isolated(&def.path, &host).map(|engines| {
+                engines
+                    .into_iter()
+                    .map(|engine| Arc::new(engine) as Arc<dyn StreamEngine>)
+                    .collect()
+            }),
+            None => Err(PluginError {
+                path: def.path.clone(),
+                line: 0,
+                kind: PluginErrorKind::Isolation(format!(
+                    "cannot find the mfstream binary to run the plugin in: set {}",
+                    plugin::PLUGIN_HOST_VAR
+                )),
+            }),
+        },
+    };
+    let engines = match engines {
+        Ok(engines) => engines,
         Err(mut error) => {
             error.line = def.line;
-            Err(error)
-        }
-    };
-    let loaded = match loaded {
-        Ok(loaded) => loaded,
-        Err(error) => {
             slots.push(not_ready(
                 def.written.clone(),
                 &error,
@@ -331,8 +352,9 @@ fn add_plugin(
             return;
         }
     };
-    for fns in loaded.engines {
-        let taken = slots.iter().find(|slot| slot_name(slot) == fns.name);
+    for engine in engines {
+        let own = engine.describe();
+        let taken = slots.iter().find(|slot| slot_name(slot) == own.name);
         if let Some(taken) = taken {
             let info = taken.info();
             let other = match info.kind {
@@ -349,17 +371,16 @@ fn add_plugin(
                 path: def.path.clone(),
                 line: def.line,
                 kind: PluginErrorKind::Clash {
-                    name: fns.name.clone(),
+                    name: own.name.clone(),
                     other,
                 },
             };
-            slots.push(not_ready(fns.name.clone(), &error, fns.description.clone()));
+            slots.push(not_ready(own.name, &error, own.description));
             errors.push(error);
             continue;
         }
-        libraries.insert(fns.name.clone(), def.path.clone());
-        let engine = PluginEngine::new(loaded.library.clone(), fns);
-        slots.push(Slot::Ready(Arc::new(engine)));
+        libraries.insert(own.name, def.path.clone());
+        slots.push(Slot::Ready(engine));
     }
 }
 

@@ -19,6 +19,21 @@ fn registry(dir: &TempDir, text: &str) -> Registry {
     Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &|_| None)
 }
 
+/// A registry like `registry`'s whose isolated plugins run in the
+/// `mfstream` binary (the test binary cannot host them).
+fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, text).unwrap();
+    let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
+    let env = move |name: &str| (name == mfstream::PLUGIN_HOST_VAR).then(|| host.clone());
+    Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
+}
+
+/// An isolated `[[plugin]]` entry for `path`.
+fn isolated(path: &Path) -> String {
+    format!("{}isolation = \"process\"\n", entry(path))
+}
+
 /// A `[[plugin]]` entry for `path`.
 fn entry(path: &Path) -> String {
     format!("[[plugin]]\npath = {:?}\n", path.display().to_string())
@@ -440,4 +455,73 @@ fn mfstream_run_on_a_plugin_engine_writes_what_local_writes() {
     let check = mfstream(&["check"], &config);
     assert!(check.status.success());
     assert!(String::from_utf8_lossy(&check.stdout).contains("ok, 2 engines, 2 ready"));
+}
+
+#[tokio::test]
+async fn an_isolated_plugin_matches_local_for_every_operation() {
+    let dir = TempDir::new("plugin-iso-scale");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = isolating_registry(&dir, &isolated(&scale));
+    let info = registry.engines().into_iter().find(|i| i.name == "scale");
+    assert_eq!(
+        info.map(|i| (i.kind, i.ready)),
+        Some((EngineKind::Plugin, true))
+    );
+    assert_matches_local(&registry, "scale").await;
+}
+
+#[tokio::test]
+async fn a_crashing_isolated_plugin_fails_its_query_with_the_signal_and_others_go_on() {
+    let dir = TempDir::new("plugin-iso-crash");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let text = format!("{}{}", isolated(&chaos), entry(&scale));
+    let registry = isolating_registry(&dir, &text);
+    // A live query on another engine, before and after the crashes.
+    let (sender, source) = Source::channel(4);
+    let mut live = registry
+        .get("scale")
+        .unwrap()
+        .submit(echo_spec(), source)
+        .await
+        .unwrap();
+    sender.send(Instant::number("before", 1.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "before");
+    for (engine, signal) in [("aborter", "SIGABRT"), ("segv", "SIGSEGV")] {
+        let (_, status) = run_on(&registry, engine, echo_spec(), instants(20)).await;
+        let reason = failure(&status);
+        assert!(reason.contains(signal), "{engine}: {reason}");
+    }
+    let (_, status) = run_on(&registry, "panicky", echo_spec(), instants(20)).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("the plugin panicked: unlucky record"),
+        "{reason}"
+    );
+    // The registry, the isolated engines and the live query go on.
+    let (events, status) = run_on(&registry, "aborter", echo_spec(), instants(12)).await;
+    assert_eq!((events.len(), status), (12, QueryStatus::Completed));
+    sender.send(Instant::number("after", 2.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "after");
+    drop(sender);
+    assert!(live.next().await.is_none());
+    assert_eq!(live.status(), QueryStatus::Completed);
+}
+
+#[test]
+fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
+    let dir = TempDir::new("plugin-iso-abi");
+    let Some(bad) = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]) else {
+        return;
+    };
+    let registry = isolating_registry(&dir, &isolated(&bad));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1);
+    let text = errors[0].to_string();
+    let expected = format!(
+        "plugin {}: the plugin speaks ABI version 2, but this mfstream speaks version 1",
+        bad.display()
+    );
+    assert!(text.starts_with(&expected), "{text}");
+    assert_eq!(errors[0].line, 2);
 }

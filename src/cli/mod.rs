@@ -2,6 +2,7 @@
 
 mod engines;
 mod input;
+mod plugin_host;
 mod run;
 
 use std::path::PathBuf;
@@ -9,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 pub use self::engines::{check, engines};
+pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 
 /// A registry of stream engines for OGC API – Moving Features continuous
@@ -30,6 +32,39 @@ pub enum Command {
     Check(ConfigArgs),
     /// Run one continuous query from a file or stdin to JSON lines on stdout.
     Run(RunArgs),
+    /// Host a plugin out of process (`isolation = "process"`); run by
+    /// mfstream itself.
+    #[command(hide = true)]
+    PluginHost(PluginHostArgs),
+}
+
+/// `mfstream plugin-host`.
+#[derive(Debug, Args)]
+pub struct PluginHostArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: PluginHostAction,
+}
+
+/// What `mfstream plugin-host` does.
+#[derive(Debug, Subcommand)]
+pub enum PluginHostAction {
+    /// Load and check LIB, print its descriptor as JSON.
+    Describe {
+        /// The plugin library.
+        lib: PathBuf,
+    },
+    /// Serve one query of ENGINE of LIB as a json-framing bridge job.
+    Run {
+        /// The plugin library.
+        lib: PathBuf,
+        /// The engine.
+        engine: String,
+        /// The operation and argument the bridge appends (the query is read
+        /// from MFSTREAM_QUERY).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        job_args: Vec<String>,
+    },
 }
 
 /// Where the registry comes from.

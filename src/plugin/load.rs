@@ -113,9 +113,12 @@ pub enum PluginErrorKind {
         /// The engine that has it, and where it is defined.
         other: String,
     },
-    /// The plugin's isolation is not available.
+    /// The plugin could not be run out of process.
     #[error("{0}")]
     Isolation(String),
+    /// The child that loads an isolated plugin refused it, in its words.
+    #[error("{0}")]
+    Child(String),
 }
 
 /// A loaded, checked library. Dropping the last `Arc` unloads it, so every
@@ -158,9 +161,9 @@ pub(crate) struct Loaded {
     pub engines: Vec<EngineFns>,
 }
 
-/// Loads the library at `path` after checking the file, then checks its
-/// descriptor.
-pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
+/// Checks the file at `path` before anything of it is loaded: it exists, is
+/// a regular file and is not writable by group or others.
+pub(crate) fn check_file(path: &Path) -> Result<(), PluginError> {
     let error = |kind| PluginError {
         path: path.to_owned(),
         line: 0,
@@ -178,6 +181,18 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
             path: path.display().to_string(),
         }));
     }
+    Ok(())
+}
+
+/// Loads the library at `path` after checking the file, then checks its
+/// descriptor.
+pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
+    check_file(path)?;
+    let error = |kind| PluginError {
+        path: path.to_owned(),
+        line: 0,
+        kind,
+    };
     // SAFETY: loading a library runs its initialisers; the file passed the
     // checks above, which is as far as a file can be trusted before it runs.
     // `libloading` uses RTLD_NOW, so missing symbols fail here, not later.

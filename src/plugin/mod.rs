@@ -13,8 +13,14 @@
 //!   like any other. It holds the library (an `Arc`), and so does each of
 //!   its queries: a library is never unloaded under running code;
 //! - `query` runs each query on a thread of its own, off the async
-//!   runtime's workers.
+//!   runtime's workers;
+//! - with `isolation = "process"`, `isolated` runs each query in a child,
+//!   the `mfstream` binary itself as a bridge job (`child` is its side), so
+//!   a plugin that crashes fails its query and nothing else.
 
+mod call;
+pub(crate) mod child;
+mod isolated;
 mod load;
 mod query;
 
@@ -23,6 +29,8 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mfstream_plugin::abi::{MFS_SERVES_AGGREGATE, MFS_SERVES_TRANSFORM};
 
+pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
+pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 pub use self::load::{PluginError, PluginErrorKind};
 use crate::engine::{EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
