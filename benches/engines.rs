@@ -1,12 +1,14 @@
 //! Engine-level benchmarks: figures printed, never asserted.
 //!
 //! ```text
-//! cargo build --release -p mfstream-fastjob
+//! cargo build --release -p mfstream-fastjob -p mfstream-plugin-scale
 //! cargo bench --bench engines                 # every section
-//! cargo bench --bench engines -- local        # one section: local, bridge, latency, memory
+//! cargo bench --bench engines -- local        # one section: local, plugin, bridge, latency, memory
 //! ```
 //!
 //! - `local`: the `local` engine transforming instants (no JSON, no I/O).
+//! - `plugin`: the `scale` plugin engine (a cdylib, in process) on the same
+//!   transform, next to `local`, with the ratio.
 //! - `bridge`: the bridge through the native job `mfstream-fastjob`, value
 //!   and json framing (no JSON at the ends: instants in memory, events counted).
 //! - `latency`: instants fed at 10,000/s through the bridge; the time from
@@ -36,6 +38,9 @@ fn main() {
         .unwrap();
     if runs("local") {
         runtime.block_on(local());
+    }
+    if runs("plugin") {
+        runtime.block_on(plugin());
     }
     if runs("bridge") {
         runtime.block_on(bridge(Framing::Value, 5_000_000));
@@ -93,6 +98,38 @@ async fn local() {
     println!(
         "local engine, mul, {n} records: {:.2} M records/s (best of 3)",
         best / 1e6
+    );
+}
+
+async fn plugin() {
+    let library = std::env::var_os("MFSTREAM_SCALE_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/release/libmfstream_plugin_scale.so")
+        });
+    assert!(
+        library.is_file(),
+        "{} is missing: run `cargo build --release -p mfstream-plugin-scale` first",
+        library.display()
+    );
+    let text = format!("[[plugin]]\npath = {:?}\n", library.display().to_string());
+    let config = mfstream::Config::parse(&text, None).unwrap();
+    let registry = mfstream::Registry::from_config(&config);
+    let errors = registry.plugin_errors();
+    assert!(errors.is_empty(), "{errors:?}");
+    let scale = registry.get("scale").unwrap();
+    let n = 20_000_000;
+    let (mut best_local, mut best_plugin): (f64, f64) = (0.0, 0.0);
+    for _ in 0..3 {
+        best_local = best_local.max(throughput(&LocalEngine::new(), batches(n)).await);
+        best_plugin = best_plugin.max(throughput(scale.as_ref(), batches(n)).await);
+    }
+    println!(
+        "plugin engine (scale, in process), mul, {n} records: {:.2} M records/s; local {:.2} M records/s; local/plugin = {:.2} (best of 3, alternated)",
+        best_plugin / 1e6,
+        best_local / 1e6,
+        best_local / best_plugin
     );
 }
 
