@@ -379,8 +379,13 @@ fn add_plugin(
             errors.push(error);
             continue;
         }
-        libraries.insert(own.name, def.path.clone());
-        slots.push(Slot::Ready(engine));
+        libraries.insert(own.name.clone(), def.path.clone());
+        // An engine whose `ready` said no is listed with its reason.
+        slots.push(if own.ready {
+            Slot::Ready(engine)
+        } else {
+            Slot::NotReady(own)
+        });
     }
 }
 

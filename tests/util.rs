@@ -161,7 +161,8 @@ pub fn plugin_library(package: &str) -> PathBuf {
             .current_dir(root())
             .env("CARGO_TARGET_DIR", target)
             .args(["build", "--quiet"])
-            .args(["-p", "mfstream-plugin-scale", "-p", "mfstream-plugin-chaos"]);
+            .args(["-p", "mfstream-plugin-scale", "-p", "mfstream-plugin-chaos"])
+            .args(["-p", "mfstream-plugin-meos"]);
         if profile.file_name().is_some_and(|n| n == "release") {
             cargo.arg("--release");
         }
@@ -215,4 +216,21 @@ pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> Option<PathBuf> {
     let mut all = vec!["-shared", "-fPIC"];
     all.extend_from_slice(flags);
     compile_c("scale.c", &all, &dir.join(name))
+}
+
+/// Where libmeos is for the meos plugin's tests: `$MFSTREAM_MEOS_LIB`, else
+/// `target/meos/pymeos_cffi.libs` (where `.ci/run` installs pymeos-cffi).
+/// `None`, with a note that the test is skipped, when it is in neither.
+pub fn meos_lib(test: &str) -> Option<PathBuf> {
+    let found = std::env::var_os("MFSTREAM_MEOS_LIB")
+        .map(PathBuf::from)
+        .or_else(|| Some(root().join("target/meos/pymeos_cffi.libs")))
+        .filter(|p| p.exists());
+    if found.is_none() {
+        eprintln!(
+            "skipped {test}: no libmeos (set MFSTREAM_MEOS_LIB, or \
+             `pip install --no-deps --target target/meos pymeos-cffi==1.3.0`)"
+        );
+    }
+    found
 }

@@ -152,6 +152,18 @@ fn outcome(engine: &str, status: i32, collector: &mut Collector<'_>) -> Result<(
     }
 }
 
+/// Asks the engine whether it can run queries now: `Err` says why not.
+pub(crate) fn ready(fns: &EngineFns) -> Result<(), String> {
+    let Some(ready) = fns.ready else {
+        return Ok(());
+    };
+    let mut collector = Collector::detached();
+    let host = collector.host();
+    // SAFETY: `ready` is called per the ABI with a host valid for the call.
+    let status = unsafe { ready(&host) };
+    outcome(&fns.name, status, &mut collector)
+}
+
 impl State {
     /// Opens a query with `spec` (JSON).
     pub fn open(library: Arc<Library>, fns: EngineFns, spec: &str) -> Result<State, String> {

@@ -39,6 +39,7 @@ pub fn describe(path: &Path) -> Result<String, String> {
                 "name": e.name,
                 "description": e.description,
                 "serves": e.serves,
+                "not_ready": super::call::ready(e).err(),
             })
         })
         .collect();

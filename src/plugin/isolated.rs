@@ -23,6 +23,8 @@ pub struct IsolatedEngine {
     bridge: BridgeEngine,
     description: String,
     serves: u32,
+    /// Why the engine cannot run queries, as its `ready` said in the child.
+    not_ready: Option<String>,
 }
 
 #[async_trait]
@@ -35,14 +37,20 @@ impl StreamEngine for IsolatedEngine {
         EngineInfo {
             name: self.bridge.name().to_owned(),
             kind: EngineKind::Plugin,
-            ready: true,
-            reason: None,
+            ready: self.not_ready.is_none(),
+            reason: self.not_ready.clone(),
             description: self.description.clone(),
             serves: serves(self.serves),
         }
     }
 
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        if let Some(reason) = &self.not_ready {
+            return Err(EngineError::Start {
+                engine: self.bridge.name().to_owned(),
+                reason: format!("the engine is not ready: {reason}"),
+            });
+        }
         self.bridge.submit(spec, source).await
     }
 }
@@ -102,6 +110,7 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
                 bridge: BridgeEngine::new(options),
                 description: engine.description,
                 serves: engine.serves,
+                not_ready: engine.not_ready,
             }
         })
         .collect())
@@ -126,4 +135,5 @@ struct DescribedEngine {
     name: String,
     description: String,
     serves: u32,
+    not_ready: Option<String>,
 }

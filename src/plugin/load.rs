@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use mfstream_plugin::abi::{
     ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_AGGREGATE, MFS_SERVES_TRANSFORM,
-    MfsEngine, MfsPlugin, MfsStr, OpenFn, ProcessFn,
+    MfsEngine, MfsPlugin, MfsStr, OpenFn, ProcessFn, ReadyFn,
 };
 
 use crate::config::is_engine_name;
@@ -152,6 +152,7 @@ pub(crate) struct EngineFns {
     pub open: OpenFn,
     pub process: ProcessFn,
     pub close: CloseFn,
+    pub ready: Option<ReadyFn>,
 }
 
 /// A loaded plugin: its library and its engines.
@@ -308,6 +309,7 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
             open,
             process,
             close,
+            ready: engine.ready,
         });
     }
     Ok((name, version, engines))

@@ -55,11 +55,19 @@ pub enum Isolation {
 pub struct PluginEngine {
     library: Arc<Library>,
     fns: EngineFns,
+    /// Why the engine cannot run queries, as its `ready` said when loaded.
+    not_ready: Option<String>,
 }
 
 impl PluginEngine {
+    /// The engine, asked once whether it is ready.
     pub(crate) fn new(library: Arc<Library>, fns: EngineFns) -> PluginEngine {
-        PluginEngine { library, fns }
+        let not_ready = call::ready(&fns).err();
+        PluginEngine {
+            library,
+            fns,
+            not_ready,
+        }
     }
 
     /// The library the engine comes from.
@@ -90,8 +98,8 @@ impl StreamEngine for PluginEngine {
         EngineInfo {
             name: self.fns.name.clone(),
             kind: EngineKind::Plugin,
-            ready: true,
-            reason: None,
+            ready: self.not_ready.is_none(),
+            reason: self.not_ready.clone(),
             description: self.fns.description.clone(),
             serves: serves(self.fns.serves),
         }
@@ -101,6 +109,12 @@ impl StreamEngine for PluginEngine {
     /// plugin refuses is an error here, not a failed query.
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
         let name = &self.fns.name;
+        if let Some(reason) = &self.not_ready {
+            return Err(EngineError::Start {
+                engine: name.clone(),
+                reason: format!("the engine is not ready: {reason}"),
+            });
+        }
         let operation: Arc<str> = match &spec.kind {
             QueryKind::Transform(t) if self.fns.serves & MFS_SERVES_TRANSFORM != 0 => {
                 t.op.name().into()

@@ -92,6 +92,9 @@ typedef int32_t (*MfsProcessFn)(void *state, const MfsInstant *batch, size_t n,
                                 const MfsHost *host);
 /* Flushes, then frees state whatever it returns. */
 typedef int32_t (*MfsCloseFn)(void *state, const MfsHost *host);
+/* Whether the engine can run queries now: MFS_OK, or host->fail(reason) and
+ * MFS_ERROR (shown by `mfstream engines`). May be NULL: always ready. */
+typedef int32_t (*MfsReadyFn)(const MfsHost *host);
 
 typedef struct MfsEngine {
     uint32_t struct_size; /* sizeof(MfsEngine) */
@@ -101,6 +104,7 @@ typedef struct MfsEngine {
     MfsOpenFn open;
     MfsProcessFn process;
     MfsCloseFn close;
+    MfsReadyFn ready; /* may be NULL */
 } MfsEngine;
 
 typedef struct MfsPlugin {

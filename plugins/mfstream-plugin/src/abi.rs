@@ -178,6 +178,11 @@ pub type ProcessFn = unsafe extern "C" fn(
 /// Flushes what the query still holds through `host`, then frees `state`,
 /// whatever it returns. Called exactly once per opened query.
 pub type CloseFn = unsafe extern "C" fn(state: *mut c_void, host: *const MfsHost) -> i32;
+/// Says whether the engine can run queries now (a library it needs is
+/// there, say): [`MFS_OK`], or [`MFS_ERROR`] after [`MfsHost::fail`] with
+/// the reason, which `mfstream engines` shows. Called when the registry is
+/// built (at start and on reload); it emits nothing.
+pub type ReadyFn = unsafe extern "C" fn(host: *const MfsHost) -> i32;
 
 /// One engine a plugin exports. Owned by the plugin, static.
 #[repr(C)]
@@ -197,6 +202,8 @@ pub struct MfsEngine {
     pub process: Option<ProcessFn>,
     /// Flushes and frees.
     pub close: Option<CloseFn>,
+    /// Whether the engine can run queries now; null when it always can.
+    pub ready: Option<ReadyFn>,
 }
 
 /// What the entry symbol returns. Owned by the plugin, static.

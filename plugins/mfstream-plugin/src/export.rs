@@ -266,6 +266,18 @@ pub unsafe extern "C" fn __process<E: Engine>(
     status
 }
 
+/// `ready` for engine `E`.
+///
+/// # Safety
+///
+/// Called by the host under the ABI's contract.
+#[doc(hidden)]
+pub unsafe extern "C" fn __ready<E: Engine>(host: *const MfsHost) -> i32 {
+    // SAFETY: the host passes a valid host for the duration of the call.
+    let host = unsafe { &*host };
+    guarded(host, E::ready)
+}
+
 /// `close` for engine `E`: flushes and frees.
 ///
 /// # Safety

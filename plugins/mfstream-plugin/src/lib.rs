@@ -65,7 +65,7 @@ mod export;
 pub use crate::export::{Batch, Emitter, Instant, Value};
 
 #[doc(hidden)]
-pub use crate::export::{__close, __open, __process};
+pub use crate::export::{__close, __open, __process, __ready};
 
 /// A stream engine written as an ordinary Rust type: one value per query.
 ///
@@ -90,6 +90,13 @@ pub trait Engine: Sized + Send + 'static {
     /// fails the query with that message; the events emitted before it are
     /// delivered first.
     fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String>;
+
+    /// Whether the engine can run queries now: an `Err` says why not (a
+    /// library it needs is missing, say) and is shown by `mfstream engines`.
+    /// Called when the registry is built. Ready by default.
+    fn ready() -> Result<(), String> {
+        Ok(())
+    }
 
     /// Ends the query: emits what is still held (open windows, say). Called
     /// once, also when the query is stopped or failed.
@@ -121,6 +128,7 @@ macro_rules! export_plugin {
                     open: Some($crate::__open::<$engine>),
                     process: Some($crate::__process::<$engine>),
                     close: Some($crate::__close::<$engine>),
+                    ready: Some($crate::__ready::<$engine>),
                 }
             ),+];
             static PLUGIN: $crate::abi::MfsPlugin = $crate::abi::MfsPlugin {

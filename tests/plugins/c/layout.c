@@ -16,7 +16,7 @@ int main(void) {
     SIZE(MfsHost); AT(MfsHost, ctx); AT(MfsHost, emit); AT(MfsHost, fail);
     SIZE(MfsEngine); AT(MfsEngine, struct_size); AT(MfsEngine, serves); AT(MfsEngine, name);
     AT(MfsEngine, description); AT(MfsEngine, open); AT(MfsEngine, process);
-    AT(MfsEngine, close);
+    AT(MfsEngine, close); AT(MfsEngine, ready);
     SIZE(MfsPlugin); AT(MfsPlugin, struct_size); AT(MfsPlugin, abi_version); AT(MfsPlugin, name);
     AT(MfsPlugin, version); AT(MfsPlugin, engines); AT(MfsPlugin, engine_count);
     printf("MFS_ABI_VERSION %u\n", MFS_ABI_VERSION);
