@@ -662,3 +662,28 @@ fn a_meos_domain_error_fails_the_query_with_meos_message() {
     );
     assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plugin_code_runs_on_the_query_thread_not_on_a_runtime_worker() {
+    let dir = TempDir::new("plugin-thread");
+    let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-chaos")));
+    let (events, status) = run_on(&registry, "whereami", echo_spec(), instants(3)).await;
+    assert_eq!(status, QueryStatus::Completed);
+    for event in events {
+        // The kernel keeps 15 bytes of `mfstream-plugin-whereami`.
+        assert_eq!(
+            event.value(),
+            &mfstream::Value::Text("mfstream-plugin".into())
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_plugin_that_emits_nan_fails_its_query() {
+    let dir = TempDir::new("plugin-nan");
+    let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-chaos")));
+    let (events, status) = run_on(&registry, "nan", echo_spec(), instants(3)).await;
+    let reason = failure(&status);
+    assert!(reason.contains("not a finite number"), "{reason}");
+    assert!(events.is_empty());
+}

@@ -14,7 +14,7 @@ use mfstream_plugin::abi::{
     MfsStr, MfsValue,
 };
 
-use super::load::{EngineFns, Library, ctx};
+use super::load::{EngineFns, Library};
 use crate::engine::BATCH;
 use crate::vocab::{Event, Instant, InstantEvent, Value};
 
@@ -50,7 +50,7 @@ pub(crate) struct Collector<'a> {
 impl Collector<'_> {
     fn host(&mut self) -> MfsHost {
         MfsHost {
-            ctx: ctx(self),
+            ctx: (self as *mut Collector<'_>).cast::<c_void>(),
             emit: emit_callback,
             fail: fail_callback,
         }

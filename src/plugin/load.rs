@@ -16,7 +16,6 @@
 //! Clashes with the names of other engines are checked by the registry,
 //! which knows them.
 
-use std::ffi::c_void;
 use std::fmt;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -324,9 +323,4 @@ unsafe fn utf8(s: MfsStr) -> Option<String> {
     // SAFETY: the caller's guarantee.
     let bytes = unsafe { s.as_bytes() };
     std::str::from_utf8(bytes).ok().map(str::to_owned)
-}
-
-/// A context pointer for host callbacks.
-pub(crate) fn ctx<T>(value: &mut T) -> *mut c_void {
-    (value as *mut T).cast()
 }

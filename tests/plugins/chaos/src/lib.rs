@@ -5,7 +5,10 @@
 //! - `aborter` answers records until it meets a value of 13, then aborts the
 //!   process (SIGABRT), as a plugin with a fatal bug would;
 //! - `segv` does the same with a segmentation fault;
-//! - `refuser` refuses every query in `open`.
+//! - `refuser` refuses every query in `open`;
+//! - `whereami` answers each record with the name of the thread that runs it
+//!   (as the kernel knows it: `/proc/thread-self/comm`);
+//! - `nan` answers each record with NaN, which the host must refuse.
 
 use mfstream_plugin::{Batch, Emitter, Engine, Value};
 
@@ -96,8 +99,47 @@ impl Engine for Refuser {
     }
 }
 
+/// Answers with the running thread's name.
+pub struct WhereAmI;
+
+impl Engine for WhereAmI {
+    const NAME: &'static str = "whereami";
+    const DESCRIPTION: &'static str = "answers with the thread's name (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(WhereAmI)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        let name = std::fs::read_to_string("/proc/thread-self/comm").map_err(|e| e.to_string())?;
+        for instant in batch.iter() {
+            out.emit(instant.datetime, Value::Text(name.trim()));
+        }
+        Ok(())
+    }
+}
+
+/// Answers NaN.
+pub struct Nan;
+
+impl Engine for Nan {
+    const NAME: &'static str = "nan";
+    const DESCRIPTION: &'static str = "answers NaN (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(Nan)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        for instant in batch.iter() {
+            out.emit(instant.datetime, Value::Number(f64::NAN));
+        }
+        Ok(())
+    }
+}
+
 mfstream_plugin::export_plugin!(
     name: "chaos",
     version: "0.0.0",
-    engines: [Panicky, Aborter, Segv, Refuser],
+    engines: [Panicky, Aborter, Segv, Refuser, WhereAmI, Nan],
 );
