@@ -21,6 +21,8 @@
  * - Per query: open once, process per batch, close exactly once (also after
  *   a failed process and on stop). close emits what is still held, then
  *   frees the state, whatever it returns.
+ * - ready (may be NULL) is called when the registry is built: MFS_ERROR with
+ *   a reason lists the engine as not ready.
  * - One query's state is used by one thread at a time, not always the same
  *   thread; open may run on several threads at once for different queries.
  * - Results go through host->emit (copied by the host before it returns);

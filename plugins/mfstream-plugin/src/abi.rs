@@ -25,6 +25,9 @@
 //!   instants, then `close` exactly once (also after `process` failed, and
 //!   when the query is stopped). `close` flushes (emits what is still held,
 //!   such as open windows) and frees the state, whatever it returns.
+//! - `ready`, when not null, is called when the registry is built (at start
+//!   and on reload), before any query: an engine that needs something it
+//!   cannot find says so there, and is listed as not ready with the reason.
 //! - One query's state is used by one thread at a time, but not always the
 //!   same thread. `open` may be called on several threads at once for
 //!   different queries.
