@@ -58,7 +58,7 @@ impl Collector<'_> {
 
     /// Delivers the gathered events, waiting while the consumer is slow.
     pub fn deliver(&mut self) {
-        let events = std::mem::take(&mut self.events);
+        let events = std::mem::replace(&mut self.events, Vec::with_capacity(BATCH));
         if let Some(sink) = self.sink.as_mut() {
             if !self.gone && !events.is_empty() && !sink(events) {
                 self.gone = true;

@@ -90,6 +90,9 @@ pub struct Emitter<'h> {
     text: Vec<u8>,
     /// The buffered events: datetime range, value kind, number, text range.
     events: Vec<(usize, usize, u32, f64, usize, usize)>,
+    /// The ABI view of `events`, rebuilt at each flush (kept for its
+    /// allocation).
+    raw: Vec<MfsEvent>,
     stopped: bool,
 }
 
@@ -103,11 +106,15 @@ impl std::fmt::Debug for Emitter<'_> {
 }
 
 impl<'h> Emitter<'h> {
-    fn new(host: &'h MfsHost) -> Emitter<'h> {
+    /// An emitter sized for about `n` events.
+    fn new(host: &'h MfsHost, n: usize) -> Emitter<'h> {
+        let n = n.min(EMIT_BATCH);
         Emitter {
             host,
-            text: Vec::new(),
-            events: Vec::new(),
+            // A datetime is about 24 bytes.
+            text: Vec::with_capacity(n * 32),
+            events: Vec::with_capacity(n),
+            raw: Vec::with_capacity(n),
             stopped: false,
         }
     }
@@ -152,22 +159,25 @@ impl<'h> Emitter<'h> {
             ptr: unsafe { base.add(start) },
             len: end - start,
         };
-        let raw: Vec<MfsEvent> = self
-            .events
-            .iter()
-            .map(|&(ds, de, kind, number, ts, te)| MfsEvent {
-                datetime: at(ds, de),
-                value: MfsValue {
-                    kind,
-                    number,
-                    text: at(ts, te),
-                },
-            })
-            .collect();
+        let raw = &mut self.raw;
+        raw.clear();
+        raw.extend(
+            self.events
+                .iter()
+                .map(|&(ds, de, kind, number, ts, te)| MfsEvent {
+                    datetime: at(ds, de),
+                    value: MfsValue {
+                        kind,
+                        number,
+                        text: at(ts, te),
+                    },
+                }),
+        );
         // SAFETY: the host's callback and context are valid for the call this
         // emitter lives in; the events point into `self.text`, which is not
         // touched until the callback returns, and the host copies them.
         let answer = unsafe { (self.host.emit)(self.host.ctx, raw.as_ptr(), raw.len()) };
+        raw.clear();
         if answer == MFS_STOP {
             self.stopped = true;
         }
@@ -259,7 +269,7 @@ pub unsafe extern "C" fn __process<E: Engine>(
         // SAFETY: the host passes `n` instants borrowed for the call.
         unsafe { std::slice::from_raw_parts(batch, n) }
     };
-    let mut out = Emitter::new(host);
+    let mut out = Emitter::new(host, raw.len());
     let status = guarded(host, || engine.process(Batch { raw }, &mut out));
     // What was emitted before a failure is delivered, then the failure.
     out.flush();
@@ -290,7 +300,7 @@ pub unsafe extern "C" fn __close<E: Engine>(state: *mut c_void, host: *const Mfs
     // SAFETY: `state` is the `Box<E>` made by `__open::<E>`; the host calls
     // close once, so ownership is taken back exactly once.
     let engine = unsafe { Box::from_raw(state.cast::<E>()) };
-    let mut out = Emitter::new(host);
+    let mut out = Emitter::new(host, 0);
     let status = guarded(host, || engine.close(&mut out));
     out.flush();
     status
