@@ -687,3 +687,24 @@ async fn a_plugin_that_emits_nan_fails_its_query() {
     assert!(reason.contains("not a finite number"), "{reason}");
     assert!(events.is_empty());
 }
+
+#[test]
+fn two_plugins_exporting_one_engine_name_are_a_clash_naming_both_files() {
+    let dir = TempDir::new("plugin-clash-two");
+    let first = dir.join("libfirst.so");
+    let second = dir.join("libsecond.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &first).unwrap();
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &second).unwrap();
+    let registry = registry(&dir, &format!("{}{}", entry(&first), entry(&second)));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let text = errors[0].to_string();
+    let expected = format!(
+        "plugin {}: engine \"scale\" clashes with the engine \"scale\" of plugin {}: rename one of them",
+        second.display(),
+        first.display()
+    );
+    assert_eq!(text, expected);
+    // The first keeps the name and runs.
+    assert!(registry.get("scale").is_ok());
+}
