@@ -708,3 +708,27 @@ fn two_plugins_exporting_one_engine_name_are_a_clash_naming_both_files() {
     // The first keeps the name and runs.
     assert!(registry.get("scale").is_ok());
 }
+
+#[test]
+fn a_bare_plugin_file_name_is_found_next_to_a_config_given_without_a_folder() {
+    let dir = TempDir::new("plugin-bare-name");
+    std::fs::copy(
+        plugin_library("mfstream-plugin-scale"),
+        dir.join("libscale.so"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("engines.toml"),
+        "[[plugin]]\npath = \"libscale.so\"\n",
+    )
+    .unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["check", "--config", "engines.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(stdout.contains("ok, 2 engines, 2 ready"), "{stdout}");
+}

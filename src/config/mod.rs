@@ -129,7 +129,12 @@ impl Config {
         match config {
             Some(mut config) if problems.list.is_empty() => {
                 config.path = path.map(Path::to_path_buf);
-                let folder = path.and_then(Path::parent).unwrap_or(Path::new(""));
+                // "." rather than "": a bare file name would make the loader
+                // search the system's library path instead of this folder.
+                let folder = path
+                    .and_then(Path::parent)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
                 for plugin in &mut config.plugins {
                     plugin.path = folder.join(&plugin.written);
                 }

@@ -537,3 +537,12 @@ fn bad_plugin_entries_are_errors_with_line_and_column() {
     let (_, _, message) = problem("[plugin]\npath = \"a.so\"\n");
     assert!(message.contains("[[plugin]]"), "{message}");
 }
+
+#[test]
+fn a_plugin_next_to_a_config_named_without_a_folder_is_looked_for_in_this_folder() {
+    let config = Config::parse(
+        "[[plugin]]\npath = \"libx.so\"\n",
+        Some(Path::new("engines.toml")),
+    );
+    assert_eq!(config.unwrap().plugins[0].path, Path::new("./libx.so"));
+}

@@ -193,10 +193,16 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
         line: 0,
         kind,
     };
+    // `dlopen` searches the system's library path for a bare file name.
+    let path_for_dlopen = if path.parent().is_some_and(|p| p.as_os_str().is_empty()) {
+        Path::new(".").join(path)
+    } else {
+        path.to_owned()
+    };
     // SAFETY: loading a library runs its initialisers; the file passed the
     // checks above, which is as far as a file can be trusted before it runs.
     // `libloading` uses RTLD_NOW, so missing symbols fail here, not later.
-    let library = unsafe { libloading::Library::new(path) }
+    let library = unsafe { libloading::Library::new(&path_for_dlopen) }
         .map_err(|e| error(PluginErrorKind::Load(e.to_string())))?;
     // SAFETY: the symbol's type is the ABI's entry type; a library that
     // exports the name with another type breaks the ABI's first rule, which
