@@ -5,5 +5,8 @@ mod util;
 mod bridge;
 mod cli;
 mod local;
+mod meos;
+mod plugin_isolation;
+mod plugin_loader;
 mod plugins;
 mod registry;

@@ -4,9 +4,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::process::{Command, Output};
+
 use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Instant, QueryHandle, QuerySpec, QueryStatus, Source,
-    StreamEngine, Transform,
+    BridgeEngine, BridgeOptions, Config, Event, Instant, Op, QueryHandle, QuerySpec, QueryStatus,
+    Registry, Source, StreamEngine, Transform,
 };
 
 /// The repository root.
@@ -233,4 +235,92 @@ pub fn meos_lib(test: &str) -> Option<PathBuf> {
         );
     }
     found
+}
+
+/// A registry from an engines.toml in `dir` with `text`.
+pub fn registry(dir: &TempDir, text: &str) -> Registry {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, text).unwrap();
+    Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &|_| None)
+}
+
+/// A registry like `registry`'s whose isolated plugins run in the
+/// `mfstream` binary (the test binary cannot host them).
+pub fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, text).unwrap();
+    let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
+    let env = move |name: &str| (name == mfstream::PLUGIN_HOST_VAR).then(|| host.clone());
+    Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
+}
+
+/// An isolated `[[plugin]]` entry for `path`.
+pub fn isolated(path: &Path) -> String {
+    format!("{}isolation = \"process\"\n", entry(path))
+}
+
+/// A `[[plugin]]` entry for `path`.
+pub fn entry(path: &Path) -> String {
+    format!("[[plugin]]\npath = {:?}\n", path.display().to_string())
+}
+
+/// `mfstream ARGS --config CONFIG`, with the configuration variables
+/// cleared, run to its end.
+pub fn mfstream_with(args: &[&str], config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+/// A transform for every operation of the catalogue.
+pub fn every_transform() -> Vec<Transform> {
+    Op::ALL
+        .iter()
+        .map(|op| {
+            let arg = op.takes_arg().then_some(1.852);
+            Transform::new(op.name(), arg).unwrap()
+        })
+        .collect()
+}
+
+/// Events of `spec` over `input` on `engine` of `registry`, and the status.
+pub async fn run_on(
+    registry: &Registry,
+    engine: &str,
+    spec: QuerySpec,
+    input: Vec<Instant>,
+) -> (Vec<Event>, QueryStatus) {
+    let engine = registry.get(engine).unwrap();
+    let handle = engine
+        .submit(spec, Source::from_instants(input))
+        .await
+        .unwrap();
+    collect(handle).await
+}
+
+/// Checks that `engine` gives exactly local's events for every operation.
+pub async fn assert_matches_local(registry: &Registry, engine: &str) {
+    // Values in every operation's domain; 3000 spans several batches.
+    let input: Vec<Instant> = instants(3000)
+        .into_iter()
+        .map(|i| Instant::number(i.datetime, i.value.as_f64().unwrap() / 7.0))
+        .collect();
+    for transform in every_transform() {
+        let spec = QuerySpec::transform("speed", transform);
+        let (local, local_status) = run_on(registry, "local", spec.clone(), input.clone()).await;
+        let (plugin, status) = run_on(registry, engine, spec, input.clone()).await;
+        assert_eq!(local_status, QueryStatus::Completed);
+        assert_eq!(status, QueryStatus::Completed, "{engine} {transform}");
+        assert_eq!(plugin.len(), local.len(), "{engine} {transform}");
+        assert!(
+            plugin == local,
+            "{engine} {transform}: results differ from local's"
+        );
+    }
 }
