@@ -73,3 +73,23 @@ fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
     assert!(text.starts_with(&expected), "{text}");
     assert_eq!(errors[0].line, 2);
 }
+
+#[test]
+fn an_isolated_library_that_aborts_on_load_is_refused_and_the_host_goes_on() {
+    let dir = TempDir::new("plugin-iso-load-abort");
+    let Some(bad) = c_plugin(&dir, "libabort.so", &["-DMFS_TEST_ABORT_ON_LOAD"]) else {
+        return;
+    };
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = isolating_registry(&dir, &format!("{}{}", isolated(&bad), entry(&scale)));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let text = errors[0].to_string();
+    assert!(
+        text.ends_with(
+            "loading the plugin in a child process failed: it was killed by signal 6 (SIGABRT)"
+        ),
+        "{text}"
+    );
+    assert!(registry.get("scale").is_ok());
+}

@@ -2,8 +2,11 @@
 //! bridge jobs of the `mfstream` binary itself (`mfstream plugin-host run`),
 //! so a plugin that crashes fails its query and nothing else.
 
+use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use async_trait::async_trait;
 
@@ -16,6 +19,9 @@ use crate::spec::QuerySpec;
 /// The variable naming the `mfstream` binary that hosts isolated plugins;
 /// the running executable when unset.
 pub const PLUGIN_HOST_VAR: &str = "MFSTREAM_PLUGIN_HOST";
+
+/// How long loading an isolated plugin's library may take.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An engine of a plugin that runs out of process.
 #[derive(Debug)]
@@ -64,16 +70,7 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
         line: 0,
         kind,
     };
-    let output = Command::new(host)
-        .args(["plugin-host", "describe"])
-        .arg(path)
-        .output()
-        .map_err(|e| {
-            error(PluginErrorKind::Isolation(format!(
-                "cannot run {} to load the plugin out of process: {e} (set {PLUGIN_HOST_VAR} to the mfstream binary)",
-                host.display()
-            )))
-        })?;
+    let output = run_describe(host, path).map_err(error)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let said = stderr.trim().trim_start_matches("mfstream: ");
@@ -114,6 +111,68 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             }
         })
         .collect())
+}
+
+/// Runs `host plugin-host describe path`, killing it if it has not ended
+/// within [`DESCRIBE_TIMEOUT`] (a library whose initialiser hangs must not
+/// hang the registry).
+fn run_describe(host: &Path, path: &Path) -> Result<Output, PluginErrorKind> {
+    let mut child = Command::new(host)
+        .args(["plugin-host", "describe"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            PluginErrorKind::Isolation(format!(
+                "cannot run {} to load the plugin out of process: {e} (set {PLUGIN_HOST_VAR} to the mfstream binary)",
+                host.display()
+            ))
+        })?;
+    // Each pipe is drained on a thread of its own, so that neither can fill
+    // up and stall the child; both end when the child (and anything it left
+    // holding them) has gone.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            let _ = tx.send(bytes);
+        });
+        rx
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let Ok(out) = stdout.recv_timeout(DESCRIBE_TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(PluginErrorKind::Isolation(format!(
+            "loading the plugin in a child process did not finish within {} s; it was killed",
+            DESCRIBE_TIMEOUT.as_secs()
+        )));
+    };
+    let status = child.wait().map_err(|e| {
+        PluginErrorKind::Isolation(format!("waiting for the plugin host failed: {e}"))
+    })?;
+    let err = stderr.recv_timeout(DESCRIBE_TIMEOUT).unwrap_or_default();
+    Ok(Output {
+        status,
+        stdout: out,
+        stderr: err,
+    })
 }
 
 /// The binary that hosts isolated plugins: `$MFSTREAM_PLUGIN_HOST`, else

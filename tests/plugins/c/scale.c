@@ -8,7 +8,8 @@
  *
  * Test variants: -DMFS_TEST_WRONG_ABI claims ABI version 2;
  * -DMFS_TEST_NO_ENTRY exports no entry symbol; -DMFS_TEST_ENGINE_NAME=\"x\"
- * renames the engine.
+ * renames the engine; -DMFS_TEST_ABORT_ON_LOAD aborts as soon as the library
+ * is loaded.
  */
 #include <math.h>
 #include <stdio.h>
@@ -146,6 +147,10 @@ static const MfsPlugin PLUGIN = {
     .engines = ENGINES,
     .engine_count = 1,
 };
+
+#ifdef MFS_TEST_ABORT_ON_LOAD
+__attribute__((constructor)) static void abort_on_load(void) { abort(); }
+#endif
 
 #ifdef MFS_TEST_NO_ENTRY
 const MfsPlugin *not_the_entry_symbol(void) { return &PLUGIN; }
