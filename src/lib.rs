@@ -9,9 +9,11 @@
 //!
 //! - [`StreamEngine`] is the seam: `submit(spec, source)` starts a query and
 //!   returns a [`QueryHandle`] with its events, live status and `stop`.
-//! - [`Registry`] holds the engines by name: the built-in `local`, and one
+//! - [`Registry`] holds the engines by name: the built-in `local`, one
 //!   [`BridgeEngine`] per `[[engine]]` entry of `engines.toml`, so a runtime is
-//!   added by configuration, not code.
+//!   added by configuration, not code, and the [`PluginEngine`]s (or
+//!   [`IsolatedEngine`]s) of its `[[plugin]]` libraries, native engines behind
+//!   the C ABI of the `mfstream-plugin` crate.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
 //!

@@ -1,4 +1,10 @@
-//! The registry: engines by name, from the built-ins and `engines.toml`.
+//! The registry: engines by name, from the built-ins, the `[[engine]]`
+//! entries of `engines.toml` and the engines of its `[[plugin]]` libraries.
+//!
+//! Plugins are loaded when a snapshot is built. A library that is refused,
+//! or an engine whose name is taken, is listed as not ready with the reason
+//! and reported by [`Registry::plugin_errors`]; the other engines are not
+//! affected.
 //!
 //! The registry holds an immutable snapshot behind an atomic pointer:
 //! [`Registry::get`] is one lock-free load and a map look-up, and a reload
