@@ -2,6 +2,7 @@
 //! continuous queries.
 //!
 //! A continuous query applies a lifted scalar operation (`ln`, `mul 1.852`, …)
+//! or a windowed aggregate (`AVG` over a `TUMBLING` window of 10 seconds, …)
 //! to a stream of temporal-property instants. The per-record work runs on a
 //! *stream engine*: the in-process [`LocalEngine`], or an external runtime
 //! (Flink, Spark, Beam, …) reached through a bridge job that speaks a line
@@ -16,6 +17,9 @@
 //!   the C ABI of the `mfstream-plugin` crate.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
+//! - [`Windower`] computes an [`Aggregate`] over instants in event time,
+//!   for any engine: the `local` engine, or a bridge host aggregating a
+//!   job's outputs.
 //!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
@@ -35,8 +39,10 @@
 
 #![deny(missing_docs)]
 
+mod aggregate;
 mod bridge;
 mod config;
+mod datetime;
 mod engine;
 mod local;
 mod ops;
@@ -44,13 +50,15 @@ mod plugin;
 mod registry;
 mod spec;
 mod vocab;
+mod window;
 
+pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
 pub use crate::engine::{
-    BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
-    QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
-    TryBatch,
+    AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
+    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender,
+    StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
@@ -65,5 +73,8 @@ pub mod plugin_host {
     pub use crate::plugin::child::{describe, serve};
 }
 pub use crate::registry::{Registry, RegistryError};
-pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
-pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};
+pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
+pub use crate::vocab::{
+    Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
+};
+pub use crate::window::Windower;

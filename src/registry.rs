@@ -20,7 +20,7 @@ use arc_swap::ArcSwap;
 
 use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
-use crate::engine::{EngineInfo, EngineKind, StreamEngine};
+use crate::engine::{AggregatesIn, EngineInfo, EngineKind, StreamEngine};
 use crate::local::{LOCAL, LocalEngine};
 use crate::plugin::{self, Isolation, PluginEngine, PluginError, PluginErrorKind};
 
@@ -221,7 +221,12 @@ impl Snapshot {
                     ready: false,
                     reason: Some(reason),
                     description: def.description.clone(),
-                    serves: vec!["transform"],
+                    serves: vec!["transform", "aggregate"],
+                    aggregates_in: if def.aggregates {
+                        AggregatesIn::Job
+                    } else {
+                        AggregatesIn::Host
+                    },
                 }),
             };
             slots.push(slot);
@@ -315,6 +320,7 @@ fn add_plugin(
             reason: Some(error.to_string()),
             description,
             serves: Vec::new(),
+            aggregates_in: AggregatesIn::Host,
         })
     };
     let engines: Result<Vec<Arc<dyn StreamEngine>>, PluginError> = match def.isolation {

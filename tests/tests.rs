@@ -3,6 +3,7 @@
 mod util;
 
 mod bridge;
+mod bridge_windows;
 mod cli;
 mod local;
 mod meos;
@@ -10,3 +11,4 @@ mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
 mod registry;
+mod windows;

@@ -324,3 +324,14 @@ pub async fn assert_matches_local(registry: &Registry, engine: &str) {
         );
     }
 }
+
+/// The `mfstream` binary run in `dir`, with the configuration variables
+/// cleared.
+pub fn mfstream_command(dir: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"));
+    cmd.current_dir(dir)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("RUST_LOG");
+    cmd
+}

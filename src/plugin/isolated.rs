@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use super::load::{PluginError, PluginErrorKind, check_file};
 use super::serves;
 use crate::bridge::{BridgeEngine, BridgeOptions, Framing};
-use crate::engine::{EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
+use crate::engine::{
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+};
 use crate::spec::QuerySpec;
 
 /// The variable naming the `mfstream` binary that hosts isolated plugins;
@@ -47,6 +49,7 @@ impl StreamEngine for IsolatedEngine {
             reason: self.not_ready.clone(),
             description: self.description.clone(),
             serves: serves(self.serves),
+            aggregates_in: AggregatesIn::Host,
         }
     }
 

@@ -33,7 +33,9 @@ pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 pub use self::load::{PluginError, PluginErrorKind};
-use crate::engine::{EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
+use crate::engine::{
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+};
 use crate::spec::{QueryKind, QuerySpec};
 
 /// Event batches buffered between a plugin query and its consumer.
@@ -102,6 +104,7 @@ impl StreamEngine for PluginEngine {
             reason: self.not_ready.clone(),
             description: self.fns.description.clone(),
             serves: serves(self.fns.serves),
+            aggregates_in: AggregatesIn::Host,
         }
     }
 
