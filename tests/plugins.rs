@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use mfstream::{Config, EngineError, EngineKind, Event, Instant, QueryStatus, Source};
+use mfstream::{Config, EngineError, EngineKind, Event, Instant, QueryStatus, Registry, Source};
 
 use crate::util::*;
 
@@ -17,7 +17,7 @@ async fn the_rust_scale_plugin_matches_local_for_every_operation() {
     let info = registry.engines().into_iter().find(|i| i.name == "scale");
     let info = info.expect("the scale engine is listed");
     assert_eq!((info.kind, info.ready), (EngineKind::Plugin, true));
-    assert_eq!(info.serves, ["transform"]);
+    assert_eq!(info.serves, ["transform", "aggregate"]);
     assert_matches_local(&registry, "scale").await;
 }
 
@@ -169,19 +169,52 @@ async fn a_stopped_plugin_query_ends_as_stopped() {
     assert_eq!(query.stop_and_wait().await, QueryStatus::Stopped);
 }
 
+/// Windowed queries, with and without a transform before the window.
+const WINDOWED: [&str; 4] = [
+    r#"{"operation":"mul","arg":1.852,"aggregation":"SUM","window":{"type":"COUNT","size":7}}"#,
+    r#"{"operation":"ln","aggregation":"AVG","window":{"type":"TUMBLING","size":5,"unit":"SECONDS"}}"#,
+    r#"{"operation":"abs","aggregation":"MAX","window":{"type":"HOPPING","size":10,"unit":"SECONDS","hop":3,"hopUnit":"SECONDS"}}"#,
+    r#"{"aggregation":"AVG","window":{"type":"TUMBLING","size":1,"unit":"MINUTES"}}"#,
+];
+
+/// Every windowed query on `engine` gives exactly local's events.
+async fn assert_windows_match_local(registry: &Registry, engine: &str) {
+    let input: Vec<Instant> = (0..400)
+        .map(|i| {
+            let datetime = format!("2026-01-01T00:{:02}:{:02}Z", i / 60, i % 60);
+            Instant::number(datetime, (i + 1) as f64 / 7.0)
+        })
+        .collect();
+    for body in WINDOWED {
+        let spec = mfstream::Registration::from_json(body)
+            .unwrap()
+            .into_spec("speed", mfstream::PropertyType::TReal)
+            .unwrap();
+        let (local, local_status) = run_on(registry, "local", spec.clone(), input.clone()).await;
+        let (plugin, status) = run_on(registry, engine, spec, input.clone()).await;
+        assert_eq!(local_status, QueryStatus::Completed, "{body}");
+        assert_eq!(status, QueryStatus::Completed, "{engine} {body}");
+        let json = |events: &[Event]| events.iter().map(Event::to_json).collect::<Vec<_>>();
+        assert!(!local.is_empty(), "{body}");
+        assert_eq!(json(&plugin), json(&local), "{engine} {body}");
+    }
+}
+
 #[tokio::test]
-async fn plugins_refuse_windowed_aggregates_for_now() {
-    let dir = TempDir::new("plugin-agg");
+async fn windows_over_a_plugin_engine_equal_local_s() {
+    let dir = TempDir::new("plugin-windows");
+    let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-scale")));
+    let info = registry.engines().into_iter().find(|i| i.name == "scale");
+    assert_eq!(info.unwrap().serves, ["transform", "aggregate"]);
+    assert_windows_match_local(&registry, "scale").await;
+}
+
+#[tokio::test]
+async fn windows_over_an_isolated_plugin_engine_equal_local_s() {
+    let dir = TempDir::new("plugin-iso-windows");
     let scale = plugin_library("mfstream-plugin-scale");
-    let registry = registry(&dir, &entry(&scale));
-    let body = r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2}}"#;
-    let spec = mfstream::Registration::from_json(body)
-        .unwrap()
-        .into_spec("speed", mfstream::PropertyType::TReal)
-        .unwrap();
-    let engine = registry.get("scale").unwrap();
-    let error = engine.submit(spec, Source::from_instants([])).await;
-    assert!(matches!(error, Err(EngineError::Unsupported { .. })));
+    let registry = isolating_registry(&dir, &isolated(&scale));
+    assert_windows_match_local(&registry, "scale").await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -63,6 +63,16 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
         .ok_or_else(|| format!("plugin {} has no engine {engine:?}", path.display()))?;
     let spec = std::env::var("MFSTREAM_QUERY")
         .map_err(|_| "MFSTREAM_QUERY is not set: the host passes the query there".to_owned())?;
+    // The host windows the outputs of an aggregate query; the plugin is
+    // asked for the transform alone, as in process.
+    let spec = match serde_json::from_str::<serde_json::Value>(&spec) {
+        Ok(serde_json::Value::Object(mut query)) => {
+            query.remove("aggregation");
+            query.remove("window");
+            serde_json::Value::Object(query).to_string()
+        }
+        _ => spec,
+    };
     let mut state = State::open(loaded.library.clone(), fns, &spec)?;
     let stdout = RefCell::new(BufWriter::with_capacity(
         READ_CHUNK,

@@ -22,8 +22,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mfstream_plugin::abi::{
-    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_AGGREGATE, MFS_SERVES_TRANSFORM,
-    MfsEngine, MfsPlugin, MfsStr, OpenFn, ProcessFn, ReadyFn,
+    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_TRANSFORM, MfsEngine, MfsPlugin,
+    MfsStr, OpenFn, ProcessFn, ReadyFn,
 };
 
 use crate::config::is_engine_name;
@@ -298,8 +298,12 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
         // SAFETY: static strings (contract).
         let description = unsafe { utf8(engine.description) }
             .ok_or_else(|| at("the description is not UTF-8"))?;
-        if engine.serves & (MFS_SERVES_TRANSFORM | MFS_SERVES_AGGREGATE) == 0 {
-            return Err(at(&format!("engine {name:?} serves no kind of query")));
+        if engine.serves & MFS_SERVES_TRANSFORM == 0 {
+            return Err(at(&format!(
+                "engine {name:?} serves no transforms (serves = {}): this mfstream runs \
+                 transforms on plugins and computes windows itself",
+                engine.serves
+            )));
         }
         let (Some(open), Some(process), Some(close)) = (engine.open, engine.process, engine.close)
         else {

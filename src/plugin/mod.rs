@@ -27,7 +27,7 @@ mod query;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mfstream_plugin::abi::{MFS_SERVES_AGGREGATE, MFS_SERVES_TRANSFORM};
+use mfstream_plugin::abi::MFS_SERVES_TRANSFORM;
 
 pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
@@ -37,6 +37,8 @@ use crate::engine::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
 };
 use crate::spec::{QueryKind, QuerySpec};
+use crate::vocab::PropertyType;
+use crate::window::Windower;
 
 /// Event batches buffered between a plugin query and its consumer.
 const EVENT_BUFFER: usize = 16;
@@ -78,16 +80,14 @@ impl PluginEngine {
     }
 }
 
-/// The kinds of query an engine's `serves` bits name.
+/// The kinds of query an engine serves: every plugin engine transforms (the
+/// loader checks it), and the host windows its outputs for aggregates.
 pub(crate) fn serves(bits: u32) -> Vec<&'static str> {
-    let mut kinds = Vec::new();
     if bits & MFS_SERVES_TRANSFORM != 0 {
-        kinds.push("transform");
+        vec!["transform", "aggregate"]
+    } else {
+        Vec::new()
     }
-    if bits & MFS_SERVES_AGGREGATE != 0 {
-        kinds.push("aggregate");
-    }
-    kinds
 }
 
 #[async_trait]
@@ -118,31 +118,40 @@ impl StreamEngine for PluginEngine {
                 reason: format!("the engine is not ready: {reason}"),
             });
         }
-        let operation: Arc<str> = match &spec.kind {
-            QueryKind::Transform(t) if self.fns.serves & MFS_SERVES_TRANSFORM != 0 => {
-                t.op.name().into()
+        spec.validate()?;
+        let property: Arc<str> = spec.property.as_str().into();
+        // The plugin transforms; windows are computed in the host, over the
+        // plugin's outputs, as for a bridge engine whose job transforms.
+        let (transform, windower) = match &spec.kind {
+            QueryKind::Transform(t) => (*t, None),
+            QueryKind::Aggregate {
+                transform: Some(t),
+                aggregate,
+            } => {
+                // The plugin's answers are numbers, whatever the property.
+                let windower = Windower::new(aggregate, property.clone())
+                    .with_property_type(PropertyType::TReal);
+                (*t, Some(Box::new(windower)))
             }
-            QueryKind::Transform(_) => {
-                return Err(EngineError::Unsupported {
-                    engine: name.clone(),
-                    what: "transforms".into(),
-                });
-            }
-            _ => {
-                return Err(EngineError::Unsupported {
-                    engine: name.clone(),
-                    what: "windowed aggregates yet (plugins run transforms only for now)".into(),
-                });
-            }
+            // Nothing for the plugin to do: the host windows the instants.
+            QueryKind::Aggregate {
+                transform: None, ..
+            } => return Ok(crate::local::submit_as(name, spec, source)),
+        };
+        // The plugin is asked for the transform alone.
+        let plugin_spec = QuerySpec {
+            kind: QueryKind::Transform(transform),
+            ..spec.clone()
         };
         let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
         let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
         let start = query::Start {
             library: self.library.clone(),
             fns: self.fns.clone(),
-            spec: spec.to_json(),
-            property: spec.property.as_str().into(),
-            operation,
+            spec: plugin_spec.to_json(),
+            property,
+            operation: transform.op.name().into(),
+            windower,
             source,
             output,
             runtime: tokio::runtime::Handle::current(),

@@ -14,8 +14,11 @@ use tokio::runtime::Handle;
 
 use super::call::{Collector, State, to_raw};
 use super::load::{EngineFns, Library};
+use std::cell::RefCell;
+
 use crate::engine::{BATCH, QueryOutput, Source};
-use crate::vocab::QueryStatus;
+use crate::vocab::{Event, Instant, QueryStatus};
+use crate::window::Windower;
 
 /// A query to start on its own thread.
 pub(crate) struct Start {
@@ -24,6 +27,8 @@ pub(crate) struct Start {
     pub spec: String,
     pub property: Arc<str>,
     pub operation: Arc<str>,
+    /// Windows over the plugin's outputs, for an aggregate query.
+    pub windower: Option<Box<Windower>>,
     pub source: Source,
     pub output: QueryOutput,
     pub runtime: Handle,
@@ -44,6 +49,7 @@ pub(crate) fn spawn(
             spec,
             property,
             operation,
+            mut windower,
             source,
             output,
             runtime,
@@ -61,9 +67,34 @@ pub(crate) fn spawn(
             // The submitter has gone: the handle was never returned.
             return;
         }
-        let mut sink = |events| runtime.block_on(output.emit(events)).is_ok();
+        let window_failure = RefCell::new(None);
+        let mut sink = |events: Vec<Event>| {
+            let events = match windower.as_mut() {
+                None => events,
+                Some(windower) => match window(windower, events) {
+                    Ok(windows) => windows,
+                    Err(reason) => {
+                        *window_failure.borrow_mut() = Some(reason);
+                        return false;
+                    }
+                },
+            };
+            runtime.block_on(output.emit(events)).is_ok()
+        };
         let collector = Collector::new(&mut sink, property, operation);
-        let status = run(state, source, collector, &output, &runtime);
+        let mut status = run(state, source, collector, &output, &runtime);
+        if let Some(reason) = window_failure.into_inner() {
+            status = QueryStatus::Failed { reason };
+        } else if let (QueryStatus::Completed, Some(windower)) = (&status, windower.as_mut()) {
+            // The end of the source closes the windows still open.
+            let mut events = Vec::new();
+            let flushed = windower.try_finish(&mut events);
+            if runtime.block_on(output.emit(events)).is_err() {
+                status = QueryStatus::Stopped;
+            } else if let Err(reason) = flushed {
+                status = QueryStatus::Failed { reason };
+            }
+        }
         tracing::debug!(%status, "query ended");
         output.finish(status);
     })?;
@@ -117,4 +148,19 @@ fn run(
         (QueryStatus::Completed, Err(reason)) => QueryStatus::Failed { reason },
         (status, _) => status,
     }
+}
+
+/// The window events the plugin's transformed `events` close.
+fn window(windower: &mut Windower, events: Vec<Event>) -> Result<Vec<Event>, String> {
+    let mut windows = Vec::new();
+    for event in events {
+        if let Event::Instant(e) = event {
+            let instant = Instant {
+                datetime: e.datetime,
+                value: e.value,
+            };
+            windower.push(instant, &mut windows)?;
+        }
+    }
+    Ok(windows)
 }

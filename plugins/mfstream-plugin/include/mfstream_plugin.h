@@ -55,8 +55,8 @@ extern "C" {
 #define MFS_TEXT 1u   /* in MfsValue.text */
 #define MFS_BOOL 2u   /* in MfsValue.number, 0 or 1 */
 
-#define MFS_SERVES_TRANSFORM 1u
-#define MFS_SERVES_AGGREGATE 2u
+#define MFS_SERVES_TRANSFORM 1u /* required: the host windows the outputs itself */
+#define MFS_SERVES_AGGREGATE 2u /* reserved: v1 hosts never ask a plugin to aggregate */
 
 typedef struct MfsStr {
     const uint8_t *ptr; /* may be NULL when len is 0 */

@@ -67,9 +67,13 @@ pub const MFS_TEXT: u32 = 1;
 /// [`MfsValue::kind`] of a boolean (`TBoolean`), in `number`: 0 or 1.
 pub const MFS_BOOL: u32 = 2;
 
-/// [`MfsEngine::serves`] bit: the engine runs transforms.
+/// [`MfsEngine::serves`] bit: the engine runs transforms. Required in v1:
+/// the host computes windowed aggregates itself, over the engine's
+/// transformed outputs (or over the instants, with no transform).
 pub const MFS_SERVES_TRANSFORM: u32 = 1;
-/// [`MfsEngine::serves`] bit: the engine runs windowed aggregates.
+/// [`MfsEngine::serves`] bit, reserved: the engine could compute windowed
+/// aggregates itself. v1 hosts never ask it to (an event has no window
+/// bounds in v1); they window its transformed outputs.
 pub const MFS_SERVES_AGGREGATE: u32 = 2;
 
 /// A UTF-8 string: a pointer and a length in bytes, not NUL-terminated.

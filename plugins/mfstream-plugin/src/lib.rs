@@ -76,8 +76,8 @@ pub trait Engine: Sized + Send + 'static {
     const NAME: &'static str;
     /// A line for people, shown by `mfstream engines`.
     const DESCRIPTION: &'static str;
-    /// The kinds of query served: [`abi::MFS_SERVES_TRANSFORM`] and/or
-    /// [`abi::MFS_SERVES_AGGREGATE`].
+    /// The kinds of query served: [`abi::MFS_SERVES_TRANSFORM`] (the host
+    /// computes windowed aggregates over the engine's outputs).
     const SERVES: u32 = abi::MFS_SERVES_TRANSFORM;
 
     /// Opens a query. `spec` is the query as JSON, the object bridge jobs get
