@@ -7,4 +7,5 @@ mod bridge_windows;
 mod cli;
 mod local;
 mod registry;
+mod runtimes;
 mod windows;

@@ -1,0 +1,93 @@
+//! Apache Beam (jobs/beam/): the Python SDK pipeline in the FnApiRunner.
+
+use mfstream::{Op, QueryStatus, Source, StreamEngine};
+
+use super::*;
+use crate::util::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_on_beam_gives_the_local_results_in_order_and_leaves_no_process() {
+    let input = positive(500);
+    for op in Op::ALL {
+        let Some((options, marked)) = runtime("beam") else {
+            return;
+        };
+        let spec = transform(op);
+        let local = local(spec.clone(), input.clone()).await;
+        let (events, status, seen) = run_watched(options, &marked, spec, input.clone()).await;
+        assert_eq!(status, QueryStatus::Completed, "beam {op}");
+        // Python's math and Rust's f64 both call the C library: the same bits.
+        assert_matches(&format!("beam {op}"), &local, &events, 0);
+        assert_gone(&seen, &format!("beam {op}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
+    let Some((options, marked)) = runtime("beam") else {
+        return;
+    };
+    let (sender, source) = Source::channel(16);
+    let mut handle = mfstream::BridgeEngine::new(options)
+        .submit(transform(Op::Mul), source)
+        .await
+        .expect("the job starts");
+    sender.send_batch(positive(3)).await.unwrap();
+    first_event(&mut handle).await;
+    let seen = marked.processes();
+    // The source stays open: the job is mid-stream when it is stopped.
+    assert_eq!(handle.stop_and_wait().await, QueryStatus::Stopped);
+    drop(sender);
+    assert_gone(&seen, "a stopped beam query");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
+    let Some((options, _)) = runtime("beam") else {
+        return;
+    };
+    let input: Vec<_> = [4.0, 1.0, 0.0, 2.0]
+        .iter()
+        .zip(instants(4))
+        .map(|(&x, mut instant)| {
+            instant.value = mfstream::Value::Number(x);
+            instant
+        })
+        .collect();
+    let handle = submit(options, transform(Op::Ln), input).await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("line 3: ln is defined for positive values only"),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 2, "the answers before the bad line arrive");
+}
+
+#[test]
+fn mfstream_run_on_beam_prints_what_local_prints() {
+    if runtime("beam").is_none() {
+        return;
+    }
+    let run = |engine: &str| {
+        let output = mfstream_command(&root())
+            .args([
+                "run",
+                "--engine",
+                engine,
+                "--op",
+                "ln",
+                "--property",
+                "speed",
+            ])
+            .arg("examples/speed.ndjson")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{engine}: {stderr}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let local = run("local");
+    assert_eq!(local.lines().count(), 20);
+    assert_eq!(run("beam"), local);
+}
