@@ -194,8 +194,8 @@ static void write_number(double y) {
     int n = 0;
     for (int precision = 15; precision <= 17; precision++) {
         n = snprintf(dst, 32, "%.*g", precision, y);
-        if (strtod(dst, NULL) == y)
-            break;
+        if (precision == 17 || strtod(dst, NULL) == y)
+            break; /* 17 significant digits always read back the same */
     }
     dst[n] = '\n';
     out_len += (size_t)n + 1;

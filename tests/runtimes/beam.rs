@@ -91,3 +91,17 @@ fn mfstream_run_on_beam_prints_what_local_prints() {
     assert_eq!(local.lines().count(), 20);
     assert_eq!(run("beam"), local);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beam_speaks_json_framing_too() {
+    let Some((mut options, _)) = runtime("beam") else {
+        return;
+    };
+    options.framing = mfstream::Framing::Json;
+    let input = positive(300);
+    let spec = transform(Op::Div);
+    let local = local(spec.clone(), input.clone()).await;
+    let (events, status) = collect(submit(options, spec, input).await).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_matches("beam div, json framing", &local, &events, 0);
+}
