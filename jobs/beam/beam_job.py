@@ -153,9 +153,10 @@ def main(args):
     if framing not in ("value", "json"):
         usage_error(f'MFSTREAM_FRAMING must be "value" or "json", got {framing!r}')
     op, arg = check_args(args)
+    stdio.private_tmp()
     run(op, arg, framing)
-    return 0
+    stdio.exit_now(0)
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    main(sys.argv[1:])

@@ -7,7 +7,10 @@ the writer's buffer before each read of stdin, as the protocol asks.
 """
 
 import os
+import shutil
+import signal
 import sys
+import tempfile
 
 CHUNK = 64 * 1024
 MAX_LINE = 1024 * 1024
@@ -16,6 +19,27 @@ MAX_LINE = 1024 * 1024
 # that nothing the runtime prints (banners, warnings) can reach the results.
 _results_fd = None
 _buffer = bytearray()
+
+
+_tmp = None
+
+
+def private_tmp():
+    """Points the runtime's temporary files (Beam makes a `beam-pipeline-temp*`
+    folder per pipeline) at a folder of this run's own, removed at every exit
+    this process controls: the end, a failure, SIGTERM."""
+    global _tmp
+    _tmp = tempfile.mkdtemp(prefix="mfstream-beam-")
+    tempfile.tempdir = _tmp
+    os.environ["TMPDIR"] = _tmp
+    signal.signal(signal.SIGTERM, lambda *_: exit_now(143))
+
+
+def exit_now(status):
+    sys.stderr.flush()
+    if _tmp:
+        shutil.rmtree(_tmp, ignore_errors=True)
+    os._exit(status)
 
 
 def claim_stdout():
@@ -38,7 +62,7 @@ def flush():
         while done < len(view):
             done += os.write(_results_fd, view[done:])
     except BrokenPipeError:
-        os._exit(0)  # the host stopped reading: nobody wants the answers
+        exit_now(0)  # the host stopped reading: nobody wants the answers
     finally:
         view.release()
     del _buffer[:]
@@ -52,7 +76,7 @@ def fail(status, message):
     flush()
     sys.stderr.write(f"beam-job: {message}\n")
     sys.stderr.flush()
-    os._exit(status)
+    exit_now(status)
 
 
 def lines():

@@ -1,17 +1,37 @@
 //! Apache Beam (jobs/beam/): the Python SDK pipeline in the FnApiRunner.
 
-use mfstream::{Op, QueryStatus, Source, StreamEngine};
+use mfstream::{BridgeOptions, Op, QueryStatus, Source, StreamEngine};
 
 use super::*;
 use crate::util::*;
+
+/// Points the job's TMPDIR at a fresh folder, to see what it leaves there.
+fn watch_tmp(options: &mut BridgeOptions, name: &str) -> TempDir {
+    let dir = TempDir::new(name);
+    options
+        .env
+        .push(("TMPDIR".into(), dir.path().display().to_string()));
+    dir
+}
+
+/// Beam makes a temporary folder per pipeline; the job removes it however
+/// it ends (completed, failed, stopped).
+fn assert_no_temp_files(dir: &TempDir, what: &str) {
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{what}: left in TMPDIR: {left:?}");
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_on_beam_gives_the_local_results_in_order_and_leaves_no_process() {
     let input = positive(500);
     for op in Op::ALL {
-        let Some((options, marked)) = runtime("beam") else {
+        let Some((mut options, marked)) = runtime("beam") else {
             return;
         };
+        let tmp = watch_tmp(&mut options, &format!("beam-{op}"));
         let spec = transform(op);
         let local = local(spec.clone(), input.clone()).await;
         let (events, status, seen) = run_watched(options, &marked, spec, input.clone()).await;
@@ -19,14 +39,16 @@ async fn every_operation_on_beam_gives_the_local_results_in_order_and_leaves_no_
         // Python's math and Rust's f64 both call the C library: the same bits.
         assert_matches(&format!("beam {op}"), &local, &events, 0);
         assert_gone(&seen, &format!("beam {op}"));
+        assert_no_temp_files(&tmp, &format!("beam {op}"));
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
-    let Some((options, marked)) = runtime("beam") else {
+    let Some((mut options, marked)) = runtime("beam") else {
         return;
     };
+    let tmp = watch_tmp(&mut options, "beam-stop");
     let (sender, source) = Source::channel(16);
     let mut handle = mfstream::BridgeEngine::new(options)
         .submit(transform(Op::Mul), source)
@@ -39,13 +61,15 @@ async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
     assert_eq!(handle.stop_and_wait().await, QueryStatus::Stopped);
     drop(sender);
     assert_gone(&seen, "a stopped beam query");
+    assert_no_temp_files(&tmp, "a stopped beam query");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
-    let Some((options, _)) = runtime("beam") else {
+    let Some((mut options, _)) = runtime("beam") else {
         return;
     };
+    let tmp = watch_tmp(&mut options, "beam-domain");
     let input: Vec<_> = [4.0, 1.0, 0.0, 2.0]
         .iter()
         .zip(instants(4))
@@ -62,6 +86,7 @@ async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
         "{reason}"
     );
     assert_eq!(events.len(), 2, "the answers before the bad line arrive");
+    assert_no_temp_files(&tmp, "a failed beam query");
 }
 
 #[test]
