@@ -70,14 +70,7 @@ async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
         return;
     };
     let tmp = watch_tmp(&mut options, "beam-domain");
-    let input: Vec<_> = [4.0, 1.0, 0.0, 2.0]
-        .iter()
-        .zip(instants(4))
-        .map(|(&x, mut instant)| {
-            instant.value = mfstream::Value::Number(x);
-            instant
-        })
-        .collect();
+    let input = values(&[4.0, 1.0, 0.0, 2.0]);
     let handle = submit(options, transform(Op::Ln), input).await;
     let (events, status) = collect(handle).await;
     let reason = failure(&status);

@@ -68,14 +68,7 @@ async fn a_domain_error_on_meos_fails_the_query_with_meos_message() {
     let Some((options, _)) = runtime("meos") else {
         return;
     };
-    let input: Vec<_> = [4.0, 1.0, -2.0, 2.0]
-        .iter()
-        .zip(instants(4))
-        .map(|(&x, mut instant)| {
-            instant.value = mfstream::Value::Number(x);
-            instant
-        })
-        .collect();
+    let input = values(&[4.0, 1.0, -2.0, 2.0]);
     let handle = submit(options, transform(Op::Log10), input).await;
     let (events, status) = collect(handle).await;
     let reason = failure(&status);
@@ -85,6 +78,23 @@ async fn a_domain_error_on_meos_fails_the_query_with_meos_message() {
         "{reason}"
     );
     assert_eq!(events.len(), 2, "the answers before the bad line arrive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_that_ends_meos_itself_still_names_the_line_under_meos_message() {
+    // MEOS's exp overflow bypasses the error handler and exits the process.
+    let Some((options, _)) = runtime("meos") else {
+        return;
+    };
+    let handle = submit(options, transform(Op::Exp), values(&[1.0, 1000.0, 2.0])).await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("value out of range: overflow")
+            && reason.contains("line 2: MEOS ended the process computing exp of 1000"),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 1, "the answer before the bad line arrives");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

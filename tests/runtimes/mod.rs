@@ -137,6 +137,15 @@ pub fn transform(op: Op) -> QuerySpec {
     QuerySpec::transform("speed", Transform::new(op.name(), arg).unwrap())
 }
 
+/// Instants with the given values, one a second.
+pub fn values(xs: &[f64]) -> Vec<Instant> {
+    let mut input = instants(xs.len());
+    for (instant, &x) in input.iter_mut().zip(xs) {
+        instant.value = mfstream::Value::Number(x);
+    }
+    input
+}
+
 /// `n` positive values (in every operation's domain), irregular, some whole,
 /// some below one, some large.
 pub fn positive(n: usize) -> Vec<Instant> {
@@ -210,7 +219,7 @@ pub fn assert_matches(what: &str, local: &[Event], job: &[Event], ulps: u64) {
     }
 }
 
-/// The events of a handle until the first, then the handle.
+/// The first event of a query: it proves the job is up and answering.
 pub async fn first_event(handle: &mut QueryHandle) -> Event {
     handle.next().await.expect("a first answer")
 }
