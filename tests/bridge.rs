@@ -286,3 +286,20 @@ async fn a_dropped_handle_stops_the_job() {
         "a dropped query left its job running"
     );
 }
+
+#[tokio::test]
+async fn json_framed_answers_are_read_back_to_the_same_bits() {
+    // serde_json's default float parser can be one unit in the last place
+    // off: 12.390536734905753 read back as 12.390536734905751.
+    let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
+    options.framing = Framing::Json;
+    let spec = mfstream::QuerySpec::transform(
+        "speed",
+        mfstream::Transform::new("div", Some(4.0)).unwrap(),
+    );
+    let mut input = instants(1);
+    input[0].value = Value::Number(49.56214693962301);
+    let (events, status) = collect(submit(options, spec, input).await).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(events[0].value(), &Value::Number(49.56214693962301 / 4.0));
+}

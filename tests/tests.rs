@@ -11,4 +11,5 @@ mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
 mod registry;
+mod runtimes;
 mod windows;

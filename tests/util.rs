@@ -221,18 +221,24 @@ pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> Option<PathBuf> {
 }
 
 /// Where libmeos is for the meos plugin's tests: `$MFSTREAM_MEOS_LIB`, else
-/// `target/meos/pymeos_cffi.libs` (where `.ci/run` installs pymeos-cffi).
-/// `None`, with a note that the test is skipped, when it is in neither.
+/// `$MFAPI_MEOS_LIBPATH` (which `jobs/meos/setup.sh` prints), else
+/// `target/meos/pymeos_cffi.libs`. `None`, with a note that the test is
+/// skipped, when it is in none of them; a failure instead when
+/// `MFSTREAM_REQUIRE_RUNTIMES=1` (as `.ci/run` sets).
 pub fn meos_lib(test: &str) -> Option<PathBuf> {
-    let found = std::env::var_os("MFSTREAM_MEOS_LIB")
+    let found = ["MFSTREAM_MEOS_LIB", "MFAPI_MEOS_LIBPATH"]
+        .iter()
+        .find_map(|var| std::env::var_os(var).filter(|v| !v.is_empty()))
         .map(PathBuf::from)
         .or_else(|| Some(root().join("target/meos/pymeos_cffi.libs")))
         .filter(|p| p.exists());
     if found.is_none() {
-        eprintln!(
-            "skipped {test}: no libmeos (set MFSTREAM_MEOS_LIB, or \
-             `pip install --no-deps --target target/meos pymeos-cffi==1.3.0`)"
+        let why = "no libmeos (set MFSTREAM_MEOS_LIB, or run `eval \"$(jobs/meos/setup.sh)\"`)";
+        assert!(
+            std::env::var("MFSTREAM_REQUIRE_RUNTIMES").as_deref() != Ok("1"),
+            "{test}: libmeos is required (MFSTREAM_REQUIRE_RUNTIMES=1) but there is {why}"
         );
+        eprintln!("skipped {test}: {why}");
     }
     found
 }

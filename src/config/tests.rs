@@ -37,11 +37,11 @@ fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 }
 
 #[test]
-fn shipped_engines_toml_parses_into_four_bridge_engines() {
+fn shipped_engines_toml_parses_into_five_bridge_engines() {
     let config = Config::parse(include_str!("../../engines.toml"), None).unwrap();
     assert_eq!(config.default.as_deref(), Some("local"));
     let names: Vec<&str> = config.engines.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, ["flink", "kafka", "spark", "beam"]);
+    assert_eq!(names, ["flink", "kafka", "spark", "beam", "meos"]);
     for engine in &config.engines {
         let upper = engine.name.to_uppercase();
         assert_eq!(engine.cmd_env, format!("MFAPI_{upper}_CMD"));
