@@ -39,6 +39,7 @@ mod engine;
 mod local;
 mod ops;
 mod registry;
+mod server;
 mod spec;
 mod vocab;
 
@@ -46,11 +47,12 @@ pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
     BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
-    QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender, StreamEngine,
-    TryBatch,
+    QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit, SourceSender,
+    StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
-pub use crate::registry::{Registry, RegistryError};
+pub use crate::registry::{ListedEngine, Registry, RegistryError};
+pub use crate::server::{ServeError, ServeOptions, Server};
 pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
 pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};

@@ -51,6 +51,7 @@ fn main() -> ExitCode {
         Command::Engines(args) => cli::engines(args),
         Command::Check(args) => cli::check(args),
         Command::Run(args) => cli::run(args),
+        Command::Serve(args) => cli::serve(args),
     };
     match result {
         Ok(outcome) => {

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 use arc_swap::ArcSwap;
+use serde::Serialize;
 
 use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
@@ -50,6 +51,17 @@ impl Slot {
             Slot::NotReady(info) => info.clone(),
         }
     }
+}
+
+/// One engine as `mfstream engines --json` and `GET /engines` show it: its
+/// [`EngineInfo`] and whether it is the default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedEngine {
+    /// What the registry knows of the engine.
+    #[serde(flatten)]
+    pub info: EngineInfo,
+    /// Whether it is the default engine.
+    pub default: bool,
 }
 
 /// The default engine's name and where it came from.
@@ -168,6 +180,21 @@ impl Registry {
     /// Every engine, in listing order, ready or not.
     pub fn engines(&self) -> Vec<EngineInfo> {
         self.snapshot.load().slots.iter().map(Slot::info).collect()
+    }
+
+    /// Every engine, in listing order, each marked default or not: what
+    /// `mfstream engines --json` prints and `GET /engines` answers.
+    pub fn listing(&self) -> Vec<ListedEngine> {
+        let snapshot = self.snapshot.load();
+        snapshot
+            .slots
+            .iter()
+            .map(|slot| {
+                let info = slot.info();
+                let default = info.name == snapshot.default.name;
+                ListedEngine { info, default }
+            })
+            .collect()
     }
 
     /// The file the registry was loaded from, if any.

@@ -218,6 +218,14 @@ pub struct InstantEvent {
 }
 
 impl Event {
+    /// The event's kind, as the SSE `event:` field names it: `instant` for a
+    /// transformed instant.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Instant(_) => "instant",
+        }
+    }
+
     /// The event's datetime (for a window, its end).
     pub fn datetime(&self) -> &str {
         match self {
