@@ -1,8 +1,10 @@
 //! The integration tests: one binary, one module per capability.
 
+mod client;
 mod util;
 
 mod bridge;
 mod cli;
 mod local;
 mod registry;
+mod serve;
