@@ -6,5 +6,6 @@ mod util;
 mod bridge;
 mod cli;
 mod local;
+mod page;
 mod registry;
 mod serve;
