@@ -32,6 +32,7 @@ use std::time::Duration;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::registry::Registry;
@@ -147,7 +148,14 @@ impl Server {
     ) -> Result<(), ServeError> {
         let app = self.app.clone();
         let stopping = tokio_util::sync::CancellationToken::new();
-        let serve = axum::serve(self.listener, router(app.clone()))
+        // Small SSE frames go out at once, not held back by Nagle's
+        // algorithm waiting for the peer's delayed ACK.
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!("cannot set TCP_NODELAY: {e}");
+            }
+        });
+        let serve = axum::serve(listener, router(app.clone()))
             .with_graceful_shutdown(stopping.clone().cancelled_owned());
         let mut serve = std::pin::pin!(serve.into_future());
         tokio::select! {
