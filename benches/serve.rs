@@ -8,7 +8,7 @@
 //!
 //! The release binary serves on a loopback port; this process is the load:
 //! one feeder per query posting its instants (JSON lines, every 20 ms, at the
-//! rate) to the query's own property, and SUBSCRIBERS SSE connections per
+//! rate; the feeders' ticks spread over the 20 ms) to the query's own property, and SUBSCRIBERS SSE connections per
 //! query. Each instant carries its send time (microseconds since the start)
 //! as its datetime and its sequence number as its value, so every subscriber
 //! checks it got every event in order (no `lagged`, no gap) and times each
@@ -23,6 +23,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use client::{Client, Sse, subscribe};
+
+/// How often a feeder posts.
+const TICK: Duration = Duration::from_millis(20);
 
 struct Load {
     queries: usize,
@@ -114,10 +117,18 @@ async fn run(addr: SocketAddr, load: Load) {
     let total = load.rate * load.seconds;
     let fed_from = start.elapsed();
     let mut feeders = Vec::new();
-    for (property, _) in &queries {
+    for (q, (property, _)) in queries.iter().enumerate() {
         let (property, start) = (property.clone(), start.clone());
+        // Independent sources: the feeders' 20 ms ticks are spread evenly
+        // rather than all firing together.
+        let phase = TICK * q as u32 / load.queries as u32;
         feeders.push(tokio::spawn(feed(
-            addr, property, start, fed_from, load.rate, total,
+            addr,
+            property,
+            start,
+            fed_from + phase,
+            load.rate,
+            total,
         )));
     }
     let mut refused = 0;
@@ -182,7 +193,8 @@ async fn feed(
 ) -> u64 {
     let mut client = Client::new(addr);
     let path = format!("{property}/ingest");
-    let mut ticker = tokio::time::interval(Duration::from_millis(20));
+    let first = tokio::time::Instant::from_std(*start + from);
+    let mut ticker = tokio::time::interval_at(first, TICK);
     let (mut sent, mut refused) = (0u64, 0u64);
     let mut body = String::new();
     while sent < total {
@@ -211,17 +223,23 @@ async fn feed(
 async fn read(mut sse: Sse, start: Arc<Clock>) -> Seen {
     let mut seen = Seen::default();
     let mut next = 0u64;
-    while let Some(event) = sse.next().await {
-        match event.event.as_str() {
-            "instant" => {}
-            "end" => break,
-            other => {
-                seen.problems.push(format!("{other}: {}", event.data));
-                continue;
-            }
+    while let Some(frame) = sse.next_frame().await {
+        if frame.starts_with(b":") || frame.starts_with(b"retry:") {
+            continue;
         }
         let arrived = start.elapsed().as_micros() as u64;
-        let (sent_us, value) = fields(&event.data);
+        if memchr::memmem::find(frame, b"\nevent: instant\n").is_none() {
+            if memchr::memmem::find(frame, b"\nevent: end\n").is_some() {
+                break;
+            }
+            seen.problems
+                .push(String::from_utf8_lossy(frame).replace('\n', " "));
+            continue;
+        }
+        let (sent_us, value) = (
+            number_after(frame, b"\"datetime\":\""),
+            number_after(frame, b"\"value\":"),
+        );
         if value != next {
             seen.problems
                 .push(format!("expected value {next}, got {value}"));
@@ -234,16 +252,12 @@ async fn read(mut sse: Sse, start: Arc<Clock>) -> Seen {
     seen
 }
 
-/// The datetime (microseconds) and value of an event's data, read without a
-/// JSON parse: the load generator shares the machine with the server.
-fn fields(data: &str) -> (u64, u64) {
-    let after = |key: &str| {
-        let at = data.find(key).expect("the field") + key.len();
-        let digits: String = data[at..]
-            .chars()
-            .take_while(|c| c.is_ascii_digit())
-            .collect();
-        digits.parse::<u64>().expect("a number")
-    };
-    (after("\"datetime\":\""), after("\"value\":"))
+/// The number right after `key` in an event frame, read without a JSON
+/// parse: the load generator shares the machine with the server.
+fn number_after(frame: &[u8], key: &[u8]) -> u64 {
+    let at = memchr::memmem::find(frame, key).expect("the field") + key.len();
+    frame[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0, |n, b| n * 10 + u64::from(b - b'0'))
 }

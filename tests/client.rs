@@ -260,13 +260,15 @@ pub async fn subscribe(
 }
 
 impl Sse {
-    /// The next line of the stream, without its newline; `None` at its end.
-    async fn line(&mut self) -> Option<String> {
+    /// The next frame's bytes (without its blank line), events and
+    /// comments alike; `None` once the stream has ended.
+    pub async fn next_frame(&mut self) -> Option<&[u8]> {
         loop {
-            if let Some(nl) = self.buf[self.pos..].iter().position(|&b| b == b'\n') {
-                let line = String::from_utf8_lossy(&self.buf[self.pos..self.pos + nl]).into_owned();
-                self.pos += nl + 1;
-                return Some(line);
+            // A frame ends with a blank line.
+            if let Some(end) = memchr::memmem::find(&self.buf[self.pos..], b"\n\n") {
+                let start = self.pos;
+                self.pos += end + 2;
+                return Some(&self.buf[start..start + end]);
             }
             if self.ended {
                 return None;
@@ -282,25 +284,28 @@ impl Sse {
     /// The next event; `None` once the stream has ended. Comments and
     /// `retry:` lines are skipped (comments are counted).
     pub async fn next(&mut self) -> Option<SseEvent> {
+        loop {
+            let frame = String::from_utf8_lossy(self.next_frame().await?).into_owned();
+            if let Some(event) = self.parse(&frame) {
+                return Some(event);
+            }
+        }
+    }
+
+    /// One frame's event, or `None` for a frame of comments and `retry:`.
+    fn parse(&mut self, frame: &str) -> Option<SseEvent> {
         let mut event = SseEvent {
             id: None,
             event: "message".into(),
             data: String::new(),
         };
         let mut any = false;
-        loop {
-            let line = self.line().await?;
-            if line.is_empty() {
-                if any {
-                    return Some(event);
-                }
-                continue;
-            }
+        for line in frame.split('\n') {
             if line.starts_with(':') {
                 self.comments += 1;
                 continue;
             }
-            let (field, value) = line.split_once(": ").unwrap_or((line.as_str(), ""));
+            let (field, value) = line.split_once(": ").unwrap_or((line, ""));
             match field {
                 "id" => event.id = Some(value.to_owned()),
                 "event" => event.event = value.to_owned(),
@@ -314,6 +319,7 @@ impl Sse {
             }
             any = true;
         }
+        any.then_some(event)
     }
 
     /// Events until `end` (included).

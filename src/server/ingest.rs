@@ -124,10 +124,17 @@ pub(crate) async fn deliver(
     for chunk in instants.chunks(CHUNK) {
         let mut permits: Vec<SourcePermit<'_>> = Vec::with_capacity(feeds.len());
         for feed in &feeds {
-            match tokio::time::timeout_at(deadline, feed.sender.reserve()).await {
-                Ok(Ok(permit)) => permits.push(permit),
-                // The query has ended: it takes no more instants.
-                Ok(Err(_closed)) => {}
+            let reserve = async {
+                tokio::select! {
+                    permit = feed.sender.reserve() => permit.ok(),
+                    // Deleted meanwhile: it takes no more instants.
+                    () = feed.stop.cancelled() => None,
+                }
+            };
+            match tokio::time::timeout_at(deadline, reserve).await {
+                Ok(Some(permit)) => permits.push(permit),
+                // The query has ended or is stopping: it takes no more.
+                Ok(None) => {}
                 Err(_elapsed) => {
                     tracing::warn!(
                         query = %feed.query_id,

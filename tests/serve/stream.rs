@@ -1,0 +1,120 @@
+//! Results over SSE: delivery, resume with Last-Event-ID, lagged subscribers.
+
+use super::*;
+
+#[tokio::test]
+async fn a_query_streams_ingested_instants_and_ends_when_deleted() {
+    let server = Serve::start("serve-e2e", &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+
+    // One instant, an array, and JSON lines: all accepted, in order.
+    let one = client
+        .post(&format!("{P}/ingest"), r#"{"datetime":"t0","value":0}"#)
+        .await;
+    assert_eq!(one.status, 202, "{one:?}");
+    assert_eq!(one.json()["accepted"], 1);
+    assert_eq!(one.json()["queries"], 1);
+    let array = r#"[{"datetime":"t1","value":1},{"datetime":"t2","value":2}]"#;
+    assert_eq!(
+        client.post(&format!("{P}/ingest"), array).await.json()["accepted"],
+        2
+    );
+    assert_eq!(
+        client
+            .post(&format!("{P}/ingest"), &lines(3, 3))
+            .await
+            .json()["accepted"],
+        3
+    );
+
+    let events = take(&mut sse, 6).await;
+    assert_eq!(values(&events), [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
+    let ids: Vec<_> = events.iter().map(|e| e.id.clone().unwrap()).collect();
+    assert_eq!(ids, ["1", "2", "3", "4", "5", "6"]);
+    assert_eq!(
+        events[0].json(),
+        serde_json::json!({"datetime":"t0","value":0,"property":"speed","operation":"mul"})
+    );
+
+    let status = client.get(&query).await.json();
+    assert_eq!(status["status"], "running");
+    assert_eq!(status["engine"], "local");
+    assert_eq!(status["operation"], "mul");
+    let listed = client.get(&format!("{P}/queries")).await.json();
+    assert_eq!(listed["numberReturned"], 1);
+
+    assert_eq!(client.delete(&query).await.status, 204);
+    let end = take(&mut sse, 1).await.remove(0);
+    assert_eq!(end.event, "end");
+    assert_eq!(end.json(), serde_json::json!({"status":"stopped"}));
+    assert!(sse.next().await.is_none(), "the stream ends after `end`");
+    assert_eq!(client.get(&query).await.status, 404);
+    assert_eq!(client.delete(&query).await.status, 404);
+}
+
+#[tokio::test]
+async fn reconnecting_with_last_event_id_misses_nothing_still_in_the_buffer() {
+    let server = Serve::start("serve-resume", &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let stream = format!("{query}/stream");
+    let mut sse = server.subscribe(&stream, &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 100)).await;
+    let first = take(&mut sse, 40).await;
+    assert_eq!(first.last().unwrap().id.as_deref(), Some("40"));
+    drop(sse); // the client drops the connection
+
+    client.post(&format!("{P}/ingest"), &lines(101, 100)).await;
+    let mut again = server.subscribe(&stream, &[("Last-Event-ID", "40")]).await;
+    let rest = take(&mut again, 160).await;
+    let expected: Vec<f64> = (41..=200).map(f64::from).collect();
+    assert_eq!(values(&rest), expected);
+    assert_eq!(rest[0].id.as_deref(), Some("41"));
+
+    // A late subscriber gets what the replay buffer still holds: all of it.
+    let mut late = server.subscribe(&stream, &[]).await;
+    assert_eq!(take(&mut late, 200).await[0].id.as_deref(), Some("1"));
+}
+
+#[tokio::test]
+async fn a_subscriber_that_falls_behind_is_told_how_many_events_it_missed() {
+    let server = Serve::start("serve-lagged", &["--replay", "16"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    // Subscribed, but not reading while the results pile up far beyond the
+    // socket buffers and the replay buffer.
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let total = 300_000;
+    for chunk in 0..30 {
+        let response = client
+            .post(&format!("{P}/ingest"), &lines(chunk * 10_000 + 1, 10_000))
+            .await;
+        assert_eq!(response.status, 202, "{response:?}");
+    }
+    let (mut delivered, mut missed, mut lagged, mut next_id) = (0u64, 0u64, 0, 1u64);
+    while next_id <= total as u64 {
+        let event = take(&mut sse, 1).await.remove(0);
+        let id: u64 = event.id.as_deref().unwrap().parse().unwrap();
+        match event.event.as_str() {
+            "instant" => {
+                assert_eq!(id, next_id, "a silent gap");
+                assert_eq!(event.json()["value"].as_f64(), Some(id as f64));
+                delivered += 1;
+                next_id += 1;
+            }
+            "lagged" => {
+                let n = event.json()["missed"].as_u64().unwrap();
+                // The lagged event's id is the last one missed.
+                assert_eq!(id, next_id + n - 1);
+                missed += n;
+                lagged += 1;
+                next_id += n;
+            }
+            other => panic!("unexpected event {other}"),
+        }
+    }
+    assert!(lagged > 0, "the slow subscriber was never told it lagged");
+    assert_eq!(delivered + missed, total as u64);
+}
