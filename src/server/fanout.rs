@@ -72,20 +72,29 @@ impl Fanout {
         self.ring.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Adds a batch of results.
+    /// Adds a batch of results. Only the query's pump calls this, so the
+    /// ids can be read first and the frames rendered outside the lock.
     pub(crate) fn push(&self, events: &[Event]) {
+        let first_id = self.ring().next;
+        let mut buf = BytesMut::with_capacity(events.len() * 128);
+        let mut frames = Vec::with_capacity(events.len());
+        let mut json = Vec::with_capacity(128);
+        for (id, event) in (first_id..).zip(events) {
+            json.clear();
+            event.write_json(&mut json);
+            buf.extend_from_slice(b"id: ");
+            buf.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+            buf.extend_from_slice(b"\nevent: ");
+            buf.extend_from_slice(event.kind().as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+            buf.extend_from_slice(&json);
+            buf.extend_from_slice(b"\n\n");
+            // The frames share one allocation.
+            frames.push(buf.split().freeze());
+        }
         let mut ring = self.ring();
-        let mut frame = Vec::with_capacity(128);
-        for event in events {
-            frame.clear();
-            frame.extend_from_slice(b"id: ");
-            frame.extend_from_slice(itoa::Buffer::new().format(ring.next).as_bytes());
-            frame.extend_from_slice(b"\nevent: ");
-            frame.extend_from_slice(event.kind().as_bytes());
-            frame.extend_from_slice(b"\ndata: ");
-            event.write_json(&mut frame);
-            frame.extend_from_slice(b"\n\n");
-            ring.frames.push_back(Bytes::copy_from_slice(&frame));
+        for frame in frames {
+            ring.frames.push_back(frame);
             ring.next += 1;
             if ring.frames.len() > ring.capacity {
                 ring.frames.pop_front();

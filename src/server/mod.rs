@@ -165,10 +165,11 @@ impl Server {
         tracing::info!("shutting down: stopping every query");
         stopping.cancel();
         let wait = app.options.shutdown_wait;
-        app.table.shutdown(wait).await;
-        // Every stream has its end event by now; give clients the rest of
-        // the wait to read it.
-        match tokio::time::timeout(wait, serve).await {
+        // The connections are served on while the queries stop, so every
+        // stream gets its end event; then clients get the rest of the wait
+        // to read it.
+        let both = async { tokio::join!(app.table.shutdown(wait), serve).1 };
+        match tokio::time::timeout(wait * 2, both).await {
             Ok(result) => Ok(result?),
             Err(_) => {
                 tracing::warn!("some connections were still open {wait:?} after the shutdown");
