@@ -14,6 +14,9 @@
 //!   added by configuration, not code.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
+//! - [`Server`] is the control plane (`mfstream serve`): continuous queries
+//!   on the registry's engines over HTTP, their results as Server-Sent
+//!   Events, in the shape of OGC API – Moving Features Part 4.
 //!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -35,12 +36,26 @@ fn key((collection, feature, property): (String, String, String)) -> PropertyKey
     }
 }
 
+/// A request body, or the reason it could not be read (too large: 413) in
+/// the same `{"code","description"}` shape as every other error.
+fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
+    body.map_err(|e| {
+        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            "PayloadTooLarge"
+        } else {
+            "InvalidBody"
+        };
+        Problem::new(e.status(), code, format!("body: {}", e.body_text()))
+    })
+}
+
 /// `POST P/queries`: registers a continuous query.
 pub(crate) async fn register(
     State(app): State<Arc<App>>,
     Path(path): PropertyPath,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
+    let body = read_body(body)?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
@@ -247,8 +262,9 @@ pub(crate) async fn stream(
 pub(crate) async fn ingest(
     State(app): State<Arc<App>>,
     Path(path): PropertyPath,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
+    let body = read_body(body)?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }

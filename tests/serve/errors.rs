@@ -144,10 +144,17 @@ async fn a_token_protects_every_route_but_the_landing_page() {
 }
 
 #[tokio::test]
-async fn queries_and_subscribers_are_bounded() {
+async fn queries_subscribers_and_bodies_are_bounded() {
     let server = Serve::start(
         "serve-bounds",
-        &["--max-queries", "1", "--max-subscribers", "1"],
+        &[
+            "--max-queries",
+            "1",
+            "--max-subscribers",
+            "1",
+            "--max-body",
+            "1000",
+        ],
         &[],
     );
     let mut client = server.client();
@@ -159,6 +166,9 @@ async fn queries_and_subscribers_are_bounded() {
     let _first = server.subscribe(&format!("{query}/stream"), &[]).await;
     let refused = subscribe(server.addr, &format!("{query}/stream"), &[]).await;
     assert_eq!(refused.err().map(|r| r.status), Some(429));
+    let big = client.post(&format!("{P}/ingest"), &lines(0, 100)).await;
+    assert_eq!(big.status, 413, "{big:?}");
+    assert_eq!(big.json()["code"], "PayloadTooLarge");
 }
 
 #[tokio::test]
