@@ -114,6 +114,9 @@ pub struct ServeArgs {
     /// The most SSE subscribers of one query.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_subscribers: usize,
+    /// The most temporal properties known (registered on or ingested to).
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    pub max_properties: usize,
     /// The results each query keeps for late and reconnecting subscribers.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub replay: usize,

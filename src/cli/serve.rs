@@ -22,6 +22,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         max_body: args.max_body,
         max_queries: args.max_queries,
         max_subscribers: args.max_subscribers,
+        max_properties: args.max_properties,
         replay: args.replay,
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),

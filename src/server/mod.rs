@@ -3,13 +3,13 @@
 //!
 //! The roles:
 //!
-//! - the routes ([`routes`]) register, list, get and delete queries on a
+//! - the routes (`routes`) register, list, get and delete queries on a
 //!   temporal property, stream their results, and ingest live instants;
-//! - the query table ([`table`]) holds every query, and each property's
+//! - the query table (`table`) holds every query, and each property's
 //!   feeds (the live sources its queries read);
-//! - ingest ([`ingest`]) hands a body's instants to every query on the
+//! - ingest (`ingest`) hands a body's instants to every query on the
 //!   property, in order, with bounded backpressure;
-//! - the fan-out ([`fanout`]) renders each result once as an SSE frame into
+//! - the fan-out (`fanout`) renders each result once as an SSE frame into
 //!   a bounded replay buffer that every subscriber reads at its own pace.
 //!
 //! [`Server::bind`] binds the address (loopback by default); [`Server::run`]
@@ -52,6 +52,8 @@ pub struct ServeOptions {
     pub max_queries: usize,
     /// The most SSE subscribers of one query.
     pub max_subscribers: usize,
+    /// The most temporal properties known (registered on or ingested to).
+    pub max_properties: usize,
     /// The results each query keeps for late and reconnecting subscribers.
     pub replay: usize,
     /// The batches of instants a query's source buffers.
@@ -72,6 +74,7 @@ impl Default for ServeOptions {
             max_body: 4 * 1024 * 1024,
             max_queries: 1024,
             max_subscribers: 64,
+            max_properties: 65_536,
             replay: 4096,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),

@@ -21,7 +21,7 @@ use super::App;
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
-use super::table::{Feed, PropertyKey, Query, new_id};
+use super::table::{Feed, Property, PropertyKey, Query, new_id};
 
 /// The path parameters of a property.
 pub(crate) type PropertyPath = Path<(String, String, String)>;
@@ -34,6 +34,16 @@ fn key((collection, feature, property): (String, String, String)) -> PropertyKey
         feature,
         property,
     }
+}
+
+/// The property at `key`, or 503 when the server knows too many.
+fn property(app: &App, key: &PropertyKey) -> Result<Arc<Property>, Problem> {
+    let max = app.options.max_properties;
+    app.table.property(key, max).ok_or_else(|| {
+        Problem::unavailable(format!(
+            "the server knows {max} temporal properties already (--max-properties)"
+        ))
+    })
 }
 
 /// A request body, or the reason it could not be read (too large: 413) in
@@ -62,7 +72,7 @@ pub(crate) async fn register(
     let text = std::str::from_utf8(&body).map_err(|e| Problem::invalid("body", e))?;
     let registration = Registration::from_json(text)?;
     let key = key(path);
-    let property = app.table.property(&key);
+    let property = property(&app, &key)?;
     let mut state = property.state.lock().await;
     let property_type = match (registration.property_type, state.property_type) {
         (Some(given), Some(known)) if given != known => {
@@ -269,7 +279,7 @@ pub(crate) async fn ingest(
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let instants = ingest::parse(&body)?;
-    let property = app.table.property(&key(path));
+    let property = property(&app, &key(path))?;
     let delivered = ingest::deliver(&property, instants, app.options.ingest_wait).await?;
     Ok((
         StatusCode::ACCEPTED,

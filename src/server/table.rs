@@ -111,10 +111,17 @@ impl Table {
         self.queries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The property at `key`, made on first use.
-    pub(crate) fn property(&self, key: &PropertyKey) -> Arc<Property> {
+    /// The property at `key`, made on first use while fewer than `max`
+    /// properties are known (each keeps its type for the server's life).
+    pub(crate) fn property(&self, key: &PropertyKey, max: usize) -> Option<Arc<Property>> {
         let mut properties = self.properties.lock().unwrap_or_else(|e| e.into_inner());
-        properties.entry(key.clone()).or_default().clone()
+        if let Some(property) = properties.get(key) {
+            return Some(property.clone());
+        }
+        if properties.len() >= max {
+            return None;
+        }
+        Some(properties.entry(key.clone()).or_default().clone())
     }
 
     /// The query `id`, if it is registered under `key`: an id is found only

@@ -154,6 +154,8 @@ async fn queries_subscribers_and_bodies_are_bounded() {
             "1",
             "--max-body",
             "1000",
+            "--max-properties",
+            "2",
         ],
         &[],
     );
@@ -169,6 +171,21 @@ async fn queries_subscribers_and_bodies_are_bounded() {
     let big = client.post(&format!("{P}/ingest"), &lines(0, 100)).await;
     assert_eq!(big.status, 413, "{big:?}");
     assert_eq!(big.json()["code"], "PayloadTooLarge");
+    let one = r#"{"datetime":"t","value":1}"#;
+    let second = "/collections/c/items/f/tproperties/second";
+    assert_eq!(
+        client.post(&format!("{second}/ingest"), one).await.status,
+        202
+    );
+    let third = "/collections/c/items/f/tproperties/third";
+    assert_eq!(
+        client.post(&format!("{third}/ingest"), one).await.status,
+        503
+    );
+    assert_eq!(
+        client.post(&format!("{second}/ingest"), one).await.status,
+        202
+    );
 }
 
 #[tokio::test]
