@@ -118,3 +118,46 @@ async fn a_subscriber_that_falls_behind_is_told_how_many_events_it_missed() {
     assert!(lagged > 0, "the slow subscriber was never told it lagged");
     assert_eq!(delivered + missed, total as u64);
 }
+
+#[tokio::test]
+async fn every_query_on_a_property_sees_concurrent_ingests_in_the_same_order() {
+    let server = Serve::start("serve-order", &[], &[]);
+    let mut client = server.client();
+    let first = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let second = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut first_sse = server.subscribe(&format!("{first}/stream"), &[]).await;
+    let mut second_sse = server.subscribe(&format!("{second}/stream"), &[]).await;
+    // Two clients ingest at once, 20 requests each.
+    let feeders: Vec<_> = [0usize, 1_000]
+        .into_iter()
+        .map(|base| {
+            let mut client = server.client();
+            tokio::spawn(async move {
+                for i in 0..20 {
+                    let body = lines(base + i * 10, 10);
+                    let response = client.post(&format!("{P}/ingest"), &body).await;
+                    assert_eq!(response.status, 202, "{response:?}");
+                }
+            })
+        })
+        .collect();
+    for feeder in feeders {
+        feeder.await.unwrap();
+    }
+    let a = values(&take(&mut first_sse, 400).await);
+    let b = values(&take(&mut second_sse, 400).await);
+    assert_eq!(a, b);
+    // Each client's own instants keep their order.
+    let own: Vec<f64> = a.iter().copied().filter(|v| *v < 1_000.0).collect();
+    assert_eq!(own, (0..200).map(|v| v as f64).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn an_idle_stream_gets_keep_alive_comments() {
+    let server = Serve::start("serve-keepalive", &["--keep-alive-ms", "50"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    assert_eq!(sse.next_frame().await, Some(&b"retry: 1000"[..]));
+    assert_eq!(sse.next_frame().await, Some(&b": keep-alive"[..]));
+}
