@@ -41,13 +41,15 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
     runtime.block_on(async move {
         let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
         let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
-        let server = Server::bind(registry, options).await?;
+        let hangup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+        let server = Server::bind(registry.clone(), options).await?;
         let addr = server.local_addr()?;
         // The one line a supervisor (or a test) waits for.
         let mut out = std::io::stdout().lock();
         writeln!(out, "mfstream: listening on http://{addr}").context("cannot write to stdout")?;
         out.flush().context("cannot write to stdout")?;
         drop(out);
+        tokio::spawn(reload_on_hangup(hangup, registry));
         let shutdown = async move {
             tokio::select! {
                 _ = interrupt.recv() => {}
@@ -58,4 +60,31 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         eprintln!("mfstream: stopped");
         Ok(Outcome::Success)
     })
+}
+
+/// Reloads engines.toml on every SIGHUP: new queries use the new engines,
+/// running ones keep theirs. A file with errors leaves the engines as they
+/// were. Each outcome is one line on stdout (the errors go to stderr).
+async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, registry: Arc<Registry>) {
+    while hangup.recv().await.is_some() {
+        let line = match (registry.path(), registry.reload_from_file()) {
+            (None, _) => "mfstream: no engines.toml to reload".to_owned(),
+            (Some(path), Ok(())) => format!(
+                "mfstream: reloaded {} ({} engines)",
+                path.display(),
+                registry.engines().len()
+            ),
+            (Some(path), Err(e)) => {
+                eprintln!("{e}");
+                format!(
+                    "mfstream: cannot reload {}: the engines are unchanged",
+                    path.display()
+                )
+            }
+        };
+        // A closed stdout (nobody reading the status lines) is no reason to
+        // stop reloading.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
 }

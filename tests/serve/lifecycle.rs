@@ -101,3 +101,39 @@ fn children_of(pid: u32) -> Vec<i32> {
     }
     children
 }
+
+#[tokio::test]
+async fn sighup_reloads_engines_toml_and_a_bad_file_changes_nothing() {
+    let mut server = Serve::start("serve-reload", &[], &[]);
+    let mut client = server.client();
+    let names = |engines: serde_json::Value| -> Vec<String> {
+        engines
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let before = names(client.get("/engines").await.json());
+    assert!(!before.contains(&"added".to_owned()));
+    let running = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+
+    let config = server.config();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[[engine]]\nname = \"added\"\ncmd_env = \"TEST_ECHO_CMD\"\n"),
+    )
+    .unwrap();
+    server.signal(libc::SIGHUP);
+    assert!(server.next_line().starts_with("mfstream: reloaded "));
+    assert!(names(client.get("/engines").await.json()).contains(&"added".to_owned()));
+    register(&mut client, P, r#"{"operation":"abs","engine":"added"}"#).await;
+    // The query started before the reload runs on.
+    assert_eq!(client.get(&running).await.json()["status"], "running");
+
+    std::fs::write(&config, "[[engine]]\nname = 7\n").unwrap();
+    server.signal(libc::SIGHUP);
+    assert!(server.next_line().contains("the engines are unchanged"));
+    assert!(names(client.get("/engines").await.json()).contains(&"added".to_owned()));
+}

@@ -8,7 +8,7 @@ mod stream;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use crate::client::{Client, Sse, SseEvent, subscribe};
@@ -23,8 +23,9 @@ pub const PATIENCE: Duration = Duration::from_secs(20);
 /// A running `mfstream serve`, killed when dropped.
 pub struct Serve {
     child: Option<Child>,
+    stdout: BufReader<ChildStdout>,
     pub addr: SocketAddr,
-    _dir: TempDir,
+    dir: TempDir,
 }
 
 impl Serve {
@@ -53,10 +54,9 @@ impl Serve {
             cmd.env(key, value);
         }
         let mut child = cmd.spawn().expect("mfstream serve starts");
+        let mut stdout = BufReader::new(child.stdout.take().unwrap());
         let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
+        stdout.read_line(&mut line).unwrap();
         let addr = line
             .trim()
             .strip_prefix("mfstream: listening on http://")
@@ -65,9 +65,29 @@ impl Serve {
             .unwrap();
         Serve {
             child: Some(child),
+            stdout,
             addr,
-            _dir: dir,
+            dir: dir,
         }
+    }
+
+    /// The next status line the server prints on stdout.
+    pub fn next_line(&mut self) -> String {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        line
+    }
+
+    /// Sends `signal` to the server.
+    pub fn signal(&self, signal: i32) {
+        let pid = self.child.as_ref().expect("running").id() as i32;
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid, signal) };
+    }
+
+    /// The engines.toml the server was started with.
+    pub fn config(&self) -> std::path::PathBuf {
+        self.dir.join("engines.toml")
     }
 
     pub fn client(&self) -> Client {
