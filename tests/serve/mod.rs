@@ -67,7 +67,7 @@ impl Serve {
             child: Some(child),
             stdout,
             addr,
-            dir: dir,
+            dir,
         }
     }
 
