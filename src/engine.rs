@@ -58,6 +58,37 @@ impl fmt::Display for EngineKind {
     }
 }
 
+/// Where an engine computes windowed aggregates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AggregatesIn {
+    /// In the mfstream process, on the engine's own task (`local`).
+    InProcess,
+    /// In the engine's job or plugin: the runtime computes them.
+    Job,
+    /// In the mfstream host, over the instants or over the transformed
+    /// outputs of the engine's job (a bridge engine whose job only
+    /// transforms).
+    Host,
+}
+
+impl AggregatesIn {
+    /// The name `mfstream engines` shows.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AggregatesIn::InProcess => "in-process",
+            AggregatesIn::Job => "job",
+            AggregatesIn::Host => "host",
+        }
+    }
+}
+
+impl fmt::Display for AggregatesIn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What the registry knows of an engine, as `mfstream engines` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EngineInfo {
@@ -71,8 +102,11 @@ pub struct EngineInfo {
     pub reason: Option<String>,
     /// A line for people.
     pub description: String,
-    /// The kinds of query it serves: `transform`, `aggregate`.
+    /// The kinds of query it serves: `transform`, `aggregate` (a query may
+    /// compose the two: a transform, then an aggregate of its outputs).
     pub serves: Vec<&'static str>,
+    /// Where its windowed aggregates are computed.
+    pub aggregates_in: AggregatesIn,
 }
 
 /// Why a query could not start.

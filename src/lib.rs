@@ -2,6 +2,7 @@
 //! continuous queries.
 //!
 //! A continuous query applies a lifted scalar operation (`ln`, `mul 1.852`, …)
+//! or a windowed aggregate (`AVG` over a `TUMBLING` window of 10 seconds, …)
 //! to a stream of temporal-property instants. The per-record work runs on a
 //! *stream engine*: the in-process [`LocalEngine`], or an external runtime
 //! (Flink, Spark, Beam, …) reached through a bridge job that speaks a line
@@ -14,6 +15,9 @@
 //!   added by configuration, not code.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
+//! - [`Windower`] computes an [`Aggregate`] over instants in event time,
+//!   for any engine: the `local` engine, or a bridge host aggregating a
+//!   job's outputs.
 //! - [`Server`] is the control plane (`mfstream serve`): continuous queries
 //!   on the registry's engines over HTTP, their results as Server-Sent
 //!   Events, in the shape of OGC API – Moving Features Part 4.
@@ -36,8 +40,10 @@
 
 #![deny(missing_docs)]
 
+mod aggregate;
 mod bridge;
 mod config;
+mod datetime;
 mod engine;
 mod local;
 mod ops;
@@ -45,17 +51,23 @@ mod registry;
 mod server;
 mod spec;
 mod vocab;
+mod window;
 
+pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
-    BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress, ProgressSnapshot,
-    QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit, SourceSender,
+    AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
+    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
+    SourceSender,
     StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
 pub use crate::server::{ServeError, ServeOptions, Server};
-pub use crate::spec::{Aggregate, QueryKind, QuerySpec, Registration, SpecError, TimeUnit, Window};
-pub use crate::vocab::{Event, Instant, InstantEvent, PropertyType, QueryStatus, Value};
+pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
+pub use crate::vocab::{
+    Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
+};
+pub use crate::window::Windower;

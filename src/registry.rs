@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
-use crate::engine::{EngineInfo, EngineKind, StreamEngine};
+use crate::engine::{AggregatesIn, EngineInfo, EngineKind, StreamEngine};
 use crate::local::{LOCAL, LocalEngine};
 
 /// The variable that picks the default engine, as in the Go tier.
@@ -233,7 +233,12 @@ impl Snapshot {
                     ready: false,
                     reason: Some(reason),
                     description: def.description.clone(),
-                    serves: vec!["transform"],
+                    serves: vec!["transform", "aggregate"],
+                    aggregates_in: if def.aggregates {
+                        AggregatesIn::Job
+                    } else {
+                        AggregatesIn::Host
+                    },
                 }),
             };
             slots.push(slot);

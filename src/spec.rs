@@ -1,69 +1,25 @@
 //! Queries: what a continuous query computes, and the OGC API – MF Part 4
 //! registration body that describes one.
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
+use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::ops::{OpError, Transform};
 use crate::vocab::PropertyType;
-
-/// The unit of a window's size or hop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "UPPERCASE")]
-pub enum TimeUnit {
-    /// Seconds.
-    Seconds,
-    /// Minutes.
-    Minutes,
-    /// Hours.
-    Hours,
-}
-
-/// A window over the stream, as OGC API – MF Part 4 registers it.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(tag = "type", rename_all = "UPPERCASE", deny_unknown_fields)]
-pub enum Window {
-    /// A result every `size` records.
-    Count {
-        /// Records per window.
-        size: u64,
-    },
-    /// Fixed, epoch-aligned spans of `size` units.
-    Tumbling {
-        /// The span.
-        size: u64,
-        /// The span's unit.
-        unit: TimeUnit,
-    },
-    /// Spans of `size` units, advancing by `hop` units.
-    Hopping {
-        /// The span.
-        size: u64,
-        /// The span's unit.
-        unit: TimeUnit,
-        /// The advance.
-        hop: u64,
-        /// The advance's unit.
-        #[serde(rename = "hopUnit")]
-        hop_unit: TimeUnit,
-    },
-}
-
-/// A windowed aggregate: an aggregation (`AVG`, `COUNT`, …) over a window.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Aggregate {
-    /// The aggregation's name, upper case.
-    pub aggregation: String,
-    /// The window it runs over.
-    pub window: Window,
-}
 
 /// What a query computes.
 #[derive(Debug, Clone, PartialEq)]
 pub enum QueryKind {
     /// A lifted scalar operation applied to each instant.
     Transform(Transform),
-    /// An aggregation over a window of instants.
-    Aggregate(Aggregate),
+    /// An aggregate over a window, of the instants or of a transform's
+    /// outputs.
+    Aggregate {
+        /// The transform applied to each instant first, if any.
+        transform: Option<Transform>,
+        /// The aggregate over the (transformed) values.
+        aggregate: Aggregate,
+    },
 }
 
 /// An engine-neutral continuous query.
@@ -90,41 +46,105 @@ impl QuerySpec {
         }
     }
 
+    /// A windowed aggregate on a property of `property_type`, of its
+    /// instants or, with a `transform`, of the transform's outputs.
+    pub fn aggregate(
+        property: impl Into<String>,
+        property_type: PropertyType,
+        transform: Option<Transform>,
+        aggregate: Aggregate,
+    ) -> QuerySpec {
+        QuerySpec {
+            id: String::new(),
+            property: property.into(),
+            property_type,
+            kind: QueryKind::Aggregate {
+                transform,
+                aggregate,
+            },
+        }
+    }
+
     /// The name events carry as their `operation` (or `aggregation`).
     pub fn operation_name(&self) -> &str {
         match &self.kind {
             QueryKind::Transform(t) => t.op.name(),
-            QueryKind::Aggregate(a) => &a.aggregation,
+            QueryKind::Aggregate { aggregate, .. } => aggregate.aggregation.name(),
         }
     }
 
-    /// The spec as the JSON object bridge jobs receive in `MFSTREAM_QUERY`.
+    /// Checks the query can run: a transform reads numbers; an aggregation
+    /// is defined for the type of the values it sees (`TReal` after a
+    /// transform, else the property's); window sizes are positive and a
+    /// hop is no longer than its window.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        let transform = match &self.kind {
+            QueryKind::Transform(t) => Some(t),
+            QueryKind::Aggregate { transform, .. } => transform.as_ref(),
+        };
+        if transform.is_some() && !self.property_type.is_numeric() {
+            return Err(SpecError::new(
+                "operation",
+                format!(
+                    "transforms take numbers, but the property is {}",
+                    self.property_type
+                ),
+            ));
+        }
+        if let QueryKind::Aggregate { aggregate, .. } = &self.kind {
+            check_allowed(aggregate.aggregation, self.value_type())?;
+            aggregate.window.validate()?;
+        }
+        Ok(())
+    }
+
+    /// The type of the values an aggregate sees: `TReal` after a transform,
+    /// else the property's.
+    pub fn value_type(&self) -> PropertyType {
+        match &self.kind {
+            QueryKind::Aggregate {
+                transform: None, ..
+            } => self.property_type,
+            _ => PropertyType::TReal,
+        }
+    }
+
+    /// The spec as the JSON object bridge jobs receive in `MFSTREAM_QUERY`:
+    /// `id`, `property`, `type`, then `operation` and `arg` for a transform,
+    /// then `aggregation`, `window` and `emitPartial` for an aggregate.
     pub fn to_json(&self) -> String {
         let mut obj = serde_json::Map::new();
         obj.insert("id".into(), self.id.clone().into());
         obj.insert("property".into(), self.property.clone().into());
         obj.insert("type".into(), self.property_type.as_str().into());
-        match &self.kind {
-            QueryKind::Transform(t) => {
-                obj.insert("operation".into(), t.op.name().into());
-                if let Some(arg) = t.arg {
-                    obj.insert("arg".into(), arg.into());
-                }
+        let (transform, aggregate) = match &self.kind {
+            QueryKind::Transform(t) => (Some(t), None),
+            QueryKind::Aggregate {
+                transform,
+                aggregate,
+            } => (transform.as_ref(), Some(aggregate)),
+        };
+        if let Some(t) = transform {
+            obj.insert("operation".into(), t.op.name().into());
+            if let Some(arg) = t.arg {
+                obj.insert("arg".into(), arg.into());
             }
-            QueryKind::Aggregate(a) => {
-                obj.insert("aggregation".into(), a.aggregation.clone().into());
-                obj.insert(
-                    "window".into(),
-                    serde_json::to_value(&a.window).unwrap_or_default(),
-                );
-            }
+        }
+        if let Some(a) = aggregate {
+            obj.insert("aggregation".into(), a.aggregation.name().into());
+            obj.insert(
+                "window".into(),
+                serde_json::to_value(&a.window).unwrap_or_default(),
+            );
+            obj.insert("emitPartial".into(), a.emit_partial.into());
         }
         serde_json::Value::Object(obj).to_string()
     }
 }
 
-/// A Part 4 registration body: `{"operation":"mul","arg":1.852}` or
-/// `{"aggregation":"AVG","window":{"type":"COUNT","size":10}}`.
+/// A Part 4 registration body: `{"operation":"mul","arg":1.852}`,
+/// `{"aggregation":"AVG","window":{"type":"COUNT","size":10}}`, or both (the
+/// transform, then the aggregate over its outputs).
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Registration {
@@ -136,6 +156,10 @@ pub struct Registration {
     pub aggregation: Option<String>,
     /// The window of an aggregation.
     pub window: Option<serde_json::Value>,
+    /// Whether an aggregate emits the windows still open at the end of the
+    /// source as partial results; true when absent.
+    #[serde(rename = "emitPartial")]
+    pub emit_partial: Option<bool>,
     /// The engine to run on; the registry's default when absent.
     pub engine: Option<String>,
     /// The property's type; `TReal` when absent.
@@ -146,7 +170,16 @@ pub struct Registration {
 impl Registration {
     /// Parses a registration body.
     pub fn from_json(body: &str) -> Result<Registration, SpecError> {
-        serde_json::from_str(body).map_err(|e| SpecError::new("body", e.to_string()))
+        let value: serde_json::Value =
+            serde_json::from_str(body).map_err(|e| SpecError::new("body", e.to_string()))?;
+        // A wrong type for emitPartial is named by its field, not as a body error.
+        if let Some(v) = value.get("emitPartial").filter(|v| !v.is_boolean()) {
+            return Err(SpecError::new(
+                "emitPartial",
+                format!("expected true or false, got {v}"),
+            ));
+        }
+        serde_json::from_value(value).map_err(|e| SpecError::new("body", e.to_string()))
     }
 
     /// Validates the body into a query on `property`.
@@ -158,83 +191,67 @@ impl Registration {
         default_type: PropertyType,
     ) -> Result<QuerySpec, SpecError> {
         let property_type = self.property_type.unwrap_or(default_type);
-        let kind = match (self.operation, self.aggregation) {
-            (Some(_), Some(_)) => {
+        let transform = match self.operation {
+            Some(op) => Some(Transform::new(&op, self.arg).map_err(|e| {
+                let field = match e {
+                    OpError::Unknown(_) => "operation",
+                    _ => "arg",
+                };
+                SpecError::new(field, e.to_string())
+            })?),
+            None if self.arg.is_some() => {
+                return Err(SpecError::new("arg", "`arg` goes with an `operation`"));
+            }
+            None => None,
+        };
+        let aggregate = match (self.aggregation, self.window) {
+            (Some(name), Some(window)) => Some(Aggregate {
+                aggregation: parse_aggregation(&name)?,
+                window: Window::from_json(&window)?,
+                emit_partial: self.emit_partial.unwrap_or(true),
+            }),
+            (Some(_), None) => {
                 return Err(SpecError::new(
-                    "operation",
-                    "give either `operation` or `aggregation`, not both",
+                    "window",
+                    "an `aggregation` needs a `window`",
                 ));
             }
+            (None, Some(_)) => {
+                return Err(SpecError::new(
+                    "aggregation",
+                    "a `window` needs an `aggregation`",
+                ));
+            }
+            (None, None) if self.emit_partial.is_some() => {
+                return Err(SpecError::new(
+                    "emitPartial",
+                    "`emitPartial` goes with an `aggregation` and a `window`",
+                ));
+            }
+            (None, None) => None,
+        };
+        let kind = match (transform, aggregate) {
+            (transform, Some(aggregate)) => QueryKind::Aggregate {
+                transform,
+                aggregate,
+            },
+            (Some(transform), None) => QueryKind::Transform(transform),
             (None, None) => {
                 return Err(SpecError::new(
                     "operation",
-                    "give an `operation` (a transform) or an `aggregation` with a `window`",
+                    "give an `operation` (a transform), an `aggregation` with a `window`, \
+                     or both",
                 ));
             }
-            (Some(op), None) => {
-                if self.window.is_some() {
-                    return Err(SpecError::new(
-                        "window",
-                        "a `window` goes with an `aggregation`, not with an `operation`",
-                    ));
-                }
-                if !property_type.is_numeric() {
-                    return Err(SpecError::new(
-                        "operation",
-                        format!("transforms take numbers, but the property is {property_type}"),
-                    ));
-                }
-                let transform = Transform::new(&op, self.arg).map_err(|e| {
-                    let field = match e {
-                        OpError::Unknown(_) => "operation",
-                        _ => "arg",
-                    };
-                    SpecError::new(field, e.to_string())
-                })?;
-                QueryKind::Transform(transform)
-            }
-            (None, Some(aggregation)) => {
-                if self.arg.is_some() {
-                    return Err(SpecError::new("arg", "`arg` goes with an `operation`"));
-                }
-                let window = self
-                    .window
-                    .ok_or_else(|| SpecError::new("window", "an `aggregation` needs a `window`"))?;
-                let window: Window = serde_json::from_value(window)
-                    .map_err(|e| SpecError::new("window", e.to_string()))?;
-                window.validate()?;
-                QueryKind::Aggregate(Aggregate {
-                    aggregation: aggregation.to_ascii_uppercase(),
-                    window,
-                })
-            }
         };
-        Ok(QuerySpec {
+        let spec = QuerySpec {
             id: String::new(),
             property: property.into(),
             property_type,
             kind,
-        })
-    }
-}
-
-impl Window {
-    fn validate(&self) -> Result<(), SpecError> {
-        let (size, hop) = match *self {
-            Window::Count { size } => (size, None),
-            Window::Tumbling { size, .. } => (size, None),
-            Window::Hopping { size, hop, .. } => (size, Some(hop)),
         };
-        if size == 0 {
-            return Err(SpecError::new(
-                "window",
-                "`size` must be a positive integer",
-            ));
-        }
-        if hop == Some(0) {
-            return Err(SpecError::new("window", "`hop` must be a positive integer"));
-        }
-        Ok(())
+        spec.validate()?;
+        Ok(spec)
     }
 }
 
@@ -297,7 +314,74 @@ mod tests {
             .unwrap_err();
         assert!(text.message.contains("TText"), "{text}");
         let zero = spec(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":0}}"#);
-        assert_eq!(zero.unwrap_err().field, "window");
+        assert_eq!(zero.unwrap_err().field, "window.size");
+        let partial =
+            spec(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":1},"emitPartial":1}"#);
+        assert_eq!(partial.unwrap_err().field, "emitPartial");
+        assert_eq!(
+            spec(r#"{"aggregation":"MEDIAN","window":{"type":"COUNT","size":1}}"#)
+                .unwrap_err()
+                .field,
+            "aggregation"
+        );
+        assert_eq!(
+            spec(r#"{"aggregation":"AVG"}"#).unwrap_err().field,
+            "window"
+        );
+    }
+
+    #[test]
+    fn an_aggregation_not_defined_for_the_type_is_refused_listing_the_allowed() {
+        let e =
+            Registration::from_json(r#"{"aggregation":"avg","window":{"type":"COUNT","size":3}}"#)
+                .unwrap()
+                .into_spec("name", PropertyType::TText)
+                .unwrap_err();
+        assert_eq!(e.field, "aggregation");
+        assert!(
+            e.message.contains("TText allows COUNT, COUNT_DISTINCT"),
+            "{e}"
+        );
+        // After a transform the values are numbers, whatever the type says.
+        let composed = spec(
+            r#"{"operation":"mul","arg":2,"aggregation":"COUNT_TRUE","window":{"type":"COUNT","size":3}}"#,
+        );
+        assert!(composed.unwrap_err().message.contains("TReal allows"));
+    }
+
+    #[test]
+    fn a_transform_and_an_aggregate_compose() {
+        let spec = spec(
+            r#"{"operation":"mul","arg":1.852,"aggregation":"AVG","window":{"type":"COUNT","size":3},"emitPartial":false}"#,
+        )
+        .unwrap();
+        assert_eq!(spec.operation_name(), "AVG");
+        assert_eq!(
+            spec.kind,
+            QueryKind::Aggregate {
+                transform: Some(Transform::new("mul", Some(1.852)).unwrap()),
+                aggregate: Aggregate {
+                    aggregation: crate::Aggregation::Avg,
+                    window: Window::Count { size: 3 },
+                    emit_partial: false,
+                },
+            }
+        );
+    }
+
+    #[test]
+    fn an_aggregate_reaches_jobs_as_json() {
+        let spec = spec(
+            r#"{"aggregation":"avg","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"}}"#,
+        )
+        .unwrap();
+        let json: serde_json::Value = serde_json::from_str(&spec.to_json()).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"id":"","property":"speed","type":"TReal","aggregation":"AVG",
+                "window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"},
+                "emitPartial":true})
+        );
     }
 
     #[test]

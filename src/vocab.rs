@@ -2,10 +2,13 @@
 //! query that maps one to the other, and the status of a running query.
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
+
+mod event;
+
+pub use self::event::{Event, InstantEvent, WindowEvent};
 
 /// The value of one temporal-property instant.
 ///
@@ -196,75 +199,6 @@ impl std::str::FromStr for PropertyType {
     }
 }
 
-/// One result of a query.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub enum Event {
-    /// A transformed instant.
-    Instant(InstantEvent),
-}
-
-/// A transformed instant: `{"datetime","value","property","operation"}`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct InstantEvent {
-    /// The source instant's datetime, verbatim.
-    pub datetime: String,
-    /// The result.
-    pub value: Value,
-    /// The property the query reads.
-    pub property: Arc<str>,
-    /// The operation that produced it.
-    pub operation: Arc<str>,
-}
-
-impl Event {
-    /// The event's kind, as the SSE `event:` field names it: `instant` for a
-    /// transformed instant.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Event::Instant(_) => "instant",
-        }
-    }
-
-    /// The event's datetime (for a window, its end).
-    pub fn datetime(&self) -> &str {
-        match self {
-            Event::Instant(e) => &e.datetime,
-        }
-    }
-
-    /// The event's value.
-    pub fn value(&self) -> &Value {
-        match self {
-            Event::Instant(e) => &e.value,
-        }
-    }
-
-    /// Appends the event as one JSON object to `out` (no newline).
-    pub fn write_json(&self, out: &mut Vec<u8>) {
-        match self {
-            Event::Instant(e) => {
-                out.extend_from_slice(b"{\"datetime\":");
-                write_json_str(&e.datetime, out);
-                out.extend_from_slice(b",\"value\":");
-                e.value.write_json(out);
-                out.extend_from_slice(b",\"property\":");
-                write_json_str(&e.property, out);
-                out.extend_from_slice(b",\"operation\":");
-                write_json_str(&e.operation, out);
-                out.push(b'}');
-            }
-        }
-    }
-
-    /// The event as a JSON string.
-    pub fn to_json(&self) -> String {
-        let mut out = Vec::with_capacity(96);
-        self.write_json(&mut out);
-        String::from_utf8(out).expect("the JSON writer emits UTF-8 only")
-    }
-}
-
 /// The status of a query.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueryStatus {
@@ -383,20 +317,5 @@ mod tests {
         assert_eq!(b.value, Value::Bool(true));
         assert!(Instant::from_json(br#"{"datetime":"t"}"#).is_err());
         assert!(Instant::from_json(br#"{"datetime":"t","value":1,"x":2}"#).is_err());
-    }
-
-    #[test]
-    fn event_json_matches_the_go_tier_shape() {
-        let event = Event::Instant(InstantEvent {
-            datetime: "2026-01-01T00:00:00Z".into(),
-            value: Value::Number(2.5),
-            property: "speed".into(),
-            operation: "mul".into(),
-        });
-        let parsed: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
-        assert_eq!(
-            parsed,
-            serde_json::json!({"datetime":"2026-01-01T00:00:00Z","value":2.5,"property":"speed","operation":"mul"})
-        );
     }
 }

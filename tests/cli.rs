@@ -349,3 +349,104 @@ fn a_closed_stdout_ends_the_run_successfully() {
     let output = child.wait_with_output().unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
 }
+
+#[test]
+fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
+    let dir = TempDir::new("cli-windows");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"ref\"\ncmd_env = \"TEST_JOB_CMD\"\nframing = \"json\"\naggregates = true\n\n\
+         [[engine]]\nname = \"plain\"\ncmd_env = \"TEST_JOB_CMD\"\n",
+    )
+    .unwrap();
+    let job = format!("python3 {}", reference_job());
+    let query = r#"{"operation":"mul","arg":1.852,"aggregation":"AVG","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"}}"#;
+    let run = |engine: &str| {
+        let output = mfstream(dir.path())
+            .args([
+                "run",
+                "--engine",
+                engine,
+                "--property",
+                "speed",
+                "--query",
+                query,
+            ])
+            .arg("--config")
+            .arg(&config)
+            .arg(root().join("examples/speed.ndjson"))
+            .env("TEST_JOB_CMD", &job)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{engine}: {}", stderr(&output));
+        stdout(&output)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let local = run("local");
+    assert!(local.len() >= 20, "a window per second: {local:?}");
+    for engine in ["ref", "plain"] {
+        let windows = run(engine);
+        assert_eq!(windows.len(), local.len(), "{engine}");
+        for (w, l) in windows.iter().zip(&local) {
+            let (a, b) = (w["value"].as_f64().unwrap(), l["value"].as_f64().unwrap());
+            assert!(
+                (a - b).abs() < 1e-9 * b.abs().max(1.0),
+                "{engine}: {w} vs {l}"
+            );
+            assert_eq!(
+                (
+                    &w["windowStart"],
+                    &w["windowEnd"],
+                    &w["count"],
+                    &w["aggregation"]
+                ),
+                (
+                    &l["windowStart"],
+                    &l["windowEnd"],
+                    &l["count"],
+                    &l["aggregation"]
+                ),
+                "{engine}"
+            );
+        }
+    }
+
+    let listed = mfstream(dir.path())
+        .args(["engines", "--json", "--config"])
+        .arg(&config)
+        .env("TEST_JOB_CMD", &job)
+        .output()
+        .unwrap();
+    let engines: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let where_: Vec<(&str, &str)> = engines
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            (
+                e["name"].as_str().unwrap(),
+                e["aggregates_in"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        where_,
+        [("local", "in-process"), ("ref", "job"), ("plain", "host")]
+    );
+    let table = mfstream(dir.path())
+        .args(["engines", "--config"])
+        .arg(&config)
+        .env("TEST_JOB_CMD", &job)
+        .output()
+        .unwrap();
+    let text = stdout(&table);
+    assert!(text.contains("AGGREGATES"), "{text}");
+    let ref_line = text.lines().find(|l| l.starts_with("ref ")).unwrap();
+    assert!(
+        ref_line.contains("transform,aggregate") && ref_line.contains(" job "),
+        "{ref_line}"
+    );
+}

@@ -4,8 +4,10 @@ mod client;
 mod util;
 
 mod bridge;
+mod bridge_windows;
 mod cli;
 mod local;
 mod page;
 mod registry;
 mod serve;
+mod windows;

@@ -136,3 +136,14 @@ pub fn read_pid(path: &Path) -> i32 {
         .parse()
         .unwrap_or_else(|e| panic!("{text:?}: {e}"))
 }
+
+/// The `mfstream` binary run in `dir`, with the configuration variables
+/// cleared.
+pub fn mfstream_command(dir: &Path) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"));
+    cmd.current_dir(dir)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("RUST_LOG");
+    cmd
+}

@@ -4,6 +4,7 @@
 Usage::
 
     MFSTREAM_FRAMING=value|json  mfstream_job.py OP [ARG]      e.g.  mfstream_job.py mul 1.852
+    MFSTREAM_FRAMING=json MFSTREAM_QUERY='{...}'  mfstream_job.py aggregate AGG
 
 The protocol in brief (jobs/README.md has it in full):
 
@@ -12,7 +13,9 @@ The protocol in brief (jobs/README.md has it in full):
   scalar argument.
 - Environment: MFSTREAM_FRAMING is "value" (the default when unset) or "json";
   MFSTREAM_QUERY holds the query spec as JSON. A transform needs nothing more
-  than its arguments, so this job does not read MFSTREAM_QUERY.
+  than its arguments; a windowed aggregate (arguments `aggregate AGG`, json
+  framing only) reads its window, and any transform composed before it,
+  from MFSTREAM_QUERY. See windows.py for the window semantics.
 - value framing: one number per line in, its result per line out.
 - json framing: one instant per line in, {"datetime":"...","value":1.5}, any
   key order; one event per line out, {"datetime":<the same>,"value":<result>}.
@@ -42,6 +45,8 @@ import operator
 import os
 import sys
 
+import windows
+
 CHUNK = 64 * 1024
 MAX_LINE = 1024 * 1024  # every buffer is bounded, input lines too
 
@@ -61,7 +66,10 @@ UNARY = {
 BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
 POSITIVE_ONLY = {"ln", "log10"}
 CATALOGUE = ", ".join(list(UNARY) + [op + " <x>" for op in BINARY])
-USAGE = "usage: mfstream_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)"
+USAGE = (
+    "usage: mfstream_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)\n"
+    "       mfstream_job.py aggregate AGG   (MFSTREAM_FRAMING=json, the query in MFSTREAM_QUERY)"
+)
 
 
 class JobError(Exception):
@@ -188,20 +196,69 @@ def lines(out):
         yield number + 1, pending
 
 
+def aggregate(args, framing):
+    """Validates `aggregate AGG` and MFSTREAM_QUERY; returns a windows.Windower."""
+    if framing != "json":
+        raise UsageError("windowed aggregates need MFSTREAM_FRAMING=json")
+    try:
+        query = json.loads(os.environ.get("MFSTREAM_QUERY", ""))
+        if type(query) is not dict:
+            raise ValueError("not an object")
+    except ValueError as e:
+        raise UsageError(f"MFSTREAM_QUERY is not a JSON query ({e})") from None
+    if len(args) != 2 or args[1] != query.get("aggregation"):
+        raise UsageError(
+            f"expected `aggregate {query.get('aggregation')}` as MFSTREAM_QUERY says, got {args!r}"
+        )
+    apply = None
+    if "operation" in query:
+        op_args = [query["operation"]] + ([repr(float(query["arg"]))] if "arg" in query else [])
+        apply = transform(op_args)
+    try:
+        return windows.Windower(query, apply)
+    except ValueError as e:
+        raise UsageError(f"MFSTREAM_QUERY: {e}") from None
+
+
+def answer_window(windower, line):
+    shape = '{"datetime":"...","value":<number, string or boolean>}'
+    try:
+        obj = STRICT.decode(line.decode("utf-8"))
+        if type(obj) is not dict or sorted(obj) != ["datetime", "value"]:
+            raise ValueError
+        if not isinstance(obj["datetime"], str):
+            raise ValueError
+    except (ValueError, UnicodeDecodeError):
+        raise JobError(f"not a JSON instant {shape}: {quote(line)}") from None
+    try:
+        events = windower.push(obj["datetime"], obj["value"])
+    except ValueError as e:
+        raise JobError(str(e)) from None
+    return "".join(COMPACT.encode(event) + "\n" for event in events)
+
+
 def main(args):
     out = sys.stdout.buffer
     try:
         try:
-            apply = transform(args)
             framing = os.environ.get("MFSTREAM_FRAMING", "value")
             if framing not in ("value", "json"):
                 raise UsageError(f'MFSTREAM_FRAMING must be "value" or "json", got {framing!r}')
-            answer = answer_value if framing == "value" else answer_json
+            if args[:1] == ["aggregate"]:
+                windower = aggregate(args, framing)
+                answer = answer_window
+                state = windower
+            else:
+                state = transform(args)
+                answer = answer_value if framing == "value" else answer_json
             for number, line in lines(out):
                 try:
-                    out.write(answer(apply, line).encode())
+                    out.write(answer(state, line).encode())
                 except JobError as e:
                     raise JobError(f"line {number}: {e}") from None
+            if answer is answer_window:
+                for event in windower.finish():
+                    out.write((COMPACT.encode(event) + "\n").encode())
             return 0
         except JobError as e:
             usage = f"\n{USAGE}" if isinstance(e, UsageError) else ""

@@ -36,6 +36,31 @@ pub(crate) struct JobEvent {
     pub value: Value,
 }
 
+/// A window result written by a job that aggregates.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JobWindow {
+    pub window_start: String,
+    pub window_end: String,
+    pub value: Value,
+    pub count: u64,
+    #[serde(default)]
+    pub partial: bool,
+    #[serde(default)]
+    pub late: u64,
+}
+
+/// Parses a window result line of a job that aggregates.
+pub(crate) fn decode_window(line: &[u8]) -> Result<JobWindow, String> {
+    let window: JobWindow = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    if let Value::Number(v) = window.value {
+        if !v.is_finite() {
+            return Err("the value is not a finite number".into());
+        }
+    }
+    Ok(window)
+}
+
 /// Parses a `json`-framing output line.
 pub(crate) fn decode_json(line: &[u8]) -> Result<JobEvent, String> {
     let event: JobEvent = serde_json::from_slice(line).map_err(|e| e.to_string())?;
@@ -105,6 +130,23 @@ mod tests {
         );
         assert!(decode_json(br#"{"value":1.5}"#).is_err());
         assert!(decode_json(b"1.5").is_err());
+    }
+
+    #[test]
+    fn window_lines_need_start_end_value_and_count() {
+        let line = br#"{"windowStart":"a","windowEnd":"b","value":true,"count":3,"partial":true}"#;
+        let window = decode_window(line).unwrap();
+        assert_eq!(
+            (window.window_start.as_str(), window.window_end.as_str()),
+            ("a", "b")
+        );
+        assert_eq!((window.value, window.count), (Value::Bool(true), 3));
+        assert!(window.partial);
+        assert_eq!(window.late, 0);
+        assert!(decode_window(br#"{"windowStart":"a","windowEnd":"b","value":1}"#).is_err());
+        assert!(decode_window(br#"{"datetime":"a","value":1}"#).is_err());
+        let negative = br#"{"windowStart":"a","windowEnd":"b","value":1,"count":-1}"#;
+        assert!(decode_window(negative).is_err());
     }
 
     #[test]

@@ -18,8 +18,14 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::Instrument;
 
-use crate::engine::{EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
+use crate::engine::{
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+};
 use crate::spec::{QueryKind, QuerySpec};
+use crate::vocab::PropertyType;
+use crate::window::Windower;
+
+use self::run::Results;
 
 /// Event batches buffered between a bridge query and its consumer.
 const EVENT_BUFFER: usize = 16;
@@ -70,6 +76,9 @@ pub struct BridgeOptions {
     pub libpath: Option<String>,
     /// How records are framed.
     pub framing: Framing,
+    /// Whether the job computes windowed aggregates itself (`json` framing
+    /// only); otherwise the host aggregates the job's transformed outputs.
+    pub aggregates: bool,
     /// How long a stopping job may take to finish before SIGTERM, and again
     /// before SIGKILL.
     pub stop_grace: Duration,
@@ -92,6 +101,7 @@ impl BridgeOptions {
             argv,
             libpath: None,
             framing: Framing::Value,
+            aggregates: false,
             stop_grace: Duration::from_secs(5),
             max_in_flight: 65_536,
             no_progress_timeout: None,
@@ -134,22 +144,51 @@ impl StreamEngine for BridgeEngine {
             ready: true,
             reason: None,
             description: self.options.description.clone(),
-            serves: vec!["transform"],
+            serves: vec!["transform", "aggregate"],
+            aggregates_in: if self.options.aggregates {
+                AggregatesIn::Job
+            } else {
+                AggregatesIn::Host
+            },
         }
     }
 
     /// Starts the query's job before returning, so that a command that
     /// cannot start is an error here, not a failed query.
+    ///
+    /// A windowed aggregate runs in the job when the engine aggregates;
+    /// otherwise the host windows the job's transformed outputs, or, for an
+    /// aggregate with no transform before it, the instants themselves (no
+    /// job is started then: there is nothing for it to do).
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
         let name = &self.options.name;
-        let transform = match &spec.kind {
-            QueryKind::Transform(t) => *t,
-            QueryKind::Aggregate(_) => {
-                return Err(EngineError::Unsupported {
-                    engine: name.clone(),
-                    what: "windowed aggregates yet".into(),
-                });
+        spec.validate()?;
+        let property: Arc<str> = spec.property.as_str().into();
+        let (job_args, results) = match &spec.kind {
+            QueryKind::Transform(t) => (
+                t.job_args(),
+                Results::Instants {
+                    operation: t.op.name().into(),
+                },
+            ),
+            QueryKind::Aggregate { aggregate, .. } if self.options.aggregates => (
+                vec!["aggregate".into(), aggregate.aggregation.name().into()],
+                Results::JobWindows {
+                    aggregation: aggregate.aggregation,
+                },
+            ),
+            QueryKind::Aggregate {
+                transform: Some(t),
+                aggregate,
+            } => {
+                // The job's answers are numbers, whatever the property.
+                let windower = Windower::new(aggregate, property.clone())
+                    .with_property_type(PropertyType::TReal);
+                (t.job_args(), Results::HostWindows(Box::new(windower)))
             }
+            QueryKind::Aggregate {
+                transform: None, ..
+            } => return Ok(crate::local::submit_as(name, spec, source)),
         };
         let mut env = self.options.env.clone();
         env.push((
@@ -160,10 +199,10 @@ impl StreamEngine for BridgeEngine {
         let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
         let driver = run::Driver::new(
             self.options.clone(),
-            transform.job_args(),
+            job_args,
             env,
-            spec.property.as_str().into(),
-            transform.op.name().into(),
+            property,
+            results,
             source,
             output,
         );

@@ -25,8 +25,10 @@ use tokio::time::{Instant as Clock, MissedTickBehavior};
 use super::framing::{self, JobEvent};
 use super::job::{Job, JobCommand, describe_exit};
 use super::{BridgeOptions, Framing};
+use crate::aggregate::Aggregation;
 use crate::engine::{QueryOutput, Source};
-use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
+use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
+use crate::window::Windower;
 
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;
@@ -59,13 +61,29 @@ enum RunEnd {
     Died(String),
 }
 
+/// What the job's answers become.
+pub(crate) enum Results {
+    /// Each answer is the transformed instant.
+    Instants {
+        /// The operation's name, for the events.
+        operation: Arc<str>,
+    },
+    /// The job transforms; the host windows its answers.
+    HostWindows(Box<Windower>),
+    /// The job aggregates: each line is a window result.
+    JobWindows {
+        /// The aggregation, for the events.
+        aggregation: Aggregation,
+    },
+}
+
 /// One bridge query.
 pub(crate) struct Driver {
     pub options: Arc<BridgeOptions>,
     pub job_args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub property: Arc<str>,
-    pub operation: Arc<str>,
+    pub results: Results,
     pub source: Source,
     pub output: QueryOutput,
     source_done: bool,
@@ -87,7 +105,7 @@ impl Driver {
         job_args: Vec<String>,
         env: Vec<(String, String)>,
         property: Arc<str>,
-        operation: Arc<str>,
+        results: Results,
         source: Source,
         output: QueryOutput,
     ) -> Driver {
@@ -96,7 +114,7 @@ impl Driver {
             job_args,
             env,
             property,
-            operation,
+            results,
             source,
             output,
             source_done: false,
@@ -154,9 +172,29 @@ impl Driver {
                 }
             };
         };
+        let status = self.flush_windows(status).await;
         tracing::debug!(%status, "query ended");
         self.output.finish(status);
         drop(job);
+    }
+
+    /// At the end of a completed query, the host's open windows (partial).
+    async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
+        let Results::HostWindows(windower) = &mut self.results else {
+            return status;
+        };
+        if status != QueryStatus::Completed {
+            return status;
+        }
+        let mut events = Vec::new();
+        let flushed = windower.try_finish(&mut events);
+        if self.output.emit(events).await.is_err() {
+            return QueryStatus::Stopped;
+        }
+        match flushed {
+            Ok(()) => status,
+            Err(reason) => QueryStatus::Failed { reason },
+        }
     }
 
     /// Drives one job until it has exited and its stdout has ended.
@@ -198,9 +236,12 @@ impl Driver {
             if self.ending.is_none() && stdin.is_some() {
                 self.feed_held(&mut wbuf);
             }
-            let unanswered = match framing {
-                Framing::Value => !self.pending.is_empty(),
-                Framing::Json => self.since_output > 0,
+            // A job that aggregates is silent until a window closes: silence
+            // is not a stall there.
+            let unanswered = match (framing, &self.results) {
+                (_, Results::JobWindows { .. }) => false,
+                (Framing::Value, _) => !self.pending.is_empty(),
+                (Framing::Json, _) => self.since_output > 0,
             };
             let want_source = !self.source_done
                 && self.ending.is_none()
@@ -460,8 +501,8 @@ impl Driver {
     }
 
     fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), String> {
-        match self.options.framing {
-            Framing::Value => {
+        match (self.options.framing, &self.results) {
+            (Framing::Value, _) => {
                 let Some(value) = framing::decode_value(line) else {
                     return Err(format!(
                         "job output line {line_no} is not a finite number: {}",
@@ -474,28 +515,59 @@ impl Driver {
                         framing::quote(line)
                     ));
                 };
-                self.push_event(instant.datetime, Value::Number(value));
+                self.answer(instant.datetime, Value::Number(value))
             }
-            Framing::Json => {
+            (Framing::Json, Results::JobWindows { aggregation }) => {
+                let window = framing::decode_window(line).map_err(|e| {
+                    format!(
+                        "job output line {line_no} is not a JSON window result ({e}): {}",
+                        framing::quote(line)
+                    )
+                })?;
+                self.events.push(Event::Window(WindowEvent {
+                    window_start: window.window_start,
+                    window_end: window.window_end,
+                    property: self.property.clone(),
+                    aggregation: *aggregation,
+                    value: window.value,
+                    count: window.count,
+                    partial: window.partial,
+                    late: window.late,
+                }));
+                Ok(())
+            }
+            (Framing::Json, _) => {
                 let JobEvent { datetime, value } = framing::decode_json(line).map_err(|e| {
                     format!(
                         "job output line {line_no} is not a JSON event ({e}): {}",
                         framing::quote(line)
                     )
                 })?;
-                self.push_event(datetime, value);
+                self.answer(datetime, value)
             }
         }
-        Ok(())
     }
 
-    fn push_event(&mut self, datetime: String, value: Value) {
-        self.events.push(Event::Instant(InstantEvent {
-            datetime,
-            value,
-            property: self.property.clone(),
-            operation: self.operation.clone(),
-        }));
+    /// One transformed instant: an event, or a record for the host's windows.
+    fn answer(&mut self, datetime: String, value: Value) -> Result<(), String> {
+        match &mut self.results {
+            Results::Instants { operation } => {
+                self.events.push(Event::Instant(InstantEvent {
+                    datetime,
+                    value,
+                    property: self.property.clone(),
+                    operation: operation.clone(),
+                }));
+                Ok(())
+            }
+            Results::HostWindows(windower) => {
+                windower.push(Instant { datetime, value }, &mut self.events)
+            }
+            // Lines of a job that aggregates are decoded as window results.
+            Results::JobWindows { .. } => Err(format!(
+                "a transformed instant at {datetime} reached a query whose job aggregates"
+            )),
+        }
     }
 
     /// Records a failure (the first one wins) and starts ending the job.

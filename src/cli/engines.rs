@@ -24,8 +24,8 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
     let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4) + 1;
     writeln!(
         out,
-        "{:width$} {:8} {:5} {:20} DESCRIPTION",
-        "NAME", "KIND", "READY", "SERVES"
+        "{:width$} {:8} {:5} {:20} {:10} DESCRIPTION",
+        "NAME", "KIND", "READY", "SERVES", "AGGREGATES"
     )?;
     for info in &infos {
         let name = if info.name == default {
@@ -37,8 +37,9 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
         let serves = info.serves.join(",");
         writeln!(
             out,
-            "{name:width$} {:8} {ready:5} {serves:20} {}",
+            "{name:width$} {:8} {ready:5} {serves:20} {:10} {}",
             info.kind.to_string(),
+            info.aggregates_in.as_str(),
             info.description
         )?;
         if let Some(reason) = &info.reason {

@@ -12,6 +12,7 @@
 //! cmd_env = "MFAPI_FLINK_CMD"          # required; the variable holding the job command prefix
 //! libpath_env = "MFAPI_FLINK_LIBPATH"  # optional; the variable holding a library path
 //! framing = "value"                    # optional; "value" (default) or "json"
+//! aggregates = false                   # optional; true: the job computes windowed aggregates (json framing)
 //! stop_grace_ms = 5000                 # optional, default 5000, 0 to 600000
 //! max_in_flight = 65536                # optional, default 65536, 1 to 16777216
 //! no_progress_timeout_ms = 30000       # optional, off when absent, 1 to 86400000
@@ -27,7 +28,8 @@
 //! are `[A-Za-z_][A-Za-z0-9_]*`. `env` may not set `LD_LIBRARY_PATH`,
 //! `MFSTREAM_QUERY` or `MFSTREAM_FRAMING`: mfstream sets those for each job.
 //! `restart` needs `framing = "value"`: with json framing the records a
-//! crashed job had not answered cannot be replayed.
+//! crashed job had not answered cannot be replayed. `aggregates = true`
+//! needs `framing = "json"`: only a json job can write window events.
 //!
 //! Reading is in two stages. Serde structs mirror the file, rejecting unknown
 //! keys and wrong types and keeping the span of every value that is checked
@@ -136,6 +138,8 @@ pub struct EngineDef {
     pub libpath_env: Option<String>,
     /// How records are framed.
     pub framing: Framing,
+    /// Whether the job computes windowed aggregates itself.
+    pub aggregates: bool,
     /// The grace period of a stopping job.
     pub stop_grace: Duration,
     /// Records sent but not yet answered, at most.
@@ -181,6 +185,7 @@ impl EngineDef {
             argv,
             libpath,
             framing: self.framing,
+            aggregates: self.aggregates,
             stop_grace: self.stop_grace,
             max_in_flight: self.max_in_flight,
             no_progress_timeout: self.no_progress_timeout,
@@ -212,6 +217,7 @@ struct RawEngine {
     libpath_env: Option<Spanned<String>>,
     #[serde(default)]
     framing: Framing,
+    aggregates: Option<Spanned<bool>>,
     stop_grace_ms: Option<Spanned<u64>>,
     max_in_flight: Option<Spanned<u64>>,
     no_progress_timeout_ms: Option<Spanned<u64>>,
@@ -362,6 +368,15 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         "no_progress_timeout_ms",
         1..=86_400_000,
     );
+    let aggregates = raw.aggregates.as_ref().is_some_and(|a| *a.get_ref());
+    if aggregates && raw.framing != Framing::Json {
+        let span = raw.aggregates.as_ref().map_or(0..0, Spanned::span);
+        p.at(
+            span,
+            "aggregates = true requires framing = \"json\": a value-framing job answers one number \
+             per record and cannot write window events",
+        );
+    }
     let restart = raw.restart.as_ref().map(|restart| {
         if raw.framing == Framing::Json {
             p.at(
@@ -378,6 +393,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         cmd_env: raw.cmd_env.get_ref().clone(),
         libpath_env: raw.libpath_env.as_ref().map(|v| v.get_ref().clone()),
         framing: raw.framing,
+        aggregates,
         // The defaults are `BridgeOptions::new`'s.
         stop_grace: Duration::from_millis(stop_grace.unwrap_or(5_000)),
         max_in_flight: max_in_flight.map_or(65_536, |n| n as usize),

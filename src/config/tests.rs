@@ -349,6 +349,22 @@ fn restart_with_json_framing_is_refused_at_the_restart_table() {
 }
 
 #[test]
+fn aggregates_needs_json_framing_and_is_off_by_default() {
+    let text = entry("flink", "aggregates = true\n");
+    let (line, column, message) = problem(&text);
+    assert_eq!((line, column), (4, 14));
+    assert!(
+        message.starts_with("aggregates = true requires framing = \"json\""),
+        "{message}"
+    );
+    let json = entry("flink", "framing = \"json\"\naggregates = true\n");
+    let config = Config::parse(&json, None).unwrap();
+    assert!(config.engines[0].aggregates);
+    let plain = Config::parse(&entry("flink", ""), None).unwrap();
+    assert!(!plain.engines[0].aggregates);
+}
+
+#[test]
 fn unknown_default_lists_the_known_engines() {
     let text = format!(
         "default = \"flnk\"\n{}{}",

@@ -13,6 +13,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::aggregate::Aggregation;
 use crate::engine::Source;
 use crate::spec::{QueryKind, Registration};
 use crate::vocab::{PropertyType, QueryStatus};
@@ -93,6 +94,17 @@ pub(crate) async fn register(
             ),
         ));
     }
+    if let Some(aggregation) = registration.aggregation.as_deref().and_then(Aggregation::parse)
+        && !Aggregation::allowed_for(property_type).contains(&aggregation)
+    {
+        return Err(Problem::unprocessable(
+            "aggregation",
+            format!(
+                "{aggregation} is not defined for the property {}, which is {property_type}",
+                key.property
+            ),
+        ));
+    }
     let engine_name = registration.engine.clone();
     let mut spec = registration.into_spec(&key.property, property_type)?;
     let engine = match &engine_name {
@@ -116,7 +128,7 @@ pub(crate) async fn register(
     let operation = spec.operation_name().to_owned();
     let kind = match spec.kind {
         QueryKind::Transform(_) => "transform",
-        QueryKind::Aggregate(_) => "aggregate",
+        QueryKind::Aggregate { .. } => "aggregate",
     };
     let (sender, source) = Source::channel(app.options.source_buffer);
     let handle = engine.submit(spec, source).await?;

@@ -1,0 +1,192 @@
+//! Event time: the instants' ISO-8601 datetimes, parsed to seconds since the
+//! epoch for windowing.
+//!
+//! Every form MobilityDB and MF-JSON produce is accepted:
+//! `2026-01-01T00:00:00Z`, `2026-01-01T00:00:00+00:00`,
+//! `2026-01-01 00:00:00+00`, `2026-01-01T00:00:00 +00`, other offsets
+//! (`+05:30`, `-03`, `+0530`), fractional seconds (`.5`, up to nanoseconds;
+//! further digits are ignored), and a datetime without a zone, which is taken
+//! as UTC. The separator between date and time is `T`, `t` or a space.
+//! Seconds may be left out (`2026-01-01T00:00Z`).
+//!
+//! A hand-written parser rather than a crate: it runs once per record on
+//! the hot path of every time window, and the grammar is small.
+
+/// A moment: whole seconds since 1970-01-01T00:00:00Z, and nanoseconds
+/// within that second. Ordered in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) struct Timestamp {
+    /// Seconds since the epoch (floored: before the epoch they are negative).
+    pub secs: i64,
+    /// Nanoseconds within the second, `0..1_000_000_000`.
+    pub nanos: u32,
+}
+
+/// Parses an ISO-8601 datetime; `None` when `text` is not one.
+pub(crate) fn parse(text: &str) -> Option<Timestamp> {
+    let b = text.as_bytes();
+    let year = digits(b, 0, 4)?;
+    let month = digits(b, 5, 2)?;
+    let day = digits(b, 8, 2)?;
+    let hour = digits(b, 11, 2)?;
+    let minute = digits(b, 14, 2)?;
+    if b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') || b[13] != b':' {
+        return None;
+    }
+    let mut i = 16;
+    let mut second = 0;
+    if b.get(i) == Some(&b':') {
+        second = digits(b, i + 1, 2)?;
+        i += 3;
+    }
+    let mut nanos = 0u32;
+    if matches!(b.get(i), Some(b'.' | b',')) {
+        i += 1;
+        let start = i;
+        while let Some(d) = b.get(i).filter(|c| c.is_ascii_digit()) {
+            if i - start < 9 {
+                nanos = nanos * 10 + u32::from(d - b'0');
+            }
+            i += 1;
+        }
+        if i == start {
+            return None;
+        }
+        nanos *= 10u32.pow(9u32.saturating_sub((i - start) as u32));
+    }
+    let offset = offset(&b[i..])?;
+    if !(1..=12).contains(&month)
+        || day == 0
+        || day > days_in_month(year, month)
+        || hour > 23
+        || minute > 59
+        || second > 60
+    {
+        return None;
+    }
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Some(Timestamp { secs, nanos })
+}
+
+/// The zone at the end of a datetime, as seconds east of UTC: nothing (UTC),
+/// `Z`, or `±HH`, `±HH:MM`, `±HHMM`, optionally after one space.
+fn offset(b: &[u8]) -> Option<i64> {
+    let b = b.strip_prefix(b" ").unwrap_or(b);
+    let sign = match b.first() {
+        None => return Some(0),
+        Some(b'Z' | b'z') if b.len() == 1 => return Some(0),
+        Some(b'+') => 1,
+        Some(b'-') => -1,
+        _ => return None,
+    };
+    let hours = digits(b, 1, 2)?;
+    let minutes = match b.len() {
+        3 => 0,
+        5 => digits(b, 3, 2)?,
+        6 if b[3] == b':' => digits(b, 4, 2)?,
+        _ => return None,
+    };
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    Some(sign * (hours * 3600 + minutes * 60))
+}
+
+/// The decimal number in `b[at..at + n]`, all digits.
+fn digits(b: &[u8], at: usize, n: usize) -> Option<i64> {
+    let field = b.get(at..at + n)?;
+    field.iter().try_fold(0i64, |acc, &c| {
+        c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0'))
+    })
+}
+
+fn days_in_month(year: i64, month: i64) -> i64 {
+    match month {
+        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
+/// `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn secs(text: &str) -> i64 {
+        parse(text)
+            .unwrap_or_else(|| panic!("{text:?} should parse"))
+            .secs
+    }
+
+    const NEW_YEAR_2026: i64 = 1_767_225_600;
+
+    #[test]
+    fn every_mobilitydb_and_mf_json_form_parses_to_the_same_moment() {
+        for text in [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:00:00+00:00",
+            "2026-01-01T00:00:00 +00",
+            "2026-01-01 00:00:00+00",
+            "2026-01-01 00:00:00",
+            "2026-01-01t00:00:00z",
+            "2026-01-01T00:00Z",
+            "2026-01-01T05:30:00+05:30",
+            "2026-01-01T05:30:00+0530",
+            "2025-12-31T21:00:00-03",
+        ] {
+            assert_eq!(secs(text), NEW_YEAR_2026, "{text}");
+        }
+    }
+
+    #[test]
+    fn fractional_seconds_keep_nanoseconds() {
+        let t = parse("2026-01-01T00:00:01.5Z").unwrap();
+        assert_eq!((t.secs, t.nanos), (NEW_YEAR_2026 + 1, 500_000_000));
+        let t = parse("2026-01-01 00:00:01,123456789123+00").unwrap();
+        assert_eq!(t.nanos, 123_456_789);
+        assert!(parse("2026-01-01T00:00:00.000001Z") > parse("2026-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn dates_before_the_epoch_and_leap_days_are_exact() {
+        assert_eq!(secs("1970-01-01T00:00:00Z"), 0);
+        assert_eq!(secs("1969-12-31T23:59:59Z"), -1);
+        assert_eq!(secs("2024-02-29T00:00:00Z"), 1_709_164_800);
+        assert_eq!(secs("2000-03-01T00:00:00Z"), 951_868_800);
+    }
+
+    #[test]
+    fn anything_else_is_refused() {
+        for text in [
+            "",
+            "t1",
+            "2026-01-01",
+            "2026-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
+            "2026-01-01T24:00:00Z",
+            "2026-01-01T00:00:00.Z",
+            "2026-01-01T00:00:00+5",
+            "2026-01-01T00:00:00+05:3",
+            "2026-01-01T00:00:00Zjunk",
+            "2026-01-01T00:00:00  +00",
+            "2026/01/01T00:00:00Z",
+            "２０２６-01-01T00:00:00Z",
+        ] {
+            assert_eq!(parse(text), None, "{text:?}");
+        }
+    }
+}

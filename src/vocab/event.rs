@@ -1,0 +1,178 @@
+//! Events: the results of a query, a transformed instant or a window's
+//! aggregate, and their JSON shapes (the Go tier's).
+
+use std::sync::Arc;
+
+use super::{Value, write_json_str, write_number};
+use crate::aggregate::Aggregation;
+
+/// One result of a query.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub enum Event {
+    /// A transformed instant.
+    Instant(InstantEvent),
+    /// The aggregate of a window.
+    Window(WindowEvent),
+}
+
+/// A transformed instant: `{"datetime","value","property","operation"}`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InstantEvent {
+    /// The source instant's datetime, verbatim.
+    pub datetime: String,
+    /// The result.
+    pub value: Value,
+    /// The property the query reads.
+    pub property: Arc<str>,
+    /// The operation that produced it.
+    pub operation: Arc<str>,
+}
+
+/// The aggregate of one window:
+/// `{"windowStart","windowEnd","property","aggregation","value","count"}`,
+/// then `"partial":true` for a window flushed at the end of the source and
+/// `"late":n` when records were skipped as late.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowEvent {
+    /// The datetime of the window's first record, verbatim.
+    pub window_start: String,
+    /// The datetime of the window's last record, verbatim.
+    pub window_end: String,
+    /// The property the query reads.
+    pub property: Arc<str>,
+    /// The aggregation.
+    pub aggregation: Aggregation,
+    /// The result: a number, or a boolean for `ANY` and `ALL`.
+    pub value: Value,
+    /// The records in the window.
+    pub count: u64,
+    /// Whether the window was still open when the source ended.
+    pub partial: bool,
+    /// The records skipped as late since the previous event.
+    pub late: u64,
+}
+
+impl Event {
+    /// The event's kind: `instant` or `window`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Instant(_) => "instant",
+            Event::Window(_) => "window",
+        }
+    }
+
+    /// The event's datetime (for a window, its last record's).
+    pub fn datetime(&self) -> &str {
+        match self {
+            Event::Instant(e) => &e.datetime,
+            Event::Window(e) => &e.window_end,
+        }
+    }
+
+    /// The event's value.
+    pub fn value(&self) -> &Value {
+        match self {
+            Event::Instant(e) => &e.value,
+            Event::Window(e) => &e.value,
+        }
+    }
+
+    /// Appends the event as one JSON object to `out` (no newline).
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        match self {
+            Event::Instant(e) => {
+                out.extend_from_slice(b"{\"datetime\":");
+                write_json_str(&e.datetime, out);
+                out.extend_from_slice(b",\"value\":");
+                e.value.write_json(out);
+                out.extend_from_slice(b",\"property\":");
+                write_json_str(&e.property, out);
+                out.extend_from_slice(b",\"operation\":");
+                write_json_str(&e.operation, out);
+                out.push(b'}');
+            }
+            Event::Window(e) => {
+                out.extend_from_slice(b"{\"windowStart\":");
+                write_json_str(&e.window_start, out);
+                out.extend_from_slice(b",\"windowEnd\":");
+                write_json_str(&e.window_end, out);
+                out.extend_from_slice(b",\"property\":");
+                write_json_str(&e.property, out);
+                out.extend_from_slice(b",\"aggregation\":\"");
+                out.extend_from_slice(e.aggregation.name().as_bytes());
+                out.extend_from_slice(b"\",\"value\":");
+                e.value.write_json(out);
+                out.extend_from_slice(b",\"count\":");
+                write_number(e.count as f64, out);
+                if e.partial {
+                    out.extend_from_slice(b",\"partial\":true");
+                }
+                if e.late > 0 {
+                    out.extend_from_slice(b",\"late\":");
+                    out.extend_from_slice(itoa::Buffer::new().format(e.late).as_bytes());
+                }
+                out.push(b'}');
+            }
+        }
+    }
+
+    /// The event as a JSON string.
+    pub fn to_json(&self) -> String {
+        let mut out = Vec::with_capacity(96);
+        self.write_json(&mut out);
+        String::from_utf8(out).expect("the JSON writer emits UTF-8 only")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_json_matches_the_go_tier_shape() {
+        let event = Event::Instant(InstantEvent {
+            datetime: "2026-01-01T00:00:00Z".into(),
+            value: Value::Number(2.5),
+            property: "speed".into(),
+            operation: "mul".into(),
+        });
+        assert_eq!(event.kind(), "instant");
+        let parsed: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
+        assert_eq!(
+            parsed,
+            serde_json::json!({"datetime":"2026-01-01T00:00:00Z","value":2.5,"property":"speed","operation":"mul"})
+        );
+    }
+
+    fn window(partial: bool, late: u64) -> Event {
+        Event::Window(WindowEvent {
+            window_start: "2026-01-01T00:00:00Z".into(),
+            window_end: "2026-01-01T00:00:02Z".into(),
+            property: "speed".into(),
+            aggregation: Aggregation::Avg,
+            value: Value::Number(4.0),
+            count: 3,
+            partial,
+            late,
+        })
+    }
+
+    #[test]
+    fn window_json_has_the_go_tier_keys_in_order() {
+        assert_eq!(window(false, 0).kind(), "window");
+        assert_eq!(
+            window(false, 0).to_json(),
+            r#"{"windowStart":"2026-01-01T00:00:00Z","windowEnd":"2026-01-01T00:00:02Z","property":"speed","aggregation":"AVG","value":4,"count":3}"#
+        );
+    }
+
+    #[test]
+    fn partial_and_late_appear_only_when_set() {
+        let json = window(true, 2).to_json();
+        assert!(
+            json.ends_with(r#""count":3,"partial":true,"late":2}"#),
+            "{json}"
+        );
+    }
+}

@@ -1,0 +1,413 @@
+//! The windower: turns a stream of instants into the events of a windowed
+//! aggregate. Engine-neutral: the `local` engine feeds it instants, a bridge
+//! host feeds it a value-framing job's outputs.
+//!
+//! # Semantics (the Go tier's)
+//!
+//! - `COUNT n`: a result every `n` records. Datetimes are carried, not read.
+//! - `TUMBLING size unit`: epoch-aligned windows `[end − span, end)`, with
+//!   `end = t − t mod span + span` for the record that opens one. A record at
+//!   or past the open window's end first closes it (its event is emitted),
+//!   then opens its own window. Windows without records are not emitted.
+//! - `HOPPING size unit hop hopUnit`: results at the epoch-aligned multiples
+//!   `b` of the hop, each over the records in `[b − span, b)`, emitted when a
+//!   record at or past `b` arrives; windows without records are not emitted.
+//!   Records are kept as partial aggregates in buckets of
+//!   `gcd(span, hop)` seconds, combined at each boundary, and evicted once
+//!   no window still to come holds them: state is bounded by
+//!   `span / gcd(span, hop)` buckets, whatever the rate.
+//! - Event time is the instants' datetimes (see [`crate::datetime`] for the
+//!   forms accepted); an unparsable one fails the query, naming the record.
+//! - `windowStart` and `windowEnd` are the datetimes of the window's first
+//!   and last record, in arrival order, verbatim.
+//!
+//! # Late records
+//!
+//! A record that belongs to no window still to be emitted (`TUMBLING`: it is
+//! older than the open window; `HOPPING`: every window holding it has been
+//! emitted) is skipped and counted in the `late` field of the next event. A
+//! record out of order but still inside a window to come is aggregated as
+//! usual. So state never grows for late data, and no result already emitted
+//! is ever revised.
+//!
+//! # End of source
+//!
+//! [`Windower::finish`] emits the windows still open as partial events
+//! (`"partial": true`) unless the aggregate says `emit_partial: false`:
+//! the records of a `COUNT` window not yet full, the open `TUMBLING` window,
+//! and for `HOPPING` each boundary still to come whose window holds records.
+
+mod acc;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use self::acc::Acc;
+use crate::aggregate::{Aggregate, Aggregation, Window};
+use crate::datetime;
+use crate::vocab::{Event, Instant, PropertyType, Value, WindowEvent};
+
+/// Computes a windowed aggregate over instants pushed in arrival order.
+///
+/// ```
+/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window, Windower};
+///
+/// let window = Window::Tumbling { size: 2, unit: TimeUnit::Seconds };
+/// let mut windower = Windower::new(&Aggregate::new(Aggregation::Avg, window), "speed".into());
+/// let mut events = Vec::new();
+/// for (second, v) in [(0, 2.0), (1, 4.0), (2, 9.0)] {
+///     let instant = Instant::number(format!("2026-01-01T00:00:0{second}Z"), v);
+///     windower.push(instant, &mut events).unwrap();
+/// }
+/// windower.finish(&mut events); // the open window [2 s, 4 s), as partial
+/// assert_eq!(
+///     events[0].to_json(),
+///     r#"{"windowStart":"2026-01-01T00:00:00Z","windowEnd":"2026-01-01T00:00:01Z","property":"speed","aggregation":"AVG","value":3,"count":2}"#
+/// );
+/// assert!(events[1].to_json().ends_with(r#""value":9,"count":1,"partial":true}"#));
+/// ```
+#[derive(Debug)]
+pub struct Windower {
+    emitter: Emitter,
+    expect: Expect,
+    emit_partial: bool,
+    /// Records pushed so far: the arrival number of the next one.
+    seq: u64,
+    mode: Mode,
+}
+
+/// What every event of a windower carries, and the late count it reports.
+#[derive(Debug)]
+struct Emitter {
+    aggregation: Aggregation,
+    property: Arc<str>,
+    /// Records skipped as late since the last event.
+    late: u64,
+}
+
+#[derive(Debug)]
+enum Mode {
+    Count {
+        size: u64,
+        acc: Acc,
+    },
+    Tumbling {
+        span: i64,
+        /// The open window's end, when one is open.
+        end: Option<i64>,
+        acc: Acc,
+    },
+    Hopping {
+        span: i64,
+        hop: i64,
+        /// The bucket width: gcd(span, hop).
+        grain: i64,
+        /// The next boundary to emit, once a record has come.
+        next: Option<i64>,
+        /// Non-empty buckets by start (seconds), in time order, each
+        /// before `next` and at or after `next − span`.
+        buckets: VecDeque<(i64, Acc)>,
+    },
+}
+
+/// The type of value a windower takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    Any,
+    Number,
+    Text,
+    Bool,
+}
+
+impl Windower {
+    /// A windower for `aggregate`, its events naming `property`.
+    ///
+    /// It takes the values the aggregation is defined for (numbers for
+    /// `SUM`, texts for `COUNT_DISTINCT`, …; anything for `COUNT`) until
+    /// [`with_property_type`](Windower::with_property_type) says more.
+    pub fn new(aggregate: &Aggregate, property: Arc<str>) -> Windower {
+        let expect = match aggregate.aggregation {
+            Aggregation::Count => Expect::Any,
+            Aggregation::Sum | Aggregation::Avg | Aggregation::Min | Aggregation::Max => {
+                Expect::Number
+            }
+            Aggregation::CountDistinct => Expect::Text,
+            Aggregation::Any
+            | Aggregation::All
+            | Aggregation::CountTrue
+            | Aggregation::CountFalse => Expect::Bool,
+        };
+        let mode = match (&aggregate.window, aggregate.window.spans()) {
+            (Window::Count { size }, _) => Mode::Count {
+                size: *size,
+                acc: Acc::default(),
+            },
+            (Window::Tumbling { .. }, Some((span, _))) => Mode::Tumbling {
+                span: span.max(1),
+                end: None,
+                acc: Acc::default(),
+            },
+            (_, spans) => {
+                let (span, hop) = spans.unwrap_or((1, 1));
+                let (span, hop) = (span.max(1), hop.clamp(1, span.max(1)));
+                Mode::Hopping {
+                    span,
+                    hop,
+                    grain: gcd(span, hop),
+                    next: None,
+                    buckets: VecDeque::new(),
+                }
+            }
+        };
+        Windower {
+            emitter: Emitter {
+                aggregation: aggregate.aggregation,
+                property,
+                late: 0,
+            },
+            expect,
+            emit_partial: aggregate.emit_partial,
+            seq: 0,
+            mode,
+        }
+    }
+
+    /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
+    /// texts for `TText`, booleans for `TBoolean`.
+    pub fn with_property_type(mut self, t: PropertyType) -> Windower {
+        self.expect = match t {
+            PropertyType::TReal | PropertyType::TInteger => Expect::Number,
+            PropertyType::TText => Expect::Text,
+            PropertyType::TBoolean => Expect::Bool,
+        };
+        self
+    }
+
+    /// Adds one record; the events of the windows it closes are pushed onto
+    /// `out`.
+    ///
+    /// An error fails the query: the reason names the record (a datetime
+    /// that does not parse, a value of the wrong type).
+    pub fn push(&mut self, instant: Instant, out: &mut Vec<Event>) -> Result<(), String> {
+        self.check_value(&instant)?;
+        let seq = self.seq;
+        self.seq += 1;
+        let aggregation = self.emitter.aggregation;
+        let secs = match self.mode {
+            Mode::Count { .. } => 0,
+            _ => match datetime::parse(&instant.datetime) {
+                Some(t) => t.secs,
+                None => {
+                    return Err(format!(
+                        "record at {:?} (value {}): the datetime is not ISO-8601, such as \
+                         2026-01-01T00:00:00Z",
+                        instant.datetime, instant.value
+                    ));
+                }
+            },
+        };
+        let emitter = &mut self.emitter;
+        match &mut self.mode {
+            Mode::Count { size, acc } => {
+                acc.add(aggregation, seq, instant.datetime, instant.value);
+                if acc.count >= *size {
+                    out.push(emitter.event(acc, false)?);
+                }
+            }
+            Mode::Tumbling { span, end, acc } => {
+                if let Some(e) = *end {
+                    if secs < e - *span {
+                        emitter.late += 1;
+                        return Ok(());
+                    }
+                    if secs >= e {
+                        out.push(emitter.event(acc, false)?);
+                        *end = None;
+                    }
+                }
+                if end.is_none() {
+                    *end = Some(boundary_after(secs, *span));
+                }
+                acc.add(aggregation, seq, instant.datetime, instant.value);
+            }
+            Mode::Hopping {
+                span,
+                hop,
+                grain,
+                next,
+                buckets,
+            } => {
+                let (span, hop) = (*span, *hop);
+                let boundary = next.get_or_insert_with(|| boundary_after(secs, hop));
+                // The last boundary whose window holds the record has passed.
+                if boundary_after(secs + span, hop) - hop < *boundary {
+                    emitter.late += 1;
+                    return Ok(());
+                }
+                while *boundary <= secs {
+                    emitter.emit_boundary(*boundary, buckets, false, out)?;
+                    *boundary += hop;
+                    evict(buckets, *boundary - span);
+                    if buckets.is_empty() {
+                        *boundary = (*boundary).max(boundary_after(secs, hop));
+                    }
+                }
+                let start = secs - secs.rem_euclid(*grain);
+                bucket(buckets, start).add(aggregation, seq, instant.datetime, instant.value);
+            }
+        }
+        Ok(())
+    }
+
+    /// The end of the source: the windows still open are pushed onto `out`
+    /// as partial events, unless the aggregate says not to emit them.
+    ///
+    /// A window whose `SUM` or `AVG` overflows cannot be written and is
+    /// left out (with a warning in the log); [`try_finish`](Windower::try_finish)
+    /// reports it instead.
+    pub fn finish(&mut self, out: &mut Vec<Event>) {
+        if let Err(reason) = self.try_finish(out) {
+            tracing::warn!(%reason, "a partial window was left out");
+        }
+    }
+
+    /// As [`finish`](Windower::finish), but a window whose aggregate
+    /// overflows is an error (the query fails) rather than left out.
+    pub fn try_finish(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
+        let emit = self.emit_partial;
+        let emitter = &mut self.emitter;
+        match &mut self.mode {
+            Mode::Count { acc, .. } | Mode::Tumbling { acc, .. } => {
+                let mut open = std::mem::take(acc);
+                if emit && open.count > 0 {
+                    out.push(emitter.event(&mut open, true)?);
+                }
+            }
+            Mode::Hopping {
+                span,
+                hop,
+                next,
+                buckets,
+                ..
+            } => {
+                while emit && !buckets.is_empty() {
+                    let Some(boundary) = next.as_mut() else { break };
+                    let emitted = emitter.emit_boundary(*boundary, buckets, true, out);
+                    *boundary += *hop;
+                    evict(buckets, *boundary - *span);
+                    emitted?;
+                }
+                buckets.clear();
+            }
+        }
+        Ok(())
+    }
+
+    fn check_value(&self, instant: &Instant) -> Result<(), String> {
+        let (ok, wanted) = match (self.expect, &instant.value) {
+            (Expect::Any, _)
+            | (Expect::Number, Value::Number(_))
+            | (Expect::Text, Value::Text(_))
+            | (Expect::Bool, Value::Bool(_)) => (true, ""),
+            (Expect::Number, _) => (false, "numbers"),
+            (Expect::Text, _) => (false, "texts"),
+            (Expect::Bool, _) => (false, "booleans"),
+        };
+        if ok {
+            return Ok(());
+        }
+        Err(format!(
+            "record at {} has value {}, but {} here takes {wanted}",
+            instant.datetime, instant.value, self.emitter.aggregation
+        ))
+    }
+}
+
+/// The first multiple of `step` after `secs`.
+fn boundary_after(secs: i64, step: i64) -> i64 {
+    secs - secs.rem_euclid(step) + step
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+impl Emitter {
+    /// The event of `acc`'s window, emptying it; an error when the
+    /// aggregate overflows (JSON has no infinity).
+    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Event, String> {
+        let value = acc.value(self.aggregation);
+        let count = acc.count;
+        let (window_start, window_end) = acc.take_bounds();
+        if value.as_f64().is_some_and(|v| !v.is_finite()) {
+            return Err(format!(
+                "the {} of the window from {window_start} to {window_end} overflows",
+                self.aggregation
+            ));
+        }
+        Ok(Event::Window(WindowEvent {
+            window_start,
+            window_end,
+            property: self.property.clone(),
+            aggregation: self.aggregation,
+            value,
+            count,
+            partial,
+            late: std::mem::take(&mut self.late),
+        }))
+    }
+
+    /// Emits the window ending at `boundary` when it holds records: every
+    /// bucket before `boundary` is in it (none is older than
+    /// `boundary − span`).
+    fn emit_boundary(
+        &mut self,
+        boundary: i64,
+        buckets: &VecDeque<(i64, Acc)>,
+        partial: bool,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        let mut window = Acc::default();
+        for (_, acc) in buckets.iter().take_while(|(start, _)| *start < boundary) {
+            window.merge(acc);
+        }
+        if window.count > 0 {
+            out.push(self.event(&mut window, partial)?);
+        }
+        Ok(())
+    }
+}
+
+/// Drops the buckets that start before `oldest`.
+fn evict(buckets: &mut VecDeque<(i64, Acc)>, oldest: i64) {
+    while buckets.front().is_some_and(|(start, _)| *start < oldest) {
+        buckets.pop_front();
+    }
+}
+
+/// The bucket starting at `start`, made if need be, keeping time order.
+fn bucket(buckets: &mut VecDeque<(i64, Acc)>, start: i64) -> &mut Acc {
+    let at = match buckets.back() {
+        Some((last, _)) if *last == start => buckets.len() - 1,
+        Some((last, _)) if *last < start => {
+            buckets.push_back((start, Acc::default()));
+            buckets.len() - 1
+        }
+        None => {
+            buckets.push_back((start, Acc::default()));
+            0
+        }
+        // A record out of order, still inside a window to come.
+        Some(_) => match buckets.binary_search_by_key(&start, |(s, _)| *s) {
+            Ok(i) => i,
+            Err(i) => {
+                buckets.insert(i, (start, Acc::default()));
+                i
+            }
+        },
+    };
+    &mut buckets[at].1
+}
+
+#[cfg(test)]
+mod tests;

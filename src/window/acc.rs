@@ -1,0 +1,187 @@
+//! The partial aggregate of a run of records: what a window (or one bucket
+//! of a hopping window) keeps instead of its records.
+
+use std::collections::HashSet;
+
+use crate::aggregate::Aggregation;
+use crate::vocab::Value;
+
+/// The state of one aggregate: constant size, except the set of distinct
+/// texts of `COUNT_DISTINCT`, which holds at most the window's records.
+#[derive(Debug, Clone)]
+pub(super) struct Acc {
+    pub count: u64,
+    /// Neumaier's compensated sum: `sum + comp` is the sum, correctly
+    /// rounded in all but pathological cases (as Python's `math.fsum`).
+    sum: f64,
+    comp: f64,
+    min: f64,
+    max: f64,
+    trues: u64,
+    distinct: HashSet<String>,
+    /// The first and last record's datetimes, with their arrival numbers so
+    /// that merged buckets keep arrival order.
+    first: Option<(u64, String)>,
+    last: Option<(u64, String)>,
+}
+
+impl Default for Acc {
+    fn default() -> Acc {
+        Acc {
+            count: 0,
+            sum: 0.0,
+            comp: 0.0,
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            trues: 0,
+            distinct: HashSet::new(),
+            first: None,
+            last: None,
+        }
+    }
+}
+
+impl Acc {
+    /// Adds the `seq`-th record; its value has the type the aggregation takes.
+    #[inline]
+    pub fn add(&mut self, aggregation: Aggregation, seq: u64, datetime: String, value: Value) {
+        match (aggregation, value) {
+            (Aggregation::Sum | Aggregation::Avg, Value::Number(x)) => self.add_sum(x),
+            (Aggregation::Min, Value::Number(x)) => self.min = self.min.min(x),
+            (Aggregation::Max, Value::Number(x)) => self.max = self.max.max(x),
+            (Aggregation::CountDistinct, Value::Text(s)) => {
+                self.distinct.insert(s);
+            }
+            (_, Value::Bool(b)) => self.trues += u64::from(b),
+            _ => {}
+        }
+        self.count += 1;
+        if self.first.is_none() {
+            self.first = Some((seq, datetime));
+        } else {
+            self.last = Some((seq, datetime));
+        }
+    }
+
+    fn add_sum(&mut self, x: f64) {
+        let t = self.sum + x;
+        self.comp += if self.sum.abs() >= x.abs() {
+            (self.sum - t) + x
+        } else {
+            (x - t) + self.sum
+        };
+        self.sum = t;
+    }
+
+    /// Folds in `other`, the state of other records of the same window.
+    pub fn merge(&mut self, other: &Acc) {
+        if other.count == 0 {
+            return;
+        }
+        self.add_sum(other.sum);
+        self.comp += other.comp;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+        self.trues += other.trues;
+        self.count += other.count;
+        self.distinct.extend(other.distinct.iter().cloned());
+        let other_first = other.first.as_ref();
+        let other_last = other.last.as_ref().or(other_first);
+        let mine_last = self.last.as_ref().or(self.first.as_ref());
+        let new_first = match (self.first.as_ref(), other_first) {
+            (Some(a), Some(b)) if b.0 < a.0 => Some(b.clone()),
+            (None, b) => b.cloned(),
+            _ => None,
+        };
+        let new_last = match (mine_last, other_last) {
+            (Some(a), Some(b)) if b.0 > a.0 => Some(b.clone()),
+            (None, b) => b.cloned(),
+            _ => None,
+        };
+        if let Some(first) = new_first {
+            // The old first is now somewhere inside the run; the last stays
+            // the latest of the two.
+            let old_first = self.first.replace(first);
+            if self.last.is_none() {
+                self.last = old_first;
+            }
+        }
+        if let Some(last) = new_last {
+            self.last = Some(last);
+        }
+    }
+
+    /// The aggregate's value.
+    pub fn value(&self, aggregation: Aggregation) -> Value {
+        let n = self.count as f64;
+        match aggregation {
+            Aggregation::Count => Value::Number(n),
+            Aggregation::Sum => Value::Number(self.sum + self.comp),
+            Aggregation::Avg => Value::Number((self.sum + self.comp) / n),
+            Aggregation::Min => Value::Number(self.min),
+            Aggregation::Max => Value::Number(self.max),
+            Aggregation::CountDistinct => Value::Number(self.distinct.len() as f64),
+            Aggregation::Any => Value::Bool(self.trues > 0),
+            Aggregation::All => Value::Bool(self.trues == self.count),
+            Aggregation::CountTrue => Value::Number(self.trues as f64),
+            Aggregation::CountFalse => Value::Number((self.count - self.trues) as f64),
+        }
+    }
+
+    /// The first and last record's datetimes, emptying the state (the set's
+    /// allocation is kept for the next window).
+    pub fn take_bounds(&mut self) -> (String, String) {
+        let first = self.first.take().map(|f| f.1).unwrap_or_default();
+        let last = match self.last.take() {
+            Some((_, last)) => last,
+            None => first.clone(),
+        };
+        let mut distinct = std::mem::take(&mut self.distinct);
+        distinct.clear();
+        *self = Acc {
+            distinct,
+            ..Acc::default()
+        };
+        (first, last)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acc(aggregation: Aggregation, start: u64, values: &[f64]) -> Acc {
+        let mut acc = Acc::default();
+        for (i, &v) in values.iter().enumerate() {
+            let seq = start + i as u64;
+            acc.add(aggregation, seq, format!("t{seq}"), Value::Number(v));
+        }
+        acc
+    }
+
+    #[test]
+    fn compensated_sums_match_exact_rounding() {
+        let a = acc(Aggregation::Sum, 0, &[0.1, 0.2, 0.3]);
+        assert_eq!(a.value(Aggregation::Sum), Value::Number(0.6));
+        let a = acc(Aggregation::Sum, 0, &[1e100, 1.0, -1e100]);
+        assert_eq!(a.value(Aggregation::Sum), Value::Number(1.0));
+    }
+
+    #[test]
+    fn merged_buckets_equal_one_run_and_keep_arrival_order() {
+        let mut merged = acc(Aggregation::Min, 5, &[4.0, 1.0]);
+        merged.merge(&acc(Aggregation::Min, 3, &[7.0]));
+        merged.merge(&acc(Aggregation::Min, 9, &[2.0]));
+        assert_eq!(merged.count, 4);
+        assert_eq!(merged.value(Aggregation::Min), Value::Number(1.0));
+        assert_eq!(merged.take_bounds(), ("t3".to_string(), "t9".to_string()));
+        assert_eq!(merged.count, 0);
+    }
+
+    #[test]
+    fn a_one_record_window_starts_and_ends_at_that_record() {
+        let mut one = Acc::default();
+        one.merge(&acc(Aggregation::Max, 0, &[1.0]));
+        assert_eq!(one.take_bounds(), ("t0".to_string(), "t0".to_string()));
+    }
+}

@@ -1,0 +1,363 @@
+use super::*;
+use crate::aggregate::TimeUnit;
+
+fn at(second: i64) -> String {
+    let (h, m, s) = (second / 3600, second / 60 % 60, second % 60);
+    format!("2026-01-01T{h:02}:{m:02}:{s:02}Z")
+}
+
+fn num(second: i64, v: f64) -> Instant {
+    Instant::number(at(second), v)
+}
+
+fn run(aggregate: &Aggregate, input: Vec<Instant>) -> Vec<WindowEvent> {
+    let mut windower = Windower::new(aggregate, "p".into());
+    let mut out = Vec::new();
+    for instant in input {
+        windower.push(instant, &mut out).unwrap();
+    }
+    windower.finish(&mut out);
+    out.into_iter()
+        .map(|e| match e {
+            Event::Window(w) => w,
+            other => panic!("expected a window event, got {other:?}"),
+        })
+        .collect()
+}
+
+fn seconds(size: u64) -> Window {
+    Window::Tumbling {
+        size,
+        unit: TimeUnit::Seconds,
+    }
+}
+
+fn hopping(size: u64, hop: u64) -> Window {
+    Window::Hopping {
+        size,
+        unit: TimeUnit::Seconds,
+        hop,
+        hop_unit: TimeUnit::Seconds,
+    }
+}
+
+fn numbers(events: &[WindowEvent]) -> Vec<(f64, u64)> {
+    events
+        .iter()
+        .map(|e| (e.value.as_f64().unwrap(), e.count))
+        .collect()
+}
+
+#[test]
+fn a_count_window_of_three_over_2_4_6_gives_the_go_tier_results() {
+    let input = || vec![num(0, 2.0), num(1, 4.0), num(2, 6.0)];
+    for (aggregation, want) in [
+        (Aggregation::Count, 3.0),
+        (Aggregation::Sum, 12.0),
+        (Aggregation::Avg, 4.0),
+        (Aggregation::Min, 2.0),
+        (Aggregation::Max, 6.0),
+    ] {
+        let events = run(
+            &Aggregate::new(aggregation, Window::Count { size: 3 }),
+            input(),
+        );
+        assert_eq!(numbers(&events), [(want, 3)], "{aggregation}");
+        assert_eq!(events[0].window_start, at(0));
+        assert_eq!(events[0].window_end, at(2));
+        assert!(!events[0].partial);
+    }
+}
+
+#[test]
+fn count_distinct_over_a_b_a_gives_2() {
+    let text = |s: i64, v: &str| Instant {
+        datetime: at(s),
+        value: Value::Text(v.into()),
+    };
+    let events = run(
+        &Aggregate::new(Aggregation::CountDistinct, Window::Count { size: 3 }),
+        vec![text(0, "a"), text(1, "b"), text(2, "a")],
+    );
+    assert_eq!(numbers(&events), [(2.0, 3)]);
+}
+
+#[test]
+fn any_all_count_true_over_t_f_f_give_true_false_1() {
+    let input = || {
+        [true, false, false]
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| Instant {
+                datetime: at(i as i64),
+                value: Value::Bool(b),
+            })
+            .collect::<Vec<_>>()
+    };
+    let value = |aggregation| {
+        let events = run(
+            &Aggregate::new(aggregation, Window::Count { size: 3 }),
+            input(),
+        );
+        events[0].value.clone()
+    };
+    assert_eq!(value(Aggregation::Any), Value::Bool(true));
+    assert_eq!(value(Aggregation::All), Value::Bool(false));
+    assert_eq!(value(Aggregation::CountTrue), Value::Number(1.0));
+    assert_eq!(value(Aggregation::CountFalse), Value::Number(2.0));
+}
+
+#[test]
+fn a_hopping_avg_of_3s_hopping_1s_gives_10_15_20_30_then_partials() {
+    let input = (0..5).map(|s| num(s, 10.0 * (s + 1) as f64)).collect();
+    let events = run(&Aggregate::new(Aggregation::Avg, hopping(3, 1)), input);
+    assert_eq!(
+        numbers(&events),
+        [
+            (10.0, 1),
+            (15.0, 2),
+            (20.0, 3),
+            (30.0, 3),
+            (40.0, 3),
+            (45.0, 2),
+            (50.0, 1)
+        ]
+    );
+    let partial: Vec<bool> = events.iter().map(|e| e.partial).collect();
+    assert_eq!(partial, [false, false, false, false, true, true, true]);
+    assert_eq!(
+        (
+            events[3].window_start.as_str(),
+            events[3].window_end.as_str()
+        ),
+        (at(1).as_str(), at(3).as_str())
+    );
+}
+
+#[test]
+fn tumbling_windows_align_to_the_epoch_and_skip_empty_spans() {
+    let input = vec![num(1, 1.0), num(4, 2.0), num(5, 3.0), num(31, 4.0)];
+    let events = run(&Aggregate::new(Aggregation::Sum, seconds(5)), input);
+    // [0,5) holds 1 and 4; [5,10) holds 5; [30,35) holds 31 (partial).
+    assert_eq!(numbers(&events), [(3.0, 2), (3.0, 1), (4.0, 1)]);
+    assert_eq!(events[0].window_start, at(1));
+    assert_eq!(events[0].window_end, at(4));
+    assert!(events[2].partial && !events[1].partial);
+}
+
+#[test]
+fn emit_partial_false_drops_the_open_windows_at_the_end() {
+    let mut aggregate = Aggregate::new(Aggregation::Count, seconds(5));
+    aggregate.emit_partial = false;
+    let events = run(&aggregate, vec![num(1, 1.0), num(6, 1.0)]);
+    assert_eq!(numbers(&events), [(1.0, 1)]);
+    let mut aggregate = Aggregate::new(Aggregation::Count, hopping(3, 1));
+    aggregate.emit_partial = false;
+    assert!(run(&aggregate, vec![num(0, 1.0)]).is_empty());
+}
+
+#[test]
+fn late_tumbling_records_are_skipped_and_counted_in_the_next_event() {
+    let input = vec![
+        num(10, 1.0),
+        num(3, 100.0),
+        num(11, 2.0),
+        num(2, 100.0),
+        num(20, 5.0),
+    ];
+    let events = run(&Aggregate::new(Aggregation::Sum, seconds(5)), input);
+    assert_eq!(numbers(&events), [(3.0, 2), (5.0, 1)]);
+    assert_eq!(events[0].late, 2);
+    assert_eq!(events[1].late, 0);
+}
+
+#[test]
+fn late_hopping_records_are_skipped_only_when_every_window_holding_them_passed() {
+    // Windows of 3 s hopping 1 s. After the boundary at 5 is emitted, a
+    // record at 3 still belongs to the windows ending at 6, a record at 1 to none.
+    let input = vec![
+        num(4, 1.0),
+        num(5, 2.0),
+        num(3, 10.0),
+        num(1, 100.0),
+        num(6, 4.0),
+    ];
+    let events = run(&Aggregate::new(Aggregation::Sum, hopping(3, 1)), input);
+    // 5: {4}; 6: {4, 5, 3}; then the partials 7: {4, 5, 6}; 8: {5, 6}; 9: {6}.
+    assert_eq!(
+        numbers(&events),
+        [(1.0, 1), (13.0, 3), (7.0, 3), (6.0, 2), (4.0, 1)]
+    );
+    assert_eq!(events[1].late, 1);
+    assert_eq!(events[1].window_start, at(4), "arrival order");
+    assert_eq!(events[1].window_end, at(3), "arrival order");
+}
+
+#[test]
+fn an_unparsable_datetime_fails_naming_the_record() {
+    let mut windower = Windower::new(&Aggregate::new(Aggregation::Sum, seconds(1)), "p".into());
+    let err = windower
+        .push(Instant::number("yesterday", 7.0), &mut Vec::new())
+        .unwrap_err();
+    assert!(
+        err.contains("\"yesterday\"") && err.contains("value 7"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_count_window_carries_datetimes_without_reading_them() {
+    let events = run(
+        &Aggregate::new(Aggregation::Count, Window::Count { size: 2 }),
+        vec![Instant::number("a", 1.0), Instant::number("b", 1.0)],
+    );
+    assert_eq!(
+        (
+            events[0].window_start.as_str(),
+            events[0].window_end.as_str()
+        ),
+        ("a", "b")
+    );
+}
+
+#[test]
+fn a_value_of_the_wrong_type_fails_naming_the_record() {
+    let aggregate = Aggregate::new(Aggregation::Count, Window::Count { size: 2 });
+    let mut windower =
+        Windower::new(&aggregate, "p".into()).with_property_type(PropertyType::TText);
+    let err = windower.push(num(0, 1.5), &mut Vec::new()).unwrap_err();
+    assert!(
+        err.contains(&at(0)) && err.contains("1.5") && err.contains("texts"),
+        "{err}"
+    );
+    let mut windower = Windower::new(&Aggregate::new(Aggregation::Avg, seconds(1)), "p".into());
+    let text = Instant {
+        datetime: at(0),
+        value: Value::Text("fast".into()),
+    };
+    assert!(
+        windower
+            .push(text, &mut Vec::new())
+            .unwrap_err()
+            .contains("numbers")
+    );
+}
+
+/// The semantics written the slow, obvious way: every record kept.
+fn brute_force_hopping(span: i64, hop: i64, input: &[(i64, f64)]) -> Vec<(f64, u64, u64)> {
+    let mut out = Vec::new();
+    let mut records: Vec<(i64, f64)> = Vec::new();
+    let mut next: Option<i64> = None;
+    let mut late = 0;
+    let emit = |b: i64, records: &[(i64, f64)], late: &mut u64, out: &mut Vec<(f64, u64, u64)>| {
+        let inside: Vec<f64> = records
+            .iter()
+            .filter(|(t, _)| b - span <= *t && *t < b)
+            .map(|r| r.1)
+            .collect();
+        if !inside.is_empty() {
+            let max = inside.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            out.push((max, inside.len() as u64, std::mem::take(late)));
+        }
+    };
+    for &(t, v) in input {
+        let b = *next.get_or_insert(t - t.rem_euclid(hop) + hop);
+        if (t + span) - (t + span).rem_euclid(hop) < b {
+            late += 1;
+            continue;
+        }
+        let mut b = b;
+        while b <= t {
+            emit(b, &records, &mut late, &mut out);
+            b += hop;
+            records.retain(|r| r.0 >= b - span);
+            if records.is_empty() {
+                b = b.max(t - t.rem_euclid(hop) + hop);
+            }
+        }
+        next = Some(b);
+        records.push((t, v));
+    }
+    if let Some(mut b) = next {
+        while !records.is_empty() {
+            emit(b, &records, &mut late, &mut out);
+            b += hop;
+            records.retain(|r| r.0 >= b - span);
+        }
+    }
+    out
+}
+
+#[test]
+fn hopping_buckets_agree_with_keeping_every_record() {
+    let mut seed: u64 = 42;
+    let mut random = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    for (size, hop) in [(3, 1), (3, 2), (6, 4), (5, 5), (7, 3)] {
+        let mut t = 100;
+        let input: Vec<(i64, f64)> = (0..2000)
+            .map(|_| {
+                // Mostly forward, sometimes a gap, sometimes back in time.
+                t += match random(10) {
+                    0 => 20,
+                    1 => -(random(12) as i64),
+                    _ => random(2) as i64,
+                };
+                (t, random(1000) as f64)
+            })
+            .collect();
+        let want = brute_force_hopping(size, hop, &input);
+        let events = run(
+            &Aggregate::new(Aggregation::Max, hopping(size as u64, hop as u64)),
+            input.iter().map(|&(t, v)| num(t, v)).collect(),
+        );
+        let got: Vec<(f64, u64, u64)> = events
+            .iter()
+            .map(|e| (e.value.as_f64().unwrap(), e.count, e.late))
+            .collect();
+        assert_eq!(got, want, "size {size} hop {hop}");
+    }
+}
+
+#[test]
+fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
+    let aggregate = Aggregate::new(Aggregation::Sum, Window::Count { size: 2 });
+    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut out = Vec::new();
+    windower.push(num(0, 1e308), &mut out).unwrap();
+    let err = windower.push(num(1, 1e308), &mut out).unwrap_err();
+    assert!(
+        err.contains("SUM") && err.contains(&at(0)) && err.contains("overflows"),
+        "{err}"
+    );
+    windower.push(num(2, f64::MAX), &mut out).unwrap();
+    windower.push(num(3, f64::MAX), &mut out).unwrap_err();
+    let mut windower = Windower::new(&aggregate, "p".into());
+    windower.push(num(0, f64::MAX), &mut out).unwrap();
+    windower.push(num(0, f64::MAX), &mut out).unwrap_err();
+    windower.push(num(1, f64::MAX), &mut out).unwrap();
+    assert!(
+        windower.try_finish(&mut out).is_ok(),
+        "one record is finite"
+    );
+    assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn hopping_state_stays_within_span_over_gcd_buckets() {
+    let aggregate = Aggregate::new(Aggregation::Avg, hopping(6, 4));
+    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut out = Vec::new();
+    for i in 0..100_000 {
+        windower.push(num(i / 10, 1.0), &mut out).unwrap();
+        if let Mode::Hopping { buckets, .. } = &windower.mode {
+            assert!(buckets.len() <= 6 / 2 + 1, "{} buckets", buckets.len());
+        }
+    }
+    // Boundaries 4, 8, …, 9996 have closed.
+    assert_eq!(out.len(), 9996 / 4);
+}
