@@ -59,8 +59,7 @@ pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
 pub use crate::engine::{
     AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
     ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
-    SourceSender,
-    StreamEngine, TryBatch,
+    SourceSender, StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};

@@ -94,7 +94,10 @@ pub(crate) async fn register(
             ),
         ));
     }
-    if let Some(aggregation) = registration.aggregation.as_deref().and_then(Aggregation::parse)
+    if let Some(aggregation) = registration
+        .aggregation
+        .as_deref()
+        .and_then(Aggregation::parse)
         && !Aggregation::allowed_for(property_type).contains(&aggregation)
     {
         return Err(Problem::unprocessable(

@@ -161,3 +161,29 @@ async fn an_idle_stream_gets_keep_alive_comments() {
     assert_eq!(sse.next_frame().await, Some(&b"retry: 1000"[..]));
     assert_eq!(sse.next_frame().await, Some(&b": keep-alive"[..]));
 }
+
+#[tokio::test]
+async fn a_windowed_aggregate_streams_window_events() {
+    let server = Serve::start("serve-window", &[], &[]);
+    let mut client = server.client();
+    let query = register(
+        &mut client,
+        P,
+        r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2}}"#,
+    )
+    .await;
+    assert_eq!(client.get(&query).await.json()["kind"], "aggregate");
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 4)).await;
+    let windows = take(&mut sse, 2).await;
+    assert!(windows.iter().all(|w| w.event == "window"), "{windows:?}");
+    let sums: Vec<_> = windows.iter().map(|w| w.json()["value"].clone()).collect();
+    assert_eq!(sums, [serde_json::json!(3), serde_json::json!(7)]);
+    assert_eq!(windows[1].id.as_deref(), Some("2"));
+
+    let text = "/collections/ships/items/s1/tproperties/name";
+    let avg = r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2},"type":"TText"}"#;
+    let refused = client.post(&format!("{text}/queries"), avg).await;
+    assert_eq!(refused.status, 422, "{refused:?}");
+    assert_eq!(refused.json()["field"], "aggregation");
+}
