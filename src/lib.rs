@@ -20,6 +20,9 @@
 //! - [`Windower`] computes an [`Aggregate`] over instants in event time,
 //!   for any engine: the `local` engine, or a bridge host aggregating a
 //!   job's outputs.
+//! - [`Server`] is the control plane (`mfstream serve`): continuous queries
+//!   on the registry's engines over HTTP, their results as Server-Sent
+//!   Events, in the shape of OGC API – Moving Features Part 4.
 //!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
@@ -48,6 +51,7 @@ mod local;
 mod ops;
 mod plugin;
 mod registry;
+mod server;
 mod spec;
 mod vocab;
 mod window;
@@ -57,8 +61,8 @@ pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
 pub use crate::engine::{
     AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
-    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender,
-    StreamEngine, TryBatch,
+    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
+    SourceSender, StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
@@ -72,7 +76,8 @@ pub use crate::plugin::{
 pub mod plugin_host {
     pub use crate::plugin::child::{describe, serve};
 }
-pub use crate::registry::{Registry, RegistryError};
+pub use crate::registry::{ListedEngine, Registry, RegistryError};
+pub use crate::server::{ServeError, ServeOptions, Server};
 pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
 pub use crate::vocab::{
     Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 use arc_swap::ArcSwap;
+use serde::Serialize;
 
 use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
@@ -59,6 +60,17 @@ impl Slot {
             Slot::NotReady(info) => info.clone(),
         }
     }
+}
+
+/// One engine as `mfstream engines --json` and `GET /engines` show it: its
+/// [`EngineInfo`] and whether it is the default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedEngine {
+    /// What the registry knows of the engine.
+    #[serde(flatten)]
+    pub info: EngineInfo,
+    /// Whether it is the default engine.
+    pub default: bool,
 }
 
 /// The default engine's name and where it came from.
@@ -183,6 +195,21 @@ impl Registry {
     /// name is taken, in file order. Their engines are listed as not ready.
     pub fn plugin_errors(&self) -> Vec<PluginError> {
         self.snapshot.load().plugin_errors.clone()
+    }
+
+    /// Every engine, in listing order, each marked default or not: what
+    /// `mfstream engines --json` prints and `GET /engines` answers.
+    pub fn listing(&self) -> Vec<ListedEngine> {
+        let snapshot = self.snapshot.load();
+        snapshot
+            .slots
+            .iter()
+            .map(|slot| {
+                let info = slot.info();
+                let default = info.name == snapshot.default.name;
+                ListedEngine { info, default }
+            })
+            .collect()
     }
 
     /// The file the registry was loaded from, if any.
