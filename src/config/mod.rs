@@ -321,35 +321,33 @@ fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
     .and_then(|top| top.default);
     let entries = entries
         .into_iter()
-        .map(|entry| {
-            let span = entry.span();
-            let table = match entry.get_ref() {
-                DeValue::Table(table) => table.clone(),
-                _ => DeTable::default(),
-            };
-            RawEngine::deserialize(ValueDeserializer::from(entry))
-                .map_err(|e| problems.toml(&e, &table, span))
-                .ok()
-        })
+        .map(|entry| read_entry::<RawEngine>(entry, problems))
         .collect();
     let plugins = plugins
         .into_iter()
-        .map(|entry| {
-            let span = entry.span();
-            let table = match entry.get_ref() {
-                DeValue::Table(table) => table.clone(),
-                _ => DeTable::default(),
-            };
-            RawPlugin::deserialize(ValueDeserializer::from(entry))
-                .map_err(|e| problems.toml(&e, &table, span))
-                .ok()
-        })
+        .map(|entry| read_entry::<RawPlugin>(entry, problems))
         .collect();
     Some(Raw {
         default,
         entries,
         plugins,
     })
+}
+
+/// One `[[engine]]` or `[[plugin]]` table, or `None` with its problem
+/// recorded.
+fn read_entry<'de, T: Deserialize<'de>>(
+    entry: Spanned<DeValue<'de>>,
+    problems: &mut Problems<'_>,
+) -> Option<T> {
+    let span = entry.span();
+    let table = match entry.get_ref() {
+        DeValue::Table(table) => table.clone(),
+        _ => DeTable::default(),
+    };
+    T::deserialize(ValueDeserializer::from(entry))
+        .map_err(|e| problems.toml(&e, &table, span))
+        .ok()
 }
 
 /// Stage two: every entry checked, every problem recorded.
