@@ -1,12 +1,14 @@
 //! Engine-level benchmarks: figures printed, never asserted.
 //!
 //! ```text
-//! cargo build --release -p mfstream-fastjob
+//! cargo build --release -p mfstream-fastjob -p mfstream-plugin-scale
 //! cargo bench --bench engines                 # every section
-//! cargo bench --bench engines -- local        # one section: local, bridge, latency, memory, windows
+//! cargo bench --bench engines -- local        # one section: local, plugin, bridge, latency, memory, windows
 //! ```
 //!
 //! - `local`: the `local` engine transforming instants (no JSON, no I/O).
+//! - `plugin`: the `scale` plugin engine (a cdylib, in process) on the same
+//!   transform, next to `local`, with the ratio.
 //! - `bridge`: the bridge through the native job `mfstream-fastjob`, value
 //!   and json framing (no JSON at the ends: instants in memory, events counted).
 //! - `latency`: instants fed at 10,000/s through the bridge; the time from
@@ -42,6 +44,9 @@ fn main() {
     if runs("local") {
         runtime.block_on(local());
     }
+    if runs("plugin") {
+        runtime.block_on(plugin());
+    }
     if runs("bridge") {
         runtime.block_on(bridge(Framing::Value, 5_000_000));
         runtime.block_on(bridge(Framing::Json, 2_000_000));
@@ -74,25 +79,13 @@ fn batches(n: usize) -> Vec<Vec<Instant>> {
         .collect()
 }
 
-/// Feeds `batches` to `engine` and counts events; returns records per second.
+/// Feeds `batches` to `engine` running `mul 1.852` and checks that every
+/// record gave an event; returns records per second.
 async fn throughput(engine: &dyn StreamEngine, batches: Vec<Vec<Instant>>) -> f64 {
     let n: usize = batches.iter().map(Vec::len).sum();
-    let (sender, source) = Source::channel(16);
-    let started = Clock::now();
-    let mut handle = engine.submit(spec(), source).await.unwrap();
-    let feeder = tokio::spawn(async move {
-        for batch in batches {
-            sender.send_batch(batch).await.unwrap();
-        }
-    });
-    let mut events = 0;
-    while let Some(batch) = handle.next_batch().await {
-        events += batch.len();
-    }
-    let secs = started.elapsed().as_secs_f64();
-    feeder.await.unwrap();
-    assert_eq!(events, n, "status: {}", handle.status());
-    n as f64 / secs
+    let (rate, events) = window_throughput(engine, spec(), batches).await;
+    assert_eq!(events, n);
+    rate
 }
 
 async fn local() {
@@ -104,6 +97,38 @@ async fn local() {
     println!(
         "local engine, mul, {n} records: {:.2} M records/s (best of 3)",
         best / 1e6
+    );
+}
+
+async fn plugin() {
+    let library = std::env::var_os("MFSTREAM_SCALE_PLUGIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("target/release/libmfstream_plugin_scale.so")
+        });
+    assert!(
+        library.is_file(),
+        "{} is missing: run `cargo build --release -p mfstream-plugin-scale` first",
+        library.display()
+    );
+    let text = format!("[[plugin]]\npath = {:?}\n", library.display().to_string());
+    let config = mfstream::Config::parse(&text, None).unwrap();
+    let registry = mfstream::Registry::from_config(&config);
+    let errors = registry.plugin_errors();
+    assert!(errors.is_empty(), "{errors:?}");
+    let scale = registry.get("scale").unwrap();
+    let n = 20_000_000;
+    let (mut best_local, mut best_plugin): (f64, f64) = (0.0, 0.0);
+    for _ in 0..3 {
+        best_local = best_local.max(throughput(&LocalEngine::new(), batches(n)).await);
+        best_plugin = best_plugin.max(throughput(scale.as_ref(), batches(n)).await);
+    }
+    println!(
+        "plugin engine (scale, in process), mul, {n} records: {:.2} M records/s; local {:.2} M records/s; local/plugin = {:.2} (best of 3, alternated)",
+        best_plugin / 1e6,
+        best_local / 1e6,
+        best_local / best_plugin
     );
 }
 
@@ -250,8 +275,8 @@ fn window_spec(aggregation: Aggregation, window: Window) -> QuerySpec {
     )
 }
 
-/// Feeds `batches` to `engine` running `spec`; returns records per second
-/// and the events seen.
+/// Feeds `batches` to `engine` running `spec` to completion; returns
+/// records per second and the events seen.
 async fn window_throughput(
     engine: &dyn StreamEngine,
     spec: QuerySpec,

@@ -1,118 +1,123 @@
 #!/usr/bin/env bash
-# Figures for real runtimes behind the bridge, end to end through
-# `mfstream run` (release build), one row per runtime:
+# Figures for real runtimes, end to end through `mfstream run` and the shipped
+# engines.toml:
 #
-#   benches/runtimes.sh flink spark [beam meos …]
+#     eval "$(jobs/beam/setup.sh)"; eval "$(jobs/meos/setup.sh)"
+#     benches/runtimes.sh beam meos
 #
-# Each runtime NAME is the engine of the shipped engines.toml; its job command
-# is read from MFAPI_<NAME>_CMD (and MFAPI_<NAME>_LIBPATH), as set by
-# `eval "$(jobs/<name>/setup.sh)"`. A runtime whose variable is unset is
-# reported and skipped.
+# For each runtime named (its engine reads MFAPI_<NAME>_CMD and, where set,
+# MFAPI_<NAME>_LIBPATH), it prints:
 #
-# Columns:
-#   start s      wall time of `mfstream run --op mul` over 1 record: the job's
-#                start-up (JVM, mini-cluster or session) and shutdown; median of R
-#   records/s    N records through `mfstream run --op mul --arg 1.852` to
-#                /dev/null, divided by (wall time - start): steady rate
-#   p50/p99 ms   per-record latency at RATE records/s for SECS seconds: from
-#                the write of an instant on mfstream's stdin to the read of
-#                its event on mfstream's stdout (first second left out)
-#   peak MB      peak resident memory of the largest process of the N-record
-#                run (the job's JVM, as /usr/bin/time -v reports it)
+# - start-up: wall time of `mfstream run --op abs` over one instant (job start,
+#   answer, exit), median of 3;
+# - steady records/s: N instants (N=${N:-200000}) through `mfstream run --op mul
+#   --arg 1.852` to /dev/null: N / (wall time − start-up), and the raw N / wall;
+# - latency: 300 instants written one by one at 100 per second to a running
+#   `mfstream run`, each timed from its write to its event's line on stdout;
+#   p50 / p99 / max;
+# - peak memory: the job's own peak RSS over the same N records (the job run
+#   directly, value framing, with the engine's library path).
 #
-# Environment: N=1000000 records, R=3 start-up runs, RATE=100, SECS=6.
+# Figures are printed, not asserted.
 set -euo pipefail
-N="${N:-1000000}"
-R="${R:-3}"
-RATE="${RATE:-100}"
-SECS="${SECS:-6}"
+cd "$(dirname "$0")/.."
 
-root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-cd "$root"
-[ $# -gt 0 ] || { echo "usage: benches/runtimes.sh RUNTIME..." >&2; exit 2; }
+if [ $# -eq 0 ]; then
+    echo "usage: benches/runtimes.sh RUNTIME..., e.g. benches/runtimes.sh beam meos" >&2
+    exit 2
+fi
+cargo build --release --quiet --bin mfstream
+exec python3 - "$@" <<'EOF'
+import os, shlex, statistics, subprocess, sys, time, resource
 
-cargo build --release -q -p mfstream
-bin="$root/target/release/mfstream"
-tmp="$(mktemp -d)"
-trap 'rm -rf "$tmp"' EXIT
-python3 benches/gen_input.py "$N" "$tmp/input.ndjson"
-head -1 "$tmp/input.ndjson" > "$tmp/one.ndjson"
+N = int(os.environ.get("N", "200000"))
+MFSTREAM = os.path.abspath("target/release/mfstream")
+tmp = os.environ.get("TMPDIR", "/tmp")
+ndjson = os.path.join(tmp, f"mfstream-bench-{N}.ndjson")
+values = os.path.join(tmp, f"mfstream-bench-{N}.txt")
+if not os.path.exists(ndjson) or not os.path.exists(values):
+    with open(ndjson, "w") as j, open(values, "w") as v:
+        for i in range(N):
+            x = (i * 7919 % 10007) / 100.0 + 0.01
+            j.write(f'{{"datetime":"2026-01-01T00:00:00.{i:06d}Z","value":{x!r}}}\n')
+            v.write(f"{x!r}\n")
 
-rows=()
-for rt in "$@"; do
-    var="MFAPI_${rt^^}_CMD"
-    if [ -z "${!var:-}" ]; then
-        echo "$rt: $var is not set (eval \"\$(jobs/$rt/setup.sh)\"): skipped" >&2
+
+def run(rt, op, inp, out=subprocess.DEVNULL):
+    cmd = [MFSTREAM, "run", "--engine", rt, "--property", "speed", "--op", op]
+    if op == "mul":
+        cmd += ["--arg", "1.852"]
+    start = time.perf_counter()
+    subprocess.run(cmd, stdin=inp, stdout=out, check=True)
+    return time.perf_counter() - start
+
+
+def startup(rt):
+    one = os.path.join(tmp, "mfstream-bench-one.ndjson")
+    with open(one, "w") as f:
+        f.write('{"datetime":"2026-01-01T00:00:00Z","value":-1.5}\n')
+    times = []
+    for _ in range(3):
+        with open(one) as inp:
+            times.append(run(rt, "abs", inp))
+    return statistics.median(times)
+
+
+def latency(rt):
+    cmd = [MFSTREAM, "run", "--engine", rt, "--property", "speed", "--op", "mul", "--arg", "1.852"]
+    p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0)
+    out = p.stdout
+    def send(i):
+        p.stdin.write(f'{{"datetime":"2026-01-01T00:00:{i // 1000 % 60:02d}.{i % 1000:03d}Z","value":{i}.5}}\n'.encode())
+    send(0)
+    out.readline()  # warm: the job is up
+    samples = []
+    next_at = time.perf_counter()
+    for i in range(1, 301):
+        next_at += 0.01
+        delay = next_at - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        t0 = time.perf_counter()
+        send(i)
+        out.readline()
+        samples.append((time.perf_counter() - t0) * 1000)
+    p.stdin.close()
+    p.wait()
+    samples.sort()
+    return samples[len(samples) // 2], samples[int(len(samples) * 0.99) - 1], samples[-1]
+
+
+def peak_rss(rt):
+    upper = rt.upper()
+    argv = shlex.split(os.environ[f"MFAPI_{upper}_CMD"]) + ["mul", "1.852"]
+    env = dict(os.environ)
+    lib = os.environ.get(f"MFAPI_{upper}_LIBPATH")
+    if lib:
+        env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    # A fresh interpreter, so that RUSAGE_CHILDREN covers this job alone.
+    code = (
+        "import resource, subprocess, sys;"
+        "subprocess.run(sys.argv[1:], stdin=open(%r), stdout=subprocess.DEVNULL, check=True);"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)" % values
+    )
+    kb = subprocess.run([sys.executable, "-c", code] + argv, env=env, check=True,
+                        capture_output=True, text=True).stdout.strip()
+    return int(kb) / 1024
+
+
+print(f"{'runtime':8} {'start-up':>9} {'steady rec/s':>13} {'raw rec/s':>10} "
+      f"{'lat p50':>8} {'p99':>7} {'max':>7} {'peak RSS':>9}   (N={N})")
+for rt in sys.argv[1:]:
+    if not os.environ.get(f"MFAPI_{rt.upper()}_CMD"):
+        print(f"{rt:8} skipped: MFAPI_{rt.upper()}_CMD is not set (eval \"$(jobs/{rt}/setup.sh)\")")
         continue
-    fi
-    echo "$rt: measuring ($var=${!var})" >&2
-    run=("$bin" run --config "$root/engines.toml" --engine "$rt" --op mul --arg 1.852)
-    row=$(python3 - "$rt" "$N" "$R" "$RATE" "$SECS" "$tmp" "${run[@]}" <<'PY'
-import statistics, subprocess, sys, threading, time
-
-rt, n, r, rate, secs, tmp = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5]), sys.argv[6]
-run = sys.argv[7:]
-
-def timed(cmd, stdin, stdout=subprocess.DEVNULL):
-    t = time.monotonic()
-    with open(stdin, "rb") as f:
-        p = subprocess.run(cmd, stdin=f, stdout=stdout, stderr=subprocess.PIPE)
-    if p.returncode != 0:
-        sys.exit(f"{rt}: {' '.join(cmd)} failed: {p.stderr.decode()[-2000:]}")
-    return time.monotonic() - t, p.stderr.decode()
-
-start = statistics.median(timed(run, f"{tmp}/one.ndjson")[0] for _ in range(r))
-
-# The N-record run, under /usr/bin/time -v for the peak RSS.
-wall, err = timed(["/usr/bin/time", "-v"] + run, f"{tmp}/input.ndjson")
-peak_kb = max(int(l.split(":")[1]) for l in err.splitlines() if "Maximum resident set size" in l)
-rate_steady = n / max(wall - start, 1e-9)
-
-# Latency: RATE records/s on a live stdin, each event timed as it is read.
-p = subprocess.Popen(run, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-count = int(rate * secs)
-sent = [0.0] * count
-got = [0.0] * count
-def reader():
-    for i in range(count):
-        line = p.stdout.readline()
-        if not line:
-            break
-        got[i] = time.monotonic()
-t = threading.Thread(target=reader)
-t.start()
-# The first record starts the job: wait for its answer before pacing.
-p.stdin.write(b'{"datetime":"2026-01-01T00:00:00Z","value":1}\n'); p.stdin.flush()
-sent[0] = time.monotonic()
-while got[0] == 0.0:
-    time.sleep(0.01)
-t0 = time.monotonic()
-for i in range(1, count):
-    due = t0 + i / rate
-    now = time.monotonic()
-    if due > now:
-        time.sleep(due - now)
-    sent[i] = time.monotonic()
-    p.stdin.write(b'{"datetime":"2026-01-01T00:00:%02d.%06dZ","value":%d}\n' % (i // 1000000 % 60, i % 1000000, i))
-    p.stdin.flush()
-p.stdin.close()
-t.join()
-p.wait()
-skip = int(rate)  # the first second: the JIT warming up
-lat = sorted((got[i] - sent[i]) * 1000 for i in range(skip, count) if got[i])
-if len(lat) < count - skip:
-    sys.exit(f"{rt}: {count - skip - len(lat)} records of the latency run got no answer")
-p50 = lat[len(lat) // 2]
-p99 = lat[min(len(lat) - 1, int(len(lat) * 0.99))]
-print(f"| {rt} | {start:.2f} | {rate_steady:,.0f} | {p50:.2f} | {p99:.2f} | {peak_kb / 1024:.0f} |")
-PY
-)
-    rows+=("$row")
-done
-
-echo
-echo "N=$N records (mul 1.852, in the framing engines.toml gives each engine), latency at $RATE records/s, $(nproc) cores, $(date -u +%F)"
-echo
-echo "| runtime | start s | records/s | p50 ms | p99 ms | peak MB |"
-echo "|---|---|---|---|---|---|"
-printf '%s\n' "${rows[@]}"
+    s = startup(rt)
+    with open(ndjson) as inp:
+        wall = run(rt, "mul", inp)
+    steady = N / max(wall - s, 1e-9)
+    p50, p99, worst = latency(rt)
+    rss = peak_rss(rt)
+    print(f"{rt:8} {s:8.2f}s {steady:13,.0f} {N / wall:10,.0f} "
+          f"{p50:6.2f}ms {p99:5.2f}ms {worst:5.2f}ms {rss:7.1f}MB", flush=True)
+EOF

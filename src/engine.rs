@@ -230,6 +230,18 @@ impl SourceSender {
         self.tx.send(Ok(batch)).await.map_err(|_| SourceClosed)
     }
 
+    /// Reserves room for one batch, waiting while the query's buffer is
+    /// full. A control plane feeding several queries reserves room in each
+    /// before sending to any, so that either all get a batch or none does.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: dropping the future (or the permit) gives the room back.
+    pub async fn reserve(&self) -> Result<SourcePermit<'_>, SourceClosed> {
+        let permit = self.tx.reserve().await.map_err(|_| SourceClosed)?;
+        Ok(SourcePermit { permit })
+    }
+
     /// Sends one instant.
     pub async fn send(&self, instant: Instant) -> Result<(), SourceClosed> {
         self.send_batch(vec![instant]).await
@@ -264,6 +276,23 @@ impl SourceSender {
     /// Waits until the query reading this source has ended.
     pub async fn closed(&self) {
         self.tx.closed().await
+    }
+}
+
+/// Room for one batch in a query's source buffer, from
+/// [`SourceSender::reserve`]: sending on it never waits.
+#[derive(Debug)]
+pub struct SourcePermit<'a> {
+    permit: mpsc::Permit<'a, SourceItem>,
+}
+
+impl SourcePermit<'_> {
+    /// Sends a batch in the reserved room. An empty batch gives the room
+    /// back instead.
+    pub fn send_batch(self, batch: Vec<Instant>) {
+        if !batch.is_empty() {
+            self.permit.send(Ok(batch));
+        }
     }
 }
 

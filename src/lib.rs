@@ -10,14 +10,19 @@
 //!
 //! - [`StreamEngine`] is the seam: `submit(spec, source)` starts a query and
 //!   returns a [`QueryHandle`] with its events, live status and `stop`.
-//! - [`Registry`] holds the engines by name: the built-in `local`, and one
+//! - [`Registry`] holds the engines by name: the built-in `local`, one
 //!   [`BridgeEngine`] per `[[engine]]` entry of `engines.toml`, so a runtime is
-//!   added by configuration, not code.
+//!   added by configuration, not code, and the [`PluginEngine`]s (or
+//!   [`IsolatedEngine`]s) of its `[[plugin]]` libraries, native engines behind
+//!   the C ABI of the `mfstream-plugin` crate.
 //! - [`Instant`], [`QuerySpec`], [`Event`] and [`QueryStatus`] are the
 //!   vocabulary every engine speaks.
 //! - [`Windower`] computes an [`Aggregate`] over instants in event time,
 //!   for any engine: the `local` engine, or a bridge host aggregating a
 //!   job's outputs.
+//! - [`Server`] is the control plane (`mfstream serve`): continuous queries
+//!   on the registry's engines over HTTP, their results as Server-Sent
+//!   Events, in the shape of OGC API – Moving Features Part 4.
 //!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
@@ -44,22 +49,35 @@ mod datetime;
 mod engine;
 mod local;
 mod ops;
+mod plugin;
 mod registry;
+mod server;
 mod spec;
 mod vocab;
 mod window;
 
 pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
-pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef};
+pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
 pub use crate::engine::{
     AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
-    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourceSender,
-    StreamEngine, TryBatch,
+    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
+    SourceSender, StreamEngine, TryBatch,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};
-pub use crate::registry::{Registry, RegistryError};
+pub use crate::plugin::{
+    IsolatedEngine, Isolation, PLUGIN_HOST_VAR, PluginEngine, PluginError, PluginErrorKind,
+};
+
+/// The child side of `isolation = "process"`, run by the `mfstream`
+/// binary's hidden `plugin-host` command.
+#[doc(hidden)]
+pub mod plugin_host {
+    pub use crate::plugin::child::{describe, serve};
+}
+pub use crate::registry::{ListedEngine, Registry, RegistryError};
+pub use crate::server::{ServeError, ServeOptions, Server};
 pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
 pub use crate::vocab::{
     Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,

@@ -51,6 +51,8 @@ fn main() -> ExitCode {
         Command::Engines(args) => cli::engines(args),
         Command::Check(args) => cli::check(args),
         Command::Run(args) => cli::run(args),
+        Command::PluginHost(args) => cli::plugin_host(args),
+        Command::Serve(args) => cli::serve(args),
     };
     match result {
         Ok(outcome) => {

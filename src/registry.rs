@@ -1,4 +1,10 @@
-//! The registry: engines by name, from the built-ins and `engines.toml`.
+//! The registry: engines by name, from the built-ins, the `[[engine]]`
+//! entries of `engines.toml` and the engines of its `[[plugin]]` libraries.
+//!
+//! Plugins are loaded when a snapshot is built. A library that is refused,
+//! or an engine whose name is taken, is listed as not ready with the reason
+//! and reported by [`Registry::plugin_errors`]; the other engines are not
+//! affected.
 //!
 //! The registry holds an immutable snapshot behind an atomic pointer:
 //! [`Registry::get`] is one lock-free load and a map look-up, and a reload
@@ -11,11 +17,13 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock};
 
 use arc_swap::ArcSwap;
+use serde::Serialize;
 
 use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
 use crate::engine::{AggregatesIn, EngineInfo, EngineKind, StreamEngine};
 use crate::local::{LOCAL, LocalEngine};
+use crate::plugin::{self, Isolation, PluginEngine, PluginError, PluginErrorKind};
 
 /// The variable that picks the default engine, as in the Go tier.
 pub const DEFAULT_ENGINE_VAR: &str = "MFAPI_STREAM_ENGINE";
@@ -35,6 +43,8 @@ struct Snapshot {
     index: HashMap<String, usize>,
     default: DefaultEngine,
     path: Option<PathBuf>,
+    /// The plugins that could not be loaded or whose engines clash.
+    plugin_errors: Vec<PluginError>,
 }
 
 #[derive(Debug)]
@@ -50,6 +60,17 @@ impl Slot {
             Slot::NotReady(info) => info.clone(),
         }
     }
+}
+
+/// One engine as `mfstream engines --json` and `GET /engines` show it: its
+/// [`EngineInfo`] and whether it is the default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListedEngine {
+    /// What the registry knows of the engine.
+    #[serde(flatten)]
+    pub info: EngineInfo,
+    /// Whether it is the default engine.
+    pub default: bool,
 }
 
 /// The default engine's name and where it came from.
@@ -170,6 +191,27 @@ impl Registry {
         self.snapshot.load().slots.iter().map(Slot::info).collect()
     }
 
+    /// Every plugin that could not be loaded, and every plugin engine whose
+    /// name is taken, in file order. Their engines are listed as not ready.
+    pub fn plugin_errors(&self) -> Vec<PluginError> {
+        self.snapshot.load().plugin_errors.clone()
+    }
+
+    /// Every engine, in listing order, each marked default or not: what
+    /// `mfstream engines --json` prints and `GET /engines` answers.
+    pub fn listing(&self) -> Vec<ListedEngine> {
+        let snapshot = self.snapshot.load();
+        snapshot
+            .slots
+            .iter()
+            .map(|slot| {
+                let info = slot.info();
+                let default = info.name == snapshot.default.name;
+                ListedEngine { info, default }
+            })
+            .collect()
+    }
+
     /// The file the registry was loaded from, if any.
     pub fn path(&self) -> Option<PathBuf> {
         self.snapshot.load().path.clone()
@@ -216,13 +258,29 @@ impl Snapshot {
             };
             slots.push(slot);
         }
-        // Names are unique: the config refuses duplicates and the reserved
-        // built-in names.
-        let index = slots
-            .iter()
-            .enumerate()
-            .map(|(i, slot)| (slot_name(slot), i))
-            .collect();
+        let file = config
+            .path
+            .as_ref()
+            .map_or_else(|| "engines.toml".to_owned(), |p| p.display().to_string());
+        let mut plugin_errors = Vec::new();
+        let mut libraries = HashMap::new();
+        for def in &config.plugins {
+            add_plugin(
+                def,
+                &file,
+                env,
+                &mut slots,
+                &mut libraries,
+                &mut plugin_errors,
+            );
+        }
+        // The config refuses duplicate and reserved names, and a plugin
+        // engine whose name is taken is listed but not indexed: the first
+        // engine of a name keeps it.
+        let mut index = HashMap::new();
+        for (i, slot) in slots.iter().enumerate() {
+            index.entry(slot_name(slot)).or_insert(i);
+        }
         let default = match env(DEFAULT_ENGINE_VAR).filter(|v| !v.trim().is_empty()) {
             Some(name) => DefaultEngine {
                 name: name.trim().to_owned(),
@@ -244,6 +302,7 @@ impl Snapshot {
             index,
             default,
             path: config.path.clone(),
+            plugin_errors,
         }
     }
 
@@ -267,6 +326,105 @@ impl Snapshot {
             .map(slot_name)
             .collect::<Vec<_>>()
             .join(", ")
+    }
+}
+
+/// Loads the plugin of `def` and adds its engines to `slots`; a plugin that
+/// cannot be loaded is listed (under its path) as not ready, with the reason.
+fn add_plugin(
+    def: &crate::config::PluginDef,
+    file: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+    slots: &mut Vec<Slot>,
+    libraries: &mut HashMap<String, PathBuf>,
+    errors: &mut Vec<PluginError>,
+) {
+    let not_ready = |name: String, error: &PluginError, description: String| {
+        Slot::NotReady(EngineInfo {
+            name,
+            kind: EngineKind::Plugin,
+            ready: false,
+            reason: Some(error.to_string()),
+            description,
+            serves: Vec::new(),
+            aggregates_in: AggregatesIn::Host,
+        })
+    };
+    let engines: Result<Vec<Arc<dyn StreamEngine>>, PluginError> = match def.isolation {
+        Isolation::InProcess => plugin::load(&def.path).map(|loaded| {
+            let library = loaded.library;
+            loaded
+                .engines
+                .into_iter()
+                .map(|fns| {
+                    Arc::new(PluginEngine::new(library.clone(), fns)) as Arc<dyn StreamEngine>
+                })
+                .collect()
+        }),
+        Isolation::Process => match plugin::host_binary(env) {
+            Some(host) => plugin::describe_isolated(&def.path, &host).map(|engines| {
+                engines
+                    .into_iter()
+                    .map(|engine| Arc::new(engine) as Arc<dyn StreamEngine>)
+                    .collect()
+            }),
+            None => Err(PluginError {
+                path: def.path.clone(),
+                line: 0,
+                kind: PluginErrorKind::Isolation(format!(
+                    "cannot find the mfstream binary to run the plugin in: set {}",
+                    plugin::PLUGIN_HOST_VAR
+                )),
+            }),
+        },
+    };
+    let engines = match engines {
+        Ok(engines) => engines,
+        Err(mut error) => {
+            error.line = def.line;
+            slots.push(not_ready(
+                def.written.clone(),
+                &error,
+                "plugin library (not loaded)".into(),
+            ));
+            errors.push(error);
+            return;
+        }
+    };
+    for engine in engines {
+        let own = engine.describe();
+        let taken = slots.iter().find(|slot| slot_name(slot) == own.name);
+        if let Some(taken) = taken {
+            let info = taken.info();
+            let other = match info.kind {
+                EngineKind::Builtin => format!("the built-in engine {:?}", info.name),
+                EngineKind::Bridge => format!("the bridge engine {:?} of {file}", info.name),
+                EngineKind::Plugin => match libraries.get(&info.name) {
+                    Some(path) => {
+                        format!("the engine {:?} of plugin {}", info.name, path.display())
+                    }
+                    None => format!("the plugin engine {:?}", info.name),
+                },
+            };
+            let error = PluginError {
+                path: def.path.clone(),
+                line: def.line,
+                kind: PluginErrorKind::Clash {
+                    name: own.name.clone(),
+                    other,
+                },
+            };
+            slots.push(not_ready(own.name, &error, own.description));
+            errors.push(error);
+            continue;
+        }
+        libraries.insert(own.name.clone(), def.path.clone());
+        // An engine whose `ready` said no is listed with its reason.
+        slots.push(if own.ready {
+            Slot::Ready(engine)
+        } else {
+            Slot::NotReady(own)
+        });
     }
 }
 

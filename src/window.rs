@@ -48,6 +48,24 @@ use crate::datetime;
 use crate::vocab::{Event, Instant, PropertyType, Value, WindowEvent};
 
 /// Computes a windowed aggregate over instants pushed in arrival order.
+///
+/// ```
+/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window, Windower};
+///
+/// let window = Window::Tumbling { size: 2, unit: TimeUnit::Seconds };
+/// let mut windower = Windower::new(&Aggregate::new(Aggregation::Avg, window), "speed".into());
+/// let mut events = Vec::new();
+/// for (second, v) in [(0, 2.0), (1, 4.0), (2, 9.0)] {
+///     let instant = Instant::number(format!("2026-01-01T00:00:0{second}Z"), v);
+///     windower.push(instant, &mut events).unwrap();
+/// }
+/// windower.finish(&mut events); // the open window [2 s, 4 s), as partial
+/// assert_eq!(
+///     events[0].to_json(),
+///     r#"{"windowStart":"2026-01-01T00:00:00Z","windowEnd":"2026-01-01T00:00:01Z","property":"speed","aggregation":"AVG","value":3,"count":2}"#
+/// );
+/// assert!(events[1].to_json().ends_with(r#""value":9,"count":1,"partial":true}"#));
+/// ```
 #[derive(Debug)]
 pub struct Windower {
     emitter: Emitter,

@@ -1,11 +1,18 @@
 //! The integration tests: one binary, one module per capability.
 
+mod client;
 mod util;
 
 mod bridge;
 mod bridge_windows;
 mod cli;
 mod local;
+mod meos;
+mod page;
+mod plugin_isolation;
+mod plugin_loader;
+mod plugins;
 mod registry;
 mod runtimes;
+mod serve;
 mod windows;

@@ -4,9 +4,11 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::process::{Command, Output};
+
 use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Instant, QueryHandle, QuerySpec, QueryStatus, Source,
-    StreamEngine, Transform,
+    BridgeEngine, BridgeOptions, Config, Event, Instant, Op, QueryHandle, QuerySpec, QueryStatus,
+    Registry, Source, StreamEngine, Transform,
 };
 
 /// The repository root.
@@ -135,6 +137,198 @@ pub fn read_pid(path: &Path) -> i32 {
     text.trim()
         .parse()
         .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+}
+
+/// The folder cargo builds into for this test binary's profile
+/// (`target/debug`): the test binary is `target/debug/deps/tests-…`.
+pub fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let deps = exe.parent().expect("the binary's folder");
+    deps.parent().expect("the profile folder").to_owned()
+}
+
+/// The cdylib of workspace crate `package` (`mfstream-plugin-scale` →
+/// `libmfstream_plugin_scale.so`), built once per test run.
+///
+/// `cargo test --workspace` does not build a cdylib-only crate's library,
+/// so the first call runs `cargo build -p` for the plugin crates into this
+/// test binary's own target folder.
+pub fn plugin_library(package: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let profile = profile_dir();
+        let target = profile.parent().expect("the target folder");
+        let mut cargo = std::process::Command::new(option_env!("CARGO").unwrap_or("cargo"));
+        cargo
+            .current_dir(root())
+            .env("CARGO_TARGET_DIR", target)
+            .args(["build", "--quiet"])
+            .args(["-p", "mfstream-plugin-scale", "-p", "mfstream-plugin-chaos"])
+            .args(["-p", "mfstream-plugin-meos"]);
+        if profile.file_name().is_some_and(|n| n == "release") {
+            cargo.arg("--release");
+        }
+        let output = cargo
+            .output()
+            .map_err(|e| format!("cannot run cargo: {e}"))?;
+        if !output.status.success() {
+            return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+        }
+        Ok(())
+    });
+    if let Err(e) = built {
+        panic!("building the plugin crates failed: {e}");
+    }
+    let file = format!("lib{}.so", package.replace('-', "_"));
+    profile_dir().join(file)
+}
+
+/// Compiles `tests/plugins/c/<source>` with the system C compiler (`$CC`,
+/// else `cc`) against `mfstream_plugin.h`, with `flags`, into `out`. `None`
+/// when there is no C compiler; a compiler error panics.
+pub fn compile_c(source: &str, flags: &[&str], out: &Path) -> Option<PathBuf> {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let mut cmd = std::process::Command::new(&cc);
+    cmd.arg("-Wall")
+        .arg("-I")
+        .arg(root().join("plugins/mfstream-plugin/include"))
+        .args(flags)
+        .arg(root().join("tests/plugins/c").join(source))
+        .arg("-lm")
+        .arg("-o")
+        .arg(out);
+    let output = match cmd.output() {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            eprintln!("skipped: no C compiler ({cc}) to build {source}");
+            return None;
+        }
+        Err(e) => panic!("cannot run {cc}: {e}"),
+    };
+    assert!(
+        output.status.success(),
+        "{cc} {source} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    Some(out.to_owned())
+}
+
+/// A C plugin compiled from `scale.c` with `flags` into `dir/name`.
+pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> Option<PathBuf> {
+    let mut all = vec!["-shared", "-fPIC"];
+    all.extend_from_slice(flags);
+    compile_c("scale.c", &all, &dir.join(name))
+}
+
+/// Where libmeos is for the meos plugin's tests: `$MFSTREAM_MEOS_LIB`, else
+/// `$MFAPI_MEOS_LIBPATH` (which `jobs/meos/setup.sh` prints), else
+/// `target/meos/pymeos_cffi.libs`. `None`, with a note that the test is
+/// skipped, when it is in none of them; a failure instead when
+/// `MFSTREAM_REQUIRE_RUNTIMES=1` (as `.ci/run` sets).
+pub fn meos_lib(test: &str) -> Option<PathBuf> {
+    let found = ["MFSTREAM_MEOS_LIB", "MFAPI_MEOS_LIBPATH"]
+        .iter()
+        .find_map(|var| std::env::var_os(var).filter(|v| !v.is_empty()))
+        .map(PathBuf::from)
+        .or_else(|| Some(root().join("target/meos/pymeos_cffi.libs")))
+        .filter(|p| p.exists());
+    if found.is_none() {
+        let why = "no libmeos (set MFSTREAM_MEOS_LIB, or run `eval \"$(jobs/meos/setup.sh)\"`)";
+        assert!(
+            std::env::var("MFSTREAM_REQUIRE_RUNTIMES").as_deref() != Ok("1"),
+            "{test}: libmeos is required (MFSTREAM_REQUIRE_RUNTIMES=1) but there is {why}"
+        );
+        eprintln!("skipped {test}: {why}");
+    }
+    found
+}
+
+/// A registry from an engines.toml in `dir` with `text`.
+pub fn registry(dir: &TempDir, text: &str) -> Registry {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, text).unwrap();
+    Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &|_| None)
+}
+
+/// A registry like `registry`'s whose isolated plugins run in the
+/// `mfstream` binary (the test binary cannot host them).
+pub fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, text).unwrap();
+    let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
+    let env = move |name: &str| (name == mfstream::PLUGIN_HOST_VAR).then(|| host.clone());
+    Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
+}
+
+/// An isolated `[[plugin]]` entry for `path`.
+pub fn isolated(path: &Path) -> String {
+    format!("{}isolation = \"process\"\n", entry(path))
+}
+
+/// A `[[plugin]]` entry for `path`.
+pub fn entry(path: &Path) -> String {
+    format!("[[plugin]]\npath = {:?}\n", path.display().to_string())
+}
+
+/// `mfstream ARGS --config CONFIG`, with the configuration variables
+/// cleared, run to its end.
+pub fn mfstream_with(args: &[&str], config: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap()
+}
+
+/// A transform for every operation of the catalogue.
+pub fn every_transform() -> Vec<Transform> {
+    Op::ALL
+        .iter()
+        .map(|op| {
+            let arg = op.takes_arg().then_some(1.852);
+            Transform::new(op.name(), arg).unwrap()
+        })
+        .collect()
+}
+
+/// Events of `spec` over `input` on `engine` of `registry`, and the status.
+pub async fn run_on(
+    registry: &Registry,
+    engine: &str,
+    spec: QuerySpec,
+    input: Vec<Instant>,
+) -> (Vec<Event>, QueryStatus) {
+    let engine = registry.get(engine).unwrap();
+    let handle = engine
+        .submit(spec, Source::from_instants(input))
+        .await
+        .unwrap();
+    collect(handle).await
+}
+
+/// Checks that `engine` gives exactly local's events for every operation.
+pub async fn assert_matches_local(registry: &Registry, engine: &str) {
+    // Values in every operation's domain; 3000 spans several batches.
+    let input: Vec<Instant> = instants(3000)
+        .into_iter()
+        .map(|i| Instant::number(i.datetime, i.value.as_f64().unwrap() / 7.0))
+        .collect();
+    for transform in every_transform() {
+        let spec = QuerySpec::transform("speed", transform);
+        let (local, local_status) = run_on(registry, "local", spec.clone(), input.clone()).await;
+        let (plugin, status) = run_on(registry, engine, spec, input.clone()).await;
+        assert_eq!(local_status, QueryStatus::Completed);
+        assert_eq!(status, QueryStatus::Completed, "{engine} {transform}");
+        assert_eq!(plugin.len(), local.len(), "{engine} {transform}");
+        assert!(
+            plugin == local,
+            "{engine} {transform}: results differ from local's"
+        );
+    }
 }
 
 /// The `mfstream` binary run in `dir`, with the configuration variables

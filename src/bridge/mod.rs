@@ -12,6 +12,8 @@ mod framing;
 mod job;
 mod run;
 
+pub(crate) use self::job::describe_exit;
+
 use std::sync::Arc;
 use std::time::Duration;
 

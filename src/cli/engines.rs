@@ -3,19 +3,10 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use mfstream::{Config, EngineInfo, Registry};
-use serde::Serialize;
+use mfstream::{Config, Registry};
 
 use super::{ConfigArgs, EnginesArgs};
 use crate::Outcome;
-
-/// One engine as `mfstream engines --json` prints it.
-#[derive(Serialize)]
-struct Listed<'a> {
-    #[serde(flatten)]
-    info: &'a EngineInfo,
-    default: bool,
-}
 
 /// Lists every engine with its kind, readiness and why not ready.
 pub fn engines(args: EnginesArgs) -> Result<Outcome> {
@@ -25,14 +16,8 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
     let infos = registry.engines();
     let mut out = std::io::stdout().lock();
     if args.json {
-        let listed: Vec<Listed<'_>> = infos
-            .iter()
-            .map(|info| Listed {
-                info,
-                default: info.name == default,
-            })
-            .collect();
-        serde_json::to_writer_pretty(&mut out, &listed).context("cannot write to stdout")?;
+        serde_json::to_writer_pretty(&mut out, &registry.listing())
+            .context("cannot write to stdout")?;
         writeln!(out)?;
         return Ok(Outcome::Success);
     }
@@ -82,6 +67,14 @@ pub fn check(args: ConfigArgs) -> Result<Outcome> {
         Err(e) => return Ok(Outcome::InvalidConfig(e.to_string())),
     };
     let registry = Registry::from_config(&config);
+    let plugin_errors = registry.plugin_errors();
+    if !plugin_errors.is_empty() {
+        let lines: Vec<String> = plugin_errors
+            .iter()
+            .map(|error| format!("{}:{}: {error}", path.display(), error.line))
+            .collect();
+        return Ok(Outcome::InvalidConfig(lines.join("\n")));
+    }
     let infos = registry.engines();
     let ready = infos.iter().filter(|i| i.ready).count();
     println!(

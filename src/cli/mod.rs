@@ -2,14 +2,19 @@
 
 mod engines;
 mod input;
+mod plugin_host;
 mod run;
+mod serve;
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 pub use self::engines::{check, engines};
+pub use self::plugin_host::plugin_host;
 pub use self::run::run;
+pub use self::serve::serve;
 
 /// A registry of stream engines for OGC API – Moving Features continuous
 /// queries.
@@ -30,6 +35,42 @@ pub enum Command {
     Check(ConfigArgs),
     /// Run one continuous query from a file or stdin to JSON lines on stdout.
     Run(RunArgs),
+    /// Serve continuous queries over HTTP and Server-Sent Events (OGC API –
+    /// Moving Features Part 4) until SIGTERM or SIGINT.
+    Serve(ServeArgs),
+    /// Host a plugin out of process (`isolation = "process"`); run by
+    /// mfstream itself.
+    #[command(hide = true)]
+    PluginHost(PluginHostArgs),
+}
+
+/// `mfstream plugin-host`.
+#[derive(Debug, Args)]
+pub struct PluginHostArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: PluginHostAction,
+}
+
+/// What `mfstream plugin-host` does.
+#[derive(Debug, Subcommand)]
+pub enum PluginHostAction {
+    /// Load and check LIB, print its descriptor as JSON.
+    Describe {
+        /// The plugin library.
+        lib: PathBuf,
+    },
+    /// Serve one query of ENGINE of LIB as a json-framing bridge job.
+    Run {
+        /// The plugin library.
+        lib: PathBuf,
+        /// The engine.
+        engine: String,
+        /// The operation and argument the bridge appends (the query is read
+        /// from MFSTREAM_QUERY).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        job_args: Vec<String>,
+    },
 }
 
 /// Where the registry comes from.
@@ -81,4 +122,43 @@ pub struct RunArgs {
     /// absent or "-".
     #[arg(value_name = "INPUT")]
     pub input: Option<PathBuf>,
+}
+
+/// `mfstream serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The address to listen on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// A bearer token every route but the landing page requires.
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "MFSTREAM_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The largest request body, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_body: usize,
+    /// The most queries registered at once.
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_queries: usize,
+    /// The most SSE subscribers of one query.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_subscribers: usize,
+    /// The most temporal properties known (registered on or ingested to).
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    pub max_properties: usize,
+    /// The results each query keeps for late and reconnecting subscribers.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub replay: usize,
+    /// How long an ingest waits on a full query buffer before answering 503.
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub ingest_wait_ms: u64,
+    /// How often an idle SSE stream gets a keep-alive comment.
+    #[arg(long, value_name = "MS", default_value_t = 15000)]
+    pub keep_alive_ms: u64,
 }

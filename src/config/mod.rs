@@ -22,6 +22,10 @@
 //! max = 3                              # required here, 1 to 1000
 //! backoff_ms = 100                     # optional, default 100, 1 to 600000
 //! backoff_max_ms = 10000               # optional, default 10000, at least backoff_ms
+//!
+//! [[plugin]]
+//! path = "plugins/libmfstream_plugin_scale.so"  # required; relative to this file's folder
+//! isolation = "in-process"             # optional; "in-process" (default) or "process"
 //! ```
 //!
 //! Environment variable names (`cmd_env`, `libpath_env`, the keys of `env`)
@@ -55,6 +59,7 @@ mod problem;
 
 use crate::bridge::{BridgeOptions, Framing, RestartPolicy};
 use crate::local::LOCAL;
+use crate::plugin::Isolation;
 
 pub use self::problem::{ConfigError, ConfigProblem};
 use self::problem::{ErrorKind, Problems};
@@ -75,6 +80,21 @@ pub struct Config {
     pub default: Option<String>,
     /// The `[[engine]]` entries, in file order.
     pub engines: Vec<EngineDef>,
+    /// The `[[plugin]]` entries, in file order.
+    pub plugins: Vec<PluginDef>,
+}
+
+/// One `[[plugin]]` entry, validated; the library is not loaded yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PluginDef {
+    /// The library's path as the file writes it, for messages.
+    pub written: String,
+    /// The library's path, resolved against the config file's folder.
+    pub path: PathBuf,
+    /// Where the plugin's engines run.
+    pub isolation: Isolation,
+    /// The 1-based line of the entry's `path`, for messages.
+    pub line: usize,
 }
 
 impl Config {
@@ -111,6 +131,15 @@ impl Config {
         match config {
             Some(mut config) if problems.list.is_empty() => {
                 config.path = path.map(Path::to_path_buf);
+                // "." rather than "": a bare file name would make the loader
+                // search the system's library path instead of this folder.
+                let folder = path
+                    .and_then(Path::parent)
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .unwrap_or(Path::new("."));
+                for plugin in &mut config.plugins {
+                    plugin.path = folder.join(&plugin.written);
+                }
                 Ok(config)
             }
             _ => {
@@ -205,6 +234,18 @@ struct RawFile {
     #[serde(default)]
     #[expect(dead_code, reason = "only checked to be an array here")]
     engine: Vec<serde::de::IgnoredAny>,
+    /// Read one entry at a time, as `engine`.
+    #[serde(default)]
+    #[expect(dead_code, reason = "only checked to be an array here")]
+    plugin: Vec<serde::de::IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [[plugin]] table")]
+struct RawPlugin {
+    path: Spanned<String>,
+    #[serde(default)]
+    isolation: Isolation,
 }
 
 #[derive(Deserialize)]
@@ -239,6 +280,7 @@ struct RawRestart {
 struct Raw {
     default: Option<Spanned<String>>,
     entries: Vec<Option<RawEngine>>,
+    plugins: Vec<Option<RawPlugin>>,
 }
 
 /// Stage one, or `None` when the text is not TOML.
@@ -257,14 +299,17 @@ fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
         }
         return None;
     }
-    let entries: Vec<Spanned<DeValue<'_>>> = root
-        .get_ref()
-        .iter()
-        .find(|(key, _)| key.get_ref() == "engine")
-        .map_or_else(Vec::new, |(_, value)| match value.get_ref() {
-            DeValue::Array(array) => array.to_vec(),
-            _ => Vec::new(),
-        });
+    let array_of = |name: &str| -> Vec<Spanned<DeValue<'_>>> {
+        root.get_ref()
+            .iter()
+            .find(|(key, _)| key.get_ref() == name)
+            .map_or_else(Vec::new, |(_, value)| match value.get_ref() {
+                DeValue::Array(array) => array.to_vec(),
+                _ => Vec::new(),
+            })
+    };
+    let entries = array_of("engine");
+    let plugins = array_of("plugin");
     let root_span = root.span();
     let root = root.into_inner();
     let default = RawFile::deserialize(ValueDeserializer::from(Spanned::new(
@@ -276,22 +321,44 @@ fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
     .and_then(|top| top.default);
     let entries = entries
         .into_iter()
-        .map(|entry| {
-            let span = entry.span();
-            let table = match entry.get_ref() {
-                DeValue::Table(table) => table.clone(),
-                _ => DeTable::default(),
-            };
-            RawEngine::deserialize(ValueDeserializer::from(entry))
-                .map_err(|e| problems.toml(&e, &table, span))
-                .ok()
-        })
+        .map(|entry| read_entry::<RawEngine>(entry, problems))
         .collect();
-    Some(Raw { default, entries })
+    let plugins = plugins
+        .into_iter()
+        .map(|entry| read_entry::<RawPlugin>(entry, problems))
+        .collect();
+    Some(Raw {
+        default,
+        entries,
+        plugins,
+    })
+}
+
+/// One `[[engine]]` or `[[plugin]]` table, or `None` with its problem
+/// recorded.
+fn read_entry<'de, T: Deserialize<'de>>(
+    entry: Spanned<DeValue<'de>>,
+    problems: &mut Problems<'_>,
+) -> Option<T> {
+    let span = entry.span();
+    let table = match entry.get_ref() {
+        DeValue::Table(table) => table.clone(),
+        _ => DeTable::default(),
+    };
+    T::deserialize(ValueDeserializer::from(entry))
+        .map_err(|e| problems.toml(&e, &table, span))
+        .ok()
 }
 
 /// Stage two: every entry checked, every problem recorded.
-fn validate(Raw { default, entries }: Raw, p: &mut Problems<'_>) -> Config {
+fn validate(
+    Raw {
+        default,
+        entries,
+        plugins,
+    }: Raw,
+    p: &mut Problems<'_>,
+) -> Config {
     let mut engines = Vec::new();
     // Each name with the offset of its first definition, in file order.
     let mut seen: Vec<(&str, usize)> = Vec::new();
@@ -328,7 +395,34 @@ fn validate(Raw { default, entries }: Raw, p: &mut Problems<'_>) -> Config {
         path: None,
         default: default.map(Spanned::into_inner),
         engines,
+        plugins: validate_plugins(&plugins, p),
     }
+}
+
+fn validate_plugins(raw: &[Option<RawPlugin>], p: &mut Problems<'_>) -> Vec<PluginDef> {
+    let mut plugins: Vec<PluginDef> = Vec::new();
+    let mut first_at: Vec<usize> = Vec::new();
+    for raw in raw.iter().flatten() {
+        let (written, span) = (raw.path.get_ref(), raw.path.span());
+        if written.trim().is_empty() {
+            p.at(span.clone(), "empty plugin path: name the library's file");
+        }
+        if let Some(i) = plugins.iter().position(|d| &d.written == written) {
+            let first = p.place(first_at[i]);
+            p.at(
+                span.clone(),
+                format!("plugin {written:?} is listed twice: first at {first}"),
+            );
+        }
+        first_at.push(span.start);
+        plugins.push(PluginDef {
+            written: written.clone(),
+            path: PathBuf::from(written),
+            isolation: raw.isolation,
+            line: p.line_of(span.start),
+        });
+    }
+    plugins
 }
 
 fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
@@ -481,7 +575,7 @@ impl Problems<'_> {
 }
 
 /// `[a-z][a-z0-9_-]{0,62}`.
-fn is_engine_name(name: &str) -> bool {
+pub(crate) fn is_engine_name(name: &str) -> bool {
     let mut chars = name.chars();
     name.len() <= 63
         && chars.next().is_some_and(|c| c.is_ascii_lowercase())

@@ -154,8 +154,8 @@ impl Problems<'_> {
         let mut message = error.message().to_owned();
         if let Some(key) = key_at(table, span.start) {
             message = format!("{message} for key `{key}`");
-            if key == "engine" {
-                message.push_str(": write each entry under an [[engine]] header");
+            if key == "engine" || key == "plugin" {
+                message.push_str(&format!(": write each entry under an [[{key}]] header"));
             }
         }
         self.at(span, message);

@@ -37,11 +37,11 @@ fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 }
 
 #[test]
-fn shipped_engines_toml_parses_into_four_bridge_engines() {
+fn shipped_engines_toml_parses_into_five_bridge_engines() {
     let config = Config::parse(include_str!("../../engines.toml"), None).unwrap();
     assert_eq!(config.default.as_deref(), Some("local"));
     let names: Vec<&str> = config.engines.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, ["flink", "kafka", "spark", "beam"]);
+    assert_eq!(names, ["flink", "kafka", "spark", "beam", "meos"]);
     for engine in &config.engines {
         let upper = engine.name.to_uppercase();
         assert_eq!(engine.cmd_env, format!("MFAPI_{upper}_CMD"));
@@ -154,7 +154,7 @@ fn unknown_top_level_and_restart_keys_are_refused() {
     assert_eq!((line, column), (1, 1));
     assert_eq!(
         message,
-        "unknown field `defualt`, expected `default` or `engine`"
+        "unknown field `defualt`, expected one of `default`, `engine`, `plugin`"
     );
 
     let text = entry("flink", "[engine.restart]\nmax = 1\nbackof_ms = 5\n");
@@ -515,4 +515,55 @@ fn resolve_fills_the_library_path_unless_it_is_empty() {
     );
     let empty = env_of(&[("MFAPI_X_CMD", "job"), ("MFAPI_X_LIB", "")]);
     assert_eq!(flink().resolve(&empty).unwrap().libpath, None);
+}
+
+#[test]
+fn plugin_paths_are_relative_to_the_file_and_isolation_defaults_to_in_process() {
+    let text = "[[plugin]]\npath = \"lib/libscale.so\"\n\n[[plugin]]\npath = \"/opt/libx.so\"\nisolation = \"process\"\n";
+    let config = Config::parse(text, Some(Path::new("/etc/mfstream/engines.toml"))).unwrap();
+    let plugins = &config.plugins;
+    assert_eq!(plugins[0].path, Path::new("/etc/mfstream/lib/libscale.so"));
+    assert_eq!(plugins[0].written, "lib/libscale.so");
+    assert_eq!(plugins[0].isolation, Isolation::InProcess);
+    assert_eq!(plugins[0].line, 2);
+    assert_eq!(plugins[1].path, Path::new("/opt/libx.so"));
+    assert_eq!(plugins[1].isolation, Isolation::Process);
+}
+
+#[test]
+fn bad_plugin_entries_are_errors_with_line_and_column() {
+    let (line, column, message) = problem("[[plugin]]\npath = \"a.so\"\nisolation = \"thread\"\n");
+    assert_eq!((line, column), (3, 13));
+    assert!(
+        message.contains("`in-process`") && message.contains("`process`"),
+        "{message}"
+    );
+
+    let (line, _, message) = problem("[[plugin]]\npath = \"a.so\"\nsymbol = \"x\"\n");
+    assert_eq!(line, 3);
+    assert!(message.starts_with("unknown field `symbol`"), "{message}");
+
+    let (line, _, message) = problem("[[plugin]]\nisolation = \"process\"\n");
+    assert_eq!(line, 1);
+    assert!(message.contains("missing field `path`"), "{message}");
+
+    let (line, column, message) =
+        problem("[[plugin]]\npath = \"a.so\"\n[[plugin]]\npath = \"a.so\"\n");
+    assert_eq!((line, column), (4, 8));
+    assert_eq!(
+        message,
+        "plugin \"a.so\" is listed twice: first at engines.toml:2"
+    );
+
+    let (_, _, message) = problem("[plugin]\npath = \"a.so\"\n");
+    assert!(message.contains("[[plugin]]"), "{message}");
+}
+
+#[test]
+fn a_plugin_next_to_a_config_named_without_a_folder_is_looked_for_in_this_folder() {
+    let config = Config::parse(
+        "[[plugin]]\npath = \"libx.so\"\n",
+        Some(Path::new("engines.toml")),
+    );
+    assert_eq!(config.unwrap().plugins[0].path, Path::new("./libx.so"));
 }

@@ -1,0 +1,263 @@
+//! Load benchmark of `mfstream serve`: figures printed, never asserted,
+//! except that nothing may be lost.
+//!
+//! ```text
+//! cargo bench --bench serve                      # 100 queries x 10 subscribers, 1,000 instants/s each, 10 s
+//! cargo bench --bench serve -- 20 5 1000 10      # QUERIES SUBSCRIBERS RATE SECONDS
+//! ```
+//!
+//! The release binary serves on a loopback port; this process is the load:
+//! one feeder per query posting its instants (JSON lines, every 20 ms, at the
+//! rate; the feeders' ticks spread over the 20 ms) to the query's own property, and SUBSCRIBERS SSE connections per
+//! query. Each instant carries its send time (microseconds since the start)
+//! as its datetime and its sequence number as its value, so every subscriber
+//! checks it got every event in order (no `lagged`, no gap) and times each
+//! one from the ingest request to its arrival. Both ends share the machine.
+
+#[path = "../tests/client.rs"]
+mod client;
+
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant as Clock};
+
+use client::{Client, Sse, subscribe};
+
+/// How often a feeder posts.
+const TICK: Duration = Duration::from_millis(20);
+
+struct Load {
+    queries: usize,
+    subscribers: usize,
+    rate: u64,
+    seconds: u64,
+}
+
+fn main() {
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let arg = |i: usize, default: u64| args.get(i).copied().unwrap_or(default);
+    let load = Load {
+        queries: arg(0, 100) as usize,
+        subscribers: arg(1, 10) as usize,
+        rate: arg(2, 1000),
+        seconds: arg(3, 10),
+    };
+    let mut server = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--replay", "16384"])
+        .args(["--max-subscribers", &(load.subscribers + 1).to_string()])
+        .env("RUST_LOG", "warn")
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("mfstream serve starts");
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let addr: SocketAddr = line
+        .trim()
+        .strip_prefix("mfstream: listening on http://")
+        .expect("the listening line")
+        .parse()
+        .unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(run(addr, load));
+    let _ = server.kill();
+    let _ = server.wait();
+}
+
+/// What one subscriber saw.
+#[derive(Default)]
+struct Seen {
+    events: u64,
+    problems: Vec<String>,
+    latencies_us: Vec<u32>,
+}
+
+async fn run(addr: SocketAddr, load: Load) {
+    println!(
+        "serve: {} queries x {} subscribers, {} instants/s each, {} s (local engine, abs)",
+        load.queries, load.subscribers, load.rate, load.seconds
+    );
+    let mut client = Client::new(addr);
+    let mut queries = Vec::new();
+    for q in 0..load.queries {
+        let property = format!("/collections/bench/items/f{q}/tproperties/speed");
+        let response = client
+            .post(&format!("{property}/queries"), r#"{"operation":"abs"}"#)
+            .await;
+        assert_eq!(response.status, 201, "{response:?}");
+        let path = response.json()["links"][0]["href"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        queries.push((property, path));
+    }
+    // One clock for the send and arrival times.
+    let start = Arc::new(Clock::now());
+    let mut readers = Vec::new();
+    for (_, path) in &queries {
+        for _ in 0..load.subscribers {
+            let sse = subscribe(addr, &format!("{path}/stream"), &[])
+                .await
+                .unwrap_or_else(|r| panic!("{r:?}"));
+            readers.push(tokio::spawn(read(sse, start.clone())));
+        }
+    }
+    let total = load.rate * load.seconds;
+    let fed_from = start.elapsed();
+    let mut feeders = Vec::new();
+    for (q, (property, _)) in queries.iter().enumerate() {
+        let (property, start) = (property.clone(), start.clone());
+        // Independent sources: the feeders' 20 ms ticks are spread evenly
+        // rather than all firing together.
+        let phase = TICK * q as u32 / load.queries as u32;
+        feeders.push(tokio::spawn(feed(
+            addr,
+            property,
+            start,
+            fed_from + phase,
+            load.rate,
+            total,
+        )));
+    }
+    let mut refused = 0;
+    for feeder in feeders {
+        refused += feeder.await.unwrap();
+    }
+    let fed_in = start.elapsed() - fed_from;
+    for (_, path) in &queries {
+        let response = client.delete(path).await;
+        assert_eq!(response.status, 204, "{response:?}");
+    }
+    let mut latencies = Vec::new();
+    let (mut events, mut problems) = (0u64, Vec::new());
+    for reader in readers {
+        let seen = reader.await.unwrap();
+        events += seen.events;
+        latencies.extend(seen.latencies_us);
+        problems.extend(seen.problems);
+        if seen.events != total {
+            problems.push(format!("a subscriber got {} of {total}", seen.events));
+        }
+    }
+    let expected = total * (load.queries * load.subscribers) as u64;
+    latencies.sort_unstable();
+    let pct = |p: f64| latencies[((latencies.len() - 1) as f64 * p) as usize] as f64 / 1000.0;
+    println!(
+        "  fed {} instants in {:.1} s ({:.0}/s in all; {refused} ingest requests refused with 503)",
+        total * load.queries as u64,
+        fed_in.as_secs_f64(),
+        (total * load.queries as u64) as f64 / fed_in.as_secs_f64()
+    );
+    println!(
+        "  delivered {events} of {expected} events over SSE; lost {}",
+        expected - events.min(expected)
+    );
+    println!(
+        "  ingest -> SSE latency: p50 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms",
+        pct(0.5),
+        pct(0.99),
+        pct(0.999),
+        pct(1.0)
+    );
+    if !problems.is_empty() {
+        problems.dedup();
+        for p in problems.iter().take(10) {
+            println!("  PROBLEM: {p}");
+        }
+        std::process::exit(1);
+    }
+}
+
+/// Posts `total` instants to `property` at `rate` per second from `from`
+/// on (by the `start` clock), every 20 ms;
+/// returns how many requests were refused (and sent again).
+async fn feed(
+    addr: SocketAddr,
+    property: String,
+    start: Arc<Clock>,
+    from: Duration,
+    rate: u64,
+    total: u64,
+) -> u64 {
+    let mut client = Client::new(addr);
+    let path = format!("{property}/ingest");
+    let first = tokio::time::Instant::from_std(*start + from);
+    let mut ticker = tokio::time::interval_at(first, TICK);
+    let (mut sent, mut refused) = (0u64, 0u64);
+    let mut body = String::new();
+    while sent < total {
+        ticker.tick().await;
+        let paced = start.elapsed().saturating_sub(from).as_secs_f64();
+        let due = ((paced * rate as f64) as u64).min(total);
+        if due <= sent {
+            continue;
+        }
+        body.clear();
+        let now_us = start.elapsed().as_micros();
+        for seq in sent..due {
+            body.push_str(&format!("{{\"datetime\":\"{now_us}\",\"value\":{seq}}}\n"));
+        }
+        let response = client.post(&path, &body).await;
+        match response.status {
+            202 => sent = due,
+            503 => refused += 1,
+            _ => panic!("{response:?}"),
+        }
+    }
+    refused
+}
+
+/// Reads a stream to its end, checking order and timing each event.
+async fn read(mut sse: Sse, start: Arc<Clock>) -> Seen {
+    let mut seen = Seen::default();
+    let mut next = 0u64;
+    while let Some(frame) = sse.next_frame().await {
+        if frame.starts_with(b":") || frame.starts_with(b"retry:") {
+            continue;
+        }
+        let arrived = start.elapsed().as_micros() as u64;
+        if memchr::memmem::find(frame, b"\nevent: instant\n").is_none() {
+            if memchr::memmem::find(frame, b"\nevent: end\n").is_some() {
+                break;
+            }
+            seen.problems
+                .push(String::from_utf8_lossy(frame).replace('\n', " "));
+            continue;
+        }
+        let (sent_us, value) = (
+            number_after(frame, b"\"datetime\":\""),
+            number_after(frame, b"\"value\":"),
+        );
+        if value != next {
+            seen.problems
+                .push(format!("expected value {next}, got {value}"));
+        }
+        next = value + 1;
+        seen.events += 1;
+        seen.latencies_us
+            .push(arrived.saturating_sub(sent_us) as u32);
+    }
+    seen
+}
+
+/// The number right after `key` in an event frame, read without a JSON
+/// parse: the load generator shares the machine with the server.
+fn number_after(frame: &[u8], key: &[u8]) -> u64 {
+    let at = memchr::memmem::find(frame, key).expect("the field") + key.len();
+    frame[at..]
+        .iter()
+        .take_while(|b| b.is_ascii_digit())
+        .fold(0, |n, b| n * 10 + u64::from(b - b'0'))
+}

@@ -1,0 +1,298 @@
+//! libmeos, loaded at run time, and the few of its functions the engine uses.
+
+use std::cell::RefCell;
+use std::ffi::{CStr, c_char, c_int, c_void};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+
+use crate::MEOS_LIB_VAR;
+
+type Temporal = c_void;
+type Unary = unsafe extern "C" fn(*const Temporal) -> *mut Temporal;
+type WithFloat = unsafe extern "C" fn(*const Temporal, f64) -> *mut Temporal;
+type WithBool = unsafe extern "C" fn(*const Temporal, bool) -> *mut Temporal;
+
+unsafe extern "C" {
+    /// MEOS allocates with the C library's malloc.
+    fn free(ptr: *mut c_void);
+}
+
+/// An operation, as MEOS runs it.
+#[derive(Debug, Clone, Copy)]
+pub enum MeosOp {
+    Ln,
+    Exp,
+    Log10,
+    Ceil,
+    Floor,
+    Abs,
+    Degrees,
+    Radians,
+    Add(f64),
+    Sub(f64),
+    Mul(f64),
+    Div(f64),
+}
+
+impl MeosOp {
+    /// Validates an operation of the catalogue for MEOS.
+    pub fn new(name: &str, arg: Option<f64>) -> Result<MeosOp, String> {
+        let unary = match name {
+            "ln" => Some(MeosOp::Ln),
+            "exp" => Some(MeosOp::Exp),
+            "log10" => Some(MeosOp::Log10),
+            "ceil" => Some(MeosOp::Ceil),
+            "floor" => Some(MeosOp::Floor),
+            "abs" => Some(MeosOp::Abs),
+            "degrees" => Some(MeosOp::Degrees),
+            "radians" => Some(MeosOp::Radians),
+            "sin" | "cos" | "tan" => {
+                return Err(format!(
+                    "MEOS 1.3 has no lifted {name} (no tfloat_{name}): run it on the local engine"
+                ));
+            }
+            "add" | "sub" | "mul" | "div" => None,
+            _ => return Err(format!("unknown operation {name:?}")),
+        };
+        match (unary, arg) {
+            (Some(op), None) => Ok(op),
+            (Some(_), Some(_)) => Err(format!("operation {name} takes no argument")),
+            (None, None) => Err(format!("operation {name} needs a scalar argument")),
+            (None, Some(x)) if !x.is_finite() => {
+                Err(format!("operation {name} needs a finite argument"))
+            }
+            (None, Some(x)) => Ok(match name {
+                "add" => MeosOp::Add(x),
+                "sub" => MeosOp::Sub(x),
+                "mul" => MeosOp::Mul(x),
+                _ if x == 0.0 => return Err("operation div by zero is undefined".into()),
+                _ => MeosOp::Div(x),
+            }),
+        }
+    }
+}
+
+/// libmeos, initialised, with the functions the engine calls.
+pub struct Meos {
+    tfloatinst_make: unsafe extern "C" fn(f64, i64) -> *mut Temporal,
+    tfloat_start_value: unsafe extern "C" fn(*const Temporal) -> f64,
+    ln: Unary,
+    exp: Unary,
+    log10: Unary,
+    ceil: Unary,
+    floor: Unary,
+    abs: Unary,
+    degrees: WithBool,
+    radians: Unary,
+    add: WithFloat,
+    sub: WithFloat,
+    mult: WithFloat,
+    div: WithFloat,
+    /// Serialises calls: MEOS keeps global state.
+    lock: Mutex<()>,
+}
+
+thread_local! {
+    /// The last error MEOS reported on this thread.
+    static LAST_ERROR: RefCell<Option<String>> = const { RefCell::new(None) };
+}
+
+/// MEOS's error handler: records the error instead of exiting the process.
+extern "C" fn on_error(_level: c_int, code: c_int, message: *const c_char) {
+    let text = if message.is_null() {
+        format!("error {code}")
+    } else {
+        // SAFETY: MEOS passes a NUL-terminated message valid for the call.
+        unsafe { CStr::from_ptr(message) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    LAST_ERROR.with(|e| *e.borrow_mut() = Some(text));
+}
+
+impl Meos {
+    /// libmeos, loaded and initialised once per process.
+    pub fn get() -> Result<&'static Meos, String> {
+        static MEOS: OnceLock<Result<Meos, String>> = OnceLock::new();
+        MEOS.get_or_init(Meos::load).as_ref().map_err(Clone::clone)
+    }
+
+    /// Holds MEOS for a batch.
+    pub fn lock(&self) -> MutexGuard<'_, ()> {
+        self.lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn load() -> Result<Meos, String> {
+        let configured = std::env::var_os(MEOS_LIB_VAR)
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| {
+                format!(
+                    "{MEOS_LIB_VAR} is not set: point it at libmeos (the file or its folder; \
+                 `pip install pymeos-cffi==1.3.0` ships one in site-packages/pymeos_cffi.libs)"
+                )
+            })?;
+        let file = find_libmeos(Path::new(&configured))?;
+        let library = open_with_neighbours(&file)?;
+        macro_rules! sym {
+            ($name:literal) => {
+                // SAFETY: the symbol has this type in MEOS 1.3's meos.h.
+                *unsafe { library.get(concat!($name, "\0").as_bytes()) }.map_err(|e| {
+                    format!(
+                        "{} has no {} (MEOS 1.3 is needed): {e}",
+                        file.display(),
+                        $name
+                    )
+                })?
+            };
+        }
+        let initialize: unsafe extern "C" fn() = sym!("meos_initialize");
+        let timezone: unsafe extern "C" fn(*const c_char) = sym!("meos_initialize_timezone");
+        let handler: unsafe extern "C" fn(extern "C" fn(c_int, c_int, *const c_char)) =
+            sym!("meos_initialize_error_handler");
+        let meos = Meos {
+            tfloatinst_make: sym!("tfloatinst_make"),
+            tfloat_start_value: sym!("tfloat_start_value"),
+            ln: sym!("tfloat_ln"),
+            exp: sym!("tfloat_exp"),
+            log10: sym!("tfloat_log10"),
+            ceil: sym!("tfloat_ceil"),
+            floor: sym!("tfloat_floor"),
+            abs: sym!("tnumber_abs"),
+            degrees: sym!("tfloat_degrees"),
+            radians: sym!("tfloat_radians"),
+            add: sym!("add_tfloat_float"),
+            sub: sym!("sub_tfloat_float"),
+            mult: sym!("mult_tfloat_float"),
+            div: sym!("div_tfloat_float"),
+            lock: Mutex::new(()),
+        };
+        // SAFETY: MEOS's initialisation, once per process (we are inside a
+        // OnceLock). `meos_initialize` installs MEOS's own handler, which
+        // exits the process; ours replaces it before any other call.
+        unsafe {
+            initialize();
+            handler(on_error);
+            timezone(c"UTC".as_ptr());
+        }
+        // The functions point into the library: it stays loaded for good.
+        std::mem::forget(library);
+        Ok(meos)
+    }
+
+    /// Applies `op` to `x` through MEOS. The caller holds [`Meos::lock`].
+    pub fn apply(&self, op: MeosOp, x: f64) -> Result<f64, String> {
+        LAST_ERROR.with(|e| e.borrow_mut().take());
+        // SAFETY: MEOS is initialised; every Temporal made here is freed
+        // here, after its last use.
+        unsafe {
+            let instant = (self.tfloatinst_make)(x, 0);
+            if instant.is_null() {
+                return Err(last_error("cannot make a tfloat instant"));
+            }
+            let result = match op {
+                MeosOp::Ln => (self.ln)(instant),
+                MeosOp::Exp => (self.exp)(instant),
+                MeosOp::Log10 => (self.log10)(instant),
+                MeosOp::Ceil => (self.ceil)(instant),
+                MeosOp::Floor => (self.floor)(instant),
+                MeosOp::Abs => (self.abs)(instant),
+                MeosOp::Degrees => (self.degrees)(instant, false),
+                MeosOp::Radians => (self.radians)(instant),
+                MeosOp::Add(a) => (self.add)(instant, a),
+                MeosOp::Sub(a) => (self.sub)(instant, a),
+                MeosOp::Mul(a) => (self.mult)(instant, a),
+                MeosOp::Div(a) => (self.div)(instant, a),
+            };
+            free(instant);
+            if result.is_null() || LAST_ERROR.with(|e| e.borrow().is_some()) {
+                if !result.is_null() {
+                    free(result);
+                }
+                return Err(last_error("no result"));
+            }
+            let y = (self.tfloat_start_value)(result);
+            free(result);
+            if y.is_finite() {
+                Ok(y)
+            } else {
+                Err(format!("has no finite result for {x}"))
+            }
+        }
+    }
+}
+
+/// MEOS's last error on this thread, or `otherwise`.
+fn last_error(otherwise: &str) -> String {
+    LAST_ERROR
+        .with(|e| e.borrow_mut().take())
+        .unwrap_or_else(|| otherwise.to_owned())
+}
+
+/// The libmeos file: `path` itself, or the `libmeos*.so*` in folder `path`.
+fn find_libmeos(path: &Path) -> Result<PathBuf, String> {
+    if path.is_file() {
+        return Ok(path.to_owned());
+    }
+    let entries = std::fs::read_dir(path)
+        .map_err(|e| format!("{MEOS_LIB_VAR} = {}: cannot read it: {e}", path.display()))?;
+    entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .find(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("libmeos") && n.contains(".so"))
+        })
+        .ok_or_else(|| format!("{MEOS_LIB_VAR} = {}: no libmeos*.so in it", path.display()))
+}
+
+/// Opens `file`; when its dependencies are not found, loads the libraries
+/// next to it first (wheels such as pymeos-cffi's carry them there, without
+/// an RPATH), then tries again.
+fn open_with_neighbours(file: &Path) -> Result<Library, String> {
+    let flags = RTLD_NOW | RTLD_GLOBAL;
+    // SAFETY: loading libmeos runs its initialisers, as any use of it must.
+    let first = match unsafe { Library::open(Some(file), flags) } {
+        Ok(library) => return Ok(library),
+        Err(e) => e,
+    };
+    let folder = file.parent().unwrap_or(Path::new("."));
+    let mut pending: Vec<PathBuf> = std::fs::read_dir(folder)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|p| p != file && p.to_string_lossy().contains(".so"))
+                .collect()
+        })
+        .unwrap_or_default();
+    // Load what loads, until a pass loads nothing more: the order of
+    // dependencies sorts itself out.
+    loop {
+        let before = pending.len();
+        pending.retain(|dep| {
+            // SAFETY: a library shipped next to libmeos, for it.
+            match unsafe { Library::open(Some(dep), flags) } {
+                Ok(library) => {
+                    std::mem::forget(library);
+                    false
+                }
+                Err(_) => true,
+            }
+        });
+        if pending.len() == before {
+            break;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { Library::open(Some(file), flags) }.map_err(|e| {
+        format!(
+            "cannot load {}: {e} (first attempt: {first})",
+            file.display()
+        )
+    })
+}

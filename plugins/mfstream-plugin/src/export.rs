@@ -1,0 +1,424 @@
+//! The safe side of the ABI for Rust authors: borrowed views of the host's
+//! batches, an [`Emitter`] for results, and the `extern "C"` glue the export
+//! macro points the descriptor at.
+
+use std::any::Any;
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+
+use crate::Engine;
+use crate::abi::{
+    MFS_BOOL, MFS_ERROR, MFS_NUMBER, MFS_OK, MFS_STOP, MFS_TEXT, MfsEvent, MfsHost, MfsInstant,
+    MfsStr, MfsValue,
+};
+
+/// Events buffered by an [`Emitter`] before they are handed to the host.
+const EMIT_BATCH: usize = 1024;
+
+/// The value of an instant or event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Value<'a> {
+    /// A `TReal` or `TInteger` value.
+    Number(f64),
+    /// A `TText` value.
+    Text(&'a str),
+    /// A `TBoolean` value.
+    Bool(bool),
+}
+
+/// One instant of a batch, borrowed from the host for the call.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Instant<'a> {
+    /// The ISO-8601 datetime, verbatim.
+    pub datetime: &'a str,
+    /// The value.
+    pub value: Value<'a>,
+}
+
+/// A batch of instants, borrowed from the host for the call.
+#[derive(Debug, Clone, Copy)]
+pub struct Batch<'a> {
+    raw: &'a [MfsInstant],
+}
+
+impl<'a> Batch<'a> {
+    /// The number of instants.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+    }
+
+    /// Whether the batch is empty.
+    pub fn is_empty(&self) -> bool {
+        self.raw.is_empty()
+    }
+
+    /// The instants, in order.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = Instant<'a>> + 'a {
+        self.raw.iter().map(|raw| Instant {
+            // SAFETY: the host passes strings valid for the call ('a).
+            datetime: unsafe { host_str(raw.datetime) },
+            value: match raw.value.kind {
+                MFS_TEXT => {
+                    // SAFETY: as for the datetime.
+                    Value::Text(unsafe { host_str(raw.value.text) })
+                }
+                MFS_BOOL => Value::Bool(raw.value.number != 0.0),
+                _ => Value::Number(raw.value.number),
+            },
+        })
+    }
+}
+
+/// A string from the host: valid UTF-8 (the host's strings are Rust
+/// `String`s), borrowed for the call.
+///
+/// # Safety
+///
+/// `s` is valid for `'a`.
+unsafe fn host_str<'a>(s: MfsStr) -> &'a str {
+    // SAFETY: the caller guarantees validity for 'a; the bytes are UTF-8
+    // because the host only passes Rust strings. A lossy check would cost a
+    // scan of every datetime of every batch.
+    unsafe { std::str::from_utf8_unchecked(s.as_bytes()) }
+}
+
+/// Where an engine emits its results. Events are buffered and handed to the
+/// host in batches.
+pub struct Emitter<'h> {
+    host: &'h MfsHost,
+    /// The datetimes and texts of the buffered events, back to back.
+    text: Vec<u8>,
+    /// The buffered events: datetime range, value kind, number, text range.
+    events: Vec<(usize, usize, u32, f64, usize, usize)>,
+    /// The ABI view of `events`, rebuilt at each flush (kept for its
+    /// allocation).
+    raw: Vec<MfsEvent>,
+    stopped: bool,
+}
+
+impl std::fmt::Debug for Emitter<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Emitter")
+            .field("buffered", &self.events.len())
+            .field("stopped", &self.stopped)
+            .finish()
+    }
+}
+
+impl<'h> Emitter<'h> {
+    /// An emitter sized for about `n` events.
+    fn new(host: &'h MfsHost, n: usize) -> Emitter<'h> {
+        let n = n.min(EMIT_BATCH);
+        Emitter {
+            host,
+            // A datetime is about 24 bytes.
+            text: Vec::with_capacity(n * 32),
+            events: Vec::with_capacity(n),
+            raw: Vec::with_capacity(n),
+            stopped: false,
+        }
+    }
+
+    /// Emits one result. A number must be finite: the host fails a query
+    /// that emits NaN or infinity.
+    pub fn emit(&mut self, datetime: &str, value: Value<'_>) {
+        if self.stopped {
+            return;
+        }
+        let start = self.text.len();
+        self.text.extend_from_slice(datetime.as_bytes());
+        let end = self.text.len();
+        let (kind, number, text) = match value {
+            Value::Number(x) => (MFS_NUMBER, x, (end, end)),
+            Value::Bool(b) => (MFS_BOOL, if b { 1.0 } else { 0.0 }, (end, end)),
+            Value::Text(s) => {
+                self.text.extend_from_slice(s.as_bytes());
+                (MFS_TEXT, 0.0, (end, self.text.len()))
+            }
+        };
+        self.events.push((start, end, kind, number, text.0, text.1));
+        if self.events.len() >= EMIT_BATCH {
+            self.flush();
+        }
+    }
+
+    /// Whether the host asked to stop: the query is ending, and later events
+    /// are dropped. A long computation may check it to return early.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Hands the buffered events to the host.
+    fn flush(&mut self) {
+        if self.events.is_empty() {
+            return;
+        }
+        let base = self.text.as_ptr();
+        let at = |start: usize, end: usize| MfsStr {
+            // SAFETY: start <= text.len(), so the pointer stays in bounds.
+            ptr: unsafe { base.add(start) },
+            len: end - start,
+        };
+        let raw = &mut self.raw;
+        raw.clear();
+        raw.extend(
+            self.events
+                .iter()
+                .map(|&(ds, de, kind, number, ts, te)| MfsEvent {
+                    datetime: at(ds, de),
+                    value: MfsValue {
+                        kind,
+                        number,
+                        text: at(ts, te),
+                    },
+                }),
+        );
+        // SAFETY: the host's callback and context are valid for the call this
+        // emitter lives in; the events point into `self.text`, which is not
+        // touched until the callback returns, and the host copies them.
+        let answer = unsafe { (self.host.emit)(self.host.ctx, raw.as_ptr(), raw.len()) };
+        raw.clear();
+        if answer == MFS_STOP {
+            self.stopped = true;
+        }
+        self.events.clear();
+        self.text.clear();
+    }
+}
+
+/// Tells the host why the current call fails.
+fn fail(host: &MfsHost, message: &str) -> i32 {
+    // SAFETY: the callback and context are valid for the call; the host
+    // copies the message before returning.
+    unsafe { (host.fail)(host.ctx, MfsStr::new(message)) };
+    MFS_ERROR
+}
+
+/// The text of a panic's payload.
+fn panic_message(payload: &(dyn Any + Send)) -> String {
+    let text = payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic with a non-string payload");
+    format!("the plugin panicked: {text}")
+}
+
+/// Runs `f`, turning an `Err` or a panic into a failure reported to `host`.
+fn guarded(host: &MfsHost, f: impl FnOnce() -> Result<(), String>) -> i32 {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(Ok(())) => MFS_OK,
+        Ok(Err(message)) => fail(host, &message),
+        Err(payload) => {
+            let message = panic_message(&*payload);
+            // Dropping a payload can itself panic; leak it rather than risk
+            // unwinding out of this `extern "C"` function.
+            std::mem::forget(payload);
+            fail(host, &message)
+        }
+    }
+}
+
+/// `open` for engine `E`.
+///
+/// # Safety
+///
+/// Called by the host under the ABI's contract (`abi` module docs).
+#[doc(hidden)]
+pub unsafe extern "C" fn __open<E: Engine>(
+    spec: MfsStr,
+    host: *const MfsHost,
+    state: *mut *mut c_void,
+) -> i32 {
+    // SAFETY: the host passes a valid host for the duration of the call.
+    let host = unsafe { &*host };
+    // SAFETY: the spec is borrowed for the call.
+    let spec = unsafe { spec.as_bytes() };
+    let Ok(spec) = std::str::from_utf8(spec) else {
+        return fail(host, "the query spec is not UTF-8");
+    };
+    guarded(host, || {
+        let engine = E::open(spec)?;
+        // SAFETY: `state` is a valid place for the result, per the ABI.
+        unsafe { *state = Box::into_raw(Box::new(engine)).cast::<c_void>() };
+        Ok(())
+    })
+}
+
+/// `process` for engine `E`.
+///
+/// # Safety
+///
+/// Called by the host under the ABI's contract, with a state `__open::<E>`
+/// made and `close` has not freed.
+#[doc(hidden)]
+pub unsafe extern "C" fn __process<E: Engine>(
+    state: *mut c_void,
+    batch: *const MfsInstant,
+    n: usize,
+    host: *const MfsHost,
+) -> i32 {
+    // SAFETY: the host passes a valid host for the duration of the call.
+    let host = unsafe { &*host };
+    // SAFETY: `state` is the live `Box<E>` made by `__open::<E>`, used by
+    // this thread alone for the call.
+    let engine = unsafe { &mut *state.cast::<E>() };
+    let raw = if n == 0 || batch.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the host passes `n` instants borrowed for the call.
+        unsafe { std::slice::from_raw_parts(batch, n) }
+    };
+    let mut out = Emitter::new(host, raw.len());
+    let status = guarded(host, || engine.process(Batch { raw }, &mut out));
+    // What was emitted before a failure is delivered, then the failure.
+    out.flush();
+    status
+}
+
+/// `ready` for engine `E`.
+///
+/// # Safety
+///
+/// Called by the host under the ABI's contract.
+#[doc(hidden)]
+pub unsafe extern "C" fn __ready<E: Engine>(host: *const MfsHost) -> i32 {
+    // SAFETY: the host passes a valid host for the duration of the call.
+    let host = unsafe { &*host };
+    guarded(host, E::ready)
+}
+
+/// `close` for engine `E`: flushes and frees.
+///
+/// # Safety
+///
+/// Called by the host once per state `__open::<E>` made.
+#[doc(hidden)]
+pub unsafe extern "C" fn __close<E: Engine>(state: *mut c_void, host: *const MfsHost) -> i32 {
+    // SAFETY: the host passes a valid host for the duration of the call.
+    let host = unsafe { &*host };
+    // SAFETY: `state` is the `Box<E>` made by `__open::<E>`; the host calls
+    // close once, so ownership is taken back exactly once.
+    let engine = unsafe { Box::from_raw(state.cast::<E>()) };
+    let mut out = Emitter::new(host, 0);
+    let status = guarded(host, || engine.close(&mut out));
+    out.flush();
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Default)]
+    struct Seen {
+        events: Vec<(String, f64)>,
+        error: Option<String>,
+    }
+
+    unsafe extern "C" fn emit(ctx: *mut c_void, events: *const MfsEvent, n: usize) -> i32 {
+        // SAFETY: the test passes a `Seen` and `n` events.
+        let (seen, events) = unsafe {
+            (
+                &mut *ctx.cast::<Seen>(),
+                std::slice::from_raw_parts(events, n),
+            )
+        };
+        for e in events {
+            // SAFETY: the emitter's strings are valid for the call.
+            let dt = String::from_utf8(unsafe { e.datetime.as_bytes() }.to_vec()).unwrap();
+            seen.events.push((dt, e.value.number));
+        }
+        MFS_OK
+    }
+
+    unsafe extern "C" fn record_failure(ctx: *mut c_void, message: MfsStr) {
+        // SAFETY: the test passes a `Seen`; the message is valid for the call.
+        let (seen, text) = unsafe { (&mut *ctx.cast::<Seen>(), message.as_bytes()) };
+        seen.error = Some(String::from_utf8_lossy(text).into_owned());
+    }
+
+    struct Halve;
+
+    impl Engine for Halve {
+        const NAME: &'static str = "halve";
+        const DESCRIPTION: &'static str = "";
+        fn open(spec: &str) -> Result<Self, String> {
+            match spec {
+                "panic" => panic!("asked to panic"),
+                "refuse" => Err("refused".into()),
+                _ => Ok(Halve),
+            }
+        }
+        fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+            for i in batch.iter() {
+                match i.value {
+                    Value::Number(x) if x < 0.0 => panic!("negative at {}", i.datetime),
+                    Value::Number(x) => out.emit(i.datetime, Value::Number(x / 2.0)),
+                    _ => return Err("not a number".into()),
+                }
+            }
+            Ok(())
+        }
+    }
+
+    fn host(seen: &mut Seen) -> MfsHost {
+        MfsHost {
+            ctx: (seen as *mut Seen).cast(),
+            emit,
+            fail: record_failure,
+        }
+    }
+
+    fn instant(dt: &'static str, x: f64) -> MfsInstant {
+        MfsInstant {
+            datetime: MfsStr::new(dt),
+            value: MfsValue {
+                kind: MFS_NUMBER,
+                number: x,
+                text: MfsStr::EMPTY,
+            },
+        }
+    }
+
+    #[test]
+    fn a_panic_in_process_becomes_an_error_after_earlier_events() {
+        let mut seen = Seen::default();
+        let host = host(&mut seen);
+        let mut state = std::ptr::null_mut();
+        // SAFETY: the calls follow the ABI: open, process, close.
+        unsafe {
+            assert_eq!(
+                __open::<Halve>(MfsStr::new("{}"), &host, &mut state),
+                MFS_OK
+            );
+            let batch = [instant("a", 4.0), instant("b", -1.0)];
+            assert_eq!(
+                __process::<Halve>(state, batch.as_ptr(), 2, &host),
+                MFS_ERROR
+            );
+            assert_eq!(__close::<Halve>(state, &host), MFS_OK);
+        }
+        assert_eq!(seen.events, [("a".to_owned(), 2.0)]);
+        assert_eq!(
+            seen.error.as_deref(),
+            Some("the plugin panicked: negative at b")
+        );
+    }
+
+    #[test]
+    fn open_errors_and_panics_are_reported_not_unwound() {
+        for (spec, expected) in [
+            ("refuse", "refused"),
+            ("panic", "the plugin panicked: asked to panic"),
+        ] {
+            let mut seen = Seen::default();
+            let host = host(&mut seen);
+            let mut state = std::ptr::null_mut();
+            // SAFETY: open with a valid host and state slot.
+            let status = unsafe { __open::<Halve>(MfsStr::new(spec), &host, &mut state) };
+            assert_eq!(status, MFS_ERROR);
+            assert_eq!(seen.error.as_deref(), Some(expected));
+        }
+    }
+}

@@ -1,0 +1,73 @@
+//! `scale`: an example mfstream plugin. Its one engine, `scale`, applies the
+//! lifted operations (`ln`, `mul 1.852`, …) in process, with the catalogue's
+//! semantics, so its results equal the built-in `local` engine's.
+//!
+//! The operations are those of the native bridge job (`jobs/fastjob`), whose
+//! `op.rs` is compiled in here too: one copy of the catalogue outside the
+//! host crate, kept in step with `src/ops.rs` of `mfstream`.
+
+use mfstream_plugin::{Batch, Emitter, Engine, Value};
+use serde::Deserialize;
+
+#[path = "../../../jobs/fastjob/src/op.rs"]
+mod op;
+
+use crate::op::Transform;
+
+/// The fields of the query spec this engine reads.
+#[derive(Deserialize)]
+struct Spec {
+    operation: Option<String>,
+    arg: Option<f64>,
+}
+
+/// One transform query.
+pub struct Scale {
+    transform: Transform,
+}
+
+impl Engine for Scale {
+    const NAME: &'static str = "scale";
+    const DESCRIPTION: &'static str = "lifted operations in a native plugin (example)";
+
+    fn open(spec: &str) -> Result<Self, String> {
+        let spec: Spec =
+            serde_json::from_str(spec).map_err(|e| format!("invalid query spec: {e}"))?;
+        let op = spec
+            .operation
+            .ok_or("the scale engine serves transforms only: the query has no `operation`")?;
+        // `{x}` is the shortest form that parses back to the same number.
+        let arg = spec.arg.map(|x| format!("{x}"));
+        let transform = Transform::from_args(&op, arg.as_deref())?;
+        Ok(Scale { transform })
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        for instant in batch.iter() {
+            let Value::Number(x) = instant.value else {
+                return Err(format!(
+                    "record at {} is not a number, but {} takes numbers",
+                    instant.datetime,
+                    self.transform.name()
+                ));
+            };
+            match self.transform.apply(x) {
+                Ok(y) => out.emit(instant.datetime, Value::Number(y)),
+                Err(why) => {
+                    return Err(format!(
+                        "record at {}: {} {why}, got {x}",
+                        instant.datetime,
+                        self.transform.name()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+mfstream_plugin::export_plugin!(
+    name: "scale",
+    version: env!("CARGO_PKG_VERSION"),
+    engines: [Scale],
+);

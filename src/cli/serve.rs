@@ -1,0 +1,90 @@
+//! `mfstream serve`: the control plane, until SIGTERM or SIGINT.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use mfstream::{Registry, ServeOptions, Server};
+use tokio::signal::unix::{SignalKind, signal};
+
+use super::ServeArgs;
+use crate::Outcome;
+
+/// Serves until a signal; then stops every query, ends every stream and
+/// exits 0.
+pub fn serve(args: ServeArgs) -> Result<Outcome> {
+    let path = Registry::discover(args.config.config.as_deref());
+    let registry = Arc::new(Registry::load(path.as_deref())?);
+    let options = ServeOptions {
+        addr: args.addr,
+        token: args.token.filter(|t| !t.is_empty()),
+        max_body: args.max_body,
+        max_queries: args.max_queries,
+        max_subscribers: args.max_subscribers,
+        max_properties: args.max_properties,
+        replay: args.replay,
+        ingest_wait: Duration::from_millis(args.ingest_wait_ms),
+        keep_alive: Duration::from_millis(args.keep_alive_ms),
+        ..ServeOptions::default()
+    };
+    if !options.addr.ip().is_loopback() && options.token.is_none() {
+        tracing::warn!(
+            "serving on {} without a token: anyone who reaches it can run queries",
+            options.addr
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch SIGINT")?;
+        let mut terminate = signal(SignalKind::terminate()).context("cannot watch SIGTERM")?;
+        let hangup = signal(SignalKind::hangup()).context("cannot watch SIGHUP")?;
+        let server = Server::bind(registry.clone(), options).await?;
+        let addr = server.local_addr()?;
+        // The one line a supervisor (or a test) waits for.
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "mfstream: listening on http://{addr}").context("cannot write to stdout")?;
+        out.flush().context("cannot write to stdout")?;
+        drop(out);
+        tokio::spawn(reload_on_hangup(hangup, registry));
+        let shutdown = async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = terminate.recv() => {}
+            }
+        };
+        server.run(shutdown).await?;
+        eprintln!("mfstream: stopped");
+        Ok(Outcome::Success)
+    })
+}
+
+/// Reloads engines.toml on every SIGHUP: new queries use the new engines,
+/// running ones keep theirs. A file with errors leaves the engines as they
+/// were. Each outcome is one line on stdout (the errors go to stderr).
+async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, registry: Arc<Registry>) {
+    while hangup.recv().await.is_some() {
+        let line = match (registry.path(), registry.reload_from_file()) {
+            (None, _) => "mfstream: no engines.toml to reload".to_owned(),
+            (Some(path), Ok(())) => format!(
+                "mfstream: reloaded {} ({} engines)",
+                path.display(),
+                registry.engines().len()
+            ),
+            (Some(path), Err(e)) => {
+                eprintln!("{e}");
+                format!(
+                    "mfstream: cannot reload {}: the engines are unchanged",
+                    path.display()
+                )
+            }
+        };
+        // A closed stdout (nobody reading the status lines) is no reason to
+        // stop reloading.
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+}

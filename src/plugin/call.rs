@@ -1,0 +1,264 @@
+//! Calls into a plugin: an opened query's state, and the host callbacks
+//! that gather what the plugin emits during a call.
+//!
+//! Used by the in-process engine (`query`) and by the child that runs a
+//! plugin out of process (`child`): each gives the collector a sink for
+//! events.
+
+use std::ffi::c_void;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use mfstream_plugin::abi::{
+    MFS_BOOL, MFS_ERROR, MFS_NUMBER, MFS_OK, MFS_STOP, MFS_TEXT, MfsEvent, MfsHost, MfsInstant,
+    MfsStr, MfsValue,
+};
+
+use super::load::{EngineFns, Library};
+use crate::engine::BATCH;
+use crate::vocab::{Event, Instant, InstantEvent, Value};
+
+/// Where a collector hands full batches of events; `false` means the
+/// consumer has gone.
+pub(crate) type Sink<'a> = &'a mut dyn FnMut(Vec<Event>) -> bool;
+
+/// An opened query's state in the plugin. Closed exactly once: by
+/// [`State::close`], or on drop.
+pub(crate) struct State {
+    ptr: *mut c_void,
+    fns: EngineFns,
+    /// Keeps the plugin's code loaded while the state lives.
+    _library: Arc<Library>,
+}
+
+// SAFETY: the ABI lets a query's state be used from any thread, one at a
+// time; `State` is owned by one thread and its methods take `&mut self`.
+unsafe impl Send for State {}
+
+/// What a call's callbacks gathered.
+pub(crate) struct Collector<'a> {
+    /// Where full batches go; `None` discards events (a close after failure).
+    pub sink: Option<Sink<'a>>,
+    events: Vec<Event>,
+    failure: Option<String>,
+    /// The consumer has gone.
+    pub gone: bool,
+    property: Arc<str>,
+    operation: Arc<str>,
+}
+
+impl Collector<'_> {
+    fn host(&mut self) -> MfsHost {
+        MfsHost {
+            ctx: (self as *mut Collector<'_>).cast::<c_void>(),
+            emit: emit_callback,
+            fail: fail_callback,
+        }
+    }
+
+    /// Delivers the gathered events, waiting while the consumer is slow.
+    pub fn deliver(&mut self) {
+        let events = std::mem::replace(&mut self.events, Vec::with_capacity(BATCH));
+        if let Some(sink) = self.sink.as_mut() {
+            if !self.gone && !events.is_empty() && !sink(events) {
+                self.gone = true;
+            }
+        }
+    }
+
+    fn take(&mut self, raw: &MfsEvent) -> Result<(), String> {
+        // SAFETY: the plugin's events are valid for the emit call.
+        let datetime = unsafe { raw.datetime.as_bytes() };
+        let datetime = std::str::from_utf8(datetime)
+            .map_err(|_| "the plugin emitted a datetime that is not UTF-8".to_owned())?;
+        let value = match raw.value.kind {
+            MFS_NUMBER if raw.value.number.is_finite() => Value::Number(raw.value.number),
+            MFS_NUMBER => {
+                return Err(format!(
+                    "the plugin emitted a value that is not a finite number at {datetime}"
+                ));
+            }
+            MFS_BOOL => Value::Bool(raw.value.number != 0.0),
+            MFS_TEXT => {
+                // SAFETY: as the datetime.
+                let text = unsafe { raw.value.text.as_bytes() };
+                let text = std::str::from_utf8(text).map_err(|_| {
+                    format!("the plugin emitted a text that is not UTF-8 at {datetime}")
+                })?;
+                Value::Text(text.to_owned())
+            }
+            other => {
+                return Err(format!(
+                    "the plugin emitted a value of unknown kind {other}"
+                ));
+            }
+        };
+        self.events.push(Event::Instant(InstantEvent {
+            datetime: datetime.to_owned(),
+            value,
+            property: self.property.clone(),
+            operation: self.operation.clone(),
+        }));
+        Ok(())
+    }
+}
+
+/// The host's `emit`: copies the events, delivering full batches.
+unsafe extern "C" fn emit_callback(ctx: *mut c_void, events: *const MfsEvent, n: usize) -> i32 {
+    // SAFETY: `ctx` is the `Collector` of the call in progress on this thread.
+    let collector = unsafe { &mut *ctx.cast::<Collector<'_>>() };
+    let raw = if n == 0 || events.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the plugin passes `n` events valid for the call.
+        unsafe { std::slice::from_raw_parts(events, n) }
+    };
+    // Nothing here should panic, but no unwinding may cross into the plugin.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        for event in raw {
+            if let Err(reason) = collector.take(event) {
+                collector.failure.get_or_insert(reason);
+                return MFS_STOP;
+            }
+            if collector.events.len() >= BATCH {
+                collector.deliver();
+            }
+        }
+        if collector.gone { MFS_STOP } else { MFS_OK }
+    }));
+    result.unwrap_or(MFS_STOP)
+}
+
+/// The host's `fail`: records the reason.
+unsafe extern "C" fn fail_callback(ctx: *mut c_void, message: MfsStr) {
+    // SAFETY: `ctx` is the `Collector` of the call in progress on this thread.
+    let collector = unsafe { &mut *ctx.cast::<Collector<'_>>() };
+    // SAFETY: the message is valid for the call.
+    let text = String::from_utf8_lossy(unsafe { message.as_bytes() }).into_owned();
+    collector.failure = Some(text);
+}
+
+/// The outcome of a plugin call.
+fn outcome(engine: &str, status: i32, collector: &mut Collector<'_>) -> Result<(), String> {
+    match (status, collector.failure.take()) {
+        (MFS_OK, None) => Ok(()),
+        (MFS_OK | MFS_ERROR, Some(reason)) => Err(reason),
+        (MFS_ERROR, None) => Err(format!(
+            "the {engine} plugin engine reported an error without a reason"
+        )),
+        (other, _) => Err(format!(
+            "the {engine} plugin engine returned the unknown status {other}"
+        )),
+    }
+}
+
+/// Asks the engine whether it can run queries now: `Err` says why not.
+pub(crate) fn ready(fns: &EngineFns) -> Result<(), String> {
+    let Some(ready) = fns.ready else {
+        return Ok(());
+    };
+    let mut collector = Collector::detached();
+    let host = collector.host();
+    // SAFETY: `ready` is called per the ABI with a host valid for the call.
+    let status = unsafe { ready(&host) };
+    outcome(&fns.name, status, &mut collector)
+}
+
+impl State {
+    /// Opens a query with `spec` (JSON).
+    pub fn open(library: Arc<Library>, fns: EngineFns, spec: &str) -> Result<State, String> {
+        let mut collector = Collector::detached();
+        let host = collector.host();
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: open is called per the ABI with a borrowed spec, a host
+        // valid for the call and a place for the state.
+        let status = unsafe { (fns.open)(MfsStr::new(spec), &host, &mut ptr) };
+        outcome(&fns.name, status, &mut collector)?;
+        Ok(State {
+            ptr,
+            fns,
+            _library: library,
+        })
+    }
+
+    pub fn process(
+        &mut self,
+        batch: &[MfsInstant],
+        collector: &mut Collector<'_>,
+    ) -> Result<(), String> {
+        let host = collector.host();
+        // SAFETY: the state is open; the batch and host are valid for the call.
+        let status = unsafe { (self.fns.process)(self.ptr, batch.as_ptr(), batch.len(), &host) };
+        outcome(&self.fns.name, status, collector)
+    }
+
+    pub fn close(&mut self, collector: &mut Collector<'_>) -> Result<(), String> {
+        let ptr = std::mem::replace(&mut self.ptr, std::ptr::null_mut());
+        if ptr.is_null() {
+            return Ok(());
+        }
+        let host = collector.host();
+        // SAFETY: the state is open and closed only here, once (ptr is
+        // nulled above).
+        let status = unsafe { (self.fns.close)(ptr, &host) };
+        outcome(&self.fns.name, status, collector)
+    }
+}
+
+impl Drop for State {
+    fn drop(&mut self) {
+        let mut collector = Collector::detached();
+        let _ = self.close(&mut collector);
+    }
+}
+
+impl<'a> Collector<'a> {
+    /// A collector handing events for `property` and `operation` to `sink`.
+    pub fn new(sink: Sink<'a>, property: Arc<str>, operation: Arc<str>) -> Collector<'a> {
+        Collector {
+            sink: Some(sink),
+            events: Vec::new(),
+            failure: None,
+            gone: false,
+            property,
+            operation,
+        }
+    }
+
+    /// A collector that discards events.
+    fn detached() -> Collector<'a> {
+        Collector {
+            sink: None,
+            events: Vec::new(),
+            failure: None,
+            gone: false,
+            property: "".into(),
+            operation: "".into(),
+        }
+    }
+}
+
+/// The ABI view of an instant, borrowing its strings.
+pub(crate) fn to_raw(instant: &Instant) -> MfsInstant {
+    let value = match &instant.value {
+        Value::Number(x) => MfsValue {
+            kind: MFS_NUMBER,
+            number: *x,
+            text: MfsStr::EMPTY,
+        },
+        Value::Bool(b) => MfsValue {
+            kind: MFS_BOOL,
+            number: if *b { 1.0 } else { 0.0 },
+            text: MfsStr::EMPTY,
+        },
+        Value::Text(s) => MfsValue {
+            kind: MFS_TEXT,
+            number: 0.0,
+            text: MfsStr::new(s),
+        },
+    };
+    MfsInstant {
+        datetime: MfsStr::new(&instant.datetime),
+        value,
+    }
+}

@@ -1,0 +1,201 @@
+//! The host side of `isolation = "process"`: a plugin's engines run as
+//! bridge jobs of the `mfstream` binary itself (`mfstream plugin-host run`),
+//! so a plugin that crashes fails its query and nothing else.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::load::{PluginError, PluginErrorKind, check_file};
+use super::serves;
+use crate::bridge::{BridgeEngine, BridgeOptions, Framing};
+use crate::engine::{
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+};
+use crate::spec::QuerySpec;
+
+/// The variable naming the `mfstream` binary that hosts isolated plugins;
+/// the running executable when unset.
+pub const PLUGIN_HOST_VAR: &str = "MFSTREAM_PLUGIN_HOST";
+
+/// How long loading an isolated plugin's library may take.
+const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// An engine of a plugin that runs out of process.
+#[derive(Debug)]
+pub struct IsolatedEngine {
+    bridge: BridgeEngine,
+    description: String,
+    serves: u32,
+    /// Why the engine cannot run queries, as its `ready` said in the child.
+    not_ready: Option<String>,
+}
+
+#[async_trait]
+impl StreamEngine for IsolatedEngine {
+    fn name(&self) -> &str {
+        self.bridge.name()
+    }
+
+    fn describe(&self) -> EngineInfo {
+        EngineInfo {
+            name: self.bridge.name().to_owned(),
+            kind: EngineKind::Plugin,
+            ready: self.not_ready.is_none(),
+            reason: self.not_ready.clone(),
+            description: self.description.clone(),
+            serves: serves(self.serves),
+            aggregates_in: AggregatesIn::Host,
+        }
+    }
+
+    async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        if let Some(reason) = &self.not_ready {
+            return Err(EngineError::Start {
+                engine: self.bridge.name().to_owned(),
+                reason: format!("the engine is not ready: {reason}"),
+            });
+        }
+        self.bridge.submit(spec, source).await
+    }
+}
+
+/// The engines of the plugin at `path`, described by a child running
+/// `host` (the `mfstream` binary), each to be run by such a child.
+pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, PluginError> {
+    check_file(path)?;
+    let error = |kind| PluginError {
+        path: path.to_owned(),
+        line: 0,
+        kind,
+    };
+    let output = run_describe(host, path).map_err(error)?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let said = stderr.trim().trim_start_matches("mfstream: ");
+        let text = if said.is_empty() {
+            format!(
+                "loading the plugin in a child process failed: it {}",
+                crate::bridge::describe_exit(output.status)
+            )
+        } else {
+            said.to_owned()
+        };
+        return Err(error(PluginErrorKind::Child(text)));
+    }
+    let descriptor: Descriptor = serde_json::from_slice(&output.stdout).map_err(|e| {
+        error(PluginErrorKind::Child(format!(
+            "the plugin host printed an invalid descriptor: {e}"
+        )))
+    })?;
+    Ok(descriptor
+        .engines
+        .into_iter()
+        .map(|engine| {
+            let argv = vec![
+                host.display().to_string(),
+                "plugin-host".into(),
+                "run".into(),
+                path.display().to_string(),
+                engine.name.clone(),
+            ];
+            let mut options = BridgeOptions::new(engine.name, argv);
+            options.framing = Framing::Json;
+            options.description = engine.description.clone();
+            IsolatedEngine {
+                bridge: BridgeEngine::new(options),
+                description: engine.description,
+                serves: engine.serves,
+                not_ready: engine.not_ready,
+            }
+        })
+        .collect())
+}
+
+/// Runs `host plugin-host describe path`, killing it if it has not ended
+/// within [`DESCRIBE_TIMEOUT`] (a library whose initialiser hangs must not
+/// hang the registry).
+fn run_describe(host: &Path, path: &Path) -> Result<Output, PluginErrorKind> {
+    let mut child = Command::new(host)
+        .args(["plugin-host", "describe"])
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| {
+            PluginErrorKind::Isolation(format!(
+                "cannot run {} to load the plugin out of process: {e} (set {PLUGIN_HOST_VAR} to the mfstream binary)",
+                host.display()
+            ))
+        })?;
+    // Each pipe is drained on a thread of its own, so that neither can fill
+    // up and stall the child; both end when the child (and anything it left
+    // holding them) has gone.
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_end(&mut bytes);
+            }
+            let _ = tx.send(bytes);
+        });
+        rx
+    };
+    let stdout = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let stderr = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let Ok(out) = stdout.recv_timeout(DESCRIBE_TIMEOUT) else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(PluginErrorKind::Isolation(format!(
+            "loading the plugin in a child process did not finish within {} s; it was killed",
+            DESCRIBE_TIMEOUT.as_secs()
+        )));
+    };
+    let status = child.wait().map_err(|e| {
+        PluginErrorKind::Isolation(format!("waiting for the plugin host failed: {e}"))
+    })?;
+    let err = stderr.recv_timeout(DESCRIBE_TIMEOUT).unwrap_or_default();
+    Ok(Output {
+        status,
+        stdout: out,
+        stderr: err,
+    })
+}
+
+/// The binary that hosts isolated plugins: `$MFSTREAM_PLUGIN_HOST`, else
+/// the running executable.
+pub(crate) fn host_binary(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env(PLUGIN_HOST_VAR)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+}
+
+#[derive(serde::Deserialize)]
+struct Descriptor {
+    engines: Vec<DescribedEngine>,
+}
+
+#[derive(serde::Deserialize)]
+struct DescribedEngine {
+    name: String,
+    description: String,
+    serves: u32,
+    not_ready: Option<String>,
+}

@@ -1,0 +1,336 @@
+//! Loading a plugin library, checking everything before trusting it.
+//!
+//! The checks, in order; the first that fails is the error:
+//!
+//! 1. the file exists and is a regular file;
+//! 2. it is not writable by group or others (anyone who can write it can run
+//!    code in mfstream): the error says to run `chmod go-w`;
+//! 3. it loads (`dlopen`);
+//! 4. it exports the entry symbol, `mfstream_plugin`;
+//! 5. the descriptor's first two fields, read before anything else, say ABI
+//!    version 1 and the struct size of this mfstream's `MfsPlugin`;
+//! 6. every engine has the expected struct size, all three functions, a
+//!    UTF-8 name of the form `[a-z][a-z0-9_-]{0,62}` unique in the plugin,
+//!    and a UTF-8 description.
+//!
+//! Clashes with the names of other engines are checked by the registry,
+//! which knows them.
+
+use std::fmt;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use mfstream_plugin::abi::{
+    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_TRANSFORM, MfsEngine, MfsPlugin,
+    MfsStr, OpenFn, ProcessFn, ReadyFn,
+};
+
+use crate::config::is_engine_name;
+
+/// Engines a plugin may export, at most.
+const MAX_ENGINES: usize = 1024;
+
+/// A plugin that could not be loaded or trusted: the file, and why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("plugin {}: {kind}", path.display())]
+pub struct PluginError {
+    /// The library's path.
+    pub path: PathBuf,
+    /// The line of its `[[plugin]]` entry in `engines.toml`; 0 when unknown.
+    pub line: usize,
+    /// Why it was refused.
+    pub kind: PluginErrorKind,
+}
+
+/// Why a plugin was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginErrorKind {
+    /// The file is not there (or cannot be looked at).
+    #[error("cannot read the file: {0}")]
+    Missing(String),
+    /// The path is a folder or a special file.
+    #[error("not a regular file: name the library's .so file")]
+    NotAFile,
+    /// Group or others may write the file.
+    #[error(
+        "the file is writable by group or others (mode {mode:o}), so anyone could put code into \
+         mfstream: run `chmod go-w {path}`"
+    )]
+    Writable {
+        /// The file's permission bits.
+        mode: u32,
+        /// The path to give `chmod`.
+        path: String,
+    },
+    /// `dlopen` refused it.
+    #[error("cannot load the library: {0}")]
+    Load(String),
+    /// No entry symbol.
+    #[error(
+        "the library exports no `mfstream_plugin` symbol, so it is not an mfstream plugin \
+         (a Rust plugin uses mfstream_plugin::export_plugin!, a C plugin defines \
+         `const MfsPlugin *mfstream_plugin(void)`)"
+    )]
+    NoEntry,
+    /// The entry returned null.
+    #[error("`mfstream_plugin()` returned a null descriptor")]
+    NullDescriptor,
+    /// Another ABI version.
+    #[error(
+        "the plugin speaks ABI version {found}, but this mfstream speaks version {expected}: \
+         rebuild the plugin against mfstream-plugin (or mfstream_plugin.h) of ABI version {expected}"
+    )]
+    AbiVersion {
+        /// The plugin's.
+        found: u32,
+        /// Ours.
+        expected: u32,
+    },
+    /// A struct of another size.
+    #[error(
+        "the plugin's {what} is {found} bytes, but ABI version {ABI_VERSION} has {expected}: \
+         the plugin was built against a different mfstream_plugin.h or for another platform"
+    )]
+    StructSize {
+        /// Which struct.
+        what: &'static str,
+        /// The plugin's.
+        found: u32,
+        /// Ours.
+        expected: u32,
+    },
+    /// Something else wrong with the descriptor.
+    #[error("{0}")]
+    Descriptor(String),
+    /// An engine's name is taken.
+    #[error("engine {name:?} clashes with {other}: rename one of them")]
+    Clash {
+        /// The name.
+        name: String,
+        /// The engine that has it, and where it is defined.
+        other: String,
+    },
+    /// The plugin could not be run out of process.
+    #[error("{0}")]
+    Isolation(String),
+    /// The child that loads an isolated plugin refused it, in its words.
+    #[error("{0}")]
+    Child(String),
+}
+
+/// A loaded, checked library. Dropping the last `Arc` unloads it, so every
+/// engine and every query from it holds one.
+pub(crate) struct Library {
+    /// Unloaded on drop.
+    _library: libloading::Library,
+    /// The library's path.
+    pub path: PathBuf,
+    /// The plugin's name and version, for messages.
+    pub name: String,
+    pub version: String,
+}
+
+impl fmt::Debug for Library {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Library")
+            .field("path", &self.path)
+            .field("name", &self.name)
+            .field("version", &self.version)
+            .finish()
+    }
+}
+
+/// One engine of a loaded plugin: copies of its descriptor's fields.
+#[derive(Debug, Clone)]
+pub(crate) struct EngineFns {
+    pub name: String,
+    pub description: String,
+    pub serves: u32,
+    pub open: OpenFn,
+    pub process: ProcessFn,
+    pub close: CloseFn,
+    pub ready: Option<ReadyFn>,
+}
+
+/// A loaded plugin: its library and its engines.
+#[derive(Debug)]
+pub(crate) struct Loaded {
+    pub library: Arc<Library>,
+    pub engines: Vec<EngineFns>,
+}
+
+/// Checks the file at `path` before anything of it is loaded: it exists, is
+/// a regular file and is not writable by group or others.
+pub(crate) fn check_file(path: &Path) -> Result<(), PluginError> {
+    let error = |kind| PluginError {
+        path: path.to_owned(),
+        line: 0,
+        kind,
+    };
+    let meta =
+        std::fs::metadata(path).map_err(|e| error(PluginErrorKind::Missing(e.to_string())))?;
+    if !meta.is_file() {
+        return Err(error(PluginErrorKind::NotAFile));
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o022 != 0 {
+        return Err(error(PluginErrorKind::Writable {
+            mode,
+            path: path.display().to_string(),
+        }));
+    }
+    Ok(())
+}
+
+/// Loads the library at `path` after checking the file, then checks its
+/// descriptor.
+pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
+    check_file(path)?;
+    let error = |kind| PluginError {
+        path: path.to_owned(),
+        line: 0,
+        kind,
+    };
+    // `dlopen` searches the system's library path for a bare file name.
+    let path_for_dlopen = if path.parent().is_some_and(|p| p.as_os_str().is_empty()) {
+        Path::new(".").join(path)
+    } else {
+        path.to_owned()
+    };
+    // SAFETY: loading a library runs its initialisers; the file passed the
+    // checks above, which is as far as a file can be trusted before it runs.
+    // `libloading` uses RTLD_NOW, so missing symbols fail here, not later.
+    let library = unsafe { libloading::Library::new(&path_for_dlopen) }
+        .map_err(|e| error(PluginErrorKind::Load(e.to_string())))?;
+    // SAFETY: the symbol's type is the ABI's entry type; a library that
+    // exports the name with another type breaks the ABI's first rule, which
+    // no check can detect.
+    let entry: EntryFn = match unsafe { library.get::<EntryFn>(ENTRY_SYMBOL) } {
+        Ok(symbol) => *symbol,
+        Err(_) => return Err(error(PluginErrorKind::NoEntry)),
+    };
+    // SAFETY: calling the entry is what the ABI asks of the host; it returns
+    // a pointer to a static descriptor.
+    let descriptor = unsafe { entry() };
+    if descriptor.is_null() {
+        return Err(error(PluginErrorKind::NullDescriptor));
+    }
+    // The first two fields are read alone, before the rest of the struct is
+    // trusted to have this version's layout.
+    let head = descriptor.cast::<u32>();
+    // SAFETY: every ABI version starts the descriptor with two u32s.
+    let (struct_size, abi_version) = unsafe { (head.read(), head.add(1).read()) };
+    if abi_version != ABI_VERSION {
+        return Err(error(PluginErrorKind::AbiVersion {
+            found: abi_version,
+            expected: ABI_VERSION,
+        }));
+    }
+    let expected = size_of::<MfsPlugin>() as u32;
+    if struct_size != expected {
+        return Err(error(PluginErrorKind::StructSize {
+            what: "MfsPlugin",
+            found: struct_size,
+            expected,
+        }));
+    }
+    // SAFETY: version and size match: the descriptor is an `MfsPlugin`,
+    // static while the library is loaded (we hold it).
+    let plugin = unsafe { &*descriptor };
+    let (name, version, engines) = read_descriptor(plugin).map_err(error)?;
+    Ok(Loaded {
+        library: Arc::new(Library {
+            _library: library,
+            path: path.to_owned(),
+            name,
+            version,
+        }),
+        engines,
+    })
+}
+
+type Descriptor = (String, String, Vec<EngineFns>);
+
+fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
+    let bad = |text: String| PluginErrorKind::Descriptor(text);
+    // SAFETY: the descriptor's strings are static (ABI contract).
+    let name =
+        unsafe { utf8(plugin.name) }.ok_or_else(|| bad("the plugin name is not UTF-8".into()))?;
+    // SAFETY: as above.
+    let version = unsafe { utf8(plugin.version) }
+        .ok_or_else(|| bad("the plugin version is not UTF-8".into()))?;
+    let count = plugin.engine_count;
+    if count == 0 {
+        return Err(bad("the plugin exports no engines".into()));
+    }
+    if count > MAX_ENGINES || plugin.engines.is_null() {
+        return Err(bad(format!(
+            "the plugin's engine list is invalid ({count} engines at {:p})",
+            plugin.engines
+        )));
+    }
+    // SAFETY: `engines` points to `engine_count` static engines (contract).
+    let raw = unsafe { std::slice::from_raw_parts(plugin.engines, count) };
+    let mut engines: Vec<EngineFns> = Vec::with_capacity(count);
+    for (i, engine) in raw.iter().enumerate() {
+        let at = |what: &str| bad(format!("engine #{} of the plugin: {what}", i + 1));
+        let expected = size_of::<MfsEngine>() as u32;
+        if engine.struct_size != expected {
+            return Err(PluginErrorKind::StructSize {
+                what: "MfsEngine",
+                found: engine.struct_size,
+                expected,
+            });
+        }
+        // SAFETY: static strings (contract).
+        let name = unsafe { utf8(engine.name) }.ok_or_else(|| at("the name is not UTF-8"))?;
+        if !is_engine_name(&name) {
+            return Err(at(&format!(
+                "invalid engine name {name:?}: use 1 to 63 lowercase letters, digits, '_' or '-', \
+                 starting with a letter"
+            )));
+        }
+        if engines.iter().any(|e| e.name == name) {
+            return Err(at(&format!("engine name {name:?} is exported twice")));
+        }
+        // SAFETY: static strings (contract).
+        let description = unsafe { utf8(engine.description) }
+            .ok_or_else(|| at("the description is not UTF-8"))?;
+        if engine.serves & MFS_SERVES_TRANSFORM == 0 {
+            return Err(at(&format!(
+                "engine {name:?} serves no transforms (serves = {}): this mfstream runs \
+                 transforms on plugins and computes windows itself",
+                engine.serves
+            )));
+        }
+        let (Some(open), Some(process), Some(close)) = (engine.open, engine.process, engine.close)
+        else {
+            return Err(at(&format!(
+                "engine {name:?} lacks one of its open, process and close functions"
+            )));
+        };
+        engines.push(EngineFns {
+            name,
+            description,
+            serves: engine.serves,
+            open,
+            process,
+            close,
+            ready: engine.ready,
+        });
+    }
+    Ok((name, version, engines))
+}
+
+/// A static string of a descriptor, if UTF-8.
+///
+/// # Safety
+///
+/// `s` points to `len` bytes valid while the library is loaded.
+unsafe fn utf8(s: MfsStr) -> Option<String> {
+    // SAFETY: the caller's guarantee.
+    let bytes = unsafe { s.as_bytes() };
+    std::str::from_utf8(bytes).ok().map(str::to_owned)
+}

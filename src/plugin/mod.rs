@@ -1,0 +1,174 @@
+//! Plugin engines: native engines from shared libraries named by the
+//! `[[plugin]]` entries of `engines.toml`.
+//!
+//! The ABI (version 1) is defined by the `mfstream-plugin` crate
+//! (`plugins/mfstream-plugin`), which plugin authors use too; its `abi`
+//! module is the reference, and `mfstream_plugin.h` its C twin. This module
+//! is the host's side:
+//!
+//! - `load` checks a library before trusting it (file, permissions, entry
+//!   symbol, ABI version, struct sizes, engine names) and reports each
+//!   failure naming the file and the reason;
+//! - [`PluginEngine`] is one engine of a loaded plugin, a [`StreamEngine`]
+//!   like any other. It holds the library (an `Arc`), and so does each of
+//!   its queries: a library is never unloaded under running code;
+//! - `query` runs each query on a thread of its own, off the async
+//!   runtime's workers;
+//! - with `isolation = "process"`, `isolated` runs each query in a child,
+//!   the `mfstream` binary itself as a bridge job (`child` is its side), so
+//!   a plugin that crashes fails its query and nothing else.
+
+mod call;
+pub(crate) mod child;
+mod isolated;
+mod load;
+mod query;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use mfstream_plugin::abi::MFS_SERVES_TRANSFORM;
+
+pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
+pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
+pub(crate) use self::load::{EngineFns, Library, load};
+pub use self::load::{PluginError, PluginErrorKind};
+use crate::engine::{
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+};
+use crate::spec::{QueryKind, QuerySpec};
+use crate::vocab::PropertyType;
+use crate::window::Windower;
+
+/// Event batches buffered between a plugin query and its consumer.
+const EVENT_BUFFER: usize = 16;
+
+/// Where a plugin's engines run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Isolation {
+    /// In the mfstream process, on a thread per query (the default).
+    #[default]
+    InProcess,
+    /// In a child process per query, so a crash fails one query only.
+    Process,
+}
+
+/// One engine of a loaded plugin.
+#[derive(Debug)]
+pub struct PluginEngine {
+    library: Arc<Library>,
+    fns: EngineFns,
+    /// Why the engine cannot run queries, as its `ready` said when loaded.
+    not_ready: Option<String>,
+}
+
+impl PluginEngine {
+    /// The engine, asked once whether it is ready.
+    pub(crate) fn new(library: Arc<Library>, fns: EngineFns) -> PluginEngine {
+        let not_ready = call::ready(&fns).err();
+        PluginEngine {
+            library,
+            fns,
+            not_ready,
+        }
+    }
+
+    /// The library the engine comes from.
+    pub fn library_path(&self) -> &std::path::Path {
+        &self.library.path
+    }
+}
+
+/// The kinds of query an engine serves: every plugin engine transforms (the
+/// loader checks it), and the host windows its outputs for aggregates.
+pub(crate) fn serves(bits: u32) -> Vec<&'static str> {
+    if bits & MFS_SERVES_TRANSFORM != 0 {
+        vec!["transform", "aggregate"]
+    } else {
+        Vec::new()
+    }
+}
+
+#[async_trait]
+impl StreamEngine for PluginEngine {
+    fn name(&self) -> &str {
+        &self.fns.name
+    }
+
+    fn describe(&self) -> EngineInfo {
+        EngineInfo {
+            name: self.fns.name.clone(),
+            kind: EngineKind::Plugin,
+            ready: self.not_ready.is_none(),
+            reason: self.not_ready.clone(),
+            description: self.fns.description.clone(),
+            serves: serves(self.fns.serves),
+            aggregates_in: AggregatesIn::Host,
+        }
+    }
+
+    /// Opens the query in the plugin before returning, so that a query the
+    /// plugin refuses is an error here, not a failed query.
+    async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        let name = &self.fns.name;
+        if let Some(reason) = &self.not_ready {
+            return Err(EngineError::Start {
+                engine: name.clone(),
+                reason: format!("the engine is not ready: {reason}"),
+            });
+        }
+        spec.validate()?;
+        let property: Arc<str> = spec.property.as_str().into();
+        // The plugin transforms; windows are computed in the host, over the
+        // plugin's outputs, as for a bridge engine whose job transforms.
+        let (transform, windower) = match &spec.kind {
+            QueryKind::Transform(t) => (*t, None),
+            QueryKind::Aggregate {
+                transform: Some(t),
+                aggregate,
+            } => {
+                // The plugin's answers are numbers, whatever the property.
+                let windower = Windower::new(aggregate, property.clone())
+                    .with_property_type(PropertyType::TReal);
+                (*t, Some(Box::new(windower)))
+            }
+            // Nothing for the plugin to do: the host windows the instants.
+            QueryKind::Aggregate {
+                transform: None, ..
+            } => return Ok(crate::local::submit_as(name, spec, source)),
+        };
+        // The plugin is asked for the transform alone.
+        let plugin_spec = QuerySpec {
+            kind: QueryKind::Transform(transform),
+            ..spec.clone()
+        };
+        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
+        let start = query::Start {
+            library: self.library.clone(),
+            fns: self.fns.clone(),
+            spec: plugin_spec.to_json(),
+            property,
+            operation: transform.op.name().into(),
+            windower,
+            source,
+            output,
+            runtime: tokio::runtime::Handle::current(),
+            span: tracing::info_span!("query", engine = %name, id = %spec.id),
+        };
+        let start_error = |reason: String| EngineError::Start {
+            engine: name.clone(),
+            reason,
+        };
+        query::spawn(start, opened_tx)
+            .map_err(|e| start_error(format!("cannot start the query's thread: {e}")))?;
+        match opened_rx.await {
+            Ok(Ok(())) => Ok(handle),
+            Ok(Err(reason)) => Err(start_error(reason)),
+            Err(_) => Err(start_error(
+                "the query's thread ended before opening it".into(),
+            )),
+        }
+    }
+}

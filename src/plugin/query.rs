@@ -1,0 +1,166 @@
+//! One plugin query, run on a thread of its own.
+//!
+//! Plugin code never runs on the async runtime's worker threads: a query's
+//! thread calls `open`, `process` and `close`, and waits for the source and
+//! the consumer through the runtime's handle (`Handle::block_on`). Events the
+//! plugin emits are handed to the consumer from inside the emit callback once
+//! a batch is full, so a plugin that emits a lot is slowed by a slow consumer
+//! rather than buffered without bound.
+
+use std::sync::Arc;
+
+use mfstream_plugin::abi::MfsInstant;
+use tokio::runtime::Handle;
+
+use super::call::{Collector, State, to_raw};
+use super::load::{EngineFns, Library};
+use std::cell::RefCell;
+
+use crate::engine::{BATCH, QueryOutput, Source};
+use crate::vocab::{Event, Instant, QueryStatus};
+use crate::window::Windower;
+
+/// A query to start on its own thread.
+pub(crate) struct Start {
+    pub library: Arc<Library>,
+    pub fns: EngineFns,
+    pub spec: String,
+    pub property: Arc<str>,
+    pub operation: Arc<str>,
+    /// Windows over the plugin's outputs, for an aggregate query.
+    pub windower: Option<Box<Windower>>,
+    pub source: Source,
+    pub output: QueryOutput,
+    pub runtime: Handle,
+    pub span: tracing::Span,
+}
+
+/// Starts the query's thread. `opened` gets the outcome of `open`; after a
+/// successful open the thread runs the query to its end.
+pub(crate) fn spawn(
+    start: Start,
+    opened: tokio::sync::oneshot::Sender<Result<(), String>>,
+) -> std::io::Result<()> {
+    let name = format!("mfstream-plugin-{}", start.fns.name);
+    std::thread::Builder::new().name(name).spawn(move || {
+        let Start {
+            library,
+            fns,
+            spec,
+            property,
+            operation,
+            mut windower,
+            source,
+            output,
+            runtime,
+            span,
+        } = start;
+        let _entered = span.enter();
+        let state = match State::open(library, fns, &spec) {
+            Ok(state) => state,
+            Err(reason) => {
+                let _ = opened.send(Err(reason));
+                return;
+            }
+        };
+        if opened.send(Ok(())).is_err() {
+            // The submitter has gone: the handle was never returned.
+            return;
+        }
+        let window_failure = RefCell::new(None);
+        let mut sink = |events: Vec<Event>| {
+            let events = match windower.as_mut() {
+                None => events,
+                Some(windower) => match window(windower, events) {
+                    Ok(windows) => windows,
+                    Err(reason) => {
+                        *window_failure.borrow_mut() = Some(reason);
+                        return false;
+                    }
+                },
+            };
+            runtime.block_on(output.emit(events)).is_ok()
+        };
+        let collector = Collector::new(&mut sink, property, operation);
+        let mut status = run(state, source, collector, &output, &runtime);
+        if let Some(reason) = window_failure.into_inner() {
+            status = QueryStatus::Failed { reason };
+        } else if let (QueryStatus::Completed, Some(windower)) = (&status, windower.as_mut()) {
+            // The end of the source closes the windows still open.
+            let mut events = Vec::new();
+            let flushed = windower.try_finish(&mut events);
+            if runtime.block_on(output.emit(events)).is_err() {
+                status = QueryStatus::Stopped;
+            } else if let Err(reason) = flushed {
+                status = QueryStatus::Failed { reason };
+            }
+        }
+        tracing::debug!(%status, "query ended");
+        output.finish(status);
+    })?;
+    Ok(())
+}
+
+fn run(
+    mut state: State,
+    mut source: Source,
+    mut collector: Collector<'_>,
+    output: &QueryOutput,
+    runtime: &Handle,
+) -> QueryStatus {
+    let mut raw: Vec<MfsInstant> = Vec::with_capacity(BATCH);
+    let status = loop {
+        let next = runtime.block_on(async {
+            tokio::select! {
+                biased;
+                _ = output.stopping() => None,
+                batch = source.next_batch() => Some(batch),
+            }
+        });
+        let batch = match next {
+            None => break QueryStatus::Stopped,
+            Some(None) => break QueryStatus::Completed,
+            Some(Some(Err(e))) => break QueryStatus::Failed { reason: e.0 },
+            Some(Some(Ok(batch))) => batch,
+        };
+        output.progress().add_in(batch.len());
+        raw.extend(batch.iter().map(to_raw));
+        let result = state.process(&raw, &mut collector);
+        raw.clear();
+        drop(batch);
+        // Results before a failing record are delivered, then the failure.
+        collector.deliver();
+        if let Err(reason) = result {
+            break QueryStatus::Failed { reason };
+        }
+        if collector.gone {
+            break QueryStatus::Stopped;
+        }
+    };
+    // Close flushes what the plugin holds; after a failure, its output is
+    // no longer trusted and is discarded.
+    if matches!(status, QueryStatus::Failed { .. }) {
+        collector.sink = None;
+    }
+    let closed = state.close(&mut collector);
+    collector.deliver();
+    match (status, closed) {
+        (QueryStatus::Completed, Err(reason)) => QueryStatus::Failed { reason },
+        (status, _) => status,
+    }
+}
+
+/// The window events the plugin's transformed `events` close.
+fn window(windower: &mut Windower, events: Vec<Event>) -> Result<Vec<Event>, String> {
+    let mut windows = Vec::new();
+    for event in events {
+        if let Event::Instant(e) = event {
+            let instant = Instant {
+                datetime: e.datetime,
+                value: e.value,
+            };
+            windower.push(instant, &mut windows)?;
+        }
+    }
+    Ok(windows)
+}

@@ -1,0 +1,316 @@
+//! Fan-out: one query's results to every SSE subscriber, through a bounded
+//! replay buffer.
+//!
+//! Each result is rendered once into its SSE frame (`id:`, `event:`,
+//! `data:`) and kept in a ring of the last `replay` frames. A subscriber is a
+//! cursor into that ring: it reads what it has not yet sent, as fast as its
+//! connection takes it. So a subscriber's backlog is bounded by the ring, the
+//! query never waits for a slow subscriber, and a subscriber whose cursor
+//! fell off the ring's tail is told how many events it missed
+//! (`event: lagged`) instead of skipping them silently. A reconnect with
+//! `Last-Event-ID` puts the cursor back where the client left off.
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use tokio::sync::watch;
+
+use crate::vocab::{Event, QueryStatus};
+
+/// The most bytes one read of a subscriber takes from the ring at once.
+const MAX_CHUNK: usize = 256 * 1024;
+
+/// The results of one query, for its subscribers.
+#[derive(Debug)]
+pub(crate) struct Fanout {
+    ring: Mutex<Ring>,
+    /// The id of the next event; bumped on every push and at the end, so
+    /// subscribers wake.
+    changed: watch::Sender<u64>,
+    subscribers: AtomicUsize,
+    max_subscribers: usize,
+}
+
+#[derive(Debug)]
+struct Ring {
+    frames: VecDeque<Bytes>,
+    /// The id of `frames[0]` (ids start at 1).
+    first: u64,
+    /// The id the next event gets.
+    next: u64,
+    capacity: usize,
+    /// The final `event: end` frame, once the query has ended.
+    end: Option<Bytes>,
+}
+
+/// Too many subscribers on one query.
+#[derive(Debug)]
+pub(crate) struct Full;
+
+impl Fanout {
+    pub(crate) fn new(replay: usize, max_subscribers: usize) -> Fanout {
+        Fanout {
+            ring: Mutex::new(Ring {
+                frames: VecDeque::with_capacity(replay.min(4096)),
+                first: 1,
+                next: 1,
+                capacity: replay.max(1),
+                end: None,
+            }),
+            changed: watch::channel(1).0,
+            subscribers: AtomicUsize::new(0),
+            max_subscribers,
+        }
+    }
+
+    fn ring(&self) -> MutexGuard<'_, Ring> {
+        // A panic while holding the lock cannot leave the ring inconsistent
+        // (every update is a push or pop), so a poisoned lock is still usable.
+        self.ring.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Adds a batch of results. Only the query's pump calls this, so the
+    /// ids can be read first and the frames rendered outside the lock.
+    pub(crate) fn push(&self, events: &[Event]) {
+        let first_id = self.ring().next;
+        let mut buf = BytesMut::with_capacity(events.len() * 128);
+        let mut frames = Vec::with_capacity(events.len());
+        let mut json = Vec::with_capacity(128);
+        for (id, event) in (first_id..).zip(events) {
+            json.clear();
+            event.write_json(&mut json);
+            buf.extend_from_slice(b"id: ");
+            buf.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+            buf.extend_from_slice(b"\nevent: ");
+            buf.extend_from_slice(event.kind().as_bytes());
+            buf.extend_from_slice(b"\ndata: ");
+            buf.extend_from_slice(&json);
+            buf.extend_from_slice(b"\n\n");
+            // The frames share one allocation.
+            frames.push(buf.split().freeze());
+        }
+        let mut ring = self.ring();
+        for frame in frames {
+            ring.frames.push_back(frame);
+            ring.next += 1;
+            if ring.frames.len() > ring.capacity {
+                ring.frames.pop_front();
+                ring.first += 1;
+            }
+        }
+        let next = ring.next;
+        drop(ring);
+        self.changed.send_replace(next);
+    }
+
+    /// Ends the results with the query's final status.
+    pub(crate) fn finish(&self, status: &QueryStatus) {
+        let data = end_data(status);
+        let mut ring = self.ring();
+        let frame = format!("id: {}\nevent: end\ndata: {data}\n\n", ring.next - 1);
+        ring.end = Some(Bytes::from(frame));
+        let next = ring.next;
+        drop(ring);
+        self.changed.send_replace(next);
+    }
+
+    /// The number of events so far.
+    pub(crate) fn events(&self) -> u64 {
+        self.ring().next - 1
+    }
+
+    /// A new subscriber, starting after event `last_event_id` (from a
+    /// reconnect's `Last-Event-ID`), else at the oldest event still kept.
+    pub(crate) fn subscribe(
+        self: &Arc<Self>,
+        last_event_id: Option<u64>,
+        keep_alive: Duration,
+    ) -> Result<Subscriber, Full> {
+        let taken = self
+            .subscribers
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max_subscribers).then_some(n + 1)
+            });
+        if taken.is_err() {
+            return Err(Full);
+        }
+        let cursor = {
+            let ring = self.ring();
+            match last_event_id {
+                Some(id) => id.saturating_add(1).min(ring.next),
+                None => ring.first,
+            }
+        };
+        Ok(Subscriber {
+            fanout: self.clone(),
+            changed: self.changed.subscribe(),
+            cursor,
+            done: false,
+            keep_alive,
+        })
+    }
+}
+
+/// The `end` event's data: `{"status":"failed","reason":"…"}`.
+pub(crate) fn end_data(status: &QueryStatus) -> String {
+    let mut data = format!("{{\"status\":\"{}\"", status.name());
+    if let QueryStatus::Failed { reason } = status {
+        data.push_str(",\"reason\":");
+        data.push_str(&serde_json::Value::from(reason.as_str()).to_string());
+    }
+    data.push('}');
+    data
+}
+
+/// One subscriber's cursor into a query's results.
+#[derive(Debug)]
+pub(crate) struct Subscriber {
+    fanout: Arc<Fanout>,
+    changed: watch::Receiver<u64>,
+    /// The id of the next event to send.
+    cursor: u64,
+    done: bool,
+    keep_alive: Duration,
+}
+
+impl Subscriber {
+    /// The next bytes of the SSE stream: events, a `lagged` notice, a
+    /// keep-alive comment when idle, and last the `end` event; `None` after
+    /// that.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: the cursor only moves when bytes are returned.
+    pub(crate) async fn next_chunk(&mut self) -> Option<Bytes> {
+        loop {
+            if self.done {
+                return None;
+            }
+            // Marked seen before reading the ring, so that a push after the
+            // read always wakes the wait below.
+            self.changed.borrow_and_update();
+            if let Some(chunk) = self.take() {
+                return Some(chunk);
+            }
+            match tokio::time::timeout(self.keep_alive, self.changed.changed()).await {
+                Err(_) => return Some(Bytes::from_static(b": keep-alive\n\n")),
+                Ok(Ok(())) => {}
+                // The fanout (and its sender) outlives every subscriber.
+                Ok(Err(_)) => return None,
+            }
+        }
+    }
+
+    /// What is ready now, if anything.
+    fn take(&mut self) -> Option<Bytes> {
+        let ring = self.fanout.ring();
+        let mut out = BytesMut::new();
+        if self.cursor < ring.first {
+            let missed = ring.first - self.cursor;
+            out.extend_from_slice(
+                format!(
+                    "id: {}\nevent: lagged\ndata: {{\"missed\":{missed}}}\n\n",
+                    ring.first - 1
+                )
+                .as_bytes(),
+            );
+            self.cursor = ring.first;
+        }
+        let start = (self.cursor - ring.first) as usize;
+        for frame in ring.frames.iter().skip(start) {
+            if out.len() >= MAX_CHUNK {
+                break;
+            }
+            out.extend_from_slice(frame);
+            self.cursor += 1;
+        }
+        if self.cursor == ring.next
+            && let Some(end) = &ring.end
+        {
+            out.extend_from_slice(end);
+            self.done = true;
+        }
+        (!out.is_empty()).then(|| out.freeze())
+    }
+}
+
+impl Drop for Subscriber {
+    fn drop(&mut self) {
+        self.fanout.subscribers.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::{InstantEvent, Value};
+
+    fn event(i: u64) -> Event {
+        Event::Instant(InstantEvent {
+            datetime: format!("t{i}"),
+            value: Value::Number(i as f64),
+            property: "p".into(),
+            operation: "abs".into(),
+        })
+    }
+
+    fn text(chunk: Option<Bytes>) -> String {
+        String::from_utf8(chunk.expect("a chunk").to_vec()).unwrap()
+    }
+
+    const IDLE: Duration = Duration::from_secs(60);
+
+    #[tokio::test]
+    async fn a_subscriber_that_fell_off_the_ring_is_told_how_many_it_missed() {
+        let fanout = Arc::new(Fanout::new(3, 1));
+        let mut sub = fanout.subscribe(None, IDLE).unwrap();
+        fanout.push(&(1..=5).map(event).collect::<Vec<_>>());
+        let chunk = text(sub.next_chunk().await);
+        assert!(
+            chunk.starts_with("id: 2\nevent: lagged\ndata: {\"missed\":2}\n\n"),
+            "{chunk}"
+        );
+        assert!(chunk.contains("id: 3\nevent: instant\n"), "{chunk}");
+        assert!(
+            chunk.ends_with("\"t5\",\"value\":5,\"property\":\"p\",\"operation\":\"abs\"}\n\n")
+        );
+    }
+
+    #[tokio::test]
+    async fn last_event_id_resumes_after_that_event_and_the_end_comes_last() {
+        let fanout = Arc::new(Fanout::new(10, 2));
+        fanout.push(&(1..=4).map(event).collect::<Vec<_>>());
+        fanout.finish(&QueryStatus::Failed {
+            reason: "boom".into(),
+        });
+        let mut sub = fanout.subscribe(Some(2), IDLE).unwrap();
+        let chunk = text(sub.next_chunk().await);
+        assert!(chunk.starts_with("id: 3\n"), "{chunk}");
+        assert!(
+            chunk.ends_with(
+                "id: 4\nevent: end\ndata: {\"status\":\"failed\",\"reason\":\"boom\"}\n\n"
+            ),
+            "{chunk}"
+        );
+        assert!(sub.next_chunk().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn subscribers_beyond_the_bound_are_refused_until_one_leaves() {
+        let fanout = Arc::new(Fanout::new(10, 1));
+        let first = fanout.subscribe(None, IDLE).unwrap();
+        assert!(fanout.subscribe(None, IDLE).is_err());
+        drop(first);
+        assert!(fanout.subscribe(None, IDLE).is_ok());
+    }
+
+    #[tokio::test]
+    async fn an_idle_subscriber_gets_keep_alive_comments() {
+        let fanout = Arc::new(Fanout::new(10, 1));
+        let mut sub = fanout.subscribe(None, Duration::from_millis(1)).unwrap();
+        assert_eq!(text(sub.next_chunk().await), ": keep-alive\n\n");
+    }
+}

@@ -1,0 +1,132 @@
+//! Error responses: `{"code","description"}` with the HTTP status that fits,
+//! as OGC API exceptions are shaped.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+
+use crate::engine::EngineError;
+use crate::registry::RegistryError;
+use crate::spec::SpecError;
+
+/// A request that could not be served, as the client sees it.
+#[derive(Debug)]
+pub(crate) struct Problem {
+    status: StatusCode,
+    code: &'static str,
+    description: String,
+    /// The request field at fault, when one is.
+    field: Option<&'static str>,
+    /// Instants taken before an ingest gave up.
+    accepted: Option<usize>,
+}
+
+impl Problem {
+    pub(crate) fn new(status: StatusCode, code: &'static str, description: String) -> Problem {
+        Problem {
+            status,
+            code,
+            description,
+            field: None,
+            accepted: None,
+        }
+    }
+
+    /// 400: a request field is invalid.
+    pub(crate) fn invalid(field: &'static str, message: impl std::fmt::Display) -> Problem {
+        Problem {
+            field: Some(field),
+            ..Problem::new(
+                StatusCode::BAD_REQUEST,
+                "InvalidParameterValue",
+                format!("{field}: {message}"),
+            )
+        }
+    }
+
+    /// 422: a valid request that cannot apply to this property.
+    pub(crate) fn unprocessable(field: &'static str, message: impl std::fmt::Display) -> Problem {
+        Problem {
+            field: Some(field),
+            ..Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "UnprocessableEntity",
+                format!("{field}: {message}"),
+            )
+        }
+    }
+
+    /// 404: nothing at this path.
+    pub(crate) fn not_found(what: impl std::fmt::Display) -> Problem {
+        Problem::new(StatusCode::NOT_FOUND, "NotFound", what.to_string())
+    }
+
+    /// 503: try again later.
+    pub(crate) fn unavailable(description: String) -> Problem {
+        Problem::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "ServiceUnavailable",
+            description,
+        )
+    }
+
+    /// 503 for an ingest that could not hand every instant over in time.
+    pub(crate) fn ingest_busy(accepted: usize, total: usize, waited_ms: u128) -> Problem {
+        Problem {
+            accepted: Some(accepted),
+            ..Problem::unavailable(format!(
+                "accepted {accepted} of {total} instants: a query's buffer stayed full for \
+                 {waited_ms} ms; send the rest again later"
+            ))
+        }
+    }
+}
+
+impl From<SpecError> for Problem {
+    fn from(e: SpecError) -> Problem {
+        Problem::invalid(e.field, e.message)
+    }
+}
+
+impl From<RegistryError> for Problem {
+    fn from(e: RegistryError) -> Problem {
+        Problem::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", e.to_string())
+    }
+}
+
+impl From<EngineError> for Problem {
+    fn from(e: EngineError) -> Problem {
+        match e {
+            EngineError::InvalidQuery(e) => e.into(),
+            EngineError::Unsupported { .. } => {
+                Problem::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", e.to_string())
+            }
+            other => Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "EngineStartFailed",
+                other.to_string(),
+            ),
+        }
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut body = serde_json::json!({
+            "code": self.code,
+            "description": self.description,
+        });
+        if let Some(field) = self.field {
+            body["field"] = field.into();
+        }
+        if let Some(accepted) = self.accepted {
+            body["accepted"] = accepted.into();
+        }
+        let mut response = (self.status, axum::Json(body)).into_response();
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
+        response
+    }
+}

@@ -1,0 +1,145 @@
+//! The `meos` plugin: MEOS loaded at run time. The tests that need libmeos
+//! skip, saying so, when it is absent.
+
+use std::path::Path;
+use std::process::Command;
+
+use mfstream::Op;
+
+use crate::util::*;
+
+/// `mfstream run --engine ENGINE --op OP [--arg X]` over the sample input
+/// with `config`, libmeos at `meos` (or none): the events' values, or the
+/// failure on stderr.
+fn run_values(
+    config: &Path,
+    engine: &str,
+    op: &str,
+    meos: Option<&Path>,
+) -> Result<Vec<f64>, String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
+    cmd.args(["run", "--engine", engine, "--op", op])
+        .arg("--config")
+        .arg(config)
+        .env_remove("MFSTREAM_MEOS_LIB")
+        .env_remove("MFAPI_STREAM_ENGINE");
+    if ["add", "sub", "mul", "div"].contains(&op) {
+        cmd.args(["--arg", "1.852"]);
+    }
+    if let Some(meos) = meos {
+        cmd.env("MFSTREAM_MEOS_LIB", meos);
+    }
+    let output = cmd
+        .arg(root().join("examples/speed.ndjson"))
+        .output()
+        .unwrap();
+    if !output.status.success() {
+        return Err(String::from_utf8_lossy(&output.stderr).into_owned());
+    }
+    let text = String::from_utf8(output.stdout).unwrap();
+    Ok(text
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["value"]
+                .as_f64()
+                .unwrap()
+        })
+        .collect())
+}
+
+#[test]
+fn the_meos_plugin_without_libmeos_is_listed_not_ready_naming_the_variable() {
+    let dir = TempDir::new("plugin-meos-absent");
+    let config = dir.join("engines.toml");
+    std::fs::write(&config, entry(&plugin_library("mfstream-plugin-meos"))).unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["engines", "--json", "--config"])
+        .arg(&config)
+        .env_remove("MFSTREAM_MEOS_LIB")
+        .output()
+        .unwrap();
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let meos = listed.iter().find(|e| e["name"] == "meos").unwrap();
+    assert_eq!(
+        (&meos["kind"], &meos["ready"]),
+        (&"plugin".into(), &false.into())
+    );
+    let reason = meos["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("MFSTREAM_MEOS_LIB is not set"),
+        "{reason}"
+    );
+    let error = run_values(&config, "meos", "abs", None).unwrap_err();
+    assert!(
+        error.contains("the meos engine is not ready: MFSTREAM_MEOS_LIB is not set"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_meos_plugin_matches_local_for_every_operation_meos_has() {
+    let Some(meos) = meos_lib("the_meos_plugin_matches_local_for_every_operation_meos_has") else {
+        return;
+    };
+    let dir = TempDir::new("plugin-meos");
+    let config = dir.join("engines.toml");
+    std::fs::write(&config, entry(&plugin_library("mfstream-plugin-meos"))).unwrap();
+    for op in Op::ALL {
+        let name = op.name();
+        let local = run_values(&config, "local", name, None).unwrap();
+        let result = run_values(&config, "meos", name, Some(&meos));
+        if matches!(op, Op::Sin | Op::Cos | Op::Tan) {
+            let error = result.unwrap_err();
+            assert!(
+                error.contains(&format!("MEOS 1.3 has no lifted {name}")),
+                "{error}"
+            );
+            continue;
+        }
+        let values = result.unwrap_or_else(|e| panic!("meos {name}: {e}"));
+        assert_eq!(values.len(), local.len(), "{name}");
+        for (m, l) in values.iter().zip(&local) {
+            // MEOS computes degrees as x * 180 / pi, local as x * (180 / pi):
+            // they may differ in the last bit. Everything else is exact.
+            let tolerance = if op == Op::Degrees {
+                2.0 * f64::EPSILON * l.abs()
+            } else {
+                0.0
+            };
+            assert!(
+                (m - l).abs() <= tolerance,
+                "meos {name}: {m} against local's {l}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_meos_domain_error_fails_the_query_with_meos_message() {
+    let Some(meos) = meos_lib("a_meos_domain_error_fails_the_query_with_meos_message") else {
+        return;
+    };
+    let dir = TempDir::new("plugin-meos-domain");
+    let config = dir.join("engines.toml");
+    std::fs::write(&config, entry(&plugin_library("mfstream-plugin-meos"))).unwrap();
+    let input = dir.join("input.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"a\",\"value\":1}\n{\"datetime\":\"b\",\"value\":0}\n",
+    )
+    .unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["run", "--engine", "meos", "--op", "ln", "--config"])
+        .arg(&config)
+        .arg(&input)
+        .env("MFSTREAM_MEOS_LIB", &meos)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("record at b: MEOS ln: Cannot take logarithm of zero or a negative number"),
+        "{stderr}"
+    );
+    assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
+}

@@ -1,0 +1,92 @@
+//! The page at `/`, driven in a real headless browser (Debian's chromium):
+//! its self-test mode registers a query, pushes instants, checks the results
+//! arrive and are drawn, deletes the query, and reports its outcome to the
+//! server, where this test waits for it.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::serve::{Serve, register};
+use crate::util::TempDir;
+
+/// Where the page reports its self-test outcome.
+const OUTCOME: &str = "/collections/selftest/items/page/tproperties/outcome";
+
+/// The browser: `$MFSTREAM_CHROMIUM`, else `chromium` on the PATH.
+fn chromium() -> Option<String> {
+    if let Some(path) = std::env::var_os("MFSTREAM_CHROMIUM") {
+        return Some(path.to_string_lossy().into_owned());
+    }
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("chromium"))
+        .find(|p| p.is_file())
+        .map(|p| p.display().to_string())
+}
+
+/// Kills the browser's whole process group when dropped.
+struct Browser(std::process::Child);
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        // SAFETY: signalling the process group we started (pgid = its pid).
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+#[tokio::test]
+async fn the_page_registers_ingests_and_draws_results_in_a_real_browser() {
+    let Some(chromium) = chromium() else {
+        if std::env::var_os("CI").is_some() {
+            panic!("chromium is not installed, and CI is set: .ci/run must install it");
+        }
+        eprintln!("SKIPPED the browser test: chromium is not installed (apt-get install chromium)");
+        return;
+    };
+    let server = Serve::start("page", &[], &[]);
+    let mut client = server.client();
+    let outcome = register(&mut client, OUTCOME, r#"{"operation":"abs"}"#).await;
+    let mut reports = server.subscribe(&format!("{outcome}/stream"), &[]).await;
+
+    let profile = TempDir::new("page-profile");
+    let log = profile.join("chromium.log");
+    let browser = Browser(
+        Command::new(&chromium)
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+            ])
+            .arg(format!(
+                "--user-data-dir={}",
+                profile.join("data").display()
+            ))
+            .arg(format!("http://{}/?selftest=1", server.addr))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
+            .process_group(0)
+            .spawn()
+            .expect("chromium starts"),
+    );
+    let report = tokio::time::timeout(Duration::from_secs(90), reports.next()).await;
+    drop(browser);
+    let report = match report {
+        Ok(Some(report)) => report.json(),
+        _ => {
+            let log = std::fs::read_to_string(&log).unwrap_or_default();
+            let tail: Vec<_> = log.lines().filter(|l| !l.contains("dbus")).collect();
+            panic!(
+                "the page reported no outcome; chromium said:\n{}",
+                tail[tail.len().saturating_sub(20)..].join("\n")
+            );
+        }
+    };
+    let message = report["datetime"].as_str().unwrap();
+    assert_eq!(report["value"], 1, "{message}");
+    assert!(message.starts_with("SELFTEST PASS"), "{message}");
+}

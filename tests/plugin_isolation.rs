@@ -1,0 +1,95 @@
+//! `isolation = "process"`: a plugin run in a child of the mfstream binary;
+//! a crash fails its query, nothing else.
+
+use mfstream::{EngineKind, Instant, QueryStatus, Source};
+
+use crate::util::*;
+
+#[tokio::test]
+async fn an_isolated_plugin_matches_local_for_every_operation() {
+    let dir = TempDir::new("plugin-iso-scale");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = isolating_registry(&dir, &isolated(&scale));
+    let info = registry.engines().into_iter().find(|i| i.name == "scale");
+    assert_eq!(
+        info.map(|i| (i.kind, i.ready)),
+        Some((EngineKind::Plugin, true))
+    );
+    assert_matches_local(&registry, "scale").await;
+}
+
+#[tokio::test]
+async fn a_crashing_isolated_plugin_fails_its_query_with_the_signal_and_others_go_on() {
+    let dir = TempDir::new("plugin-iso-crash");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let text = format!("{}{}", isolated(&chaos), entry(&scale));
+    let registry = isolating_registry(&dir, &text);
+    // A live query on another engine, before and after the crashes.
+    let (sender, source) = Source::channel(4);
+    let mut live = registry
+        .get("scale")
+        .unwrap()
+        .submit(echo_spec(), source)
+        .await
+        .unwrap();
+    sender.send(Instant::number("before", 1.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "before");
+    for (engine, signal) in [("aborter", "SIGABRT"), ("segv", "SIGSEGV")] {
+        let (_, status) = run_on(&registry, engine, echo_spec(), instants(20)).await;
+        let reason = failure(&status);
+        assert!(reason.contains(signal), "{engine}: {reason}");
+    }
+    let (_, status) = run_on(&registry, "panicky", echo_spec(), instants(20)).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("the plugin panicked: unlucky record"),
+        "{reason}"
+    );
+    // The registry, the isolated engines and the live query go on.
+    let (events, status) = run_on(&registry, "aborter", echo_spec(), instants(12)).await;
+    assert_eq!((events.len(), status), (12, QueryStatus::Completed));
+    sender.send(Instant::number("after", 2.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "after");
+    drop(sender);
+    assert!(live.next().await.is_none());
+    assert_eq!(live.status(), QueryStatus::Completed);
+}
+
+#[test]
+fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
+    let dir = TempDir::new("plugin-iso-abi");
+    let Some(bad) = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]) else {
+        return;
+    };
+    let registry = isolating_registry(&dir, &isolated(&bad));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1);
+    let text = errors[0].to_string();
+    let expected = format!(
+        "plugin {}: the plugin speaks ABI version 2, but this mfstream speaks version 1",
+        bad.display()
+    );
+    assert!(text.starts_with(&expected), "{text}");
+    assert_eq!(errors[0].line, 2);
+}
+
+#[test]
+fn an_isolated_library_that_aborts_on_load_is_refused_and_the_host_goes_on() {
+    let dir = TempDir::new("plugin-iso-load-abort");
+    let Some(bad) = c_plugin(&dir, "libabort.so", &["-DMFS_TEST_ABORT_ON_LOAD"]) else {
+        return;
+    };
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = isolating_registry(&dir, &format!("{}{}", isolated(&bad), entry(&scale)));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let text = errors[0].to_string();
+    assert!(
+        text.ends_with(
+            "loading the plugin in a child process failed: it was killed by signal 6 (SIGABRT)"
+        ),
+        "{text}"
+    );
+    assert!(registry.get("scale").is_ok());
+}

@@ -1,0 +1,210 @@
+//! The plugin loader: every bad plugin refused, naming the file and the
+//! reason, by `mfstream check` and `mfstream engines`; every other engine
+//! keeps working.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::Command;
+
+use crate::util::*;
+
+/// One bad plugin next to the good scale plugin: `check` exits 1 naming the
+/// file, the line and `reason`; `engines` lists `listed` as not ready with
+/// that reason; the scale engine still runs.
+fn assert_refused(dir: &TempDir, bad: &Path, listed: &str, reason: &str) {
+    let scale = plugin_library("mfstream-plugin-scale");
+    let config = dir.join("engines.toml");
+    let text = format!(
+        "[[engine]]\nname = \"flink\"\ncmd_env = \"TEST_UNSET_CMD\"\n\n{}{}",
+        entry(&scale),
+        entry(bad)
+    );
+    std::fs::write(&config, text).unwrap();
+
+    let check = mfstream_with(&["check"], &config);
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert_eq!(check.status.code(), Some(1), "{stderr}");
+    let place = format!("{}:8: plugin {}: ", config.display(), bad.display());
+    assert!(
+        stderr.contains(&place) && stderr.contains(reason),
+        "expected {place}…{reason} in:\n{stderr}"
+    );
+
+    let engines = mfstream_with(&["engines", "--json"], &config);
+    assert!(engines.status.success());
+    let listed_engines: Vec<serde_json::Value> = serde_json::from_slice(&engines.stdout).unwrap();
+    let entry = listed_engines
+        .iter()
+        .rev()
+        .find(|e| e["name"] == listed)
+        .unwrap_or_else(|| panic!("{listed} is not listed: {listed_engines:?}"));
+    assert_eq!(entry["kind"], "plugin");
+    assert_eq!(entry["ready"], false);
+    let why = entry["reason"].as_str().unwrap();
+    assert!(why.contains(reason), "{why}");
+    let scale = listed_engines
+        .iter()
+        .find(|e| e["name"] == "scale")
+        .unwrap();
+    assert_eq!(scale["ready"], true);
+
+    let run = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args([
+            "run", "--engine", "scale", "--op", "mul", "--arg", "2", "--config",
+        ])
+        .arg(&config)
+        .arg(root().join("examples/speed.ndjson"))
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&run.stdout).lines().count(), 20);
+}
+
+#[test]
+fn a_missing_library_is_refused_naming_the_file() {
+    let dir = TempDir::new("plugin-missing");
+    let bad = dir.join("libnothere.so");
+    assert_refused(
+        &dir,
+        &bad,
+        &bad.display().to_string(),
+        "cannot read the file",
+    );
+}
+
+#[test]
+fn a_text_file_is_refused_as_not_loadable() {
+    let dir = TempDir::new("plugin-text");
+    let bad = dir.join("libtext.so");
+    std::fs::write(&bad, "not a library\n").unwrap();
+    assert_refused(
+        &dir,
+        &bad,
+        &bad.display().to_string(),
+        "cannot load the library",
+    );
+}
+
+#[test]
+fn a_folder_is_refused_as_not_a_regular_file() {
+    let dir = TempDir::new("plugin-folder");
+    let bad = dir.join("plugins");
+    std::fs::create_dir(&bad).unwrap();
+    assert_refused(&dir, &bad, &bad.display().to_string(), "not a regular file");
+}
+
+#[test]
+fn a_group_writable_library_is_refused_with_the_chmod_fix() {
+    let dir = TempDir::new("plugin-writable");
+    let bad = dir.join("libwritable.so");
+    std::fs::copy(plugin_library("mfstream-plugin-chaos"), &bad).unwrap();
+    std::fs::set_permissions(&bad, std::fs::Permissions::from_mode(0o775)).unwrap();
+    let fix = format!(
+        "writable by group or others (mode 775), so anyone could put code into mfstream: run `chmod go-w {}`",
+        bad.display()
+    );
+    assert_refused(&dir, &bad, &bad.display().to_string(), &fix);
+}
+
+#[test]
+fn a_library_without_the_entry_symbol_is_refused() {
+    let dir = TempDir::new("plugin-nosym");
+    let Some(bad) = c_plugin(&dir, "libnoentry.so", &["-DMFS_TEST_NO_ENTRY"]) else {
+        return;
+    };
+    let reason = "the library exports no `mfstream_plugin` symbol";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn a_plugin_of_another_abi_version_is_refused_naming_both_versions() {
+    let dir = TempDir::new("plugin-abi");
+    let Some(bad) = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]) else {
+        return;
+    };
+    let reason = "the plugin speaks ABI version 2, but this mfstream speaks version 1";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn a_plugin_engine_named_like_a_config_engine_is_refused_naming_both() {
+    let dir = TempDir::new("plugin-clash");
+    let Some(bad) = c_plugin(&dir, "libclash.so", &["-DMFS_TEST_ENGINE_NAME=\"flink\""]) else {
+        return;
+    };
+    let reason = "engine \"flink\" clashes with the bridge engine \"flink\" of";
+    assert_refused(&dir, &bad, "flink", reason);
+}
+
+#[test]
+fn a_plugin_engine_named_like_the_builtin_is_refused() {
+    let dir = TempDir::new("plugin-clash-local");
+    let Some(bad) = c_plugin(&dir, "liblocal.so", &["-DMFS_TEST_ENGINE_NAME=\"local\""]) else {
+        return;
+    };
+    let reason = "engine \"local\" clashes with the built-in engine \"local\"";
+    assert_refused(&dir, &bad, "local", reason);
+}
+
+#[test]
+fn a_plugin_engine_with_a_malformed_name_is_refused() {
+    let dir = TempDir::new("plugin-badname");
+    let Some(bad) = c_plugin(
+        &dir,
+        "libbadname.so",
+        &["-DMFS_TEST_ENGINE_NAME=\"Bad Name\""],
+    ) else {
+        return;
+    };
+    let reason = "invalid engine name \"Bad Name\"";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn two_plugins_exporting_one_engine_name_are_a_clash_naming_both_files() {
+    let dir = TempDir::new("plugin-clash-two");
+    let first = dir.join("libfirst.so");
+    let second = dir.join("libsecond.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &first).unwrap();
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &second).unwrap();
+    let registry = registry(&dir, &format!("{}{}", entry(&first), entry(&second)));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let text = errors[0].to_string();
+    let expected = format!(
+        "plugin {}: engine \"scale\" clashes with the engine \"scale\" of plugin {}: rename one of them",
+        second.display(),
+        first.display()
+    );
+    assert_eq!(text, expected);
+    // The first keeps the name and runs.
+    assert!(registry.get("scale").is_ok());
+}
+
+#[test]
+fn a_bare_plugin_file_name_is_found_next_to_a_config_given_without_a_folder() {
+    let dir = TempDir::new("plugin-bare-name");
+    std::fs::copy(
+        plugin_library("mfstream-plugin-scale"),
+        dir.join("libscale.so"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("engines.toml"),
+        "[[plugin]]\npath = \"libscale.so\"\n",
+    )
+    .unwrap();
+    let check = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["check", "--config", "engines.toml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&check.stdout);
+    assert!(stdout.contains("ok, 2 engines, 2 ready"), "{stdout}");
+}

@@ -1,0 +1,159 @@
+/*
+ * A plugin written in C against mfstream_plugin.h: the engine `cscale`
+ * applies the lifted operations (the catalogue of src/ops.rs), so its
+ * results equal the `local` engine's. The tests compile it with the system C
+ * compiler:
+ *
+ *   cc -shared -fPIC -I plugins/mfstream-plugin/include scale.c -lm -o libcscale.so
+ *
+ * Test variants: -DMFS_TEST_WRONG_ABI claims ABI version 2;
+ * -DMFS_TEST_NO_ENTRY exports no entry symbol; -DMFS_TEST_ENGINE_NAME=\"x\"
+ * renames the engine; -DMFS_TEST_ABORT_ON_LOAD aborts as soon as the library
+ * is loaded.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mfstream_plugin.h"
+
+#ifndef MFS_TEST_ENGINE_NAME
+#define MFS_TEST_ENGINE_NAME "cscale"
+#endif
+
+enum op { LN, EXP, LOG10, CEIL, FLOOR, ABS, DEGREES, RADIANS, SIN, COS, TAN, ADD, SUB, MUL, DIV };
+static const char *const NAMES[] = {"ln",      "exp",     "log10", "ceil", "floor",
+                                    "abs",     "degrees", "radians", "sin", "cos",
+                                    "tan",     "add",     "sub",   "mul",  "div"};
+
+typedef struct query {
+    enum op op;
+    double arg;
+} query;
+
+static int32_t fail(const MfsHost *host, const char *message) {
+    MfsStr text = {(const uint8_t *)message, strlen(message)};
+    host->fail(host->ctx, text);
+    return MFS_ERROR;
+}
+
+/* The spec is the host's compact JSON: {"id":…,"operation":"mul","arg":1.852}. */
+static int32_t cscale_open(MfsStr spec, const MfsHost *host, void **state) {
+    char *json = malloc(spec.len + 1);
+    if (!json) return fail(host, "out of memory");
+    memcpy(json, spec.ptr, spec.len);
+    json[spec.len] = '\0';
+    const char *op = strstr(json, "\"operation\":\"");
+    if (!op) {
+        free(json);
+        return fail(host, "the cscale engine serves transforms only");
+    }
+    op += strlen("\"operation\":\"");
+    int found = -1;
+    for (int i = 0; i <= DIV; i++) {
+        size_t len = strlen(NAMES[i]);
+        if (strncmp(op, NAMES[i], len) == 0 && op[len] == '"') found = i;
+    }
+    query *q = calloc(1, sizeof *q);
+    if (found < 0 || !q) {
+        free(json);
+        free(q);
+        return fail(host, "unknown operation");
+    }
+    q->op = (enum op)found;
+    const char *arg = strstr(json, "\"arg\":");
+    if (arg) q->arg = strtod(arg + strlen("\"arg\":"), NULL);
+    free(json);
+    *state = q;
+    return MFS_OK;
+}
+
+static int32_t cscale_process(void *state, const MfsInstant *batch, size_t n,
+                              const MfsHost *host) {
+    const query *q = state;
+    MfsEvent *events = malloc((n ? n : 1) * sizeof *events);
+    if (!events) return fail(host, "out of memory");
+    size_t out = 0;
+    const char *error = NULL;
+    static char message[256];
+    for (size_t i = 0; i < n && !error; i++) {
+        double x = batch[i].value.number, y = 0;
+        if (batch[i].value.kind != MFS_NUMBER) {
+            error = "a record is not a number";
+            break;
+        }
+        switch (q->op) {
+            case LN: y = x <= 0 ? NAN : log(x); break;
+            case EXP: y = exp(x); break;
+            case LOG10: y = x <= 0 ? NAN : log10(x); break;
+            case CEIL: y = ceil(x); break;
+            case FLOOR: y = floor(x); break;
+            case ABS: y = fabs(x); break;
+            case DEGREES: y = x * (180.0 / M_PI); break;
+            case RADIANS: y = x * (M_PI / 180.0); break;
+            case SIN: y = sin(x); break;
+            case COS: y = cos(x); break;
+            case TAN: y = tan(x); break;
+            case ADD: y = x + q->arg; break;
+            case SUB: y = x - q->arg; break;
+            case MUL: y = x * q->arg; break;
+            case DIV: y = x / q->arg; break;
+        }
+        if (!isfinite(y)) {
+            snprintf(message, sizeof message, "record at %.*s: %s has no finite result, got %g",
+                     (int)batch[i].datetime.len, (const char *)batch[i].datetime.ptr,
+                     NAMES[q->op], x);
+            error = message;
+            break;
+        }
+        events[out].datetime = batch[i].datetime; /* borrowed: the host copies it */
+        events[out].value.kind = MFS_NUMBER;
+        events[out].value.number = y;
+        events[out].value.text.ptr = NULL;
+        events[out].value.text.len = 0;
+        out++;
+    }
+    if (out) host->emit(host->ctx, events, out);
+    free(events);
+    return error ? fail(host, error) : MFS_OK;
+}
+
+static int32_t cscale_close(void *state, const MfsHost *host) {
+    (void)host;
+    free(state);
+    return MFS_OK;
+}
+
+static const MfsEngine ENGINES[] = {{
+    .struct_size = sizeof(MfsEngine),
+    .serves = MFS_SERVES_TRANSFORM,
+    .name = MFS_STR(MFS_TEST_ENGINE_NAME),
+    .description = MFS_STR("lifted operations in a C plugin (test fixture)"),
+    .open = cscale_open,
+    .process = cscale_process,
+    .close = cscale_close,
+}};
+
+static const MfsPlugin PLUGIN = {
+    .struct_size = sizeof(MfsPlugin),
+#ifdef MFS_TEST_WRONG_ABI
+    .abi_version = 2,
+#else
+    .abi_version = MFS_ABI_VERSION,
+#endif
+    .name = MFS_STR("cscale"),
+    .version = MFS_STR("1.0.0"),
+    .engines = ENGINES,
+    .engine_count = 1,
+};
+
+#ifdef MFS_TEST_ABORT_ON_LOAD
+__attribute__((constructor)) static void abort_on_load(void) { abort(); }
+#endif
+
+#ifdef MFS_TEST_NO_ENTRY
+const MfsPlugin *not_the_entry_symbol(void) { return &PLUGIN; }
+#else
+const MfsPlugin *mfstream_plugin(void) { return &PLUGIN; }
+#endif

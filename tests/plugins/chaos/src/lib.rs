@@ -1,0 +1,145 @@
+//! Engines that misbehave on purpose, for mfstream's tests:
+//!
+//! - `panicky` answers records (value × 1) until it meets a value of 13,
+//!   then panics with `unlucky record at <datetime>`;
+//! - `aborter` answers records until it meets a value of 13, then aborts the
+//!   process (SIGABRT), as a plugin with a fatal bug would;
+//! - `segv` does the same with a segmentation fault;
+//! - `refuser` refuses every query in `open`;
+//! - `whereami` answers each record with the name of the thread that runs it
+//!   (as the kernel knows it: `/proc/thread-self/comm`);
+//! - `nan` answers each record with NaN, which the host must refuse.
+
+use mfstream_plugin::{Batch, Emitter, Engine, Value};
+
+/// What an engine does on a record of 13.
+fn process(
+    batch: Batch<'_>,
+    out: &mut Emitter<'_>,
+    on_13: impl Fn(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    for instant in batch.iter() {
+        if instant.value == Value::Number(13.0) {
+            on_13(instant.datetime)?;
+        }
+        out.emit(instant.datetime, instant.value);
+    }
+    Ok(())
+}
+
+/// Panics on 13.
+pub struct Panicky;
+
+impl Engine for Panicky {
+    const NAME: &'static str = "panicky";
+    const DESCRIPTION: &'static str = "panics on a value of 13 (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(Panicky)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        process(batch, out, |datetime| {
+            panic!("unlucky record at {datetime}")
+        })
+    }
+}
+
+/// Aborts on 13.
+pub struct Aborter;
+
+impl Engine for Aborter {
+    const NAME: &'static str = "aborter";
+    const DESCRIPTION: &'static str = "aborts the process on a value of 13 (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(Aborter)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        process(batch, out, |_| std::process::abort())
+    }
+}
+
+/// Segfaults on 13.
+pub struct Segv;
+
+impl Engine for Segv {
+    const NAME: &'static str = "segv";
+    const DESCRIPTION: &'static str = "segfaults on a value of 13 (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(Segv)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        process(batch, out, |_| {
+            let null = std::hint::black_box(std::ptr::null_mut::<u8>());
+            // SAFETY: not safe at all, on purpose: the point of this fixture
+            // is a plugin that crashes with SIGSEGV.
+            unsafe { null.write_volatile(1) };
+            Ok(())
+        })
+    }
+}
+
+/// Refuses every query.
+pub struct Refuser;
+
+impl Engine for Refuser {
+    const NAME: &'static str = "refuser";
+    const DESCRIPTION: &'static str = "refuses every query (test fixture)";
+
+    fn open(spec: &str) -> Result<Self, String> {
+        Err(format!("this engine opens no query, not even {spec}"))
+    }
+
+    fn process(&mut self, _batch: Batch<'_>, _out: &mut Emitter<'_>) -> Result<(), String> {
+        Err("never opened".into())
+    }
+}
+
+/// Answers with the running thread's name.
+pub struct WhereAmI;
+
+impl Engine for WhereAmI {
+    const NAME: &'static str = "whereami";
+    const DESCRIPTION: &'static str = "answers with the thread's name (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(WhereAmI)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        let name = std::fs::read_to_string("/proc/thread-self/comm").map_err(|e| e.to_string())?;
+        for instant in batch.iter() {
+            out.emit(instant.datetime, Value::Text(name.trim()));
+        }
+        Ok(())
+    }
+}
+
+/// Answers NaN.
+pub struct Nan;
+
+impl Engine for Nan {
+    const NAME: &'static str = "nan";
+    const DESCRIPTION: &'static str = "answers NaN (test fixture)";
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(Nan)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        for instant in batch.iter() {
+            out.emit(instant.datetime, Value::Number(f64::NAN));
+        }
+        Ok(())
+    }
+}
+
+mfstream_plugin::export_plugin!(
+    name: "chaos",
+    version: "0.0.0",
+    engines: [Panicky, Aborter, Segv, Refuser, WhereAmI, Nan],
+);

@@ -1,0 +1,125 @@
+//! Apache Beam (jobs/beam/): the Python SDK pipeline in the FnApiRunner.
+
+use mfstream::{BridgeOptions, Op, QueryStatus, Source, StreamEngine};
+
+use super::*;
+use crate::util::*;
+
+/// Points the job's TMPDIR at a fresh folder, to see what it leaves there.
+fn watch_tmp(options: &mut BridgeOptions, name: &str) -> TempDir {
+    let dir = TempDir::new(name);
+    options
+        .env
+        .push(("TMPDIR".into(), dir.path().display().to_string()));
+    dir
+}
+
+/// Beam makes a temporary folder per pipeline; the job removes it however
+/// it ends (completed, failed, stopped).
+fn assert_no_temp_files(dir: &TempDir, what: &str) {
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "{what}: left in TMPDIR: {left:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_operation_on_beam_gives_the_local_results_in_order_and_leaves_no_process() {
+    let input = positive(500);
+    for op in Op::ALL {
+        let Some((mut options, marked)) = runtime("beam") else {
+            return;
+        };
+        let tmp = watch_tmp(&mut options, &format!("beam-{op}"));
+        let spec = transform(op);
+        let local = local(spec.clone(), input.clone()).await;
+        let (events, status, seen) = run_watched(options, &marked, spec, input.clone()).await;
+        assert_eq!(status, QueryStatus::Completed, "beam {op}");
+        // Python's math and Rust's f64 both call the C library: the same bits.
+        assert_matches(&format!("beam {op}"), &local, &events, 0);
+        assert_gone(&seen, &format!("beam {op}"));
+        assert_no_temp_files(&tmp, &format!("beam {op}"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
+    let Some((mut options, marked)) = runtime("beam") else {
+        return;
+    };
+    let tmp = watch_tmp(&mut options, "beam-stop");
+    let (sender, source) = Source::channel(16);
+    let mut handle = mfstream::BridgeEngine::new(options)
+        .submit(transform(Op::Mul), source)
+        .await
+        .expect("the job starts");
+    sender.send_batch(positive(3)).await.unwrap();
+    first_event(&mut handle).await;
+    let seen = marked.processes();
+    // The source stays open: the job is mid-stream when it is stopped.
+    assert_eq!(handle.stop_and_wait().await, QueryStatus::Stopped);
+    drop(sender);
+    assert_gone(&seen, "a stopped beam query");
+    assert_no_temp_files(&tmp, "a stopped beam query");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
+    let Some((mut options, _)) = runtime("beam") else {
+        return;
+    };
+    let tmp = watch_tmp(&mut options, "beam-domain");
+    let input = values(&[4.0, 1.0, 0.0, 2.0]);
+    let handle = submit(options, transform(Op::Ln), input).await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("line 3: ln is defined for positive values only"),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 2, "the answers before the bad line arrive");
+    assert_no_temp_files(&tmp, "a failed beam query");
+}
+
+#[test]
+fn mfstream_run_on_beam_prints_what_local_prints() {
+    if runtime("beam").is_none() {
+        return;
+    }
+    let run = |engine: &str| {
+        let output = mfstream_command(&root())
+            .args([
+                "run",
+                "--engine",
+                engine,
+                "--op",
+                "ln",
+                "--property",
+                "speed",
+            ])
+            .arg("examples/speed.ndjson")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{engine}: {stderr}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let local = run("local");
+    assert_eq!(local.lines().count(), 20);
+    assert_eq!(run("beam"), local);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beam_speaks_json_framing_too() {
+    let Some((mut options, _)) = runtime("beam") else {
+        return;
+    };
+    options.framing = mfstream::Framing::Json;
+    let input = positive(300);
+    let spec = transform(Op::Div);
+    let local = local(spec.clone(), input.clone()).await;
+    let (events, status) = collect(submit(options, spec, input).await).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_matches("beam div, json framing", &local, &events, 0);
+}

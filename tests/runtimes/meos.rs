@@ -1,0 +1,159 @@
+//! MEOS (jobs/meos/): MobilityDB's C library applies the operations,
+//! loaded through the engine's library path.
+
+use mfstream::{Op, QueryStatus, Source, StreamEngine};
+
+use super::*;
+use crate::util::*;
+
+/// The operations MEOS 1.3 lifts (it has no tfloat_sin, tfloat_cos,
+/// tfloat_tan).
+const MEOS_OPS: [Op; 12] = [
+    Op::Ln,
+    Op::Exp,
+    Op::Log10,
+    Op::Ceil,
+    Op::Floor,
+    Op::Abs,
+    Op::Degrees,
+    Op::Radians,
+    Op::Add,
+    Op::Sub,
+    Op::Mul,
+    Op::Div,
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_meos_operation_gives_the_local_results_in_order_and_leaves_no_process() {
+    let input = positive(2_000);
+    for op in MEOS_OPS {
+        let Some((options, marked)) = runtime("meos") else {
+            return;
+        };
+        let spec = transform(op);
+        let local = local(spec.clone(), input.clone()).await;
+        let (events, status, seen) = run_watched(options, &marked, spec, input.clone()).await;
+        assert_eq!(status, QueryStatus::Completed, "meos {op}");
+        let ulps = if op == Op::Degrees { DEGREES_ULPS } else { 0 };
+        assert_matches(&format!("meos {op}"), &local, &events, ulps);
+        assert_gone(&seen, &format!("meos {op}"));
+    }
+}
+
+/// MEOS rounds twice in `degrees` (`x * 180.0 / M_PI`), Rust once
+/// (`x * (180.0 / PI)`): about one value in nine is one unit in the last
+/// place apart. Every other operation gives the same bits.
+const DEGREES_ULPS: u64 = 1;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sin_cos_and_tan_fail_at_start_on_meos_saying_meos_has_none() {
+    for op in [Op::Sin, Op::Cos, Op::Tan] {
+        let Some((options, _)) = runtime("meos") else {
+            return;
+        };
+        let handle = submit(options, transform(op), positive(3)).await;
+        let (events, status) = collect(handle).await;
+        let reason = failure(&status);
+        let name = op.name();
+        assert!(
+            reason.contains(&format!("MEOS 1.3 has no lifted {name} (tfloat_{name}")),
+            "{reason}"
+        );
+        assert!(events.is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_domain_error_on_meos_fails_the_query_with_meos_message() {
+    let Some((options, _)) = runtime("meos") else {
+        return;
+    };
+    let input = values(&[4.0, 1.0, -2.0, 2.0]);
+    let handle = submit(options, transform(Op::Log10), input).await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason
+            .contains("line 3: log10 of -2.0: Cannot take logarithm of zero or a negative number"),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 2, "the answers before the bad line arrive");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_error_that_ends_meos_itself_still_names_the_line_under_meos_message() {
+    // MEOS's exp overflow bypasses the error handler and exits the process.
+    let Some((options, _)) = runtime("meos") else {
+        return;
+    };
+    let handle = submit(options, transform(Op::Exp), values(&[1.0, 1000.0, 2.0])).await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("value out of range: overflow")
+            && reason.contains("line 2: MEOS ended the process computing exp of 1000"),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 1, "the answer before the bad line arrives");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meos_is_found_only_through_the_engines_library_path() {
+    let Some((mut options, _)) = runtime("meos") else {
+        return;
+    };
+    options.libpath = None;
+    let handle = submit(options, transform(Op::Abs), positive(3)).await;
+    let (_, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("cannot load MEOS") && reason.contains("MFAPI_MEOS_LIBPATH"),
+        "{reason}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_meos_query_stopped_midway_leaves_nothing_behind() {
+    let Some((options, marked)) = runtime("meos") else {
+        return;
+    };
+    let (sender, source) = Source::channel(16);
+    let mut handle = mfstream::BridgeEngine::new(options)
+        .submit(transform(Op::Ln), source)
+        .await
+        .expect("the job starts");
+    sender.send_batch(positive(3)).await.unwrap();
+    first_event(&mut handle).await;
+    let seen = marked.processes();
+    assert_eq!(handle.stop_and_wait().await, QueryStatus::Stopped);
+    drop(sender);
+    assert_gone(&seen, "a stopped meos query");
+}
+
+#[test]
+fn mfstream_run_on_meos_prints_what_local_prints() {
+    if runtime("meos").is_none() {
+        return;
+    }
+    let run = |engine: &str| {
+        let output = mfstream_command(&root())
+            .args([
+                "run",
+                "--engine",
+                engine,
+                "--op",
+                "ln",
+                "--property",
+                "speed",
+            ])
+            .arg("examples/speed.ndjson")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{engine}: {stderr}");
+        String::from_utf8(output.stdout).unwrap()
+    };
+    let local = run("local");
+    assert_eq!(local.lines().count(), 20);
+    assert_eq!(run("meos"), local);
+}

@@ -1,0 +1,139 @@
+//! Backpressure, failing jobs, and shutdown.
+
+use crate::util::wait_gone;
+
+use super::*;
+
+#[tokio::test]
+async fn ingest_answers_503_with_how_many_were_accepted_when_a_query_stays_full() {
+    let server = Serve::start("serve-busy", &["--ingest-wait-ms", "300"], &[]);
+    let mut client = server.client();
+    // The job reads one record and never answers: its source fills up.
+    register(&mut client, P, r#"{"operation":"abs","engine":"hang"}"#).await;
+    let total = 50_000;
+    let response = client.post(&format!("{P}/ingest"), &lines(0, total)).await;
+    assert_eq!(response.status, 503, "{response:?}");
+    assert_eq!(response.header("retry-after"), Some("1"));
+    let body = response.json();
+    let accepted = body["accepted"].as_u64().unwrap();
+    assert!(accepted < total as u64, "{body}");
+    assert!(
+        body["description"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("accepted {accepted} of {total}")),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn a_crashing_bridge_job_ends_the_stream_with_failed_and_the_reason() {
+    let server = Serve::start("serve-crash", &[], &[("CRASH_AFTER", "3".into())]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs","engine":"crash"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 10)).await;
+    let events = tokio::time::timeout(PATIENCE, sse.until_end())
+        .await
+        .unwrap();
+    let (end, results) = events.split_last().unwrap();
+    assert_eq!(values(results), [1.0, 2.0, 3.0]);
+    assert_eq!(end.event, "end");
+    let data = end.json();
+    assert_eq!(data["status"], "failed");
+    let reason = data["reason"].as_str().unwrap();
+    assert!(reason.contains("status 1"), "{reason}");
+    let status = client.get(&query).await.json();
+    assert_eq!(
+        (status["status"].as_str(), status["reason"].as_str()),
+        (Some("failed"), Some(reason))
+    );
+}
+
+#[tokio::test]
+async fn sigterm_ends_every_stream_with_its_end_event_and_leaves_no_job_behind() {
+    let mut server = Serve::start("serve-sigterm", &[], &[]);
+    let mut client = server.client();
+    let local = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let bridge = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+    let mut local_sse = server.subscribe(&format!("{local}/stream"), &[]).await;
+    let mut bridge_sse = server.subscribe(&format!("{bridge}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 5)).await;
+    assert_eq!(
+        values(&take(&mut bridge_sse, 5).await),
+        [1.0, 2.0, 3.0, 4.0, 5.0]
+    );
+    assert_eq!(
+        values(&take(&mut local_sse, 5).await),
+        [1.0, 2.0, 3.0, 4.0, 5.0]
+    );
+    let jobs = children_of(server.child.as_ref().unwrap().id());
+    assert!(
+        !jobs.is_empty(),
+        "the echo job runs as a child of the server"
+    );
+
+    let status = server.terminate();
+    assert_eq!(status.code(), Some(0));
+    for sse in [&mut local_sse, &mut bridge_sse] {
+        let end = tokio::time::timeout(PATIENCE, sse.until_end())
+            .await
+            .unwrap();
+        assert_eq!(end.last().unwrap().event, "end");
+        assert_eq!(end.last().unwrap().json()["status"], "stopped");
+    }
+    for pid in jobs {
+        assert!(wait_gone(pid, PATIENCE), "job {pid} outlived the server");
+    }
+}
+
+/// The pids of the processes whose parent is `pid` (children are listed
+/// under the thread that started them).
+fn children_of(pid: u32) -> Vec<i32> {
+    let mut children = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("children");
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        children.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    children
+}
+
+#[tokio::test]
+async fn sighup_reloads_engines_toml_and_a_bad_file_changes_nothing() {
+    let mut server = Serve::start("serve-reload", &[], &[]);
+    let mut client = server.client();
+    let names = |engines: serde_json::Value| -> Vec<String> {
+        engines
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let before = names(client.get("/engines").await.json());
+    assert!(!before.contains(&"added".to_owned()));
+    let running = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+
+    let config = server.config();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(
+        &config,
+        format!("{text}\n[[engine]]\nname = \"added\"\ncmd_env = \"TEST_ECHO_CMD\"\n"),
+    )
+    .unwrap();
+    server.signal(libc::SIGHUP);
+    assert!(server.next_line().starts_with("mfstream: reloaded "));
+    assert!(names(client.get("/engines").await.json()).contains(&"added".to_owned()));
+    register(&mut client, P, r#"{"operation":"abs","engine":"added"}"#).await;
+    // The query started before the reload runs on.
+    assert_eq!(client.get(&running).await.json()["status"], "running");
+
+    std::fs::write(&config, "[[engine]]\nname = 7\n").unwrap();
+    server.signal(libc::SIGHUP);
+    assert!(server.next_line().contains("the engines are unchanged"));
+    assert!(names(client.get("/engines").await.json()).contains(&"added".to_owned()));
+}
