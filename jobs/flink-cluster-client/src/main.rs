@@ -1,0 +1,439 @@
+//! `mfstream-flink-client`: the bridge job of the `flink-cluster` engine.
+//! It runs one query on a Flink session cluster and speaks the line protocol
+//! of jobs/README.md (value framing) on its stdin and stdout:
+//!
+//! 1. it listens on two ports of `--listen` (the address the TaskManagers
+//!    connect back to), finds the job jar on the cluster by name or uploads
+//!    it (`GET /jars`, `POST /jars/upload`), and runs it
+//!    (`POST /jars/<id>/run`) with its address, ports, operation and argument;
+//! 2. the job's source connects to the first port and reads the records,
+//!    its sink connects to the second and writes the results;
+//! 3. the client copies stdin to the first connection and the second to
+//!    stdout, as they come: bytes, not lines, so it costs nothing per record;
+//! 4. at the end of stdin it shuts its side of the first connection: the
+//!    job's source ends, the job FINISHES, its sink closes, and the client
+//!    exits 0 once `/jobs/overview` says FINISHED.
+//!
+//! A failed job's reason (`/jobs/<id>/exceptions`) goes to stderr: the job's
+//! own message and exit 2 for a bad line or a domain error, Flink's cause and
+//! exit 1 otherwise. SIGTERM, SIGINT and SIGHUP cancel the job
+//! (`PATCH /jobs/<id>?mode=cancel`). If the client dies, its connections
+//! close: the job's source ends or its sink fails, so no job outlives it; a
+//! job still waiting for a slot fails when it cannot connect.
+
+mod flink;
+mod http;
+
+use std::io::{Read, Write};
+use std::mem::ManuallyDrop;
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::os::fd::FromRawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
+
+use flink::Cluster;
+
+const NAME: &str = "mfstream-flink-client";
+const USAGE: &str = "usage: mfstream-flink-client [--rest URL] --jar JAR [--listen ADDR] [--schedule-timeout SECS] OP [ARG]
+  --rest URL              the cluster's REST address (else MFSTREAM_FLINK_REST), e.g. http://127.0.0.1:28081
+  --jar JAR               the cluster job's jar (jobs/flink/cluster.sh builds it)
+  --listen ADDR           the address the TaskManagers connect back to (else MFSTREAM_FLINK_LISTEN, else 127.0.0.1)
+  --schedule-timeout SECS how long a job may wait for a free task slot (else MFSTREAM_FLINK_SCHEDULE_TIMEOUT, else 60)";
+const CHUNK: usize = 64 * 1024;
+/// How long the cluster may take to settle a job whose results ended.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// The job being run, for the signal thread: the cluster and the job id.
+static JOB: Mutex<Option<(Arc<Cluster>, String)>> = Mutex::new(None);
+
+/// Set by the signal thread: it cancels the job and exits, so the main
+/// thread's view of the cancelled job is not to be reported.
+static STOPPING: AtomicBool = AtomicBool::new(false);
+
+/// Ends the client: a message on stderr, and an exit status.
+struct Exit(i32, String);
+
+fn usage(message: String) -> Exit {
+    Exit(2, format!("{message}\n{USAGE}"))
+}
+
+struct Options {
+    rest: String,
+    jar: PathBuf,
+    listen: String,
+    schedule_timeout: Duration,
+    op: String,
+    arg: Option<String>,
+}
+
+fn parse_args() -> Result<Options, Exit> {
+    let mut args = std::env::args().skip(1);
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let mut rest = env("MFSTREAM_FLINK_REST");
+    let mut jar = None;
+    let mut listen = env("MFSTREAM_FLINK_LISTEN").unwrap_or_else(|| "127.0.0.1".to_owned());
+    let mut timeout = env("MFSTREAM_FLINK_SCHEDULE_TIMEOUT").unwrap_or_else(|| "60".to_owned());
+    let mut positional = Vec::new();
+    while let Some(arg) = args.next() {
+        let mut value = |flag: &str| {
+            args.next()
+                .ok_or_else(|| usage(format!("{flag} needs a value")))
+        };
+        match arg.as_str() {
+            "--rest" => rest = Some(value("--rest")?),
+            "--jar" => jar = Some(PathBuf::from(value("--jar")?)),
+            "--listen" => listen = value("--listen")?,
+            "--schedule-timeout" => timeout = value("--schedule-timeout")?,
+            "-h" | "--help" => return Err(Exit(0, USAGE.to_owned())),
+            _ => positional.push(arg),
+        }
+    }
+    let framing = std::env::var("MFSTREAM_FRAMING").unwrap_or_else(|_| "value".to_owned());
+    if framing != "value" {
+        return Err(usage(format!(
+            "MFSTREAM_FRAMING must be \"value\" (this job serves the value framing only), got '{framing}'"
+        )));
+    }
+    let (op, arg) = check_operation(&positional).map_err(usage)?;
+    let rest = rest.ok_or_else(|| {
+        usage("no REST address: pass --rest or set MFSTREAM_FLINK_REST".to_owned())
+    })?;
+    let jar = jar.ok_or_else(|| usage("no job jar: pass --jar".to_owned()))?;
+    let schedule_timeout = timeout
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(Duration::from_secs_f64)
+        .ok_or_else(|| {
+            usage(format!(
+                "the schedule timeout must be positive seconds, got '{timeout}'"
+            ))
+        })?;
+    Ok(Options {
+        rest,
+        jar,
+        listen,
+        schedule_timeout,
+        op,
+        arg,
+    })
+}
+
+/// The operation and its argument, checked before anything is submitted.
+fn check_operation(args: &[String]) -> Result<(String, Option<String>), String> {
+    let (op, arg) = match args {
+        [op] => (op.clone(), None),
+        [op, arg] => (op.clone(), Some(arg.clone())),
+        _ => {
+            return Err(format!(
+                "expected an operation and at most one argument, got {} arguments",
+                args.len()
+            ));
+        }
+    };
+    let binary = match op.as_str() {
+        "ln" | "exp" | "log10" | "ceil" | "floor" | "abs" | "degrees" | "radians" | "sin"
+        | "cos" | "tan" => false,
+        "add" | "sub" | "mul" | "div" => true,
+        _ => {
+            return Err(format!(
+                "unknown operation '{op}': supported operations are ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, add <x>, sub <x>, mul <x>, div <x>"
+            ));
+        }
+    };
+    match (&arg, binary) {
+        (Some(_), false) => Err(format!("operation {op} takes no argument")),
+        (None, true) => Err(format!("operation {op} needs a scalar argument: {op} <x>")),
+        (Some(a), true) => match a.trim().parse::<f64>() {
+            Ok(x) if !x.is_finite() => {
+                Err(format!("operation {op} needs a finite number, got '{a}'"))
+            }
+            Ok(0.0) if op == "div" => Err("operation div by zero is undefined".to_owned()),
+            Ok(_) => Ok((op, arg)),
+            Err(_) => Err(format!("operation {op} needs a finite number, got '{a}'")),
+        },
+        (None, false) => Ok((op, arg)),
+    }
+}
+
+/// Blocks the stop signals in this thread and the threads it starts; the
+/// signal thread takes them with sigwait.
+fn block_stop_signals() -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises; the calls
+    // take valid pointers to it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for sig in [libc::SIGTERM, libc::SIGINT, libc::SIGHUP] {
+            libc::sigaddset(&mut set, sig);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+        set
+    }
+}
+
+/// On a stop signal: cancel the job (once it is submitted), wait briefly
+/// for the cluster to confirm, exit 128 + the signal.
+fn on_stop_signals(set: libc::sigset_t) {
+    std::thread::spawn(move || {
+        let mut sig = 0;
+        // SAFETY: set is an initialised sigset_t, sig a valid out pointer.
+        unsafe { libc::sigwait(&set, &mut sig) };
+        STOPPING.store(true, Ordering::SeqCst);
+        let job = JOB.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some((cluster, jid)) = job {
+            match cluster.cancel(&jid) {
+                Ok(()) => {
+                    let deadline = Instant::now() + Duration::from_secs(5);
+                    while Instant::now() < deadline {
+                        match cluster.state(&jid) {
+                            Ok(Some(state)) if !flink::is_terminal(&state) => {
+                                std::thread::sleep(Duration::from_millis(20))
+                            }
+                            _ => break,
+                        }
+                    }
+                    eprintln!("{NAME}: signal {sig}: cancelled job {jid}");
+                }
+                Err(e) => eprintln!("{NAME}: signal {sig}: {e}"),
+            }
+        }
+        std::process::exit(128 + sig);
+    });
+}
+
+fn main() {
+    let set = block_stop_signals();
+    let status = match parse_args().and_then(|options| {
+        on_stop_signals(set);
+        run(options)
+    }) {
+        Ok(()) => 0,
+        Err(Exit(status, message)) => {
+            while STOPPING.load(Ordering::SeqCst) {
+                std::thread::park(); // the signal thread exits
+            }
+            if status == 0 {
+                println!("{message}");
+            } else {
+                eprintln!("{NAME}: {message}");
+            }
+            status
+        }
+    };
+    std::process::exit(status);
+}
+
+fn run(options: Options) -> Result<(), Exit> {
+    let fail = |e: String| Exit(1, e);
+    let cluster = Arc::new(Cluster::new(&options.rest).map_err(usage)?);
+    let bind = |what: &str| {
+        TcpListener::bind((options.listen.as_str(), 0)).map_err(|e| {
+            fail(format!(
+                "listening on {} for the job's {what}: {e}",
+                options.listen
+            ))
+        })
+    };
+    let (records, results) = (bind("source")?, bind("sink")?);
+    let port = |l: &TcpListener| l.local_addr().map(|a| a.port()).unwrap_or(0);
+    let mut args = vec![
+        options.listen.clone(),
+        port(&records).to_string(),
+        port(&results).to_string(),
+        options.op.clone(),
+    ];
+    args.extend(options.arg.clone());
+
+    let started = Instant::now();
+    let jid = {
+        // Held while submitting, so that a signal cancels what was submitted.
+        let mut job = JOB.lock().unwrap_or_else(|p| p.into_inner());
+        let jar_id = cluster.jar_id(&options.jar).map_err(fail)?;
+        let jid = cluster.run(&jar_id, &args).map_err(fail)?;
+        *job = Some((cluster.clone(), jid.clone()));
+        jid
+    };
+    let (source, sink) = connections(&cluster, &jid, records, results, &options)?;
+    if std::env::var_os("MFSTREAM_FLINK_CLIENT_VERBOSE").is_some() {
+        eprintln!("{NAME}: job {jid} running after {:?}", started.elapsed());
+    }
+
+    // stdin -> the job's source; at its end, shut our side: the source ends.
+    let feeder = std::thread::spawn(move || feed(source));
+    let ended = relay(sink);
+    match ended {
+        Relay::Done => {}
+        Relay::StdoutClosed => {
+            // Nobody wants the results any more.
+            let _ = cluster.cancel(&jid);
+            return Ok(());
+        }
+    }
+    drop(feeder);
+    settle(&cluster, &jid)
+}
+
+/// Waits until the job's source and sink have connected. The job may wait
+/// for a free slot (said once on stderr) up to the schedule timeout; then it
+/// is cancelled with a message naming the slots in use.
+fn connections(
+    cluster: &Cluster,
+    jid: &str,
+    records: TcpListener,
+    results: TcpListener,
+    options: &Options,
+) -> Result<(TcpStream, TcpStream), Exit> {
+    let (tx, rx) = mpsc::channel();
+    for (which, listener) in [(0, records), (1, results)] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send((which, listener.accept()));
+        });
+    }
+    let started = Instant::now();
+    let mut told = false;
+    let mut streams: [Option<TcpStream>; 2] = [None, None];
+    while streams.iter().any(Option::is_none) {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok((which, Ok((stream, _)))) => {
+                let _ = stream.set_nodelay(true);
+                streams[which] = Some(stream);
+                continue;
+            }
+            Ok((_, Err(e))) => return Err(Exit(1, format!("accepting the job's connection: {e}"))),
+            Err(_) => {}
+        }
+        if let Some(state) = cluster.state(jid).map_err(|e| Exit(1, e))? {
+            if flink::is_terminal(&state) {
+                return Err(failed(cluster, jid, &state));
+            }
+        }
+        let waited = started.elapsed();
+        if waited > Duration::from_secs(2) && !told {
+            told = true;
+            if let Ok((used, total)) = cluster.slots() {
+                eprintln!(
+                    "{NAME}: job {jid} is waiting for a task slot ({used} of {total} in use on the cluster); giving up after {:?}",
+                    options.schedule_timeout
+                );
+            }
+        }
+        if waited > options.schedule_timeout {
+            let _ = cluster.cancel(jid);
+            let slots = match cluster.slots() {
+                Ok((used, total)) => format!("{used} of {total} task slots in use"),
+                Err(e) => e,
+            };
+            return Err(Exit(
+                1,
+                format!(
+                    "job {jid} did not start within {:?} (MFSTREAM_FLINK_SCHEDULE_TIMEOUT): {slots}; cancelled it",
+                    options.schedule_timeout
+                ),
+            ));
+        }
+    }
+    let [Some(source), Some(sink)] = streams else {
+        unreachable!("the loop ends when both connections are in");
+    };
+    Ok((source, sink))
+}
+
+/// Copies stdin to the job's source, then shuts the connection for writing.
+fn feed(mut source: TcpStream) {
+    let mut stdin = std::io::stdin().lock();
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match stdin.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => {
+                if source.write_all(&buf[..n]).is_err() {
+                    return; // the job is gone; its state says why
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    let _ = source.shutdown(Shutdown::Write);
+}
+
+enum Relay {
+    /// The job closed its sink.
+    Done,
+    /// Our stdout is closed.
+    StdoutClosed,
+}
+
+/// Copies the job's results to stdout as they arrive: one write per read,
+/// so what the sink flushed is on our stdout at once.
+fn relay(mut sink: TcpStream) -> Relay {
+    // SAFETY: fd 1 is open for the life of the process; ManuallyDrop keeps
+    // this File from closing it.
+    let mut stdout = ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(1) });
+    let mut buf = vec![0u8; CHUNK];
+    loop {
+        match sink.read(&mut buf) {
+            Ok(0) => return Relay::Done,
+            Ok(n) => {
+                if stdout.write_all(&buf[..n]).is_err() {
+                    return Relay::StdoutClosed;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return Relay::Done, // reset: the job's state says why
+        }
+    }
+}
+
+/// After the results ended: FINISHED is success; anything else is reported.
+fn settle(cluster: &Cluster, jid: &str) -> Result<(), Exit> {
+    let deadline = Instant::now() + SETTLE;
+    loop {
+        match cluster.state(jid).map_err(|e| Exit(1, e))? {
+            Some(state) if state == "FINISHED" => return Ok(()),
+            Some(state) if flink::is_terminal(&state) => return Err(failed(cluster, jid, &state)),
+            state => {
+                if Instant::now() > deadline {
+                    let _ = cluster.cancel(jid);
+                    return Err(Exit(
+                        1,
+                        format!(
+                            "job {jid} closed its results connection but is still {} after {SETTLE:?}; cancelled it",
+                            state.as_deref().unwrap_or("unknown to the cluster")
+                        ),
+                    ));
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+    }
+}
+
+/// The exit for a job that ended in `state` other than FINISHED.
+fn failed(cluster: &Cluster, jid: &str, state: &str) -> Exit {
+    if state != "FAILED" {
+        return Exit(1, format!("job {jid} ended {state} on the cluster"));
+    }
+    // The exception history is filled in shortly after the state changes.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match cluster.failure(jid) {
+            Ok(Some((message, true))) => return Exit(2, message),
+            Ok(Some((cause, false))) => {
+                return Exit(1, format!("job {jid} failed on the cluster: {cause}"));
+            }
+            Ok(None) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Ok(None) => {
+                return Exit(
+                    1,
+                    format!("job {jid} failed on the cluster (no exception recorded)"),
+                );
+            }
+            Err(e) => return Exit(1, format!("job {jid} failed on the cluster; {e}")),
+        }
+    }
+}
