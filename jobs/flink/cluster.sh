@@ -54,8 +54,12 @@ usage() {
 pids() {
     local file=$state/pid/flink-mfstream-$1.pid
     [ -f "$file" ] || return 0
+    # Neither a zombie (a killed daemon whose reaper is slow) nor a
+    # recycled pid: a live process started with this cluster's folders.
     while read -r pid; do
-        [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+        [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || continue
+        [ "$(cut -d')' -f2 "/proc/$pid/stat" | cut -d' ' -f2)" != Z ] || continue
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$state/" && echo "$pid"
     done <"$file"
     return 0
 }
@@ -84,7 +88,7 @@ flink() {
     site=$(echo "$cache"/venv/lib/python3*/site-packages)
     FLINK_HOME=$site/pyflink FLINK_CONF_DIR=$state/conf FLINK_LOG_DIR=$state/log \
         FLINK_PID_DIR=$state/pid FLINK_IDENT_STRING=mfstream \
-        setsid "$site/pyflink/bin/$1" start </dev/null
+        setsid "$site/pyflink/bin/$1" start </dev/null 3>&- # the daemons must not hold our stdout
 }
 
 install() {

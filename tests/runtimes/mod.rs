@@ -272,4 +272,5 @@ pub fn check_cli_matches_local(engine: &str, var: &str, cmd: &str) {
 }
 
 mod flink;
+mod flink_cluster;
 mod spark;

@@ -27,10 +27,10 @@ mod http;
 use std::io::{Read, Write};
 use std::mem::ManuallyDrop;
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flink::Cluster;
@@ -248,15 +248,37 @@ fn run(options: Options) -> Result<(), Exit> {
     args.extend(options.arg.clone());
 
     let started = Instant::now();
-    let jid = {
-        // Held while submitting, so that a signal cancels what was submitted.
-        let mut job = JOB.lock().unwrap_or_else(|p| p.into_inner());
-        let jar_id = cluster.jar_id(&options.jar).map_err(fail)?;
-        let jid = cluster.run(&jar_id, &args).map_err(fail)?;
-        *job = Some((cluster.clone(), jid.clone()));
-        jid
+    let deadline = started + options.schedule_timeout;
+    let mut told = false;
+    let jar_id = cluster.jar_id(&options.jar).map_err(fail)?;
+    // A job submitted while the cluster has no TaskManager fails at once
+    // (NoResourceAvailableException): submit again until one registers,
+    // within the schedule timeout.
+    let (jid, source, sink) = loop {
+        let jid = {
+            // Held while submitting, so that a signal cancels what was submitted.
+            let mut job = JOB.lock().unwrap_or_else(|p| p.into_inner());
+            let jid = cluster.run(&jar_id, &args).map_err(fail)?;
+            *job = Some((cluster.clone(), jid.clone()));
+            jid
+        };
+        match connections(&cluster, &jid, &records, &results, deadline, &mut told) {
+            Ok((source, sink)) => break (jid, source, sink),
+            Err(Exit(_, reason))
+                if reason.contains("NoResourceAvailableException") && Instant::now() < deadline =>
+            {
+                if !told {
+                    told = true;
+                    eprintln!(
+                        "{NAME}: the cluster has no TaskManager to run the job; trying again for {:?}",
+                        options.schedule_timeout
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            Err(exit) => return Err(exit),
+        }
     };
-    let (source, sink) = connections(&cluster, &jid, records, results, &options)?;
     if std::env::var_os("MFSTREAM_FLINK_CLIENT_VERBOSE").is_some() {
         eprintln!("{NAME}: job {jid} running after {:?}", started.elapsed());
     }
@@ -277,51 +299,56 @@ fn run(options: Options) -> Result<(), Exit> {
 }
 
 /// Waits until the job's source and sink have connected. The job may wait
-/// for a free slot (said once on stderr) up to the schedule timeout; then it
-/// is cancelled with a message naming the slots in use.
+/// for a free slot (said once on stderr) until `deadline`; then it is
+/// cancelled with a message naming the slots in use.
 fn connections(
     cluster: &Cluster,
     jid: &str,
-    records: TcpListener,
-    results: TcpListener,
-    options: &Options,
+    records: &TcpListener,
+    results: &TcpListener,
+    deadline: Instant,
+    told: &mut bool,
 ) -> Result<(TcpStream, TcpStream), Exit> {
-    let (tx, rx) = mpsc::channel();
-    for (which, listener) in [(0, records), (1, results)] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            let _ = tx.send((which, listener.accept()));
-        });
-    }
     let started = Instant::now();
-    let mut told = false;
     let mut streams: [Option<TcpStream>; 2] = [None, None];
+    let listeners = [records, results];
     while streams.iter().any(Option::is_none) {
-        match rx.recv_timeout(Duration::from_millis(200)) {
-            Ok((which, Ok((stream, _)))) => {
+        let mut fds: Vec<libc::pollfd> = listeners
+            .iter()
+            .map(|l| libc::pollfd {
+                fd: l.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: fds is a valid array of fds.len() pollfd structs.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 200) };
+        for (which, fd) in fds.iter().enumerate() {
+            if fd.revents & libc::POLLIN != 0 && streams[which].is_none() {
+                let (stream, _) = listeners[which]
+                    .accept()
+                    .map_err(|e| Exit(1, format!("accepting the job's connection: {e}")))?;
                 let _ = stream.set_nodelay(true);
                 streams[which] = Some(stream);
-                continue;
             }
-            Ok((_, Err(e))) => return Err(Exit(1, format!("accepting the job's connection: {e}"))),
-            Err(_) => {}
+        }
+        if streams.iter().all(Option::is_some) {
+            break;
         }
         if let Some(state) = cluster.state(jid).map_err(|e| Exit(1, e))? {
             if flink::is_terminal(&state) {
                 return Err(failed(cluster, jid, &state));
             }
         }
-        let waited = started.elapsed();
-        if waited > Duration::from_secs(2) && !told {
-            told = true;
+        if started.elapsed() > Duration::from_secs(2) && !*told {
+            *told = true;
             if let Ok((used, total)) = cluster.slots() {
                 eprintln!(
-                    "{NAME}: job {jid} is waiting for a task slot ({used} of {total} in use on the cluster); giving up after {:?}",
-                    options.schedule_timeout
+                    "{NAME}: job {jid} is waiting for a task slot ({used} of {total} in use on the cluster)"
                 );
             }
         }
-        if waited > options.schedule_timeout {
+        if Instant::now() > deadline {
             let _ = cluster.cancel(jid);
             let slots = match cluster.slots() {
                 Ok((used, total)) => format!("{used} of {total} task slots in use"),
@@ -330,8 +357,7 @@ fn connections(
             return Err(Exit(
                 1,
                 format!(
-                    "job {jid} did not start within {:?} (MFSTREAM_FLINK_SCHEDULE_TIMEOUT): {slots}; cancelled it",
-                    options.schedule_timeout
+                    "job {jid} did not start within the schedule timeout (MFSTREAM_FLINK_SCHEDULE_TIMEOUT): {slots}; cancelled it"
                 ),
             ));
         }
