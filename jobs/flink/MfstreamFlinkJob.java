@@ -1,8 +1,10 @@
 // The mfstream bridge job on Apache Flink: a DataStream pipeline in a local
 // mini-cluster at parallelism 1 (source -> lifted operation -> sink, chained
-// into one task), speaking the value framing of jobs/README.md.
+// into one task), speaking the value and json framings of jobs/README.md,
+// and computing windowed aggregates with Flink's windows (Windows.java).
 //
 //     java -cp CLASSES:FLINK_LIB/* MfstreamFlinkJob OP [ARG]
+//     MFSTREAM_FRAMING=json MFSTREAM_QUERY='{...}' java ... MfstreamFlinkJob aggregate AGG
 //
 // - The source reads stdin (fd 0) in chunks of up to 64 KiB and emits one
 //   line per record; the map applies the operation; the sink writes each
@@ -40,7 +42,8 @@ import org.apache.flink.streaming.api.functions.source.legacy.SourceFunction;
 
 public final class MfstreamFlinkJob {
     static final String NAME = "mfstream-flink";
-    static final String USAGE = "usage: MfstreamFlinkJob OP [ARG]   (MFSTREAM_FRAMING=value)";
+    static final String USAGE = "usage: MfstreamFlinkJob OP [ARG]   (MFSTREAM_FRAMING=value|json)\n"
+            + "       MfstreamFlinkJob aggregate AGG   (MFSTREAM_FRAMING=json, the query in MFSTREAM_QUERY)";
     static final int CHUNK = 64 * 1024;
     static final int MAX_LINE = 1024 * 1024;
 
@@ -279,16 +282,28 @@ public final class MfstreamFlinkJob {
     /** The lifted operation on one line; names the line on an error. */
     static final class Apply extends RichMapFunction<String, String> {
         private final Operation operation;
+        private final boolean json;
         private long number;
 
-        Apply(Operation operation) {
+        Apply(Operation operation, boolean json) {
             this.operation = operation;
+            this.json = json;
         }
 
         @Override
         public String map(String line) {
             number++;
             try {
+                if (json) {
+                    var instant = Json.instant(line, "{\"datetime\":\"...\",\"value\":<number>}");
+                    var value = instant.get("value");
+                    if (!value.isNumber()) {
+                        throw new JobError("not a JSON instant {\"datetime\":\"...\",\"value\":<number>}: "
+                                + quote(line), false);
+                    }
+                    double x = value.asDouble();
+                    return Json.event(instant.get("datetime"), operation.apply(x, Double.toString(x)));
+                }
                 Double x = parseNumber(line);
                 if (x == null) {
                     throw new JobError("not a number: " + quote(line), false);
@@ -337,15 +352,23 @@ public final class MfstreamFlinkJob {
         int status;
         try {
             String framing = System.getenv().getOrDefault("MFSTREAM_FRAMING", "value");
-            if (!framing.equals("value")) {
-                throw new JobError("MFSTREAM_FRAMING must be \"value\" (this job serves the value framing only), got '"
-                        + framing + "'", true);
+            if (!framing.equals("value") && !framing.equals("json")) {
+                throw new JobError("MFSTREAM_FRAMING must be \"value\" or \"json\", got '" + framing + "'", true);
             }
-            Operation operation = new Operation(args);
+            Operation operation = null;
+            Windows.Spec windows = null;
+            if (args.length > 0 && args[0].equals("aggregate")) {
+                if (!framing.equals("json")) {
+                    throw new JobError("windowed aggregates need MFSTREAM_FRAMING=json", true);
+                }
+                windows = Windows.Spec.parse(args, System.getenv("MFSTREAM_QUERY"));
+            } else {
+                operation = new Operation(args);
+            }
             tmp = Files.createTempDirectory("mfstream-flink-");
             Path dir = tmp;
             Runtime.getRuntime().addShutdownHook(new Thread(() -> remove(dir)));
-            run(operation, tmp);
+            run(operation, framing.equals("json"), windows, tmp);
             status = 0;
         } catch (JobError e) {
             err.println(NAME + ": " + e.getMessage() + (e.usage ? "\n" + USAGE : ""));
@@ -374,20 +397,21 @@ public final class MfstreamFlinkJob {
         Runtime.getRuntime().halt(status);
     }
 
-    static void run(Operation operation, Path tmp) throws Exception {
+    static void run(Operation operation, boolean json, Windows.Spec windows, Path tmp) throws Exception {
         Configuration conf = new Configuration();
         conf.setString("io.tmp.dirs", tmp.toString());
         conf.setString("restart-strategy.type", "none");
         conf.setString("pipeline.object-reuse", "true");
         conf.setString("taskmanager.numberOfTaskSlots", "1");
+        conf.setString("pipeline.auto-watermark-interval", "0"); // watermarks come with the records
         System.setProperty("java.io.tmpdir", tmp.toString());
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, conf);
-        env.addSource(new StdinSource(), "stdin")
-                .map(new Apply(operation))
-                .name(operation.op)
-                .addSink(new StdoutSink())
-                .name("stdout");
-        env.execute("mfstream " + operation.op);
+        var lines = env.addSource(new StdinSource(), "stdin");
+        var results = windows != null
+                ? Windows.pipeline(lines, windows)
+                : lines.map(new Apply(operation, json)).name(operation.op);
+        results.addSink(new StdoutSink()).name("stdout");
+        env.execute("mfstream " + (windows != null ? windows.kind + " " + windows.aggregation : operation.op));
     }
 
     static void remove(Path dir) {

@@ -51,6 +51,8 @@ public final class MfstreamSparkJob {
     static final String USAGE = "usage: MfstreamSparkJob OP [ARG]   (MFSTREAM_FRAMING=value)";
     static final int CHUNK = 64 * 1024;
     static final int MAX_LINE = 1024 * 1024;
+    /** Lines read but not yet answered, at most (about): memory stays flat. */
+    static final long MAX_PENDING = 100_000;
     /** Marks a map result that is an error message rather than a number. */
     static final String ERROR = "!";
 
@@ -334,6 +336,14 @@ public final class MfstreamSparkJob {
             }
             if (!batch.isEmpty()) {
                 lines.addData(CollectionConverters.asScala(batch));
+            }
+            // Backpressure: the MemoryStream holds what is not yet answered
+            // (it drops batches once committed); stop reading while too much is.
+            synchronized (Progress.class) {
+                while (number - Progress.written > MAX_PENDING && !Progress.closed
+                        && Progress.failure == null && query.isActive()) {
+                    Progress.class.wait(50);
+                }
             }
         }
         if (pendingLen > 0) {

@@ -10,7 +10,7 @@ async fn spark_gives_the_local_engines_results_for_every_operation() {
     let Some(argv) = runtime_command(VAR, SETUP) else {
         return;
     };
-    check_every_operation("spark", &argv).await;
+    check_every_operation("spark", &argv, mfstream::Framing::Value).await;
     check_cli_matches_local("spark", VAR, &std::env::var(VAR).unwrap());
 }
 

@@ -1,0 +1,428 @@
+// Windowed aggregation for the mfstream Flink job, done by Flink's own
+// windows, with the semantics of mfstream's `local` engine
+// (jobs/reference/windows.py):
+//
+// - COUNT n: GlobalWindows with a trigger that fires every n records and, at
+//   the end of input (the final watermark), fires what is left as partial.
+// - TUMBLING: TumblingEventTimeWindows, epoch-aligned like local's.
+// - HOPPING size/hop: SlidingEventTimeWindows with the offset that puts the
+//   window ends on multiples of the hop (local's boundaries).
+// - Event time is the record's datetime in nanoseconds since the epoch
+//   (Flink's "milliseconds" are only a unit of account: windows are sized
+//   in the same nanoseconds). A watermark of (latest datetime - 1) follows
+//   every record, so a window closes when a record at or past its end
+//   arrives, as in local; the final watermark at the end of input closes
+//   the open windows, which are marked partial.
+// - Late records (every window of theirs has closed) are dropped by Flink's
+//   window operator; the parse step, chained in the same thread, sees the
+//   same watermark and counts them, and the next window result carries the
+//   count as "late", as local does.
+
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+import org.apache.flink.api.common.eventtime.Watermark;
+import org.apache.flink.api.common.eventtime.WatermarkGenerator;
+import org.apache.flink.api.common.eventtime.WatermarkOutput;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.functions.MapFunction;
+import org.apache.flink.api.common.state.ReducingState;
+import org.apache.flink.api.common.state.ReducingStateDescriptor;
+import org.apache.flink.api.common.typeutils.base.LongSerializer;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.DataStreamUtils;
+import org.apache.flink.streaming.api.datastream.KeyedStream;
+import org.apache.flink.streaming.api.functions.windowing.ProcessWindowFunction;
+import org.apache.flink.streaming.api.windowing.assigners.GlobalWindows;
+import org.apache.flink.streaming.api.windowing.assigners.SlidingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.assigners.TumblingEventTimeWindows;
+import org.apache.flink.streaming.api.windowing.triggers.Trigger;
+import org.apache.flink.streaming.api.windowing.triggers.TriggerResult;
+import org.apache.flink.streaming.api.windowing.windows.GlobalWindow;
+import org.apache.flink.streaming.api.windowing.windows.Window;
+import org.apache.flink.util.Collector;
+
+final class Windows {
+    private Windows() {}
+
+    /** One instant on its way to a window: event time, datetime as given, value. */
+    public static final class Rec {
+        public long t;
+        public String dt;
+        public double num;
+        public String text;
+        public boolean flag;
+
+        public Rec() {}
+    }
+
+    /** The query's window and aggregation, from MFSTREAM_QUERY. */
+    static final class Spec implements java.io.Serializable {
+        String type; // the property type: TReal, TInteger, TText, TBoolean
+        String valueType; // TReal when a transform comes first
+        String aggregation;
+        String kind; // COUNT, TUMBLING, HOPPING
+        long size;
+        long span; // nanoseconds
+        long hop; // nanoseconds
+        boolean emitPartial;
+        MfstreamFlinkJob.Operation operation; // null when none comes first
+
+        static long unit(JsonNode window, String key) {
+            String u = window.path(key).asText("");
+            switch (u) {
+                case "SECONDS": return 1_000_000_000L;
+                case "MINUTES": return 60_000_000_000L;
+                case "HOURS": return 3_600_000_000_000L;
+                default:
+                    throw usage("window." + key + " must be SECONDS, MINUTES or HOURS, got " + window.path(key));
+            }
+        }
+
+        static long positive(JsonNode window, String key) {
+            JsonNode v = window.path(key);
+            if (!v.isIntegralNumber() || v.asLong() <= 0) {
+                throw usage("window." + key + " must be a positive integer, got " + v);
+            }
+            return v.asLong();
+        }
+
+        static Spec parse(String[] args, String json) {
+            JsonNode q;
+            try {
+                q = Json.MAPPER.readTree(json == null ? "" : json);
+            } catch (Exception e) {
+                throw usage("MFSTREAM_QUERY is not a JSON query (" + e.getMessage() + ")");
+            }
+            if (q == null || !q.isObject()) {
+                throw usage("MFSTREAM_QUERY is not a JSON object");
+            }
+            Spec s = new Spec();
+            s.aggregation = q.path("aggregation").asText(null);
+            if (args.length != 2 || !args[1].equals(s.aggregation)) {
+                throw usage("expected `aggregate " + s.aggregation + "` as MFSTREAM_QUERY says, got "
+                        + String.join(" ", args));
+            }
+            if (q.has("operation")) {
+                String[] op = q.has("arg")
+                        ? new String[] {q.get("operation").asText(), Double.toString(q.get("arg").asDouble())}
+                        : new String[] {q.get("operation").asText()};
+                s.operation = new MfstreamFlinkJob.Operation(op);
+            }
+            s.type = q.path("type").asText("TReal");
+            s.valueType = s.operation != null ? "TReal" : s.type;
+            String allowed;
+            switch (s.valueType) {
+                case "TReal": case "TInteger": allowed = "COUNT SUM AVG MIN MAX"; break;
+                case "TText": allowed = "COUNT COUNT_DISTINCT"; break;
+                case "TBoolean": allowed = "COUNT ANY ALL COUNT_TRUE COUNT_FALSE"; break;
+                default: throw usage("unknown property type '" + s.type + "'");
+            }
+            if (!List.of(allowed.split(" ")).contains(s.aggregation)) {
+                throw usage(s.valueType + " allows " + allowed.replace(" ", ", ") + ", not '" + s.aggregation + "'");
+            }
+            JsonNode w = q.path("window");
+            s.kind = w.path("type").asText("");
+            s.size = positive(w, "size");
+            switch (s.kind) {
+                case "COUNT":
+                    break;
+                case "TUMBLING":
+                    s.span = s.size * unit(w, "unit");
+                    break;
+                case "HOPPING":
+                    s.span = s.size * unit(w, "unit");
+                    s.hop = positive(w, "hop") * unit(w, "hopUnit");
+                    if (s.hop > s.span) {
+                        throw usage("window.hop must not be larger than window.size");
+                    }
+                    break;
+                default:
+                    throw usage("window.type must be COUNT, TUMBLING or HOPPING, got " + w.path("type"));
+            }
+            s.emitPartial = q.path("emitPartial").asBoolean(true);
+            return s;
+        }
+
+        /** The end of the last window holding time t: t is late once it is at most the watermark + 1. */
+        long lastEnd(long t) {
+            if (kind.equals("TUMBLING")) {
+                return t - Math.floorMod(t, span) + span;
+            }
+            return (t + span) - Math.floorMod(t + span, hop);
+        }
+    }
+
+    static MfstreamFlinkJob.JobError usage(String message) {
+        return new MfstreamFlinkJob.JobError("MFSTREAM_QUERY: " + message, true);
+    }
+
+    /**
+     * Late records seen since the last window result. Parse and the window
+     * function run chained in one thread: no lock needed.
+     */
+    static long late;
+
+    /** A JSON instant to a Rec: checks the value's type, applies the transform, parses the datetime. */
+    static final class Parse implements MapFunction<String, Rec> {
+        private final Spec spec;
+        private long number;
+        private long latest = Long.MIN_VALUE; // the latest event time seen
+
+        Parse(Spec spec) {
+            this.spec = spec;
+        }
+
+        @Override
+        public Rec map(String line) {
+            number++;
+            try {
+                return parse(line);
+            } catch (MfstreamFlinkJob.JobError e) {
+                MfstreamFlinkJob.Stdout.flush();
+                MfstreamFlinkJob.Stdout.failure = new MfstreamFlinkJob.JobError("line " + number + ": " + e.getMessage(), false);
+                throw MfstreamFlinkJob.Stdout.failure;
+            }
+        }
+
+        private Rec parse(String line) {
+            ObjectNode obj = Json.instant(line, "{\"datetime\":\"...\",\"value\":<number, string or boolean>}");
+            Rec r = new Rec();
+            r.dt = obj.get("datetime").asText();
+            JsonNode v = obj.get("value");
+            String shown = "record at " + r.dt + " has value " + v;
+            if (spec.operation != null) {
+                if (!v.isNumber()) {
+                    throw new MfstreamFlinkJob.JobError(shown + ", but the operation takes numbers", false);
+                }
+                double x = v.asDouble();
+                r.num = spec.operation.apply(x, Double.toString(x));
+            } else {
+                switch (spec.type) {
+                    case "TText":
+                        if (!v.isTextual()) {
+                            throw new MfstreamFlinkJob.JobError(shown + ", but TText values are strings", false);
+                        }
+                        r.text = v.asText();
+                        break;
+                    case "TBoolean":
+                        if (!v.isBoolean()) {
+                            throw new MfstreamFlinkJob.JobError(shown + ", but TBoolean values are booleans", false);
+                        }
+                        r.flag = v.asBoolean();
+                        break;
+                    default:
+                        if (!v.isNumber()) {
+                            throw new MfstreamFlinkJob.JobError(shown + ", but " + spec.type + " values are numbers", false);
+                        }
+                        r.num = v.asDouble();
+                }
+            }
+            if (!spec.kind.equals("COUNT")) {
+                Long t = nanos(r.dt);
+                if (t == null) {
+                    throw new MfstreamFlinkJob.JobError("record at '" + r.dt + "': not a datetime", false);
+                }
+                r.t = t;
+                // Flink's window operator drops a record whose every window
+                // ends at or before the watermark, which is latest - 1.
+                if (latest != Long.MIN_VALUE && spec.lastEnd(t) <= latest) {
+                    late++;
+                }
+                latest = Math.max(latest, t);
+            }
+            return r;
+        }
+    }
+
+    /** A watermark of (latest event time - 1) after every record. */
+    static final class EveryRecord implements WatermarkGenerator<Rec> {
+        private long latest = Long.MIN_VALUE;
+
+        @Override
+        public void onEvent(Rec r, long timestamp, WatermarkOutput out) {
+            if (timestamp > latest) {
+                latest = timestamp;
+                out.emitWatermark(new Watermark(latest - 1));
+            }
+        }
+
+        @Override
+        public void onPeriodicEmit(WatermarkOutput out) {}
+    }
+
+    /** COUNT windows: fire every n records; at the end of input, fire the rest. */
+    static final class CountOrEnd extends Trigger<Rec, GlobalWindow> {
+        private final long size;
+        private final ReducingStateDescriptor<Long> count =
+                new ReducingStateDescriptor<>("count", Long::sum, LongSerializer.INSTANCE);
+
+        CountOrEnd(long size) {
+            this.size = size;
+        }
+
+        @Override
+        public TriggerResult onElement(Rec r, long timestamp, GlobalWindow w, TriggerContext ctx) throws Exception {
+            ReducingState<Long> c = ctx.getPartitionedState(count);
+            c.add(1L);
+            ctx.registerEventTimeTimer(w.maxTimestamp()); // the end of input
+            if (c.get() >= size) {
+                c.clear();
+                return TriggerResult.FIRE_AND_PURGE;
+            }
+            return TriggerResult.CONTINUE;
+        }
+
+        @Override
+        public TriggerResult onEventTime(long time, GlobalWindow w, TriggerContext ctx) throws Exception {
+            ReducingState<Long> c = ctx.getPartitionedState(count);
+            Long n = c.get();
+            c.clear();
+            return n != null && n > 0 ? TriggerResult.FIRE_AND_PURGE : TriggerResult.PURGE;
+        }
+
+        @Override
+        public TriggerResult onProcessingTime(long time, GlobalWindow w, TriggerContext ctx) {
+            return TriggerResult.CONTINUE;
+        }
+
+        @Override
+        public void clear(GlobalWindow w, TriggerContext ctx) {
+            ctx.getPartitionedState(count).clear();
+        }
+    }
+
+    /** One window's records to its result line. */
+    static final class Result<W extends Window> extends ProcessWindowFunction<Rec, String, Integer, W> {
+        private final Spec spec;
+
+        Result(Spec spec) {
+            this.spec = spec;
+        }
+
+        @Override
+        public void process(Integer key, Context ctx, Iterable<Rec> records, Collector<String> out) {
+            boolean partial = ctx.currentWatermark() == Long.MAX_VALUE;
+            if (partial && !spec.emitPartial) {
+                return;
+            }
+            List<Rec> rs = new ArrayList<>();
+            records.forEach(rs::add);
+            if (rs.isEmpty()) {
+                return;
+            }
+            ObjectNode e = Json.MAPPER.createObjectNode();
+            e.put("windowStart", rs.get(0).dt);
+            e.put("windowEnd", rs.get(rs.size() - 1).dt);
+            aggregate(rs, e);
+            e.put("count", rs.size());
+            if (partial) {
+                e.put("partial", true);
+            }
+            if (late > 0) {
+                e.put("late", late);
+                late = 0;
+            }
+            out.collect(e.toString());
+        }
+
+        private void aggregate(List<Rec> rs, ObjectNode e) {
+            switch (spec.aggregation) {
+                case "COUNT": e.put("value", rs.size()); return;
+                case "COUNT_DISTINCT": {
+                    HashSet<String> seen = new HashSet<>();
+                    rs.forEach(r -> seen.add(r.text));
+                    e.put("value", seen.size());
+                    return;
+                }
+                case "ANY": e.put("value", rs.stream().anyMatch(r -> r.flag)); return;
+                case "ALL": e.put("value", rs.stream().allMatch(r -> r.flag)); return;
+                case "COUNT_TRUE": e.put("value", rs.stream().filter(r -> r.flag).count()); return;
+                case "COUNT_FALSE": e.put("value", rs.stream().filter(r -> !r.flag).count()); return;
+                case "MIN": e.put("value", rs.stream().mapToDouble(r -> r.num).min().getAsDouble()); return;
+                case "MAX": e.put("value", rs.stream().mapToDouble(r -> r.num).max().getAsDouble()); return;
+                default: break;
+            }
+            // SUM and AVG: Neumaier's compensated sum, as local's.
+            double sum = 0, comp = 0;
+            for (Rec r : rs) {
+                double x = r.num, t = sum + x;
+                comp += Math.abs(sum) >= Math.abs(x) ? (sum - t) + x : (x - t) + sum;
+                sum = t;
+            }
+            double v = spec.aggregation.equals("SUM") ? sum + comp : (sum + comp) / rs.size();
+            if (!Double.isFinite(v)) {
+                MfstreamFlinkJob.Stdout.flush();
+                MfstreamFlinkJob.Stdout.failure = new MfstreamFlinkJob.JobError("the " + spec.aggregation
+                        + " of the window from " + rs.get(0).dt + " to " + rs.get(rs.size() - 1).dt
+                        + " overflows", false);
+                throw MfstreamFlinkJob.Stdout.failure;
+            }
+            e.put("value", v);
+        }
+    }
+
+    /** The windowed part of the pipeline, from lines to result lines. */
+    static DataStream<String> pipeline(DataStream<String> lines, Spec spec) {
+        DataStream<Rec> recs = lines.map(new Parse(spec)).name("parse")
+                .assignTimestampsAndWatermarks(WatermarkStrategy.<Rec>forGenerator(ctx -> new EveryRecord())
+                        .withTimestampAssigner((r, ts) -> r.t))
+                .name("event time");
+        // One key, forward partitioning: the window operator stays chained
+        // to the source, in its thread (a keyBy would add a network hop).
+        KeyedStream<Rec, Integer> keyed = DataStreamUtils.reinterpretAsKeyedStream(recs, r -> 0);
+        switch (spec.kind) {
+            case "COUNT":
+                return keyed.window(GlobalWindows.create()).trigger(new CountOrEnd(spec.size))
+                        .process(new Result<>(spec)).name("COUNT " + spec.aggregation);
+            case "TUMBLING":
+                return keyed.window(TumblingEventTimeWindows.of(java.time.Duration.ofMillis(spec.span)))
+                        .process(new Result<>(spec)).name("TUMBLING " + spec.aggregation);
+            default:
+                long offset = Math.floorMod(-spec.span, spec.hop);
+                return keyed.window(SlidingEventTimeWindows.of(java.time.Duration.ofMillis(spec.span),
+                                java.time.Duration.ofMillis(spec.hop), java.time.Duration.ofMillis(offset)))
+                        .process(new Result<>(spec)).name("HOPPING " + spec.aggregation);
+        }
+    }
+
+    // 2026-01-01T00:00:00Z, ...+00:00, ... +00, 2026-01-01 00:00:00.5+05:30, naive (UTC)
+    private static final Pattern DATETIME = Pattern.compile(
+            "(\\d{4})-(\\d{2})-(\\d{2})[T ](\\d{2}):(\\d{2}):(\\d{2})(?:\\.(\\d{1,9}))? ?(Z|[+-]\\d{2}(?::?\\d{2})?)?");
+
+    /** Nanoseconds since the epoch, or null when text is not a datetime (local's forms). */
+    static Long nanos(String text) {
+        Matcher m = DATETIME.matcher(text);
+        if (!m.matches()) {
+            return null;
+        }
+        int y = Integer.parseInt(m.group(1)), mo = Integer.parseInt(m.group(2)), d = Integer.parseInt(m.group(3));
+        int h = Integer.parseInt(m.group(4)), mi = Integer.parseInt(m.group(5)), s = Integer.parseInt(m.group(6));
+        boolean leap = y % 4 == 0 && (y % 100 != 0 || y % 400 == 0);
+        int[] monthDays = {31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+        if (mo < 1 || mo > 12 || d < 1 || d > monthDays[mo - 1] || h >= 24 || mi >= 60 || s >= 60) {
+            return null;
+        }
+        String f = m.group(7) == null ? "" : m.group(7);
+        long frac = f.isEmpty() ? 0 : Long.parseLong((f + "000000000").substring(0, 9));
+        long offset = 0;
+        String zone = m.group(8);
+        if (zone != null && !zone.equals("Z")) {
+            String digits = zone.substring(1).replace(":", "");
+            int oh = Integer.parseInt(digits.substring(0, 2));
+            int om = digits.length() > 2 ? Integer.parseInt(digits.substring(2)) : 0;
+            if (oh > 23 || om > 59) {
+                return null;
+            }
+            offset = (oh * 60L + om) * 60 * (zone.charAt(0) == '+' ? 1 : -1);
+        }
+        long days = java.time.LocalDate.of(y, mo, d).toEpochDay();
+        long seconds = days * 86400 + h * 3600L + mi * 60L + s - offset;
+        return seconds * 1_000_000_000L + frac;
+    }
+}
