@@ -2,7 +2,7 @@
 # Figures for real runtimes behind the bridge, end to end through
 # `mfstream run` (release build), one row per runtime:
 #
-#   benches/runtimes.sh flink spark [beam meos …]
+#   benches/runtimes.sh flink spark [beam meos flink-cluster …]
 #
 # Each runtime NAME is the engine of the shipped engines.toml; its job command
 # is read from MFAPI_<NAME>_CMD (and MFAPI_<NAME>_LIBPATH), as set by
@@ -40,7 +40,8 @@ head -1 "$tmp/input.ndjson" > "$tmp/one.ndjson"
 
 rows=()
 for rt in "$@"; do
-    var="MFAPI_${rt^^}_CMD"
+    up="${rt^^}"
+    var="MFAPI_${up//-/_}_CMD" # flink-cluster: MFAPI_FLINK_CLUSTER_CMD
     if [ -z "${!var:-}" ]; then
         echo "$rt: $var is not set (eval \"\$(jobs/$rt/setup.sh)\"): skipped" >&2
         continue

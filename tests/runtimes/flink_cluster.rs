@@ -128,7 +128,7 @@ async fn flink_cluster_gives_the_local_engines_results_for_every_operation() {
         return;
     };
     let _turn = CLUSTER.lock().await;
-    check_every_operation("flink-cluster", &argv).await;
+    check_every_operation("flink-cluster", &argv, Framing::Value).await;
     check_cli_matches_local("flink-cluster", VAR, &std::env::var(VAR).unwrap());
     assert_no_live_job(&rest);
 }
