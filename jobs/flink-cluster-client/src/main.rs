@@ -21,6 +21,7 @@
 //! close: the job's source ends or its sink fails, so no job outlives it; a
 //! job still waiting for a slot fails when it cannot connect.
 
+mod args;
 mod flink;
 mod http;
 
@@ -28,19 +29,14 @@ use std::io::{Read, Write};
 use std::mem::ManuallyDrop;
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd};
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use args::{Options, parse_args, usage};
 use flink::Cluster;
 
 const NAME: &str = "mfstream-flink-client";
-const USAGE: &str = "usage: mfstream-flink-client [--rest URL] --jar JAR [--listen ADDR] [--schedule-timeout SECS] OP [ARG]
-  --rest URL              the cluster's REST address (else MFSTREAM_FLINK_REST), e.g. http://127.0.0.1:28081
-  --jar JAR               the cluster job's jar (jobs/flink/cluster.sh builds it)
-  --listen ADDR           the address the TaskManagers connect back to (else MFSTREAM_FLINK_LISTEN, else 127.0.0.1)
-  --schedule-timeout SECS how long a job may wait for a free task slot (else MFSTREAM_FLINK_SCHEDULE_TIMEOUT, else 60)";
 const CHUNK: usize = 64 * 1024;
 /// How long the cluster may take to settle a job whose results ended.
 const SETTLE: Duration = Duration::from_secs(30);
@@ -53,110 +49,7 @@ static JOB: Mutex<Option<(Arc<Cluster>, String)>> = Mutex::new(None);
 static STOPPING: AtomicBool = AtomicBool::new(false);
 
 /// Ends the client: a message on stderr, and an exit status.
-struct Exit(i32, String);
-
-fn usage(message: String) -> Exit {
-    Exit(2, format!("{message}\n{USAGE}"))
-}
-
-struct Options {
-    rest: String,
-    jar: PathBuf,
-    listen: String,
-    schedule_timeout: Duration,
-    op: String,
-    arg: Option<String>,
-}
-
-fn parse_args() -> Result<Options, Exit> {
-    let mut args = std::env::args().skip(1);
-    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let mut rest = env("MFSTREAM_FLINK_REST");
-    let mut jar = None;
-    let mut listen = env("MFSTREAM_FLINK_LISTEN").unwrap_or_else(|| "127.0.0.1".to_owned());
-    let mut timeout = env("MFSTREAM_FLINK_SCHEDULE_TIMEOUT").unwrap_or_else(|| "60".to_owned());
-    let mut positional = Vec::new();
-    while let Some(arg) = args.next() {
-        let mut value = |flag: &str| {
-            args.next()
-                .ok_or_else(|| usage(format!("{flag} needs a value")))
-        };
-        match arg.as_str() {
-            "--rest" => rest = Some(value("--rest")?),
-            "--jar" => jar = Some(PathBuf::from(value("--jar")?)),
-            "--listen" => listen = value("--listen")?,
-            "--schedule-timeout" => timeout = value("--schedule-timeout")?,
-            "-h" | "--help" => return Err(Exit(0, USAGE.to_owned())),
-            _ => positional.push(arg),
-        }
-    }
-    let framing = std::env::var("MFSTREAM_FRAMING").unwrap_or_else(|_| "value".to_owned());
-    if framing != "value" {
-        return Err(usage(format!(
-            "MFSTREAM_FRAMING must be \"value\" (this job serves the value framing only), got '{framing}'"
-        )));
-    }
-    let (op, arg) = check_operation(&positional).map_err(usage)?;
-    let rest = rest.ok_or_else(|| {
-        usage("no REST address: pass --rest or set MFSTREAM_FLINK_REST".to_owned())
-    })?;
-    let jar = jar.ok_or_else(|| usage("no job jar: pass --jar".to_owned()))?;
-    let schedule_timeout = timeout
-        .parse::<f64>()
-        .ok()
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map(Duration::from_secs_f64)
-        .ok_or_else(|| {
-            usage(format!(
-                "the schedule timeout must be positive seconds, got '{timeout}'"
-            ))
-        })?;
-    Ok(Options {
-        rest,
-        jar,
-        listen,
-        schedule_timeout,
-        op,
-        arg,
-    })
-}
-
-/// The operation and its argument, checked before anything is submitted.
-fn check_operation(args: &[String]) -> Result<(String, Option<String>), String> {
-    let (op, arg) = match args {
-        [op] => (op.clone(), None),
-        [op, arg] => (op.clone(), Some(arg.clone())),
-        _ => {
-            return Err(format!(
-                "expected an operation and at most one argument, got {} arguments",
-                args.len()
-            ));
-        }
-    };
-    let binary = match op.as_str() {
-        "ln" | "exp" | "log10" | "ceil" | "floor" | "abs" | "degrees" | "radians" | "sin"
-        | "cos" | "tan" => false,
-        "add" | "sub" | "mul" | "div" => true,
-        _ => {
-            return Err(format!(
-                "unknown operation '{op}': supported operations are ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, add <x>, sub <x>, mul <x>, div <x>"
-            ));
-        }
-    };
-    match (&arg, binary) {
-        (Some(_), false) => Err(format!("operation {op} takes no argument")),
-        (None, true) => Err(format!("operation {op} needs a scalar argument: {op} <x>")),
-        (Some(a), true) => match a.trim().parse::<f64>() {
-            Ok(x) if !x.is_finite() => {
-                Err(format!("operation {op} needs a finite number, got '{a}'"))
-            }
-            Ok(0.0) if op == "div" => Err("operation div by zero is undefined".to_owned()),
-            Ok(_) => Ok((op, arg)),
-            Err(_) => Err(format!("operation {op} needs a finite number, got '{a}'")),
-        },
-        (None, false) => Ok((op, arg)),
-    }
-}
+pub(crate) struct Exit(i32, String);
 
 /// Blocks the stop signals in this thread and the threads it starts; the
 /// signal thread takes them with sigwait.
@@ -251,9 +144,10 @@ fn run(options: Options) -> Result<(), Exit> {
     let deadline = started + options.schedule_timeout;
     let mut told = false;
     let jar_id = cluster.jar_id(&options.jar).map_err(fail)?;
-    // A job submitted while the cluster has no TaskManager fails at once
-    // (NoResourceAvailableException): submit again until one registers,
-    // within the schedule timeout.
+    // A job that finds no free slot, or no TaskManager at all, may fail at
+    // once (NoResourceAvailableException) rather than wait: submit it again,
+    // backing off, until the schedule timeout.
+    let mut backoff = Duration::from_millis(250);
     let (jid, source, sink) = loop {
         let jid = {
             // Held while submitting, so that a signal cancels what was submitted.
@@ -264,17 +158,21 @@ fn run(options: Options) -> Result<(), Exit> {
         };
         match connections(&cluster, &jid, &records, &results, deadline, &mut told) {
             Ok((source, sink)) => break (jid, source, sink),
-            Err(Exit(_, reason))
-                if reason.contains("NoResourceAvailableException") && Instant::now() < deadline =>
-            {
+            Err(Exit(_, reason)) if reason.contains("NoResourceAvailableException") => {
+                let now = Instant::now();
+                if now >= deadline {
+                    return Err(not_started(&cluster, &jid));
+                }
                 if !told {
                     told = true;
                     eprintln!(
-                        "{NAME}: the cluster has no TaskManager to run the job; trying again for {:?}",
+                        "{NAME}: no task slot for the job ({}); trying again for {:?}",
+                        slots_in_use(&cluster),
                         options.schedule_timeout
                     );
                 }
-                std::thread::sleep(Duration::from_millis(500));
+                std::thread::sleep(backoff.min(deadline - now));
+                backoff = (backoff * 2).min(Duration::from_secs(2));
             }
             Err(exit) => return Err(exit),
         }
@@ -342,30 +240,40 @@ fn connections(
         }
         if started.elapsed() > Duration::from_secs(2) && !*told {
             *told = true;
-            if let Ok((used, total)) = cluster.slots() {
-                eprintln!(
-                    "{NAME}: job {jid} is waiting for a task slot ({used} of {total} in use on the cluster)"
-                );
-            }
+            eprintln!(
+                "{NAME}: job {jid} is waiting for a task slot ({})",
+                slots_in_use(cluster)
+            );
         }
         if Instant::now() > deadline {
             let _ = cluster.cancel(jid);
-            let slots = match cluster.slots() {
-                Ok((used, total)) => format!("{used} of {total} task slots in use"),
-                Err(e) => e,
-            };
-            return Err(Exit(
-                1,
-                format!(
-                    "job {jid} did not start within the schedule timeout (MFSTREAM_FLINK_SCHEDULE_TIMEOUT): {slots}; cancelled it"
-                ),
-            ));
+            return Err(not_started(cluster, jid));
         }
     }
     let [Some(source), Some(sink)] = streams else {
         unreachable!("the loop ends when both connections are in");
     };
     Ok((source, sink))
+}
+
+/// "2 of 2 task slots in use", or why the cluster could not say.
+fn slots_in_use(cluster: &Cluster) -> String {
+    match cluster.slots() {
+        Ok((_, 0)) => "the cluster has no TaskManager".to_owned(),
+        Ok((used, total)) => format!("{used} of {total} task slots in use"),
+        Err(e) => e,
+    }
+}
+
+/// The exit for a job that got no slot within the schedule timeout.
+fn not_started(cluster: &Cluster, jid: &str) -> Exit {
+    Exit(
+        1,
+        format!(
+            "job {jid} did not start within the schedule timeout (MFSTREAM_FLINK_SCHEDULE_TIMEOUT): {}",
+            slots_in_use(cluster)
+        ),
+    )
 }
 
 /// Copies stdin to the job's source, then shuts the connection for writing.
