@@ -89,7 +89,7 @@ def latency(rt):
 
 
 def peak_rss(rt):
-    upper = rt.upper()
+    upper = rt.upper().replace("-", "_")
     argv = shlex.split(os.environ[f"MFAPI_{upper}_CMD"]) + ["mul", "1.852"]
     env = dict(os.environ)
     lib = os.environ.get(f"MFAPI_{upper}_LIBPATH")
@@ -109,8 +109,9 @@ def peak_rss(rt):
 print(f"{'runtime':8} {'start-up':>9} {'steady rec/s':>13} {'raw rec/s':>10} "
       f"{'lat p50':>8} {'p99':>7} {'max':>7} {'peak RSS':>9}   (N={N})")
 for rt in sys.argv[1:]:
-    if not os.environ.get(f"MFAPI_{rt.upper()}_CMD"):
-        print(f"{rt:8} skipped: MFAPI_{rt.upper()}_CMD is not set (eval \"$(jobs/{rt}/setup.sh)\")")
+    var = f"MFAPI_{rt.upper().replace('-', '_')}_CMD"
+    if not os.environ.get(var):
+        print(f"{rt:8} skipped: {var} is not set (eval \"$(jobs/{rt}/setup.sh)\")")
         continue
     s = startup(rt)
     with open(ndjson) as inp:

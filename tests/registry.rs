@@ -182,6 +182,17 @@ fn the_process_wide_registry_is_built_once_from_the_discovered_file() {
     assert!(registry.get("local").is_ok());
     if std::env::var_os("MFSTREAM_CONFIG").is_none() {
         let names: Vec<String> = registry.engines().into_iter().map(|i| i.name).collect();
-        assert_eq!(names, ["local", "flink", "kafka", "spark", "beam", "meos"]);
+        assert_eq!(
+            names,
+            [
+                "local",
+                "flink",
+                "kafka",
+                "spark",
+                "beam",
+                "meos",
+                "flink-cluster"
+            ]
+        );
     }
 }

@@ -37,12 +37,19 @@ fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 }
 
 #[test]
-fn shipped_engines_toml_parses_into_five_bridge_engines() {
+fn shipped_engines_toml_parses_into_its_bridge_engines() {
     let config = Config::parse(include_str!("../../engines.toml"), None).unwrap();
     assert_eq!(config.default.as_deref(), Some("local"));
     let names: Vec<&str> = config.engines.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names, ["flink", "kafka", "spark", "beam", "meos"]);
-    for engine in &config.engines {
+    assert_eq!(
+        names,
+        ["flink", "kafka", "spark", "beam", "meos", "flink-cluster"]
+    );
+    // flink-cluster runs its jobs on a cluster: no library path here.
+    let cluster = &config.engines[5];
+    assert_eq!(cluster.cmd_env, "MFAPI_FLINK_CLUSTER_CMD");
+    assert_eq!(cluster.libpath_env, None);
+    for engine in &config.engines[..5] {
         let upper = engine.name.to_uppercase();
         assert_eq!(engine.cmd_env, format!("MFAPI_{upper}_CMD"));
         assert_eq!(engine.libpath_env, Some(format!("MFAPI_{upper}_LIBPATH")));

@@ -6,6 +6,7 @@
 
 mod beam;
 mod flink;
+mod flink_cluster;
 mod meos;
 mod spark;
 

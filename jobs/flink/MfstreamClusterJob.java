@@ -1,0 +1,329 @@
+// The mfstream bridge job on a Flink session cluster: the program that the
+// client (jobs/flink-cluster-client, `mfstream-flink-client`) submits with
+// POST /jars/<id>/run. It connects back to the client:
+//
+//     MfstreamClusterJob HOST IN_PORT OUT_PORT OP [ARG]
+//
+//     socketTextStream(HOST, IN_PORT) -> map (the lifted operation) -> a sink
+//     writing one result per line to HOST:OUT_PORT
+//
+// at parallelism 1 with restarts off, chained into one task (the legacy
+// addSink stays chained; sinkTo would put a network hop with a 100 ms
+// buffer timeout between the map and the sink).
+//
+// - Value framing (jobs/README.md): one number per line each way, in order.
+// - The sink flushes after a short idle gap (200 us), or 5 ms after its
+//   oldest unflushed result, and whenever its 64 KiB buffer fills: a burst
+//   costs one write per 64 KiB, a lone live record comes out at once.
+// - A line that is not a number, or a domain error, fails the job with a
+//   JobError "line N: ..." (the client fetches it from /jobs/<id>/exceptions
+//   and prints it); the results before that line are flushed by close().
+// - At the end of the input (the client shuts its side of IN_PORT) the
+//   source ends, the sink flushes and closes: the job FINISHES.
+// - close() never throws: a sink whose close() throws (a broken pipe when
+//   the client died) takes the whole TaskManager down.
+
+import java.io.IOException;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.util.concurrent.locks.LockSupport;
+
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.functions.RichMapFunction;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.streaming.api.functions.sink.legacy.RichSinkFunction;
+
+public final class MfstreamClusterJob {
+    static final String USAGE = "usage: MfstreamClusterJob HOST IN_PORT OUT_PORT OP [ARG]";
+    static final int BUFFER = 64 * 1024;
+
+    /** A failure of the query; the client prints its message. */
+    static final class JobError extends RuntimeException {
+        JobError(String message) {
+            super(message, null, false, false);
+        }
+    }
+
+    /** The lifted operation, validated from the command line. */
+    static final class Operation implements java.io.Serializable {
+        final String op;
+        final double arg;
+
+        Operation(String op, String argText) {
+            this.op = op;
+            boolean binary;
+            switch (op) {
+                case "ln": case "exp": case "log10": case "ceil": case "floor": case "abs":
+                case "degrees": case "radians": case "sin": case "cos": case "tan":
+                    binary = false;
+                    break;
+                case "add": case "sub": case "mul": case "div":
+                    binary = true;
+                    break;
+                default:
+                    throw new JobError("unknown operation '" + op + "': supported operations are "
+                            + "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
+                            + "add <x>, sub <x>, mul <x>, div <x>");
+            }
+            if (!binary) {
+                if (argText != null) {
+                    throw new JobError("operation " + op + " takes no argument");
+                }
+                arg = 0;
+                return;
+            }
+            if (argText == null) {
+                throw new JobError("operation " + op + " needs a scalar argument: " + op + " <x>");
+            }
+            Double a = parseNumber(argText);
+            if (a == null || !Double.isFinite(a)) {
+                throw new JobError("operation " + op + " needs a finite number, got '" + argText + "'");
+            }
+            if (op.equals("div") && a == 0) {
+                throw new JobError("operation div by zero is undefined");
+            }
+            arg = a;
+        }
+
+        double apply(double x, String shown) {
+            if ((op.equals("ln") || op.equals("log10")) && !(x > 0) && !Double.isNaN(x)) {
+                throw new JobError(op + " is defined for positive values only, got " + shown);
+            }
+            double y;
+            switch (op) {
+                case "ln": y = Math.log(x); break;
+                case "exp": y = Math.exp(x); break;
+                case "log10": y = Math.log10(x); break;
+                case "ceil": y = Math.ceil(x); break;
+                case "floor": y = Math.floor(x); break;
+                case "abs": y = Math.abs(x); break;
+                case "degrees": y = Math.toDegrees(x); break;
+                case "radians": y = Math.toRadians(x); break;
+                case "sin": y = Math.sin(x); break;
+                case "cos": y = Math.cos(x); break;
+                case "tan": y = Math.tan(x); break;
+                case "add": y = x + arg; break;
+                case "sub": y = x - arg; break;
+                case "mul": y = x * arg; break;
+                default: y = x / arg; break;
+            }
+            if (!Double.isFinite(y)) {
+                throw new JobError(op + " has no finite result, got " + shown);
+            }
+            return y;
+        }
+    }
+
+    /**
+     * A decimal number as the protocol writes them; null otherwise. Java
+     * alone reads "1d", "0x1p3" and "1f": those are refused.
+     */
+    static Double parseNumber(String text) {
+        String t = text.strip();
+        if (t.isEmpty()) {
+            return null;
+        }
+        for (int i = 0; i < t.length(); i++) {
+            char c = t.charAt(i);
+            if ((c == 'd' || c == 'D' || c == 'f' || c == 'F' || c == 'x' || c == 'X')
+                    && !(t.endsWith("Infinity") || t.equals("NaN"))) {
+                return null;
+            }
+        }
+        try {
+            return Double.parseDouble(t);
+        } catch (NumberFormatException e) {
+            return null;
+        }
+    }
+
+    static String quote(String line) {
+        String more = line.length() > 200 ? "…" : "";
+        return "'" + line.substring(0, Math.min(line.length(), 200)) + "'" + more;
+    }
+
+    /** The lifted operation on one line; names the line on an error. */
+    static final class Apply extends RichMapFunction<String, String> {
+        private final Operation operation;
+        private long number;
+
+        Apply(Operation operation) {
+            this.operation = operation;
+        }
+
+        @Override
+        public String map(String line) {
+            number++;
+            try {
+                Double x = parseNumber(line);
+                if (x == null) {
+                    throw new JobError("not a number: " + quote(line));
+                }
+                return Double.toString(operation.apply(x, line.strip()));
+            } catch (JobError e) {
+                throw new JobError("line " + number + ": " + e.getMessage());
+            }
+        }
+    }
+
+    /**
+     * Results to the client's OUT_PORT through a 64 KiB buffer, flushed by
+     * a companion thread after an idle gap. invoke and the flusher share
+     * the buffer under a lock, uncontended but for a flush.
+     */
+    static final class ClientSink extends RichSinkFunction<String> {
+        static final long IDLE_GAP_NANOS = 200_000;
+        static final long MAX_DELAY_NANOS = 5_000_000;
+
+        private final String host;
+        private final int port;
+        private transient Socket socket;
+        private transient OutputStream out;
+        private transient byte[] buf;
+        private transient int len;
+        private transient long written; // results written, for the flusher's idle test
+        private transient long dirtySince; // 0 when everything is flushed
+        private transient volatile boolean closing;
+        private transient Thread flusher;
+        private transient Object lock;
+
+        ClientSink(String host, int port) {
+            this.host = host;
+            this.port = port;
+        }
+
+        @Override
+        public void open(OpenContext context) throws IOException {
+            lock = new Object();
+            buf = new byte[BUFFER];
+            socket = new Socket();
+            socket.setTcpNoDelay(true);
+            socket.connect(new InetSocketAddress(host, port), 10_000);
+            out = socket.getOutputStream();
+            flusher = new Thread(this::flushLoop, "mfstream-sink-flusher");
+            flusher.setDaemon(true);
+            flusher.start();
+        }
+
+        @Override
+        public void invoke(String value, Context context) throws IOException {
+            int n = value.length();
+            synchronized (lock) {
+                if (len + n + 1 > buf.length) {
+                    drain();
+                }
+                if (n + 1 > buf.length) {
+                    out.write((value + "\n").getBytes(java.nio.charset.StandardCharsets.UTF_8));
+                } else {
+                    for (int i = 0; i < n; i++) {
+                        buf[len++] = (byte) value.charAt(i); // results are ASCII
+                    }
+                    buf[len++] = '\n';
+                }
+                written++;
+                if (dirtySince == 0) {
+                    dirtySince = System.nanoTime();
+                    LockSupport.unpark(flusher);
+                }
+            }
+        }
+
+        /** Writes the buffer out; the caller holds the lock. */
+        private void drain() throws IOException {
+            if (len > 0) {
+                int n = len;
+                len = 0;
+                out.write(buf, 0, n);
+            }
+        }
+
+        private void flushLoop() {
+            while (!closing) {
+                long seen;
+                long since;
+                synchronized (lock) {
+                    seen = written;
+                    since = dirtySince;
+                }
+                if (since == 0) {
+                    LockSupport.park(this);
+                    continue;
+                }
+                LockSupport.parkNanos(this, IDLE_GAP_NANOS);
+                synchronized (lock) {
+                    if (dirtySince != 0
+                            && (written == seen || System.nanoTime() - dirtySince > MAX_DELAY_NANOS)) {
+                        try {
+                            drain();
+                        } catch (IOException e) {
+                            // the next invoke fails on the broken socket
+                        }
+                        dirtySince = 0;
+                    }
+                }
+            }
+        }
+
+        @Override
+        public void finish() throws IOException {
+            synchronized (lock) {
+                drain();
+                dirtySince = 0;
+            }
+        }
+
+        @Override
+        public void close() {
+            closing = true;
+            try {
+                if (flusher != null) {
+                    LockSupport.unpark(flusher);
+                }
+                if (lock != null) {
+                    synchronized (lock) {
+                        drain();
+                    }
+                }
+            } catch (Throwable e) {
+                // the client is gone: nobody wants the results
+            }
+            try {
+                if (socket != null) {
+                    socket.close();
+                }
+            } catch (Throwable e) {
+                // already closed
+            }
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        if (args.length < 4 || args.length > 5) {
+            throw new JobError("expected HOST IN_PORT OUT_PORT OP [ARG], got " + args.length
+                    + " arguments\n" + USAGE);
+        }
+        String host = args[0];
+        int inPort = Integer.parseInt(args[1]);
+        int outPort = Integer.parseInt(args[2]);
+        Operation operation = new Operation(args[3], args.length == 5 ? args[4] : null);
+
+        // Restarts off: a failure ends the query with its reason; the host's
+        // own restart policy ([engine.restart]) replays what was not answered
+        // on a new job.
+        Configuration conf = new Configuration();
+        conf.setString("restart-strategy.type", "none");
+        conf.setString("pipeline.object-reuse", "true");
+        StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
+        env.setParallelism(1);
+        env.socketTextStream(host, inPort, "\n", 0)
+                .name("client " + host + ":" + inPort)
+                .map(new Apply(operation))
+                .name(operation.op)
+                .addSink(new ClientSink(host, outPort))
+                .name("client " + host + ":" + outPort);
+        env.executeAsync("mfstream " + String.join(" ", java.util.Arrays.copyOfRange(args, 3, args.length))
+                + " <-> " + host + ":" + inPort + "/" + outPort);
+    }
+}
