@@ -14,9 +14,14 @@
  * (MFAPI_MEOS_LIBPATH). The wheel ships no header, so the few prototypes
  * used are declared here.
  *
- * MEOS 1.3 has no lifted sine, cosine or tangent (no tfloat_sin, ...): `sin`,
- * `cos` and `tan` are refused at start, with exit status 2, rather than
- * computed by libm behind MEOS's back.
+ * MEOS 1.3 has no lifted sine, cosine or tangent (no tfloat_sin, ...), but it
+ * exports its adaptation of PostgreSQL's float8 sine and cosine, pg_dsin and
+ * pg_dcos (NaN in, NaN out; an infinite input is an error through the error
+ * handler, like the other operations' domain errors). `sin` and `cos` apply
+ * them to each number read (a tfloat instant would carry the value
+ * unchanged). MEOS has no pg_dtan: `tan` is the quotient
+ * pg_dsin(x) / pg_dcos(x) of MEOS's sine and cosine, which may be 2 ulps
+ * from libm's tan (jobs/meos/README.md gives the measurements).
  *
  * Errors follow the protocol: bad usage exits 2 before reading; a line that
  * does not parse, or a domain error, exits 2 naming the line and the value,
@@ -61,8 +66,10 @@ static double (*tfloat_start_value)(const Temporal *temp);
 typedef Temporal *(*unary_fn)(const Temporal *temp);
 typedef Temporal *(*degrees_fn)(const Temporal *temp, bool normalize);
 typedef Temporal *(*binary_fn)(const Temporal *temp, double d);
+typedef double (*scalar_fn)(double x);
 
-enum kind { UNARY, DEGREES, BINARY, MISSING };
+/* SCALAR: a MEOS float8 function of the value; TAN: pg_dsin / pg_dcos. */
+enum kind { UNARY, DEGREES, BINARY, SCALAR, TAN };
 
 struct op {
     const char *name;
@@ -79,9 +86,9 @@ static const struct op OPS[] = {
     {"abs", UNARY, "tnumber_abs"},
     {"degrees", DEGREES, "tfloat_degrees"},
     {"radians", UNARY, "tfloat_radians"},
-    {"sin", MISSING, "tfloat_sin"},
-    {"cos", MISSING, "tfloat_cos"},
-    {"tan", MISSING, "tfloat_tan"},
+    {"sin", SCALAR, "pg_dsin"},
+    {"cos", SCALAR, "pg_dcos"},
+    {"tan", TAN, "pg_dsin"}, /* and pg_dcos */
     {"add", BINARY, "add_tfloat_float"},
     {"sub", BINARY, "sub_tfloat_float"},
     {"mul", BINARY, "mult_tfloat_float"},
@@ -90,8 +97,8 @@ static const struct op OPS[] = {
 
 static const char USAGE[] =
     "usage: meos-job OP [ARG]   (MFSTREAM_FRAMING=value; libmeos on LD_LIBRARY_PATH)\n"
-    "operations: ln, exp, log10, ceil, floor, abs, degrees, radians, add <x>, sub <x>, "
-    "mul <x>, div <x> (MEOS 1.3 has no sin, cos, tan)\n";
+    "operations: ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
+    "add <x>, sub <x>, mul <x>, div <x>\n";
 
 /* Output: one buffer, written to fd 1 when full and before every read. */
 static char out[OUT_CAP];
@@ -220,11 +227,6 @@ int main(int argc, char **argv) {
         fputs(USAGE, stderr);
         die(2, "unknown operation \"%s\"", argv[1]);
     }
-    if (op->kind == MISSING)
-        die(2,
-            "operation %s: MEOS 1.3 has no lifted %s (%s is not in %s); run %s on another "
-            "engine",
-            op->name, op->name, op->symbol, MEOS_SONAME, op->name);
     double arg = 0;
     if (op->kind == BINARY) {
         if (argc != 3)
@@ -250,6 +252,7 @@ int main(int argc, char **argv) {
     *(void **)&tfloatinst_make = need(lib, "tfloatinst_make");
     *(void **)&tfloat_start_value = need(lib, "tfloat_start_value");
     void *fn = need(lib, op->symbol);
+    scalar_fn cosine = op->kind == TAN ? (scalar_fn)need(lib, "pg_dcos") : NULL;
 
     meos_initialize();
     meos_initialize_timezone("UTC");
@@ -302,30 +305,42 @@ int main(int argc, char **argv) {
         snprintf(current_value, sizeof current_value, "%.17g", x);
         in_meos = true;
         meos_failed = false;
-        Temporal *inst = tfloatinst_make(x, at);
-        Temporal *result = NULL;
-        if (inst) {
-            switch (op->kind) {
-            case UNARY:
-                result = ((unary_fn)fn)(inst);
-                break;
-            case DEGREES:
-                result = ((degrees_fn)fn)(inst, false);
-                break;
-            case BINARY:
-                result = ((binary_fn)fn)(inst, arg);
-                break;
-            case MISSING:
-                break;
+        double y;
+        if (op->kind == SCALAR || op->kind == TAN) {
+            /* On an error MEOS's handler is called and DBL_MAX returned. */
+            y = ((scalar_fn)fn)(x);
+            if (op->kind == TAN && !meos_failed)
+                y /= cosine(x);
+            in_meos = false;
+            if (meos_failed)
+                die(2, "line %ld: %s of %s: %s", line, op->name, text, meos_message);
+        } else {
+            Temporal *inst = tfloatinst_make(x, at);
+            Temporal *result = NULL;
+            if (inst) {
+                switch (op->kind) {
+                case UNARY:
+                    result = ((unary_fn)fn)(inst);
+                    break;
+                case DEGREES:
+                    result = ((degrees_fn)fn)(inst, false);
+                    break;
+                case BINARY:
+                    result = ((binary_fn)fn)(inst, arg);
+                    break;
+                case SCALAR:
+                case TAN:
+                    break;
+                }
             }
+            y = result ? tfloat_start_value(result) : NAN;
+            in_meos = false;
+            free(result); /* MEOS allocates with malloc (palloc) */
+            free(inst);
+            if (meos_failed || !result)
+                die(2, "line %ld: %s of %s: %s", line, op->name, text,
+                    meos_failed ? meos_message : "MEOS returned no result");
         }
-        double y = result ? tfloat_start_value(result) : NAN;
-        in_meos = false;
-        free(result); /* MEOS allocates with malloc (palloc) */
-        free(inst);
-        if (meos_failed || !result)
-            die(2, "line %ld: %s of %s: %s", line, op->name, text,
-                meos_failed ? meos_message : "MEOS returned no result");
         if (!isfinite(y))
             die(2, "line %ld: %s has no finite result, got %s", line, op->name, text);
         write_number(y);

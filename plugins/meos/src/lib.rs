@@ -13,8 +13,14 @@
 //! `tfloat_start_value`. MEOS is initialised once per process (UTC), with an
 //! error handler that records the error instead of exiting: a domain error
 //! fails the query with MEOS's message. MEOS keeps global state, so calls
-//! into it are serialised. MEOS 1.3 has no lifted `sin`, `cos` or `tan`:
-//! those queries are refused.
+//! into it are serialised.
+//!
+//! MEOS 1.3 has no lifted `sin`, `cos` or `tan`, but it exports `pg_dsin`
+//! and `pg_dcos`, its adaptation of PostgreSQL's float8 sine and cosine:
+//! `sin` and `cos` are those, applied to the value (an infinite one is an
+//! error through MEOS's handler), and `tan`, for want of a `pg_dtan`, is the
+//! quotient `pg_dsin(x) / pg_dcos(x)`, which may be 2 ulps from libm's `tan`
+//! (README.md, "Plugins").
 
 mod meos;
 

@@ -13,6 +13,7 @@ type Temporal = c_void;
 type Unary = unsafe extern "C" fn(*const Temporal) -> *mut Temporal;
 type WithFloat = unsafe extern "C" fn(*const Temporal, f64) -> *mut Temporal;
 type WithBool = unsafe extern "C" fn(*const Temporal, bool) -> *mut Temporal;
+type Scalar = unsafe extern "C" fn(f64) -> f64;
 
 unsafe extern "C" {
     /// MEOS allocates with the C library's malloc.
@@ -30,6 +31,12 @@ pub enum MeosOp {
     Abs,
     Degrees,
     Radians,
+    /// MEOS's `pg_dsin` (it has no lifted sine).
+    Sin,
+    /// MEOS's `pg_dcos`.
+    Cos,
+    /// `pg_dsin(x) / pg_dcos(x)`: MEOS has no tangent.
+    Tan,
     Add(f64),
     Sub(f64),
     Mul(f64),
@@ -48,11 +55,9 @@ impl MeosOp {
             "abs" => Some(MeosOp::Abs),
             "degrees" => Some(MeosOp::Degrees),
             "radians" => Some(MeosOp::Radians),
-            "sin" | "cos" | "tan" => {
-                return Err(format!(
-                    "MEOS 1.3 has no lifted {name} (no tfloat_{name}): run it on the local engine"
-                ));
-            }
+            "sin" => Some(MeosOp::Sin),
+            "cos" => Some(MeosOp::Cos),
+            "tan" => Some(MeosOp::Tan),
             "add" | "sub" | "mul" | "div" => None,
             _ => return Err(format!("unknown operation {name:?}")),
         };
@@ -86,6 +91,8 @@ pub struct Meos {
     abs: Unary,
     degrees: WithBool,
     radians: Unary,
+    sin: Scalar,
+    cos: Scalar,
     add: WithFloat,
     sub: WithFloat,
     mult: WithFloat,
@@ -164,6 +171,8 @@ impl Meos {
             abs: sym!("tnumber_abs"),
             degrees: sym!("tfloat_degrees"),
             radians: sym!("tfloat_radians"),
+            sin: sym!("pg_dsin"),
+            cos: sym!("pg_dcos"),
             add: sym!("add_tfloat_float"),
             sub: sym!("sub_tfloat_float"),
             mult: sym!("mult_tfloat_float"),
@@ -186,6 +195,9 @@ impl Meos {
     /// Applies `op` to `x` through MEOS. The caller holds [`Meos::lock`].
     pub fn apply(&self, op: MeosOp, x: f64) -> Result<f64, String> {
         LAST_ERROR.with(|e| e.borrow_mut().take());
+        if let MeosOp::Sin | MeosOp::Cos | MeosOp::Tan = op {
+            return self.trigonometric(op, x);
+        }
         // SAFETY: MEOS is initialised; every Temporal made here is freed
         // here, after its last use.
         unsafe {
@@ -194,6 +206,7 @@ impl Meos {
                 return Err(last_error("cannot make a tfloat instant"));
             }
             let result = match op {
+                MeosOp::Sin | MeosOp::Cos | MeosOp::Tan => unreachable!("applied above"),
                 MeosOp::Ln => (self.ln)(instant),
                 MeosOp::Exp => (self.exp)(instant),
                 MeosOp::Log10 => (self.log10)(instant),
@@ -221,6 +234,34 @@ impl Meos {
             } else {
                 Err(format!("has no finite result for {x}"))
             }
+        }
+    }
+
+    /// `sin`, `cos` and `tan` through MEOS's float8 sine and cosine (its
+    /// adaptation of PostgreSQL's `dsin` and `dcos`), on the value itself: a
+    /// `tfloat` instant would carry it unchanged. An infinite input is an
+    /// error through MEOS's handler (which then returns `DBL_MAX`). The
+    /// caller holds [`Meos::lock`] and has cleared the last error.
+    fn trigonometric(&self, op: MeosOp, x: f64) -> Result<f64, String> {
+        let failed = || LAST_ERROR.with(|e| e.borrow().is_some());
+        // SAFETY: MEOS is initialised; these take and return a double.
+        let y = unsafe {
+            match op {
+                MeosOp::Sin => (self.sin)(x),
+                MeosOp::Cos => (self.cos)(x),
+                _ => {
+                    let sine = (self.sin)(x);
+                    if failed() { sine } else { sine / (self.cos)(x) }
+                }
+            }
+        };
+        if failed() {
+            return Err(last_error("no result"));
+        }
+        if y.is_finite() {
+            Ok(y)
+        } else {
+            Err(format!("has no finite result for {x}"))
         }
     }
 }
@@ -295,4 +336,45 @@ fn open_with_neighbours(file: &Path) -> Result<Library, String> {
             file.display()
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// libmeos, or `None` (the test skips) when `MFSTREAM_MEOS_LIB` is
+    /// unset, unless `MFSTREAM_REQUIRE_RUNTIMES=1`.
+    fn meos(test: &str) -> Option<&'static Meos> {
+        if std::env::var_os(MEOS_LIB_VAR).is_none_or(|v| v.is_empty()) {
+            assert!(
+                std::env::var("MFSTREAM_REQUIRE_RUNTIMES").as_deref() != Ok("1"),
+                "{test}: libmeos is required (MFSTREAM_REQUIRE_RUNTIMES=1) but {MEOS_LIB_VAR} is not set"
+            );
+            eprintln!("{test}: skipped: {MEOS_LIB_VAR} is not set");
+            return None;
+        }
+        Some(Meos::get().unwrap())
+    }
+
+    #[test]
+    fn meos_sine_and_cosine_of_an_infinity_fail_with_meos_message() {
+        let Some(meos) = meos("meos_sine_and_cosine_of_an_infinity_fail_with_meos_message") else {
+            return;
+        };
+        let _serial = meos.lock();
+        for name in ["sin", "cos", "tan"] {
+            let op = MeosOp::new(name, None).unwrap();
+            for x in [f64::INFINITY, f64::NEG_INFINITY] {
+                assert_eq!(
+                    meos.apply(op, x),
+                    Err("input is out of range".to_owned()),
+                    "{name} {x}"
+                );
+            }
+            assert_eq!(
+                meos.apply(op, 0.0),
+                Ok(if name == "cos" { 1.0 } else { 0.0 })
+            );
+        }
+    }
 }
