@@ -24,8 +24,8 @@ final class Json {
         }
         if (node == null || !node.isObject() || node.size() != 2 || !node.path("datetime").isTextual()
                 || !node.has("value")) {
-            throw new MfstreamFlinkJob.JobError("not a JSON instant " + shape + ": "
-                    + MfstreamFlinkJob.quote(line), false);
+            throw new JobError("not a JSON instant " + shape + ": "
+                    + LiftedOperation.quote(line), false);
         }
         return (ObjectNode) node;
     }

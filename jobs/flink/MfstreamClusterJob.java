@@ -39,117 +39,12 @@ public final class MfstreamClusterJob {
     static final String USAGE = "usage: MfstreamClusterJob HOST IN_PORT OUT_PORT OP [ARG]";
     static final int BUFFER = 64 * 1024;
 
-    /** A failure of the query; the client prints its message. */
-    static final class JobError extends RuntimeException {
-        JobError(String message) {
-            super(message, null, false, false);
-        }
-    }
-
-    /** The lifted operation, validated from the command line. */
-    static final class Operation implements java.io.Serializable {
-        final String op;
-        final double arg;
-
-        Operation(String op, String argText) {
-            this.op = op;
-            boolean binary;
-            switch (op) {
-                case "ln": case "exp": case "log10": case "ceil": case "floor": case "abs":
-                case "degrees": case "radians": case "sin": case "cos": case "tan":
-                    binary = false;
-                    break;
-                case "add": case "sub": case "mul": case "div":
-                    binary = true;
-                    break;
-                default:
-                    throw new JobError("unknown operation '" + op + "': supported operations are "
-                            + "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
-                            + "add <x>, sub <x>, mul <x>, div <x>");
-            }
-            if (!binary) {
-                if (argText != null) {
-                    throw new JobError("operation " + op + " takes no argument");
-                }
-                arg = 0;
-                return;
-            }
-            if (argText == null) {
-                throw new JobError("operation " + op + " needs a scalar argument: " + op + " <x>");
-            }
-            Double a = parseNumber(argText);
-            if (a == null || !Double.isFinite(a)) {
-                throw new JobError("operation " + op + " needs a finite number, got '" + argText + "'");
-            }
-            if (op.equals("div") && a == 0) {
-                throw new JobError("operation div by zero is undefined");
-            }
-            arg = a;
-        }
-
-        double apply(double x, String shown) {
-            if ((op.equals("ln") || op.equals("log10")) && !(x > 0) && !Double.isNaN(x)) {
-                throw new JobError(op + " is defined for positive values only, got " + shown);
-            }
-            double y;
-            switch (op) {
-                case "ln": y = Math.log(x); break;
-                case "exp": y = Math.exp(x); break;
-                case "log10": y = Math.log10(x); break;
-                case "ceil": y = Math.ceil(x); break;
-                case "floor": y = Math.floor(x); break;
-                case "abs": y = Math.abs(x); break;
-                case "degrees": y = Math.toDegrees(x); break;
-                case "radians": y = Math.toRadians(x); break;
-                case "sin": y = Math.sin(x); break;
-                case "cos": y = Math.cos(x); break;
-                case "tan": y = Math.tan(x); break;
-                case "add": y = x + arg; break;
-                case "sub": y = x - arg; break;
-                case "mul": y = x * arg; break;
-                default: y = x / arg; break;
-            }
-            if (!Double.isFinite(y)) {
-                throw new JobError(op + " has no finite result, got " + shown);
-            }
-            return y;
-        }
-    }
-
-    /**
-     * A decimal number as the protocol writes them; null otherwise. Java
-     * alone reads "1d", "0x1p3" and "1f": those are refused.
-     */
-    static Double parseNumber(String text) {
-        String t = text.strip();
-        if (t.isEmpty()) {
-            return null;
-        }
-        for (int i = 0; i < t.length(); i++) {
-            char c = t.charAt(i);
-            if ((c == 'd' || c == 'D' || c == 'f' || c == 'F' || c == 'x' || c == 'X')
-                    && !(t.endsWith("Infinity") || t.equals("NaN"))) {
-                return null;
-            }
-        }
-        try {
-            return Double.parseDouble(t);
-        } catch (NumberFormatException e) {
-            return null;
-        }
-    }
-
-    static String quote(String line) {
-        String more = line.length() > 200 ? "…" : "";
-        return "'" + line.substring(0, Math.min(line.length(), 200)) + "'" + more;
-    }
-
     /** The lifted operation on one line; names the line on an error. */
     static final class Apply extends RichMapFunction<String, String> {
-        private final Operation operation;
+        private final LiftedOperation operation;
         private long number;
 
-        Apply(Operation operation) {
+        Apply(LiftedOperation operation) {
             this.operation = operation;
         }
 
@@ -157,9 +52,9 @@ public final class MfstreamClusterJob {
         public String map(String line) {
             number++;
             try {
-                Double x = parseNumber(line);
+                Double x = LiftedOperation.parseNumber(line);
                 if (x == null) {
-                    throw new JobError("not a number: " + quote(line));
+                    throw new JobError("not a number: " + LiftedOperation.quote(line));
                 }
                 return Double.toString(operation.apply(x, line.strip()));
             } catch (JobError e) {
@@ -307,7 +202,7 @@ public final class MfstreamClusterJob {
         String host = args[0];
         int inPort = Integer.parseInt(args[1]);
         int outPort = Integer.parseInt(args[2]);
-        Operation operation = new Operation(args[3], args.length == 5 ? args[4] : null);
+        LiftedOperation operation = new LiftedOperation(args[3], args.length == 5 ? args[4] : null);
 
         // Restarts off: a failure ends the query with its reason; the host's
         // own restart policy ([engine.restart]) replays what was not answered

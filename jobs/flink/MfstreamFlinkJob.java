@@ -47,16 +47,6 @@ public final class MfstreamFlinkJob {
     static final int CHUNK = 64 * 1024;
     static final int MAX_LINE = 1024 * 1024;
 
-    /** Ends the job with status 2 and its message on stderr. */
-    static final class JobError extends RuntimeException {
-        final boolean usage;
-
-        JobError(String message, boolean usage) {
-            super(message, null, false, false);
-            this.usage = usage;
-        }
-    }
-
     /**
      * The job's stdout: fd 1 behind a buffer, shared by the sink (which
      * writes) and the source (which flushes before it blocks). Source, map
@@ -104,112 +94,6 @@ public final class MfstreamFlinkJob {
                 closed = true; // EPIPE: nobody wants the answers
             }
         }
-    }
-
-    /** The lifted operation, validated from the command line. */
-    static final class Operation implements java.io.Serializable {
-        final String op;
-        final double arg;
-
-        Operation(String[] args) {
-            if (args.length < 1 || args.length > 2) {
-                throw new JobError("expected an operation and at most one argument, got "
-                        + args.length + " arguments", true);
-            }
-            op = args[0];
-            boolean binary;
-            switch (op) {
-                case "ln": case "exp": case "log10": case "ceil": case "floor": case "abs":
-                case "degrees": case "radians": case "sin": case "cos": case "tan":
-                    binary = false;
-                    break;
-                case "add": case "sub": case "mul": case "div":
-                    binary = true;
-                    break;
-                default:
-                    throw new JobError("unknown operation '" + op + "': supported operations are "
-                            + "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
-                            + "add <x>, sub <x>, mul <x>, div <x>", true);
-            }
-            if (!binary) {
-                if (args.length == 2) {
-                    throw new JobError("operation " + op + " takes no argument", true);
-                }
-                arg = 0;
-                return;
-            }
-            if (args.length == 1) {
-                throw new JobError("operation " + op + " needs a scalar argument: " + op + " <x>", true);
-            }
-            Double a = parseNumber(args[1]);
-            if (a == null || !Double.isFinite(a)) {
-                throw new JobError("operation " + op + " needs a finite number, got '" + args[1] + "'", true);
-            }
-            if (op.equals("div") && a == 0) {
-                throw new JobError("operation div by zero is undefined", true);
-            }
-            arg = a;
-        }
-
-        double apply(double x, String shown) {
-            if ((op.equals("ln") || op.equals("log10")) && !(x > 0)) {
-                if (!Double.isNaN(x)) {
-                    throw new JobError(op + " is defined for positive values only, got " + shown, false);
-                }
-            }
-            double y;
-            switch (op) {
-                case "ln": y = Math.log(x); break;
-                case "exp": y = Math.exp(x); break;
-                case "log10": y = Math.log10(x); break;
-                case "ceil": y = Math.ceil(x); break;
-                case "floor": y = Math.floor(x); break;
-                case "abs": y = Math.abs(x); break;
-                case "degrees": y = Math.toDegrees(x); break;
-                case "radians": y = Math.toRadians(x); break;
-                case "sin": y = Math.sin(x); break;
-                case "cos": y = Math.cos(x); break;
-                case "tan": y = Math.tan(x); break;
-                case "add": y = x + arg; break;
-                case "sub": y = x - arg; break;
-                case "mul": y = x * arg; break;
-                default: y = x / arg; break;
-            }
-            if (!Double.isFinite(y)) {
-                throw new JobError(op + " has no finite result, got " + shown, false);
-            }
-            return y;
-        }
-    }
-
-    /**
-     * A decimal number as the protocol writes them; null otherwise. Java
-     * alone reads "1d", "0x1p3" and "1f": those are refused.
-     */
-    static Double parseNumber(String text) {
-        String t = text.strip();
-        if (t.isEmpty()) {
-            return null;
-        }
-        for (int i = 0; i < t.length(); i++) {
-            char c = t.charAt(i);
-            if (c == 'd' || c == 'D' || c == 'f' || c == 'F' || c == 'x' || c == 'X') {
-                // ... except inside the words "Infinity" and "NaN"
-                if (!(t.endsWith("Infinity") || t.equals("NaN"))) {
-                    return null;
-                }
-            }
-        }
-        try {
-            return Double.parseDouble(t);
-        } catch (NumberFormatException e) {
-            return null;
-        }
-    }
-
-    static String quote(String line) {
-        String more = line.length() > 200 ? "…" : "";
-        return "'" + line.substring(0, Math.min(line.length(), 200)) + "'" + more;
     }
 
     /** Lines of fd 0; flushes stdout before every read, since a read may block. */
@@ -281,11 +165,11 @@ public final class MfstreamFlinkJob {
 
     /** The lifted operation on one line; names the line on an error. */
     static final class Apply extends RichMapFunction<String, String> {
-        private final Operation operation;
+        private final LiftedOperation operation;
         private final boolean json;
         private long number;
 
-        Apply(Operation operation, boolean json) {
+        Apply(LiftedOperation operation, boolean json) {
             this.operation = operation;
             this.json = json;
         }
@@ -299,14 +183,14 @@ public final class MfstreamFlinkJob {
                     var value = instant.get("value");
                     if (!value.isNumber()) {
                         throw new JobError("not a JSON instant {\"datetime\":\"...\",\"value\":<number>}: "
-                                + quote(line), false);
+                                + LiftedOperation.quote(line), false);
                     }
                     double x = value.asDouble();
                     return Json.event(instant.get("datetime"), operation.apply(x, Double.toString(x)));
                 }
-                Double x = parseNumber(line);
+                Double x = LiftedOperation.parseNumber(line);
                 if (x == null) {
-                    throw new JobError("not a number: " + quote(line), false);
+                    throw new JobError("not a number: " + LiftedOperation.quote(line), false);
                 }
                 return Double.toString(operation.apply(x, line.strip()));
             } catch (JobError e) {
@@ -355,7 +239,7 @@ public final class MfstreamFlinkJob {
             if (!framing.equals("value") && !framing.equals("json")) {
                 throw new JobError("MFSTREAM_FRAMING must be \"value\" or \"json\", got '" + framing + "'", true);
             }
-            Operation operation = null;
+            LiftedOperation operation = null;
             Windows.Spec windows = null;
             if (args.length > 0 && args[0].equals("aggregate")) {
                 if (!framing.equals("json")) {
@@ -363,7 +247,7 @@ public final class MfstreamFlinkJob {
                 }
                 windows = Windows.Spec.parse(args, System.getenv("MFSTREAM_QUERY"));
             } else {
-                operation = new Operation(args);
+                operation = LiftedOperation.fromArgs(args);
             }
             tmp = Files.createTempDirectory("mfstream-flink-");
             Path dir = tmp;
@@ -397,7 +281,7 @@ public final class MfstreamFlinkJob {
         Runtime.getRuntime().halt(status);
     }
 
-    static void run(Operation operation, boolean json, Windows.Spec windows, Path tmp) throws Exception {
+    static void run(LiftedOperation operation, boolean json, Windows.Spec windows, Path tmp) throws Exception {
         Configuration conf = new Configuration();
         conf.setString("io.tmp.dirs", tmp.toString());
         conf.setString("restart-strategy.type", "none");

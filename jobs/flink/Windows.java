@@ -71,7 +71,7 @@ final class Windows {
         long span; // nanoseconds
         long hop; // nanoseconds
         boolean emitPartial;
-        MfstreamFlinkJob.Operation operation; // null when none comes first
+        LiftedOperation operation; // null when none comes first
 
         static long unit(JsonNode window, String key) {
             String u = window.path(key).asText("");
@@ -112,7 +112,7 @@ final class Windows {
                 String[] op = q.has("arg")
                         ? new String[] {q.get("operation").asText(), Double.toString(q.get("arg").asDouble())}
                         : new String[] {q.get("operation").asText()};
-                s.operation = new MfstreamFlinkJob.Operation(op);
+                s.operation = LiftedOperation.fromArgs(op);
             }
             s.type = q.path("type").asText("TReal");
             s.valueType = s.operation != null ? "TReal" : s.type;
@@ -158,8 +158,8 @@ final class Windows {
         }
     }
 
-    static MfstreamFlinkJob.JobError usage(String message) {
-        return new MfstreamFlinkJob.JobError("MFSTREAM_QUERY: " + message, true);
+    static JobError usage(String message) {
+        return new JobError("MFSTREAM_QUERY: " + message, true);
     }
 
     /**
@@ -183,9 +183,9 @@ final class Windows {
             number++;
             try {
                 return parse(line);
-            } catch (MfstreamFlinkJob.JobError e) {
+            } catch (JobError e) {
                 MfstreamFlinkJob.Stdout.flush();
-                MfstreamFlinkJob.Stdout.failure = new MfstreamFlinkJob.JobError("line " + number + ": " + e.getMessage(), false);
+                MfstreamFlinkJob.Stdout.failure = new JobError("line " + number + ": " + e.getMessage(), false);
                 throw MfstreamFlinkJob.Stdout.failure;
             }
         }
@@ -198,7 +198,7 @@ final class Windows {
             String shown = "record at " + r.dt + " has value " + v;
             if (spec.operation != null) {
                 if (!v.isNumber()) {
-                    throw new MfstreamFlinkJob.JobError(shown + ", but the operation takes numbers", false);
+                    throw new JobError(shown + ", but the operation takes numbers", false);
                 }
                 double x = v.asDouble();
                 r.num = spec.operation.apply(x, Double.toString(x));
@@ -206,19 +206,19 @@ final class Windows {
                 switch (spec.type) {
                     case "TText":
                         if (!v.isTextual()) {
-                            throw new MfstreamFlinkJob.JobError(shown + ", but TText values are strings", false);
+                            throw new JobError(shown + ", but TText values are strings", false);
                         }
                         r.text = v.asText();
                         break;
                     case "TBoolean":
                         if (!v.isBoolean()) {
-                            throw new MfstreamFlinkJob.JobError(shown + ", but TBoolean values are booleans", false);
+                            throw new JobError(shown + ", but TBoolean values are booleans", false);
                         }
                         r.flag = v.asBoolean();
                         break;
                     default:
                         if (!v.isNumber()) {
-                            throw new MfstreamFlinkJob.JobError(shown + ", but " + spec.type + " values are numbers", false);
+                            throw new JobError(shown + ", but " + spec.type + " values are numbers", false);
                         }
                         r.num = v.asDouble();
                 }
@@ -226,7 +226,7 @@ final class Windows {
             if (!spec.kind.equals("COUNT")) {
                 Long t = nanos(r.dt);
                 if (t == null) {
-                    throw new MfstreamFlinkJob.JobError("record at '" + r.dt + "': not a datetime", false);
+                    throw new JobError("record at '" + r.dt + "': not a datetime", false);
                 }
                 r.t = t;
                 // Flink's window operator drops a record whose every window
@@ -358,7 +358,7 @@ final class Windows {
             double v = spec.aggregation.equals("SUM") ? sum + comp : (sum + comp) / rs.size();
             if (!Double.isFinite(v)) {
                 MfstreamFlinkJob.Stdout.flush();
-                MfstreamFlinkJob.Stdout.failure = new MfstreamFlinkJob.JobError("the " + spec.aggregation
+                MfstreamFlinkJob.Stdout.failure = new JobError("the " + spec.aggregation
                         + " of the window from " + rs.get(0).dt + " to " + rs.get(rs.size() - 1).dt
                         + " overflows", false);
                 throw MfstreamFlinkJob.Stdout.failure;

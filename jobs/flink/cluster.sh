@@ -109,13 +109,13 @@ install() {
     # The cluster job's jar, named after its sources so that a changed job
     # is uploaded anew and an unchanged one is reused by the client.
     local stamp
-    stamp=$(cat "$here/MfstreamClusterJob.java" | sha256sum | cut -c1-16)
+    stamp=$(cat "$here/MfstreamClusterJob.java" "$here"/../jvm/*.java | sha256sum | cut -c1-16)
     jar=$cache/cluster-job/mfstream-cluster-job-$stamp.jar
     if [ ! -f "$jar" ]; then
         echo "flink-cluster: compiling the cluster job into $jar" >&2
         rm -rf "$cache/cluster-job"
         mkdir -p "$cache/cluster-job/classes"
-        javac -nowarn -d "$cache/cluster-job/classes" -cp "$lib/*" "$here/MfstreamClusterJob.java"
+        javac -nowarn -d "$cache/cluster-job/classes" -cp "$lib/*" "$here/MfstreamClusterJob.java" "$here"/../jvm/*.java
         jar --create --file "$jar.tmp" --main-class MfstreamClusterJob -C "$cache/cluster-job/classes" .
         rm -rf "$cache/cluster-job/classes"
         mv "$jar.tmp" "$jar"

@@ -29,12 +29,12 @@ jars=$(echo "$cache"/venv/lib/python3*/site-packages/pyflink/lib)
 [ -f "$jars/flink-dist-$version.jar" ] || { echo "flink: no flink-dist jar in $jars" >&2; exit 1; }
 
 # Rebuild when the job's sources change.
-stamp=$(cat "$here"/*.java "$here/log4j2.properties" "$here/setup.sh" | sha256sum | cut -c1-16)
+stamp=$(cat "$here"/*.java "$here"/../jvm/*.java "$here/log4j2.properties" "$here/setup.sh" | sha256sum | cut -c1-16)
 if [ "$(cat "$cache/built" 2>/dev/null)" != "$stamp" ]; then
     echo "flink: compiling the job into $cache/classes" >&2
     rm -rf "$cache/built" "$cache/classes" "$cache/job.jar" "$cache/job.jsa"
     mkdir -p "$cache/classes"
-    javac -nowarn -d "$cache/classes" -cp "$jars/*" "$here"/*.java
+    javac -nowarn -d "$cache/classes" -cp "$jars/*" "$here"/*.java "$here"/../jvm/*.java
     # A jar, not a folder: the JVM's class archive (below) takes jars only.
     jar cf "$cache/job.jar" -C "$cache/classes" .
     cp "$here/log4j2.properties" "$cache/log4j2.properties"

@@ -56,136 +56,20 @@ public final class MfstreamSparkJob {
     /** Marks a map result that is an error message rather than a number. */
     static final String ERROR = "!";
 
-    /** Ends the job with status 2 and its message on stderr. */
-    static final class JobError extends RuntimeException {
-        final boolean usage;
-
-        JobError(String message, boolean usage) {
-            super(message, null, false, false);
-            this.usage = usage;
-        }
-    }
-
-    /** The lifted operation, validated from the command line. */
-    static final class Operation implements java.io.Serializable {
-        final String op;
-        final double arg;
-
-        Operation(String[] args) {
-            if (args.length < 1 || args.length > 2) {
-                throw new JobError("expected an operation and at most one argument, got "
-                        + args.length + " arguments", true);
-            }
-            op = args[0];
-            boolean binary;
-            switch (op) {
-                case "ln": case "exp": case "log10": case "ceil": case "floor": case "abs":
-                case "degrees": case "radians": case "sin": case "cos": case "tan":
-                    binary = false;
-                    break;
-                case "add": case "sub": case "mul": case "div":
-                    binary = true;
-                    break;
-                default:
-                    throw new JobError("unknown operation '" + op + "': supported operations are "
-                            + "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
-                            + "add <x>, sub <x>, mul <x>, div <x>", true);
-            }
-            if (!binary) {
-                if (args.length == 2) {
-                    throw new JobError("operation " + op + " takes no argument", true);
-                }
-                arg = 0;
-                return;
-            }
-            if (args.length == 1) {
-                throw new JobError("operation " + op + " needs a scalar argument: " + op + " <x>", true);
-            }
-            Double a = parseNumber(args[1]);
-            if (a == null || !Double.isFinite(a)) {
-                throw new JobError("operation " + op + " needs a finite number, got '" + args[1] + "'", true);
-            }
-            if (op.equals("div") && a == 0) {
-                throw new JobError("operation div by zero is undefined", true);
-            }
-            arg = a;
-        }
-
-        double apply(double x, String shown) {
-            if ((op.equals("ln") || op.equals("log10")) && !(x > 0)) {
-                if (!Double.isNaN(x)) {
-                    throw new JobError(op + " is defined for positive values only, got " + shown, false);
-                }
-            }
-            double y;
-            switch (op) {
-                case "ln": y = Math.log(x); break;
-                case "exp": y = Math.exp(x); break;
-                case "log10": y = Math.log10(x); break;
-                case "ceil": y = Math.ceil(x); break;
-                case "floor": y = Math.floor(x); break;
-                case "abs": y = Math.abs(x); break;
-                case "degrees": y = Math.toDegrees(x); break;
-                case "radians": y = Math.toRadians(x); break;
-                case "sin": y = Math.sin(x); break;
-                case "cos": y = Math.cos(x); break;
-                case "tan": y = Math.tan(x); break;
-                case "add": y = x + arg; break;
-                case "sub": y = x - arg; break;
-                case "mul": y = x * arg; break;
-                default: y = x / arg; break;
-            }
-            if (!Double.isFinite(y)) {
-                throw new JobError(op + " has no finite result, got " + shown, false);
-            }
-            return y;
-        }
-    }
-
-    /**
-     * A decimal number as the protocol writes them; null otherwise. Java
-     * alone reads "1d", "0x1p3" and "1f": those are refused.
-     */
-    static Double parseNumber(String text) {
-        String t = text.strip();
-        if (t.isEmpty()) {
-            return null;
-        }
-        for (int i = 0; i < t.length(); i++) {
-            char c = t.charAt(i);
-            if (c == 'd' || c == 'D' || c == 'f' || c == 'F' || c == 'x' || c == 'X') {
-                // ... except inside the words "Infinity" and "NaN"
-                if (!(t.endsWith("Infinity") || t.equals("NaN"))) {
-                    return null;
-                }
-            }
-        }
-        try {
-            return Double.parseDouble(t);
-        } catch (NumberFormatException e) {
-            return null;
-        }
-    }
-
-    static String quote(String line) {
-        String more = line.length() > 200 ? "…" : "";
-        return "'" + line.substring(0, Math.min(line.length(), 200)) + "'" + more;
-    }
-
     /** The lifted operation on one numbered line: its result, or ERROR + message. */
     static final class Apply implements MapFunction<Tuple2<Long, String>, String> {
-        private final Operation operation;
+        private final LiftedOperation operation;
 
-        Apply(Operation operation) {
+        Apply(LiftedOperation operation) {
             this.operation = operation;
         }
 
         @Override
         public String call(Tuple2<Long, String> line) {
             try {
-                Double x = parseNumber(line._2());
+                Double x = LiftedOperation.parseNumber(line._2());
                 if (x == null) {
-                    throw new JobError("not a number: " + quote(line._2()), false);
+                    throw new JobError("not a number: " + LiftedOperation.quote(line._2()), false);
                 }
                 return Double.toString(operation.apply(x, line._2().strip()));
             } catch (JobError e) {
@@ -244,7 +128,7 @@ public final class MfstreamSparkJob {
                 throw new JobError("MFSTREAM_FRAMING must be \"value\" (this job serves the value framing only), got '"
                         + framing + "'", true);
             }
-            Operation operation = new Operation(args);
+            LiftedOperation operation = LiftedOperation.fromArgs(args);
             tmp = Files.createTempDirectory("mfstream-spark-");
             Path dir = tmp;
             Runtime.getRuntime().addShutdownHook(new Thread(() -> remove(dir)));
@@ -268,7 +152,7 @@ public final class MfstreamSparkJob {
         Runtime.getRuntime().halt(status);
     }
 
-    static int run(Operation operation, Path tmp, PrintStream err) throws Exception {
+    static int run(LiftedOperation operation, Path tmp, PrintStream err) throws Exception {
         System.setProperty("java.io.tmpdir", tmp.toString());
         SparkSession spark = SparkSession.builder()
                 .appName("mfstream " + operation.op)
