@@ -10,8 +10,9 @@ use crate::http::{Base, multipart_file};
 pub const ENTRY_CLASS: &str = "MfstreamClusterJob";
 
 /// What the job's failures carry: the class of the exception that the job
-/// throws for a bad line or a domain error.
-const JOB_ERROR: &str = "MfstreamClusterJob$JobError: ";
+/// throws for a bad line or a domain error (jobs/jvm/JobError.java, in the
+/// default package), as a stack trace names it.
+const JOB_ERROR: &str = "JobError: ";
 
 /// A Flink cluster, by its REST address.
 #[derive(Debug)]
@@ -53,7 +54,16 @@ fn errors_of(body: &str) -> String {
 
 /// The message of the job's own error in a stack trace, if there is one.
 fn job_error(text: &str) -> Option<String> {
-    let at = text.find(JOB_ERROR)?;
+    // The class name alone, not the tail of another (`org.x.SomeJobError`).
+    let at = text
+        .match_indices(JOB_ERROR)
+        .map(|(at, _)| at)
+        .find(|&at| {
+            text[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| c.is_whitespace())
+        })?;
     let message = &text[at + JOB_ERROR.len()..];
     Some(message.lines().next().unwrap_or("").to_owned())
 }
@@ -209,11 +219,12 @@ mod tests {
 
     #[test]
     fn the_jobs_own_error_is_found_in_a_stack_trace() {
-        let trace = "org.apache.flink.runtime.JobException: Recovery is suppressed\n\tat x\nCaused by: MfstreamClusterJob$JobError: line 2: ln is defined for positive values only, got 0\n\tat y";
+        let trace = "org.apache.flink.runtime.JobException: Recovery is suppressed\n\tat x\nCaused by: JobError: line 2: ln is defined for positive values only, got 0\n\tat y";
         assert_eq!(
             job_error(trace).as_deref(),
             Some("line 2: ln is defined for positive values only, got 0")
         );
         assert_eq!(job_error("java.io.IOException: boom"), None);
+        assert_eq!(job_error("Caused by: org.x.SomeJobError: boom"), None);
     }
 }
