@@ -341,3 +341,51 @@ pub fn mfstream_command(dir: &Path) -> std::process::Command {
         .env_remove("RUST_LOG");
     cmd
 }
+
+/// `n` instants 700 ms apart from 23:59:50 UTC, crossing midnight, with
+/// values from `value`, in MobilityDB's and MF-JSON's datetime forms. With
+/// `late_every = Some(k)`, every k-th comes 9 s late (out of order).
+pub fn irregular(
+    n: usize,
+    late_every: Option<usize>,
+    value: impl Fn(usize) -> mfstream::Value,
+) -> Vec<Instant> {
+    (0..n)
+        .map(|i| {
+            let late = match late_every {
+                Some(k) if i % k == k - 1 => 9_000,
+                _ => 0,
+            };
+            let ms = 86_390_000 + i as u64 * 700 - late;
+            let (s, frac) = (ms / 1000, ms % 1000);
+            let (h, m, s) = (s / 3600 % 24, s / 60 % 60, s % 60);
+            let day = 1 + ms / 86_400_000;
+            let datetime = match i % 3 {
+                0 => format!("2026-01-{day:02}T{h:02}:{m:02}:{s:02}.{frac:03}Z"),
+                1 => format!("2026-01-{day:02} {h:02}:{m:02}:{s:02}.{frac:03}+00"),
+                _ => format!("2026-01-{day:02}T{h:02}:{m:02}:{s:02}.{frac:03}+00:00"),
+            };
+            Instant {
+                datetime,
+                value: value(i),
+            }
+        })
+        .collect()
+}
+
+/// Equal JSON, numbers to 1e-9 relative: engines may sum in another order.
+pub fn same_json(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value as Json;
+    match (a, b) {
+        (Json::Number(x), Json::Number(y)) => {
+            let (x, y) = (x.as_f64().unwrap(), y.as_f64().unwrap());
+            (x - y).abs() <= 1e-9 * x.abs().max(y.abs()).max(1.0)
+        }
+        (Json::Object(x), Json::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| same_json(v, w)))
+        }
+        _ => a == b,
+    }
+}

@@ -129,7 +129,7 @@ async fn flink_cluster_gives_the_local_engines_results_for_every_operation() {
     };
     let _turn = CLUSTER.lock().await;
     check_every_operation("flink-cluster", &argv, Framing::Value).await;
-    check_cli_matches_local("flink-cluster", VAR, &std::env::var(VAR).unwrap());
+    check_cli_matches_local("flink-cluster", VAR, &std::env::var(VAR).unwrap(), 1);
     assert_no_live_job(&rest);
 }
 

@@ -11,7 +11,7 @@ async fn spark_gives_the_local_engines_results_for_every_operation() {
         return;
     };
     check_every_operation("spark", &argv, mfstream::Framing::Value).await;
-    check_cli_matches_local("spark", VAR, &std::env::var(VAR).unwrap());
+    check_cli_matches_local("spark", VAR, &std::env::var(VAR).unwrap(), 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
