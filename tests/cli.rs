@@ -1,29 +1,10 @@
 //! The `mfstream` command: run, engines, check, signals and pipes.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::util::*;
-
-/// `mfstream` in `dir`, with the configuration variables cleared.
-fn mfstream(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
-    cmd.current_dir(dir)
-        .env_remove("MFSTREAM_CONFIG")
-        .env_remove("MFAPI_STREAM_ENGINE")
-        .env_remove("RUST_LOG");
-    cmd
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// An engines.toml in `dir` with one engine `job` run by `TEST_JOB_CMD`.
 fn job_config(dir: &TempDir) -> std::path::PathBuf {
@@ -39,7 +20,7 @@ fn job_config(dir: &TempDir) -> std::path::PathBuf {
 #[test]
 fn run_on_the_local_engine_writes_one_json_event_per_instant() {
     let dir = TempDir::new("cli-run");
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--op", "mul", "--arg", "2", "--property", "speed"])
         .arg(root().join("examples/speed.ndjson"))
         .output()
@@ -59,7 +40,7 @@ fn run_on_the_local_engine_writes_one_json_event_per_instant() {
 #[test]
 fn run_takes_a_part4_registration_body() {
     let dir = TempDir::new("cli-query");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--query", r#"{"operation":"div","arg":4}"#])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -83,7 +64,7 @@ fn run_takes_a_part4_registration_body() {
 #[test]
 fn run_delivers_each_event_while_the_input_is_still_open() {
     let dir = TempDir::new("cli-live");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--op", "abs"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -111,7 +92,7 @@ fn a_bad_input_line_fails_the_query_naming_its_number() {
         "{\"datetime\":\"t1\",\"value\":1}\n\n{\"datetime\":\"t3\",\"value\":\n",
     )
     .unwrap();
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--op", "abs"])
         .arg(&input)
         .output()
@@ -132,7 +113,7 @@ fn a_bad_input_line_fails_the_query_naming_its_number() {
 #[test]
 fn bad_queries_are_refused_before_anything_runs() {
     let dir = TempDir::new("cli-bad-query");
-    let unknown = mfstream(dir.path())
+    let unknown = mfstream_command(dir.path())
         .args(["run", "--op", "sqrt"])
         .output()
         .unwrap();
@@ -142,13 +123,13 @@ fn bad_queries_are_refused_before_anything_runs() {
         "{}",
         stderr(&unknown)
     );
-    let div0 = mfstream(dir.path())
+    let div0 = mfstream_command(dir.path())
         .args(["run", "--op", "div", "--arg", "0"])
         .output()
         .unwrap();
     assert_eq!(div0.status.code(), Some(2));
     assert!(stderr(&div0).contains("div by zero"), "{}", stderr(&div0));
-    let missing = mfstream(dir.path())
+    let missing = mfstream_command(dir.path())
         .args(["run", "--op", "mul"])
         .output()
         .unwrap();
@@ -163,7 +144,7 @@ fn bad_queries_are_refused_before_anything_runs() {
 fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
     let dir = TempDir::new("cli-unset");
     let config = job_config(&dir);
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--engine", "job", "--op", "abs", "--config"])
         .arg(&config)
         .env_remove("TEST_JOB_CMD")
@@ -176,7 +157,7 @@ fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
         "{}",
         stderr(&output)
     );
-    let listed = mfstream(dir.path())
+    let listed = mfstream_command(dir.path())
         .args(["engines", "--json"])
         .output()
         .unwrap();
@@ -195,7 +176,7 @@ fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
 #[test]
 fn an_unknown_engine_fails_listing_the_known_ones() {
     let dir = TempDir::new("cli-unknown");
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--engine", "storm", "--op", "abs"])
         .output()
         .unwrap();
@@ -210,7 +191,7 @@ fn an_unknown_engine_fails_listing_the_known_ones() {
 #[test]
 fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
     let dir = TempDir::new("cli-check");
-    let good = mfstream(dir.path())
+    let good = mfstream_command(dir.path())
         .arg("check")
         .arg("--config")
         .arg(root().join("engines.toml"))
@@ -223,7 +204,7 @@ fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
         "[[engine]]\nname = \"x\"\ncmd_env = \"X_CMD\"\nstop_grace_ms = \"soon\"\n",
     )
     .unwrap();
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .arg("check")
         .arg("--config")
         .arg(&bad)
@@ -241,18 +222,18 @@ fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
 fn config_discovery_uses_the_variable_then_the_working_directory() {
     let dir = TempDir::new("cli-discover");
     job_config(&dir);
-    let here = mfstream(dir.path())
+    let here = mfstream_command(dir.path())
         .args(["engines", "--json"])
         .output()
         .unwrap();
     assert!(stdout(&here).contains("\"job\""));
     let elsewhere = TempDir::new("cli-discover-none");
-    let none = mfstream(elsewhere.path())
+    let none = mfstream_command(elsewhere.path())
         .args(["engines", "--json"])
         .output()
         .unwrap();
     assert!(!stdout(&none).contains("\"job\""));
-    let by_var = mfstream(elsewhere.path())
+    let by_var = mfstream_command(elsewhere.path())
         .args(["engines", "--json"])
         .env("MFSTREAM_CONFIG", dir.join("engines.toml"))
         .output()
@@ -265,7 +246,7 @@ fn sigterm_stops_the_query_and_ends_the_jobs_whole_process_group() {
     let dir = TempDir::new("cli-sigterm");
     let config = job_config(&dir);
     let pid_file = dir.join("child");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--engine", "job", "--op", "abs", "--config"])
         .arg(&config)
         .env("TEST_JOB_CMD", format!("sh {}", job("fork_child.sh")))
@@ -296,7 +277,7 @@ fn a_sigkilled_mfstream_takes_its_job_with_it() {
     let dir = TempDir::new("cli-sigkill");
     let config = job_config(&dir);
     let pid_file = dir.join("job");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--engine", "job", "--op", "abs", "--config"])
         .arg(&config)
         .env(
@@ -336,7 +317,7 @@ fn a_closed_stdout_ends_the_run_successfully() {
         text.push_str(&format!("{{\"datetime\":\"t{i}\",\"value\":{i}}}\n"));
     }
     std::fs::write(&input, text).unwrap();
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--op", "abs"])
         .arg(&input)
         .stdout(Stdio::piped())
@@ -363,7 +344,7 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
     let job = format!("python3 {}", reference_job());
     let query = r#"{"operation":"mul","arg":1.852,"aggregation":"AVG","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"}}"#;
     let run = |engine: &str| {
-        let output = mfstream(dir.path())
+        let output = mfstream_command(dir.path())
             .args([
                 "run",
                 "--engine",
@@ -414,7 +395,7 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
         }
     }
 
-    let listed = mfstream(dir.path())
+    let listed = mfstream_command(dir.path())
         .args(["engines", "--json", "--config"])
         .arg(&config)
         .env("TEST_JOB_CMD", &job)
@@ -436,7 +417,7 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
         where_,
         [("local", "in-process"), ("ref", "job"), ("plain", "host")]
     );
-    let table = mfstream(dir.path())
+    let table = mfstream_command(dir.path())
         .args(["engines", "--config"])
         .arg(&config)
         .env("TEST_JOB_CMD", &job)
