@@ -98,11 +98,14 @@ fn a_bad_input_line_fails_the_query_naming_its_number() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
+    // The position is said once, as the input's (not serde's "line 1").
+    let stderr = stderr(&output);
     assert!(
-        stderr(&output).contains("input line 3"),
-        "{}",
-        stderr(&output)
+        stderr
+            .contains("input line 3, column 25: not a JSON instant (EOF while parsing a value): "),
+        "{stderr}"
     );
+    assert!(!stderr.contains(" at line "), "{stderr}");
     assert_eq!(
         stdout(&output).lines().count(),
         1,
@@ -430,4 +433,158 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
         ref_line.contains("transform,aggregate") && ref_line.contains(" job "),
         "{ref_line}"
     );
+}
+
+#[test]
+fn operation_names_are_read_in_any_case_like_aggregations() {
+    let dir = TempDir::new("cli-op-case");
+    let input = root().join("examples/speed.ndjson");
+    let run = |args: &[&str]| {
+        let output = mfstream_command(dir.path())
+            .arg("run")
+            .args(args)
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        stdout(&output)
+    };
+    let lower = run(&["--op", "mul", "--arg", "2"]);
+    assert_eq!(lower.lines().count(), 20);
+    assert_eq!(run(&["--op", "MUL", "--arg", "2"]), lower);
+    assert_eq!(
+        run(&["--query", r#"{"operation":"Mul","arg":2}"#]),
+        lower,
+        "a registration body's operation too"
+    );
+    let windowed =
+        r#"{"operation":"MUL","arg":2,"aggregation":"max","window":{"type":"COUNT","size":5}}"#;
+    let out = run(&["--query", windowed]);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(out.contains(r#""aggregation":"MAX""#), "{out}");
+}
+
+#[test]
+fn a_registration_field_of_the_wrong_type_is_named() {
+    let dir = TempDir::new("cli-field-type");
+    for (body, expected) in [
+        (
+            r#"{"operation":"mul","arg":"x"}"#,
+            r#"mfstream: arg: expected a number, got "x""#,
+        ),
+        (
+            r#"{"operation":7}"#,
+            "mfstream: operation: expected a string, got 7",
+        ),
+        (
+            r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2},"emitPartial":"yes"}"#,
+            r#"mfstream: emitPartial: expected true or false, got "yes""#,
+        ),
+    ] {
+        let output = mfstream_command(dir.path())
+            .args(["run", "--query", body])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{body}");
+        assert_eq!(stderr(&output).trim_end(), expected, "{body}");
+    }
+}
+
+#[test]
+fn an_unreadable_config_exits_2_for_check_engines_and_run() {
+    let dir = TempDir::new("cli-unreadable");
+    let missing = dir.join("missing.toml");
+    for args in [&["check"][..], &["engines"], &["run", "--op", "abs"]] {
+        let output = mfstream_command(dir.path())
+            .args(args)
+            .arg("--config")
+            .arg(&missing)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let expected = format!("mfstream: could not read {}: ", missing.display());
+        assert!(
+            stderr(&output).starts_with(&expected),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn check_reports_every_problem_of_one_engine_table_at_once() {
+    let dir = TempDir::new("cli-check-all");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"Flink\"\ncmd_env = \"1X\"\nstop_grace_ms = \"fast\"\ncolour = 1\n",
+    )
+    .unwrap();
+    let output = mfstream_with(&["check"], &config);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = stderr(&output);
+    let at = |line: usize| format!("{}:{line}:", config.display());
+    for line in 2..=5 {
+        assert!(
+            stderr.contains(&at(line)),
+            "line {line} not reported: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn help_shows_examples_exit_codes_and_environment() {
+    let dir = TempDir::new("cli-help");
+    let help = |args: &[&str]| {
+        let output = mfstream_command(dir.path()).args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}");
+        stdout(&output)
+    };
+    let windowed = r#"--query '{"aggregation":"AVG","window":{"type":"TUMBLING","size":10,"unit":"SECONDS"}}'"#;
+    let top = help(&["--help"]);
+    for part in [
+        "Examples:",
+        "mfstream run --op mul --arg 1.852",
+        windowed,
+        "Exit status:",
+        "  2    bad arguments",
+        "  130  stopped by SIGINT",
+        "Environment:",
+        "MFSTREAM_CONFIG",
+        "MFAPI_STREAM_ENGINE",
+        "RUST_LOG",
+        "completions",
+    ] {
+        assert!(top.contains(part), "--help lacks {part:?}:\n{top}");
+    }
+    let run = help(&["run", "--help"]);
+    assert!(run.contains(windowed), "{run}");
+    assert!(run.contains("in any case"), "{run}");
+}
+
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    let dir = TempDir::new("cli-completions");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = mfstream_command(dir.path())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{shell}: {}", stderr(&output));
+        let script = stdout(&output);
+        for word in ["mfstream", "engines", "check", "serve", "config"] {
+            assert!(script.contains(word), "{shell}: no {word:?}");
+        }
+        assert!(
+            !script.contains("plugin-host"),
+            "{shell}: the hidden command is offered"
+        );
+    }
+    let output = mfstream_command(dir.path())
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
 }
