@@ -588,3 +588,25 @@ fn completions_print_a_script_for_each_shell() {
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
 }
+
+#[test]
+fn the_readmes_engines_example_is_what_mfstream_engines_prints() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let command = "$ MFAPI_SPARK_CMD='java -cp \"jobs/spark/*\" SparkJob' mfstream engines\n";
+    let start = readme
+        .find(command)
+        .expect("the README shows `mfstream engines`")
+        + command.len();
+    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+    let mut cmd = mfstream_command(&root());
+    for (var, _) in std::env::vars().filter(|(var, _)| var.starts_with("MFAPI_")) {
+        cmd.env_remove(var);
+    }
+    let output = cmd
+        .env("MFAPI_SPARK_CMD", r#"java -cp "jobs/spark/*" SparkJob"#)
+        .arg("engines")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), shown);
+}
