@@ -163,11 +163,7 @@ pub fn positive(n: usize) -> Vec<Instant> {
 
 /// The `local` engine's events for `spec` over `input`.
 pub async fn local(spec: QuerySpec, input: Vec<Instant>) -> Vec<Event> {
-    let handle = LocalEngine::new()
-        .submit(spec, Source::from_instants(input))
-        .await
-        .unwrap();
-    let (events, status) = collect(handle).await;
+    let (events, status) = run_query(&LocalEngine::new(), spec, input).await;
     assert_eq!(status, QueryStatus::Completed);
     events
 }
