@@ -53,6 +53,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run(args),
         Command::PluginHost(args) => cli::plugin_host(args),
         Command::Serve(args) => cli::serve(args),
+        Command::Completions { shell } => cli::completions(shell),
     };
     match result {
         Ok(outcome) => {

@@ -84,11 +84,12 @@ impl Op {
         matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div)
     }
 
-    /// Looks an operation up by name.
+    /// Looks an operation up by name, in any case (`mul`, `MUL`), as
+    /// aggregations are; [`Op::name`] gives it back in lowercase.
     pub fn from_name(name: &str) -> Result<Op, OpError> {
         Op::ALL
             .into_iter()
-            .find(|op| op.name() == name)
+            .find(|op| op.name().eq_ignore_ascii_case(name))
             .ok_or_else(|| OpError::Unknown(name.to_owned()))
     }
 
@@ -291,6 +292,17 @@ mod tests {
             Transform::new("add", Some(f64::NAN)).unwrap_err(),
             OpError::NonFiniteArg(Op::Add)
         );
+    }
+
+    #[test]
+    fn operation_names_are_read_in_any_case_and_written_in_lowercase() {
+        for name in ["mul", "MUL", "Mul"] {
+            let transform = Transform::new(name, Some(2.0)).unwrap();
+            assert_eq!(transform.op, Op::Mul);
+            assert_eq!(transform.job_args(), ["mul", "2"]);
+        }
+        assert_eq!(Op::from_name("LOG10"), Ok(Op::Log10));
+        assert!(Op::from_name("mull").is_err());
     }
 
     #[test]

@@ -172,12 +172,28 @@ impl Registration {
     pub fn from_json(body: &str) -> Result<Registration, SpecError> {
         let value: serde_json::Value =
             serde_json::from_str(body).map_err(|e| SpecError::new("body", e.to_string()))?;
-        // A wrong type for emitPartial is named by its field, not as a body error.
-        if let Some(v) = value.get("emitPartial").filter(|v| !v.is_boolean()) {
-            return Err(SpecError::new(
+        // A wrong type is named by its field (`arg: expected a number`), not
+        // as a body error. `null` is an absent value, except for emitPartial.
+        type Is = fn(&serde_json::Value) -> bool;
+        let types: [(&str, Is, &str); 6] = [
+            ("operation", |v| v.is_string() || v.is_null(), "a string"),
+            ("arg", |v| v.is_number() || v.is_null(), "a number"),
+            ("aggregation", |v| v.is_string() || v.is_null(), "a string"),
+            (
                 "emitPartial",
-                format!("expected true or false, got {v}"),
-            ));
+                serde_json::Value::is_boolean,
+                "true or false",
+            ),
+            ("engine", |v| v.is_string() || v.is_null(), "a string"),
+            ("type", |v| v.is_string() || v.is_null(), "a string"),
+        ];
+        for (field, is, expected) in types {
+            if let Some(v) = value.get(field).filter(|v| !is(v)) {
+                return Err(SpecError::new(
+                    field,
+                    format!("expected {expected}, got {v}"),
+                ));
+            }
         }
         serde_json::from_value(value).map_err(|e| SpecError::new("body", e.to_string()))
     }

@@ -1,29 +1,10 @@
 //! The `mfstream` command: run, engines, check, signals and pipes.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use crate::util::*;
-
-/// `mfstream` in `dir`, with the configuration variables cleared.
-fn mfstream(dir: &Path) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
-    cmd.current_dir(dir)
-        .env_remove("MFSTREAM_CONFIG")
-        .env_remove("MFAPI_STREAM_ENGINE")
-        .env_remove("RUST_LOG");
-    cmd
-}
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
 
 /// An engines.toml in `dir` with one engine `job` run by `TEST_JOB_CMD`.
 fn job_config(dir: &TempDir) -> std::path::PathBuf {
@@ -39,7 +20,7 @@ fn job_config(dir: &TempDir) -> std::path::PathBuf {
 #[test]
 fn run_on_the_local_engine_writes_one_json_event_per_instant() {
     let dir = TempDir::new("cli-run");
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--op", "mul", "--arg", "2", "--property", "speed"])
         .arg(root().join("examples/speed.ndjson"))
         .output()
@@ -59,7 +40,7 @@ fn run_on_the_local_engine_writes_one_json_event_per_instant() {
 #[test]
 fn run_takes_a_part4_registration_body() {
     let dir = TempDir::new("cli-query");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--query", r#"{"operation":"div","arg":4}"#])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -83,7 +64,7 @@ fn run_takes_a_part4_registration_body() {
 #[test]
 fn run_delivers_each_event_while_the_input_is_still_open() {
     let dir = TempDir::new("cli-live");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--op", "abs"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -111,17 +92,20 @@ fn a_bad_input_line_fails_the_query_naming_its_number() {
         "{\"datetime\":\"t1\",\"value\":1}\n\n{\"datetime\":\"t3\",\"value\":\n",
     )
     .unwrap();
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--op", "abs"])
         .arg(&input)
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
+    // The position is said once, as the input's (not serde's "line 1").
+    let stderr = stderr(&output);
     assert!(
-        stderr(&output).contains("input line 3"),
-        "{}",
-        stderr(&output)
+        stderr
+            .contains("input line 3, column 25: not a JSON instant (EOF while parsing a value): "),
+        "{stderr}"
     );
+    assert!(!stderr.contains(" at line "), "{stderr}");
     assert_eq!(
         stdout(&output).lines().count(),
         1,
@@ -132,7 +116,7 @@ fn a_bad_input_line_fails_the_query_naming_its_number() {
 #[test]
 fn bad_queries_are_refused_before_anything_runs() {
     let dir = TempDir::new("cli-bad-query");
-    let unknown = mfstream(dir.path())
+    let unknown = mfstream_command(dir.path())
         .args(["run", "--op", "sqrt"])
         .output()
         .unwrap();
@@ -142,13 +126,13 @@ fn bad_queries_are_refused_before_anything_runs() {
         "{}",
         stderr(&unknown)
     );
-    let div0 = mfstream(dir.path())
+    let div0 = mfstream_command(dir.path())
         .args(["run", "--op", "div", "--arg", "0"])
         .output()
         .unwrap();
     assert_eq!(div0.status.code(), Some(2));
     assert!(stderr(&div0).contains("div by zero"), "{}", stderr(&div0));
-    let missing = mfstream(dir.path())
+    let missing = mfstream_command(dir.path())
         .args(["run", "--op", "mul"])
         .output()
         .unwrap();
@@ -163,7 +147,7 @@ fn bad_queries_are_refused_before_anything_runs() {
 fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
     let dir = TempDir::new("cli-unset");
     let config = job_config(&dir);
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--engine", "job", "--op", "abs", "--config"])
         .arg(&config)
         .env_remove("TEST_JOB_CMD")
@@ -176,7 +160,7 @@ fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
         "{}",
         stderr(&output)
     );
-    let listed = mfstream(dir.path())
+    let listed = mfstream_command(dir.path())
         .args(["engines", "--json"])
         .output()
         .unwrap();
@@ -195,7 +179,7 @@ fn an_engine_whose_variable_is_unset_fails_naming_the_variable() {
 #[test]
 fn an_unknown_engine_fails_listing_the_known_ones() {
     let dir = TempDir::new("cli-unknown");
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .args(["run", "--engine", "storm", "--op", "abs"])
         .output()
         .unwrap();
@@ -210,7 +194,7 @@ fn an_unknown_engine_fails_listing_the_known_ones() {
 #[test]
 fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
     let dir = TempDir::new("cli-check");
-    let good = mfstream(dir.path())
+    let good = mfstream_command(dir.path())
         .arg("check")
         .arg("--config")
         .arg(root().join("engines.toml"))
@@ -223,7 +207,7 @@ fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
         "[[engine]]\nname = \"x\"\ncmd_env = \"X_CMD\"\nstop_grace_ms = \"soon\"\n",
     )
     .unwrap();
-    let output = mfstream(dir.path())
+    let output = mfstream_command(dir.path())
         .arg("check")
         .arg("--config")
         .arg(&bad)
@@ -241,18 +225,18 @@ fn check_passes_a_good_file_and_names_line_and_column_of_a_bad_one() {
 fn config_discovery_uses_the_variable_then_the_working_directory() {
     let dir = TempDir::new("cli-discover");
     job_config(&dir);
-    let here = mfstream(dir.path())
+    let here = mfstream_command(dir.path())
         .args(["engines", "--json"])
         .output()
         .unwrap();
     assert!(stdout(&here).contains("\"job\""));
     let elsewhere = TempDir::new("cli-discover-none");
-    let none = mfstream(elsewhere.path())
+    let none = mfstream_command(elsewhere.path())
         .args(["engines", "--json"])
         .output()
         .unwrap();
     assert!(!stdout(&none).contains("\"job\""));
-    let by_var = mfstream(elsewhere.path())
+    let by_var = mfstream_command(elsewhere.path())
         .args(["engines", "--json"])
         .env("MFSTREAM_CONFIG", dir.join("engines.toml"))
         .output()
@@ -265,7 +249,7 @@ fn sigterm_stops_the_query_and_ends_the_jobs_whole_process_group() {
     let dir = TempDir::new("cli-sigterm");
     let config = job_config(&dir);
     let pid_file = dir.join("child");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--engine", "job", "--op", "abs", "--config"])
         .arg(&config)
         .env("TEST_JOB_CMD", format!("sh {}", job("fork_child.sh")))
@@ -296,7 +280,7 @@ fn a_sigkilled_mfstream_takes_its_job_with_it() {
     let dir = TempDir::new("cli-sigkill");
     let config = job_config(&dir);
     let pid_file = dir.join("job");
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--engine", "job", "--op", "abs", "--config"])
         .arg(&config)
         .env(
@@ -336,7 +320,7 @@ fn a_closed_stdout_ends_the_run_successfully() {
         text.push_str(&format!("{{\"datetime\":\"t{i}\",\"value\":{i}}}\n"));
     }
     std::fs::write(&input, text).unwrap();
-    let mut child = mfstream(dir.path())
+    let mut child = mfstream_command(dir.path())
         .args(["run", "--op", "abs"])
         .arg(&input)
         .stdout(Stdio::piped())
@@ -363,7 +347,7 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
     let job = format!("python3 {}", reference_job());
     let query = r#"{"operation":"mul","arg":1.852,"aggregation":"AVG","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"}}"#;
     let run = |engine: &str| {
-        let output = mfstream(dir.path())
+        let output = mfstream_command(dir.path())
             .args([
                 "run",
                 "--engine",
@@ -414,7 +398,7 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
         }
     }
 
-    let listed = mfstream(dir.path())
+    let listed = mfstream_command(dir.path())
         .args(["engines", "--json", "--config"])
         .arg(&config)
         .env("TEST_JOB_CMD", &job)
@@ -436,7 +420,7 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
         where_,
         [("local", "in-process"), ("ref", "job"), ("plain", "host")]
     );
-    let table = mfstream(dir.path())
+    let table = mfstream_command(dir.path())
         .args(["engines", "--config"])
         .arg(&config)
         .env("TEST_JOB_CMD", &job)
@@ -449,4 +433,180 @@ fn run_gives_the_same_windows_on_an_aggregating_engine_and_on_local() {
         ref_line.contains("transform,aggregate") && ref_line.contains(" job "),
         "{ref_line}"
     );
+}
+
+#[test]
+fn operation_names_are_read_in_any_case_like_aggregations() {
+    let dir = TempDir::new("cli-op-case");
+    let input = root().join("examples/speed.ndjson");
+    let run = |args: &[&str]| {
+        let output = mfstream_command(dir.path())
+            .arg("run")
+            .args(args)
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+        stdout(&output)
+    };
+    let lower = run(&["--op", "mul", "--arg", "2"]);
+    assert_eq!(lower.lines().count(), 20);
+    assert_eq!(run(&["--op", "MUL", "--arg", "2"]), lower);
+    assert_eq!(
+        run(&["--query", r#"{"operation":"Mul","arg":2}"#]),
+        lower,
+        "a registration body's operation too"
+    );
+    let windowed =
+        r#"{"operation":"MUL","arg":2,"aggregation":"max","window":{"type":"COUNT","size":5}}"#;
+    let out = run(&["--query", windowed]);
+    assert_eq!(out.lines().count(), 4, "{out}");
+    assert!(out.contains(r#""aggregation":"MAX""#), "{out}");
+}
+
+#[test]
+fn a_registration_field_of_the_wrong_type_is_named() {
+    let dir = TempDir::new("cli-field-type");
+    for (body, expected) in [
+        (
+            r#"{"operation":"mul","arg":"x"}"#,
+            r#"mfstream: arg: expected a number, got "x""#,
+        ),
+        (
+            r#"{"operation":7}"#,
+            "mfstream: operation: expected a string, got 7",
+        ),
+        (
+            r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2},"emitPartial":"yes"}"#,
+            r#"mfstream: emitPartial: expected true or false, got "yes""#,
+        ),
+    ] {
+        let output = mfstream_command(dir.path())
+            .args(["run", "--query", body])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{body}");
+        assert_eq!(stderr(&output).trim_end(), expected, "{body}");
+    }
+}
+
+#[test]
+fn an_unreadable_config_exits_2_for_check_engines_and_run() {
+    let dir = TempDir::new("cli-unreadable");
+    let missing = dir.join("missing.toml");
+    for args in [&["check"][..], &["engines"], &["run", "--op", "abs"]] {
+        let output = mfstream_command(dir.path())
+            .args(args)
+            .arg("--config")
+            .arg(&missing)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let expected = format!("mfstream: could not read {}: ", missing.display());
+        assert!(
+            stderr(&output).starts_with(&expected),
+            "{args:?}: {}",
+            stderr(&output)
+        );
+    }
+}
+
+#[test]
+fn check_reports_every_problem_of_one_engine_table_at_once() {
+    let dir = TempDir::new("cli-check-all");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"Flink\"\ncmd_env = \"1X\"\nstop_grace_ms = \"fast\"\ncolour = 1\n",
+    )
+    .unwrap();
+    let output = mfstream_with(&["check"], &config);
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = stderr(&output);
+    let at = |line: usize| format!("{}:{line}:", config.display());
+    for line in 2..=5 {
+        assert!(
+            stderr.contains(&at(line)),
+            "line {line} not reported: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn help_shows_examples_exit_codes_and_environment() {
+    let dir = TempDir::new("cli-help");
+    let help = |args: &[&str]| {
+        let output = mfstream_command(dir.path()).args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}");
+        stdout(&output)
+    };
+    let windowed = r#"--query '{"aggregation":"AVG","window":{"type":"TUMBLING","size":10,"unit":"SECONDS"}}'"#;
+    let top = help(&["--help"]);
+    for part in [
+        "Examples:",
+        "mfstream run --op mul --arg 1.852",
+        windowed,
+        "Exit status:",
+        "  2    bad arguments",
+        "  130  stopped by SIGINT",
+        "Environment:",
+        "MFSTREAM_CONFIG",
+        "MFAPI_STREAM_ENGINE",
+        "RUST_LOG",
+        "completions",
+    ] {
+        assert!(top.contains(part), "--help lacks {part:?}:\n{top}");
+    }
+    let run = help(&["run", "--help"]);
+    assert!(run.contains(windowed), "{run}");
+    assert!(run.contains("in any case"), "{run}");
+}
+
+#[test]
+fn completions_print_a_script_for_each_shell() {
+    let dir = TempDir::new("cli-completions");
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let output = mfstream_command(dir.path())
+            .args(["completions", shell])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{shell}: {}", stderr(&output));
+        let script = stdout(&output);
+        for word in ["mfstream", "engines", "check", "serve", "config"] {
+            assert!(script.contains(word), "{shell}: no {word:?}");
+        }
+        assert!(
+            !script.contains("plugin-host"),
+            "{shell}: the hidden command is offered"
+        );
+    }
+    let output = mfstream_command(dir.path())
+        .args(["completions", "tcsh"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+}
+
+#[test]
+fn the_readmes_engines_example_is_what_mfstream_engines_prints() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let command = "$ MFAPI_SPARK_CMD='java -cp \"jobs/spark/*\" SparkJob' mfstream engines\n";
+    let start = readme
+        .find(command)
+        .expect("the README shows `mfstream engines`")
+        + command.len();
+    let shown = &readme[start..start + readme[start..].find("```").unwrap()];
+    let mut cmd = mfstream_command(&root());
+    for (var, _) in std::env::vars().filter(|(var, _)| var.starts_with("MFAPI_")) {
+        cmd.env_remove(var);
+    }
+    let output = cmd
+        .env("MFAPI_SPARK_CMD", r#"java -cp "jobs/spark/*" SparkJob"#)
+        .arg("engines")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), shown);
 }

@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::serve::{Serve, register};
-use crate::util::TempDir;
+use crate::util::{TempDir, require};
 
 /// Where the page reports its self-test outcome.
 const OUTCOME: &str = "/collections/selftest/items/page/tproperties/outcome";
@@ -37,14 +37,13 @@ impl Drop for Browser {
 }
 
 #[tokio::test]
+#[ignore = "needs chromium: apt-get install chromium"]
 async fn the_page_registers_ingests_and_draws_results_in_a_real_browser() {
-    let Some(chromium) = chromium() else {
-        if std::env::var_os("CI").is_some() {
-            panic!("chromium is not installed, and CI is set: .ci/run must install it");
-        }
-        eprintln!("SKIPPED the browser test: chromium is not installed (apt-get install chromium)");
-        return;
-    };
+    let chromium = require(
+        chromium(),
+        "chromium",
+        "apt-get install chromium, or set MFSTREAM_CHROMIUM",
+    );
     let server = Serve::start("page", &[], &[]);
     let mut client = server.client();
     let outcome = register(&mut client, OUTCOME, r#"{"operation":"abs"}"#).await;

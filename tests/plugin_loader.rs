@@ -4,7 +4,6 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::Command;
 
 use crate::util::*;
 
@@ -48,7 +47,7 @@ fn assert_refused(dir: &TempDir, bad: &Path, listed: &str, reason: &str) {
         .unwrap();
     assert_eq!(scale["ready"], true);
 
-    let run = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+    let run = mfstream_command(dir.path())
         .args([
             "run", "--engine", "scale", "--op", "mul", "--arg", "2", "--config",
         ])
@@ -113,9 +112,7 @@ fn a_group_writable_library_is_refused_with_the_chmod_fix() {
 #[test]
 fn a_library_without_the_entry_symbol_is_refused() {
     let dir = TempDir::new("plugin-nosym");
-    let Some(bad) = c_plugin(&dir, "libnoentry.so", &["-DMFS_TEST_NO_ENTRY"]) else {
-        return;
-    };
+    let bad = c_plugin(&dir, "libnoentry.so", &["-DMFS_TEST_NO_ENTRY"]);
     let reason = "the library exports no `mfstream_plugin` symbol";
     assert_refused(&dir, &bad, &bad.display().to_string(), reason);
 }
@@ -123,9 +120,7 @@ fn a_library_without_the_entry_symbol_is_refused() {
 #[test]
 fn a_plugin_of_another_abi_version_is_refused_naming_both_versions() {
     let dir = TempDir::new("plugin-abi");
-    let Some(bad) = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]) else {
-        return;
-    };
+    let bad = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]);
     let reason = "the plugin speaks ABI version 2, but this mfstream speaks version 1";
     assert_refused(&dir, &bad, &bad.display().to_string(), reason);
 }
@@ -133,9 +128,7 @@ fn a_plugin_of_another_abi_version_is_refused_naming_both_versions() {
 #[test]
 fn a_plugin_engine_named_like_a_config_engine_is_refused_naming_both() {
     let dir = TempDir::new("plugin-clash");
-    let Some(bad) = c_plugin(&dir, "libclash.so", &["-DMFS_TEST_ENGINE_NAME=\"flink\""]) else {
-        return;
-    };
+    let bad = c_plugin(&dir, "libclash.so", &["-DMFS_TEST_ENGINE_NAME=\"flink\""]);
     let reason = "engine \"flink\" clashes with the bridge engine \"flink\" of";
     assert_refused(&dir, &bad, "flink", reason);
 }
@@ -143,9 +136,7 @@ fn a_plugin_engine_named_like_a_config_engine_is_refused_naming_both() {
 #[test]
 fn a_plugin_engine_named_like_the_builtin_is_refused() {
     let dir = TempDir::new("plugin-clash-local");
-    let Some(bad) = c_plugin(&dir, "liblocal.so", &["-DMFS_TEST_ENGINE_NAME=\"local\""]) else {
-        return;
-    };
+    let bad = c_plugin(&dir, "liblocal.so", &["-DMFS_TEST_ENGINE_NAME=\"local\""]);
     let reason = "engine \"local\" clashes with the built-in engine \"local\"";
     assert_refused(&dir, &bad, "local", reason);
 }
@@ -153,13 +144,11 @@ fn a_plugin_engine_named_like_the_builtin_is_refused() {
 #[test]
 fn a_plugin_engine_with_a_malformed_name_is_refused() {
     let dir = TempDir::new("plugin-badname");
-    let Some(bad) = c_plugin(
+    let bad = c_plugin(
         &dir,
         "libbadname.so",
         &["-DMFS_TEST_ENGINE_NAME=\"Bad Name\""],
-    ) else {
-        return;
-    };
+    );
     let reason = "invalid engine name \"Bad Name\"";
     assert_refused(&dir, &bad, &bad.display().to_string(), reason);
 }
@@ -198,9 +187,8 @@ fn a_bare_plugin_file_name_is_found_next_to_a_config_given_without_a_folder() {
         "[[plugin]]\npath = \"libscale.so\"\n",
     )
     .unwrap();
-    let check = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+    let check = mfstream_command(dir.path())
         .args(["check", "--config", "engines.toml"])
-        .current_dir(dir.path())
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&check.stderr);

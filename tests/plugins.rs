@@ -24,9 +24,7 @@ async fn the_rust_scale_plugin_matches_local_for_every_operation() {
 #[tokio::test]
 async fn a_c_plugin_built_against_the_header_matches_local_for_every_operation() {
     let dir = TempDir::new("plugin-c");
-    let Some(library) = c_plugin(&dir, "libcscale.so", &[]) else {
-        return;
-    };
+    let library = c_plugin(&dir, "libcscale.so", &[]);
     let registry = registry(&dir, &entry(&library));
     assert_matches_local(&registry, "cscale").await;
 }
@@ -37,10 +35,9 @@ fn the_c_header_and_the_rust_abi_agree_on_every_size_and_offset() {
     use std::mem::{offset_of, size_of};
 
     let dir = TempDir::new("plugin-layout");
-    let Some(program) = compile_c("layout.c", &[], &dir.join("layout")) else {
-        return;
-    };
+    let program = compile_c("layout.c", &[], &dir.join("layout"));
     let output = Command::new(&program).output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
     let c = String::from_utf8(output.stdout).unwrap();
     let rust = [
         ("MfsStr", size_of::<MfsStr>()),
@@ -223,6 +220,7 @@ async fn plugin_code_runs_on_the_query_thread_not_on_a_runtime_worker() {
     let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-chaos")));
     let (events, status) = run_on(&registry, "whereami", echo_spec(), instants(3)).await;
     assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(events.len(), 3, "one answer per instant");
     for event in events {
         // The kernel keeps 15 bytes of `mfstream-plugin-whereami`.
         assert_eq!(
@@ -250,7 +248,7 @@ fn mfstream_run_on_a_plugin_engine_writes_what_local_writes() {
     std::fs::write(&config, entry(&scale)).unwrap();
     let input = root().join("examples/speed.ndjson");
     let run = |engine: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        let output = mfstream_command(dir.path())
             .args(["run", "--engine", engine, "--op", "mul", "--arg", "1.852"])
             .arg("--config")
             .arg(&config)

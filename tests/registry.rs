@@ -143,15 +143,29 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
     let echo = format!("sh {}", job("echo.sh"));
     let registry = Arc::new(registry(TWO_ENGINES, &[("TEST_FAST_CMD", &echo)]));
     let held = registry.get("local").unwrap();
+    let (before, after) = (["local", "fast", "spark"], ["local", "beam"]);
+    // Every reader is reading when the reload comes (the barrier), reads
+    // until it sees the new snapshot, and never sees a mix of the two.
+    let readers = 4;
+    let started = std::sync::Barrier::new(readers + 1);
     std::thread::scope(|scope| {
-        for _ in 0..4 {
-            let registry = registry.clone();
-            scope.spawn(move || {
-                for _ in 0..10_000 {
+        let mut seen = Vec::new();
+        for _ in 0..readers {
+            let (registry, started) = (registry.clone(), &started);
+            seen.push(scope.spawn(move || {
+                started.wait();
+                loop {
+                    let names: Vec<String> =
+                        registry.engines().into_iter().map(|i| i.name).collect();
                     assert!(registry.get("local").is_ok());
+                    if names == after {
+                        return;
+                    }
+                    assert_eq!(names, before, "a snapshot is old or new, never a mix");
                 }
-            });
+            }));
         }
+        started.wait();
         registry.reload(
             &Config::parse(
                 "[[engine]]\nname = \"beam\"\ncmd_env = \"UNSET_BEAM_CMD\"\n",
@@ -159,9 +173,10 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
             )
             .unwrap(),
         );
+        for reader in seen {
+            reader.join().expect("a reader saw only whole snapshots");
+        }
     });
-    let names: Vec<String> = registry.engines().into_iter().map(|i| i.name).collect();
-    assert_eq!(names, ["local", "beam"]);
     assert!(matches!(
         registry.get("fast"),
         Err(RegistryError::Unknown { .. })

@@ -183,64 +183,74 @@ pub fn plugin_library(package: &str) -> PathBuf {
     profile_dir().join(file)
 }
 
+/// What a test needs that not every machine has (a runtime, libmeos,
+/// chromium): `found`, or a failure naming what is missing and how to get it.
+///
+/// Such a test is marked `#[ignore = "needs …"]`, so plain `cargo test`
+/// lists it as ignored, with the reason, rather than passing it unrun. It
+/// runs with `cargo test -- --include-ignored` (as `.ci/run` runs the tests,
+/// after the setup scripts), and there its need is a requirement.
+#[track_caller]
+pub fn require<T>(found: Option<T>, what: &str, how: &str) -> T {
+    found.unwrap_or_else(|| panic!("this test needs {what}, and there is none: {how}"))
+}
+
 /// Compiles `tests/plugins/c/<source>` with the system C compiler (`$CC`,
-/// else `cc`) against `mfstream_plugin.h`, with `flags`, into `out`. `None`
-/// when there is no C compiler; a compiler error panics.
-pub fn compile_c(source: &str, flags: &[&str], out: &Path) -> Option<PathBuf> {
+/// else `cc`) against `mfstream_plugin.h`, with `flags`, into `out`.
+///
+/// These tests are not ignored: on Linux, rustc links every test binary
+/// through `cc`, so a machine that runs them has a C compiler.
+pub fn compile_c(source: &str, flags: &[&str], out: &Path) -> PathBuf {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let mut cmd = std::process::Command::new(&cc);
-    cmd.arg("-Wall")
+    let output = std::process::Command::new(&cc)
+        .arg("-Wall")
         .arg("-I")
         .arg(root().join("plugins/mfstream-plugin/include"))
         .args(flags)
         .arg(root().join("tests/plugins/c").join(source))
         .arg("-lm")
         .arg("-o")
-        .arg(out);
-    let output = match cmd.output() {
-        Ok(output) => output,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipped: no C compiler ({cc}) to build {source}");
-            return None;
-        }
-        Err(e) => panic!("cannot run {cc}: {e}"),
+        .arg(out)
+        .output();
+    let output = match output {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => require(
+            None,
+            &format!("a C compiler ({cc})"),
+            "install gcc, or set CC",
+        ),
+        output => output.unwrap_or_else(|e| panic!("cannot run {cc}: {e}")),
     };
     assert!(
         output.status.success(),
         "{cc} {source} failed: {}",
         String::from_utf8_lossy(&output.stderr)
     );
-    Some(out.to_owned())
+    out.to_owned()
 }
 
 /// A C plugin compiled from `scale.c` with `flags` into `dir/name`.
-pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> Option<PathBuf> {
+pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> PathBuf {
     let mut all = vec!["-shared", "-fPIC"];
     all.extend_from_slice(flags);
     compile_c("scale.c", &all, &dir.join(name))
 }
 
-/// Where libmeos is for the meos plugin's tests: `$MFSTREAM_MEOS_LIB`, else
+/// Where libmeos is for the meos plugin's tests (marked
+/// `#[ignore = "needs libmeos: …"]`): `$MFSTREAM_MEOS_LIB`, else
 /// `$MFAPI_MEOS_LIBPATH` (which `jobs/meos/setup.sh` prints), else
-/// `target/meos/pymeos_cffi.libs`. `None`, with a note that the test is
-/// skipped, when it is in none of them; a failure instead when
-/// `MFSTREAM_REQUIRE_RUNTIMES=1` (as `.ci/run` sets).
-pub fn meos_lib(test: &str) -> Option<PathBuf> {
+/// `target/meos/pymeos_cffi.libs`; a failure when it is in none of them.
+pub fn meos_lib() -> PathBuf {
     let found = ["MFSTREAM_MEOS_LIB", "MFAPI_MEOS_LIBPATH"]
         .iter()
         .find_map(|var| std::env::var_os(var).filter(|v| !v.is_empty()))
         .map(PathBuf::from)
         .or_else(|| Some(root().join("target/meos/pymeos_cffi.libs")))
         .filter(|p| p.exists());
-    if found.is_none() {
-        let why = "no libmeos (set MFSTREAM_MEOS_LIB, or run `eval \"$(jobs/meos/setup.sh)\"`)";
-        assert!(
-            std::env::var("MFSTREAM_REQUIRE_RUNTIMES").as_deref() != Ok("1"),
-            "{test}: libmeos is required (MFSTREAM_REQUIRE_RUNTIMES=1) but there is {why}"
-        );
-        eprintln!("skipped {test}: {why}");
-    }
-    found
+    require(
+        found,
+        "libmeos",
+        "set MFSTREAM_MEOS_LIB, or run `eval \"$(jobs/meos/setup.sh)\"`",
+    )
 }
 
 /// A registry from an engines.toml in `dir` with `text`.
@@ -270,20 +280,6 @@ pub fn entry(path: &Path) -> String {
     format!("[[plugin]]\npath = {:?}\n", path.display().to_string())
 }
 
-/// `mfstream ARGS --config CONFIG`, with the configuration variables
-/// cleared, run to its end.
-pub fn mfstream_with(args: &[&str], config: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mfstream"))
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env_remove("MFSTREAM_CONFIG")
-        .env_remove("MFAPI_STREAM_ENGINE")
-        .env_remove("RUST_LOG")
-        .output()
-        .unwrap()
-}
-
 /// A transform for every operation of the catalogue.
 pub fn every_transform() -> Vec<Transform> {
     Op::ALL
@@ -295,19 +291,29 @@ pub fn every_transform() -> Vec<Transform> {
         .collect()
 }
 
-/// Events of `spec` over `input` on `engine` of `registry`, and the status.
-pub async fn run_on(
-    registry: &Registry,
-    engine: &str,
+/// The one run helper: `spec` over `input` on `engine`, to its end; its
+/// events and its final status.
+pub async fn run_query(
+    engine: &dyn StreamEngine,
     spec: QuerySpec,
     input: Vec<Instant>,
 ) -> (Vec<Event>, QueryStatus) {
-    let engine = registry.get(engine).unwrap();
     let handle = engine
         .submit(spec, Source::from_instants(input))
         .await
-        .unwrap();
+        .expect("the query starts");
     collect(handle).await
+}
+
+/// [`run_query`] on the engine `name` of `registry`.
+pub async fn run_on(
+    registry: &Registry,
+    name: &str,
+    spec: QuerySpec,
+    input: Vec<Instant>,
+) -> (Vec<Event>, QueryStatus) {
+    let engine = registry.get(name).expect("the engine is known and ready");
+    run_query(engine.as_ref(), spec, input).await
 }
 
 /// Checks that `engine` gives exactly local's events for every operation.
@@ -331,15 +337,38 @@ pub async fn assert_matches_local(registry: &Registry, engine: &str) {
     }
 }
 
-/// The `mfstream` binary run in `dir`, with the configuration variables
-/// cleared.
-pub fn mfstream_command(dir: &Path) -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"));
+/// The one command builder: the `mfstream` binary, run in `dir`, with the
+/// variables that would pick another config, engine, log level or libmeos
+/// cleared (a test sets what it needs).
+pub fn mfstream_command(dir: &Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
     cmd.current_dir(dir)
         .env_remove("MFSTREAM_CONFIG")
         .env_remove("MFAPI_STREAM_ENGINE")
+        .env_remove("MFSTREAM_MEOS_LIB")
         .env_remove("RUST_LOG");
     cmd
+}
+
+/// `mfstream ARGS --config CONFIG` (see [`mfstream_command`]), run to its
+/// end.
+pub fn mfstream_with(args: &[&str], config: &Path) -> Output {
+    mfstream_command(&root())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("mfstream runs")
+}
+
+/// A finished command's stdout, as text.
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+/// A finished command's stderr, as text.
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 /// `n` instants 700 ms apart from 23:59:50 UTC, crossing midnight, with

@@ -62,8 +62,11 @@ pub fn check(args: ConfigArgs) -> Result<Outcome> {
         );
         return Ok(Outcome::Success);
     };
+    // A file that cannot be read is a setup error (exit 2), as for `run`
+    // and `engines`; a file with problems is what `check` reports (exit 1).
     let config = match Config::from_file(&path) {
         Ok(config) => config,
+        Err(e) if e.io_error().is_some() => return Err(e.into()),
         Err(e) => return Ok(Outcome::InvalidConfig(e.to_string())),
     };
     let registry = Registry::from_config(&config);

@@ -104,8 +104,14 @@ fn parse(line: &[u8], line_no: u64) -> Result<Option<Instant>, SourceError> {
     }
     Instant::from_json(line).map(Some).map_err(|e| {
         let shown = String::from_utf8_lossy(&line[..line.len().min(200)]);
+        // serde_json ends its message with "at line 1 column C" (the line is
+        // always 1 here): say the position once, as the input's.
+        let message = e.to_string();
+        let suffix = format!(" at line {} column {}", e.line(), e.column());
+        let why = message.strip_suffix(&suffix).unwrap_or(&message);
         SourceError(format!(
-            "input line {line_no} is not a JSON instant ({e}): {shown:?}"
+            "input line {line_no}, column {}: not a JSON instant ({why}): {shown:?}",
+            e.column()
         ))
     })
 }

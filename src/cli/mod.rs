@@ -6,20 +6,70 @@ mod plugin_host;
 mod run;
 mod serve;
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-use clap::{Args, Parser, Subcommand};
+use anyhow::Context;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use crate::Outcome;
 
 pub use self::engines::{check, engines};
 pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 pub use self::serve::serve;
 
+/// What `mfstream --help` says after the options. The exit codes are
+/// `Outcome::exit_code`'s and `EXIT_ERROR` of main.rs: keep them in step.
+const AFTER_HELP: &str = "\
+Examples:
+  mfstream engines
+  mfstream check --config engines.toml
+  mfstream run --op mul --arg 1.852 --property speed examples/speed.ndjson
+  mfstream run --property speed \\
+    --query '{\"aggregation\":\"AVG\",\"window\":{\"type\":\"TUMBLING\",\"size\":10,\"unit\":\"SECONDS\"}}' \\
+    examples/speed.ndjson
+  tail -f speeds.ndjson | mfstream run --engine flink --op ln
+  mfstream serve --addr 127.0.0.1:8080
+  mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream
+
+Exit status:
+  0    the query completed (or its reader closed stdout); check found no problem
+  1    the query failed (the reason on stderr); check found problems in engines.toml
+  2    bad arguments, an unknown or not-ready engine, or an unreadable engines.toml
+  130  stopped by SIGINT (the query is stopped gracefully first)
+  143  stopped by SIGTERM (likewise)
+
+Environment:
+  MFSTREAM_CONFIG       the engines.toml when --config is absent (else ./engines.toml)
+  MFAPI_STREAM_ENGINE   the engine when --engine is absent (else the file's default, else local)
+  MFAPI_<RUNTIME>_CMD   a bridge engine's job command, as its cmd_env names it (MFAPI_FLINK_CMD, ...)
+  MFSTREAM_TOKEN        serve: the bearer token, as --token
+  RUST_LOG              what is logged to stderr (default warn)";
+
+/// What `mfstream run --help` says after the options.
+const RUN_AFTER_HELP: &str = "\
+Examples:
+  mfstream run --op mul --arg 1.852 --property speed examples/speed.ndjson
+  mfstream run --query '{\"operation\":\"mul\",\"arg\":1.852}' < examples/speed.ndjson
+  mfstream run --property speed \\
+    --query '{\"aggregation\":\"AVG\",\"window\":{\"type\":\"TUMBLING\",\"size\":10,\"unit\":\"SECONDS\"}}' \\
+    examples/speed.ndjson
+  mfstream run --engine flink --op ln examples/speed.ndjson | head -3
+
+Operation and aggregation names are read in any case (mul, MUL).";
+
 /// A registry of stream engines for OGC API – Moving Features continuous
 /// queries.
 #[derive(Debug, Parser)]
-#[command(name = "mfstream", version, about, propagate_version = true)]
+#[command(
+    name = "mfstream",
+    version,
+    about,
+    propagate_version = true,
+    after_help = AFTER_HELP
+)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -34,14 +84,45 @@ pub enum Command {
     /// Validate engines.toml; exit 0 when all is well.
     Check(ConfigArgs),
     /// Run one continuous query from a file or stdin to JSON lines on stdout.
+    #[command(after_help = RUN_AFTER_HELP)]
     Run(RunArgs),
     /// Serve continuous queries over HTTP and Server-Sent Events (OGC API –
     /// Moving Features Part 4) until SIGTERM or SIGINT.
     Serve(ServeArgs),
+    /// Print a completion script for SHELL to stdout.
+    #[command(
+        after_help = "Example: mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream"
+    )]
+    Completions {
+        /// bash, elvish, fish, powershell or zsh.
+        shell: clap_complete::Shell,
+    },
     /// Host a plugin out of process (`isolation = "process"`); run by
     /// mfstream itself.
     #[command(hide = true)]
     PluginHost(PluginHostArgs),
+}
+
+/// Writes the completion script for `shell`. A closed stdout (`| head`)
+/// is success, as everywhere.
+pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
+    // clap_complete offers hidden subcommands too: the completed command is
+    // the real one less `plugin-host`, which only mfstream itself runs.
+    let full = Cli::command();
+    let mut visible = clap::Command::new("mfstream")
+        .version(env!("CARGO_PKG_VERSION"))
+        .propagate_version(true)
+        .args(full.get_arguments().cloned())
+        .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut visible, "mfstream", &mut script);
+    match std::io::stdout().lock().write_all(&script) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Outcome::Success),
+        result => {
+            result.context("cannot write to stdout")?;
+            Ok(Outcome::Success)
+        }
+    }
 }
 
 /// `mfstream plugin-host`.
@@ -105,8 +186,8 @@ pub struct RunArgs {
     /// '{"operation":"mul","arg":1.852}'.
     #[arg(long, value_name = "JSON", conflicts_with_all = ["op", "arg"])]
     pub query: Option<String>,
-    /// A lifted operation: ln, exp, log10, ceil, floor, abs, degrees,
-    /// radians, sin, cos, tan, add, sub, mul, div.
+    /// A lifted operation, in any case: ln, exp, log10, ceil, floor, abs,
+    /// degrees, radians, sin, cos, tan, add, sub, mul, div.
     #[arg(long, value_name = "OP", required_unless_present = "query")]
     pub op: Option<String>,
     /// The operation's scalar argument (add, sub, mul, div).

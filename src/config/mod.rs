@@ -265,6 +265,10 @@ struct RawEngine {
     #[serde(default)]
     env: BTreeMap<Spanned<String>, Spanned<String>>,
     restart: Option<Spanned<RawRestart>>,
+    /// The keys set aside for a problem of their own (see `read_entry`):
+    /// checks that involve them are skipped, lest they report a cascade.
+    #[serde(skip)]
+    set_aside: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -321,11 +325,14 @@ fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
     .and_then(|top| top.default);
     let entries = entries
         .into_iter()
-        .map(|entry| read_entry::<RawEngine>(entry, problems))
+        .map(|entry| {
+            read_entry::<RawEngine>(entry, problems)
+                .map(|(raw, set_aside)| RawEngine { set_aside, ..raw })
+        })
         .collect();
     let plugins = plugins
         .into_iter()
-        .map(|entry| read_entry::<RawPlugin>(entry, problems))
+        .map(|entry| read_entry::<RawPlugin>(entry, problems).map(|(raw, _)| raw))
         .collect();
     Some(Raw {
         default,
@@ -334,20 +341,65 @@ fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
     })
 }
 
-/// One `[[engine]]` or `[[plugin]]` table, or `None` with its problem
-/// recorded.
+/// One `[[engine]]` or `[[plugin]]` table with the keys that were set aside,
+/// or `None`; every problem is recorded.
+///
+/// Serde stops at a table's first unknown key or wrong type. To report all
+/// of them at once, the key at fault is set aside and the table read again,
+/// until it reads or a required key is missing. Stage two then checks what
+/// was read, so a table's bad values are reported together too.
 fn read_entry<'de, T: Deserialize<'de>>(
     entry: Spanned<DeValue<'de>>,
     problems: &mut Problems<'_>,
-) -> Option<T> {
+) -> Option<(T, Vec<String>)> {
     let span = entry.span();
-    let table = match entry.get_ref() {
-        DeValue::Table(table) => table.clone(),
-        _ => DeTable::default(),
+    let DeValue::Table(mut table) = entry.get_ref().clone() else {
+        // Not a table at all: serde says what was expected.
+        let error = T::deserialize(ValueDeserializer::from(entry)).err()?;
+        problems.toml(&error, &DeTable::default(), span);
+        return None;
     };
-    T::deserialize(ValueDeserializer::from(entry))
-        .map_err(|e| problems.toml(&e, &table, span))
-        .ok()
+    let mut set_aside: Vec<String> = Vec::new();
+    loop {
+        let value = Spanned::new(span.clone(), DeValue::Table(table.clone()));
+        let error = match T::deserialize(ValueDeserializer::from(value)) {
+            Ok(read) => return Some((read, set_aside)),
+            Err(error) => error,
+        };
+        // A required key that was set aside has had its problem reported.
+        let missing_set_aside = set_aside
+            .iter()
+            .any(|key| error.message() == format!("missing field `{key}`"));
+        if missing_set_aside {
+            return None;
+        }
+        problems.toml(&error, &table, span.clone());
+        let at = error.span().map(|span| span.start);
+        let key = at.and_then(|at| top_key_at(&table, at))?;
+        table = table
+            .into_iter()
+            .filter(|(k, _)| *k.get_ref() != *key)
+            .collect();
+        set_aside.push(key);
+    }
+}
+
+/// The key of `table` whose key or value holds `offset`, looking into nested
+/// tables (a `[engine.restart]` value's span is its header, not its keys).
+fn top_key_at(table: &DeTable<'_>, offset: usize) -> Option<String> {
+    fn holds(value: &Spanned<DeValue<'_>>, offset: usize) -> bool {
+        value.span().contains(&offset)
+            || match value.get_ref() {
+                DeValue::Table(inner) => inner
+                    .iter()
+                    .any(|(k, v)| k.span().contains(&offset) || holds(v, offset)),
+                _ => false,
+            }
+    }
+    table
+        .iter()
+        .find(|(key, value)| key.span().contains(&offset) || holds(value, offset))
+        .map(|(key, _)| key.get_ref().to_string())
 }
 
 /// Stage two: every entry checked, every problem recorded.
@@ -463,7 +515,8 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         1..=86_400_000,
     );
     let aggregates = raw.aggregates.as_ref().is_some_and(|a| *a.get_ref());
-    if aggregates && raw.framing != Framing::Json {
+    let framing_read = !raw.set_aside.iter().any(|key| key == "framing");
+    if aggregates && framing_read && raw.framing != Framing::Json {
         let span = raw.aggregates.as_ref().map_or(0..0, Spanned::span);
         p.at(
             span,

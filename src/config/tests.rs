@@ -405,9 +405,16 @@ fn every_bad_entry_is_reported_in_file_order() {
         entry("beam", "framing = \"json\"\nrestart = { max = 1 }\n"),
     );
     let lines: Vec<usize> = problems(&text).iter().map(|(line, _, _)| *line).collect();
-    // The unknown default is not reported: the entry that did not
-    // deserialize might have been the one it names.
-    assert_eq!(lines, [5, 7, 9, 13, 18]);
+    assert_eq!(lines, [1, 5, 7, 9, 13, 18]);
+
+    // The unknown default is not reported when an entry without a name
+    // might have been the one it names.
+    let text = format!(
+        "default = \"nowhere\"\n[[engine]]\ncmd_env = \"X\"\n{}",
+        entry("flink", "")
+    );
+    let lines: Vec<usize> = problems(&text).iter().map(|(line, _, _)| *line).collect();
+    assert_eq!(lines, [2]);
 
     let text = format!(
         "default = \"nowhere\"\n{}{}",
@@ -416,6 +423,47 @@ fn every_bad_entry_is_reported_in_file_order() {
     );
     let lines: Vec<usize> = problems(&text).iter().map(|(line, _, _)| *line).collect();
     assert_eq!(lines, [1, 3, 6, 6]);
+}
+
+#[test]
+fn every_problem_of_one_engine_table_is_reported_at_once() {
+    let text = "\
+[[engine]]
+name = \"Bad Name\"
+cmd_env = \"1X\"
+stop_grace_ms = \"fast\"
+colour = \"red\"
+max_in_flight = 0
+framing = \"jsn\"
+aggregates = true
+";
+    let found = problems(text);
+    let lines: Vec<usize> = found.iter().map(|(line, _, _)| *line).collect();
+    // Not `aggregates = true requires framing = "json"`: the framing is
+    // reported already, and the check would only repeat it.
+    assert_eq!(lines, [2, 3, 4, 5, 6, 7], "{found:#?}");
+    assert!(found[0].2.starts_with("invalid engine name \"Bad Name\""));
+    assert!(
+        found[1]
+            .2
+            .ends_with("for key `cmd_env`: use letters, digits and '_', not starting with a digit")
+    );
+    assert!(
+        found[2].2.ends_with("for key `stop_grace_ms`"),
+        "{}",
+        found[2].2
+    );
+    assert!(found[3].2.starts_with("unknown field `colour`"));
+    assert!(found[4].2.contains("for key `max_in_flight`"));
+    assert!(found[5].2.starts_with("unknown variant `jsn`"));
+
+    // A required key of the wrong type is reported once, not again as missing.
+    let found = problems("[[engine]]\nname = 7\ncmd_env = 8\n");
+    let lines: Vec<usize> = found.iter().map(|(line, _, _)| *line).collect();
+    assert_eq!(lines, [2, 3], "{found:#?}");
+    let found = problems("[[plugin]]\npath = 1\nisolation = \"none\"\ncolour = 2\n");
+    let lines: Vec<usize> = found.iter().map(|(line, _, _)| *line).collect();
+    assert_eq!(lines, [2, 3, 4], "{found:#?}");
 }
 
 #[test]

@@ -25,12 +25,11 @@ fn assert_no_temp_files(dir: &TempDir, what: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
 async fn every_operation_on_beam_gives_the_local_results_in_order_and_leaves_no_process() {
     let input = positive(500);
     for op in Op::ALL {
-        let Some((mut options, marked)) = runtime("beam") else {
-            return;
-        };
+        let (mut options, marked) = runtime("beam");
         let tmp = watch_tmp(&mut options, &format!("beam-{op}"));
         let spec = transform(op);
         let local = local(spec.clone(), input.clone()).await;
@@ -44,10 +43,9 @@ async fn every_operation_on_beam_gives_the_local_results_in_order_and_leaves_no_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
 async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
-    let Some((mut options, marked)) = runtime("beam") else {
-        return;
-    };
+    let (mut options, marked) = runtime("beam");
     let tmp = watch_tmp(&mut options, "beam-stop");
     let (sender, source) = Source::channel(16);
     let mut handle = mfstream::BridgeEngine::new(options)
@@ -65,10 +63,9 @@ async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
 async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
-    let Some((mut options, _)) = runtime("beam") else {
-        return;
-    };
+    let (mut options, _) = runtime("beam");
     let tmp = watch_tmp(&mut options, "beam-domain");
     let input = values(&[4.0, 1.0, 0.0, 2.0]);
     let handle = submit(options, transform(Op::Ln), input).await;
@@ -83,19 +80,17 @@ async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
 }
 
 #[test]
+#[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
 fn mfstream_run_on_beam_prints_what_local_prints() {
-    if runtime("beam").is_none() {
-        return;
-    }
+    runtime("beam");
     const VAR: &str = "MFAPI_BEAM_CMD";
     check_cli_matches_local("beam", VAR, &std::env::var(VAR).unwrap(), 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
 async fn beam_speaks_json_framing_too() {
-    let Some((mut options, _)) = runtime("beam") else {
-        return;
-    };
+    let (mut options, _) = runtime("beam");
     options.framing = mfstream::Framing::Json;
     let input = positive(300);
     let spec = transform(Op::Div);

@@ -7,12 +7,11 @@ use super::*;
 use crate::util::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn every_meos_operation_gives_the_local_results_in_order_and_leaves_no_process() {
     let input = positive(2_000);
     for op in Op::ALL {
-        let Some((options, marked)) = runtime("meos") else {
-            return;
-        };
+        let (options, marked) = runtime("meos");
         let spec = transform(op);
         let local = local(spec.clone(), input.clone()).await;
         let (events, status, seen) = run_watched(options, &marked, spec, input.clone()).await;
@@ -39,11 +38,10 @@ const DEGREES_ULPS: u64 = 1;
 const TAN_ULPS: u64 = 2;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn sin_cos_and_tan_of_an_infinity_on_meos_fail_with_meos_message() {
     for op in [Op::Sin, Op::Cos, Op::Tan] {
-        let Some((options, _)) = runtime("meos") else {
-            return;
-        };
+        let (options, _) = runtime("meos");
         let input = values(&[0.5, f64::INFINITY, 2.0]);
         let handle = submit(options, transform(op), input).await;
         let (events, status) = collect(handle).await;
@@ -64,10 +62,9 @@ async fn sin_cos_and_tan_of_an_infinity_on_meos_fail_with_meos_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn a_domain_error_on_meos_fails_the_query_with_meos_message() {
-    let Some((options, _)) = runtime("meos") else {
-        return;
-    };
+    let (options, _) = runtime("meos");
     let input = values(&[4.0, 1.0, -2.0, 2.0]);
     let handle = submit(options, transform(Op::Log10), input).await;
     let (events, status) = collect(handle).await;
@@ -81,11 +78,10 @@ async fn a_domain_error_on_meos_fails_the_query_with_meos_message() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn an_error_that_ends_meos_itself_still_names_the_line_under_meos_message() {
     // MEOS's exp overflow bypasses the error handler and exits the process.
-    let Some((options, _)) = runtime("meos") else {
-        return;
-    };
+    let (options, _) = runtime("meos");
     let handle = submit(options, transform(Op::Exp), values(&[1.0, 1000.0, 2.0])).await;
     let (events, status) = collect(handle).await;
     let reason = failure(&status);
@@ -98,10 +94,9 @@ async fn an_error_that_ends_meos_itself_still_names_the_line_under_meos_message(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn meos_is_found_only_through_the_engines_library_path() {
-    let Some((mut options, _)) = runtime("meos") else {
-        return;
-    };
+    let (mut options, _) = runtime("meos");
     options.libpath = None;
     let handle = submit(options, transform(Op::Abs), positive(3)).await;
     let (_, status) = collect(handle).await;
@@ -113,10 +108,9 @@ async fn meos_is_found_only_through_the_engines_library_path() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn a_meos_query_stopped_midway_leaves_nothing_behind() {
-    let Some((options, marked)) = runtime("meos") else {
-        return;
-    };
+    let (options, marked) = runtime("meos");
     let (sender, source) = Source::channel(16);
     let mut handle = mfstream::BridgeEngine::new(options)
         .submit(transform(Op::Ln), source)
@@ -131,10 +125,9 @@ async fn a_meos_query_stopped_midway_leaves_nothing_behind() {
 }
 
 #[test]
+#[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 fn mfstream_run_on_meos_prints_what_local_prints() {
-    if runtime("meos").is_none() {
-        return;
-    }
+    runtime("meos");
     const VAR: &str = "MFAPI_MEOS_CMD";
     check_cli_matches_local("meos", VAR, &std::env::var(VAR).unwrap(), 0);
 }

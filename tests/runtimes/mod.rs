@@ -1,8 +1,9 @@
 //! Real runtimes behind the shipped `engines.toml`, end to end: each test
 //! resolves its runtime's entry from the environment (`eval "$(jobs/<rt>/setup.sh)"`)
-//! and compares the job's results with the `local` engine's. A test whose
-//! runtime is not set up skips, saying so on stderr, unless
-//! `MFSTREAM_REQUIRE_RUNTIMES=1` (as `.ci/run` sets): then it fails.
+//! and compares the job's results with the `local` engine's. Every test here
+//! is marked `#[ignore = "needs <runtime>: …"]`: plain `cargo test` lists it
+//! as ignored, with what to run; `cargo test -- --include-ignored` (as
+//! `.ci/run` runs after the setup scripts) requires its runtime.
 
 mod beam;
 mod flink;
@@ -24,32 +25,26 @@ use mfstream::{
 use crate::util::*;
 
 /// The shipped `engines.toml` entry `name`, resolved from the environment,
-/// with a variable marking the job's processes (see [`Marked`]); `None` when
-/// its command variable is unset and runtimes are not required.
-pub fn runtime(name: &str) -> Option<(BridgeOptions, Marked)> {
+/// with a variable marking the job's processes (see [`Marked`]); a failure
+/// when its command variable is unset (the test is ignored by default).
+pub fn runtime(name: &str) -> (BridgeOptions, Marked) {
     let config = Config::from_file(&root().join("engines.toml")).expect("engines.toml is valid");
     let def = config
         .engines
         .iter()
         .find(|e| e.name == name)
         .unwrap_or_else(|| panic!("engines.toml has no `{name}` entry"));
-    if std::env::var_os(&def.cmd_env).is_none() {
-        let why = format!(
-            "{} is not set: run `eval \"$(jobs/{name}/setup.sh)\"` first",
-            def.cmd_env
-        );
-        if std::env::var("MFSTREAM_REQUIRE_RUNTIMES").as_deref() == Ok("1") {
-            panic!("runtime {name} is required (MFSTREAM_REQUIRE_RUNTIMES=1) but {why}");
-        }
-        eprintln!("skipped: runtime {name} is not set up ({why})");
-        return None;
-    }
+    require(
+        std::env::var_os(&def.cmd_env),
+        &format!("the {name} runtime ({} is not set)", def.cmd_env),
+        &format!("run `eval \"$(jobs/{name}/setup.sh)\"` first"),
+    );
     let mut options = def
         .resolve(&|var| std::env::var(var).ok())
         .unwrap_or_else(|e| panic!("engine {name}: {e}"));
     let marked = Marked::new(name);
     options.env.push((MARK.into(), marked.0.clone()));
-    Some((options, marked))
+    (options, marked)
 }
 
 const MARK: &str = "MFSTREAM_TEST_MARK";
@@ -168,11 +163,7 @@ pub fn positive(n: usize) -> Vec<Instant> {
 
 /// The `local` engine's events for `spec` over `input`.
 pub async fn local(spec: QuerySpec, input: Vec<Instant>) -> Vec<Event> {
-    let handle = LocalEngine::new()
-        .submit(spec, Source::from_instants(input))
-        .await
-        .unwrap();
-    let (events, status) = collect(handle).await;
+    let (events, status) = run_query(&LocalEngine::new(), spec, input).await;
     assert_eq!(status, QueryStatus::Completed);
     events
 }
@@ -231,22 +222,16 @@ pub async fn first_event(handle: &mut QueryHandle) -> Event {
 // Flink and Spark (JVM jobs): the job command straight from its variable,
 // its process group traced by pid.
 
-/// The job command in `var` (set by `eval "$(jobs/<runtime>/setup.sh)"`),
-/// split into words; `None` when it is unset and the test is to be skipped,
-/// a failure when `MFSTREAM_REQUIRE_RUNTIMES=1` (as in CI).
-pub fn runtime_command(var: &str, setup: &str) -> Option<Vec<String>> {
-    match std::env::var(var) {
-        Ok(cmd) if !cmd.trim().is_empty() => {
-            Some(shell_words::split(&cmd).unwrap_or_else(|e| panic!("{var}: {e}")))
-        }
-        _ if std::env::var("MFSTREAM_REQUIRE_RUNTIMES").as_deref() == Ok("1") => {
-            panic!("{var} is not set and MFSTREAM_REQUIRE_RUNTIMES=1: run `eval \"$({setup})\"`")
-        }
-        _ => {
-            eprintln!("skipped: {var} is not set (run `eval \"$({setup})\"` to test this runtime)");
-            None
-        }
-    }
+/// The job command in `var` (set by `eval "$(SETUP)"`), split into words;
+/// a failure when it is unset (the test is ignored by default).
+pub fn runtime_command(var: &str, setup: &str) -> Vec<String> {
+    let cmd = std::env::var(var).ok().filter(|cmd| !cmd.trim().is_empty());
+    let cmd = require(
+        cmd,
+        &format!("a runtime command in {var}"),
+        &format!("run `eval \"$({setup})\"` first"),
+    );
+    shell_words::split(&cmd).unwrap_or_else(|e| panic!("{var}: {e}"))
 }
 
 /// Bridge options running `argv` under a shell that first writes its pid,
@@ -348,19 +333,6 @@ pub fn every_operation(n: usize) -> Vec<(Transform, Vec<Instant>)> {
             (Transform::new(op, arg).unwrap(), input)
         })
         .collect()
-}
-
-/// Runs `spec` over `input` on `engine`: its events, and its final status.
-pub async fn run_query(
-    engine: &dyn StreamEngine,
-    spec: QuerySpec,
-    input: Vec<Instant>,
-) -> (Vec<Event>, QueryStatus) {
-    let handle = engine
-        .submit(spec, Source::from_instants(input))
-        .await
-        .expect("the query starts");
-    collect(handle).await
 }
 
 /// Every lifted operation on the job `argv` in `framing`: the local engine's

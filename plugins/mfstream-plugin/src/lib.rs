@@ -109,7 +109,15 @@ pub trait Engine: Sized + Send + 'static {
 /// Exports a plugin: its name, its version and the [`Engine`] types it
 /// serves, under the ABI's entry symbol.
 ///
-/// ```ignore
+/// ```
+/// # use mfstream_plugin::{Batch, Emitter, Engine};
+/// # struct Scale;
+/// # impl Engine for Scale {
+/// #     const NAME: &'static str = "scale";
+/// #     const DESCRIPTION: &'static str = "";
+/// #     fn open(_: &str) -> Result<Self, String> { Ok(Scale) }
+/// #     fn process(&mut self, _: Batch<'_>, _: &mut Emitter<'_>) -> Result<(), String> { Ok(()) }
+/// # }
 /// mfstream_plugin::export_plugin!(name: "scale", version: env!("CARGO_PKG_VERSION"), engines: [Scale]);
 /// ```
 #[macro_export]
