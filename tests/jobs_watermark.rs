@@ -63,19 +63,24 @@ macro_rules! on_every_job {
             )*
         }
         mod flink {
-            static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
             $(
                 #[test]
                 fn $scenario() {
                     let Some(job) = super::flink() else {
                         return;
                     };
-                    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+                    let _turn = super::flink_turn();
                     super::$scenario(&job);
                 }
             )*
         }
     };
+}
+
+/// Holds off the other Flink tests of this file while it lives.
+fn flink_turn() -> std::sync::MutexGuard<'static, ()> {
+    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 on_every_job!(
@@ -246,6 +251,79 @@ fn a_watermark_that_is_not_a_datetime_fails_the_job_with_its_line(job: &Launcher
         "{}: {stderr}",
         job.name
     );
+}
+
+/// Flink against the reference job, over pseudo-random sessions: records
+/// mostly in order, some seconds late; watermarks between them, some behind
+/// the records, some ahead (so that many records come late). Read at the end
+/// of input, both give the same lines.
+#[test]
+fn flink_gives_the_reference_jobs_results_on_sessions_with_random_watermarks() {
+    let Some(flink) = flink() else {
+        return;
+    };
+    let _turn = flink_turn();
+    let reference = reference().unwrap();
+    let bodies = [
+        r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":2,"unit":"SECONDS"}}"#,
+        r#"{"aggregation":"MAX","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"}}"#,
+        r#"{"aggregation":"COUNT","window":{"type":"HOPPING","size":5,"unit":"SECONDS","hop":2,"hopUnit":"SECONDS"},"emitPartial":false}"#,
+    ];
+    for (n, body) in bodies.iter().enumerate() {
+        let spec = spec(body);
+        let lines = random_session(n as u64 + 1, 300);
+        let want = run_to_end(&reference, &spec, &lines);
+        let got = run_to_end(&flink, &spec, &lines);
+        let late: u64 = want.iter().filter_map(|e| e["late"].as_u64()).sum();
+        assert!(
+            late > 0 && want.len() > 20,
+            "{body}: a dull session: {want:#?}"
+        );
+        assert_lines(
+            &got,
+            &want,
+            &format!("Flink against the reference job, {body}"),
+        );
+    }
+}
+
+/// `n` lines: about a quarter watermarks, 3 s behind to 4 s ahead of the
+/// latest record; records 0 to 0.9 s apart, one in five up to 6 s late.
+fn random_session(seed: u64, n: usize) -> Vec<String> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut next = move |below: u64| {
+        // xorshift64*: enough for a test's variety, and reproducible.
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_f491_4f6c_dd1d) % below
+    };
+    let mut t = 10_000u64;
+    (0..n)
+        .map(|i| {
+            if next(4) == 0 {
+                let w = (t + next(7000)).saturating_sub(3000);
+                json!({ "watermark": datetime(w, i) }).to_string()
+            } else {
+                t += next(900);
+                let at = if next(5) == 0 {
+                    t.saturating_sub(next(6000))
+                } else {
+                    t
+                };
+                json!({"datetime": datetime(at, i), "value": next(50) as f64}).to_string()
+            }
+        })
+        .collect()
+}
+
+/// Every line of `lines` through a job, then the end of input: its results.
+fn run_to_end(job: &Launcher, spec: &QuerySpec, lines: &[String]) -> Vec<Json> {
+    let mut s = Session::start(job, spec);
+    for line in lines {
+        s.send(line);
+    }
+    s.finish()
 }
 
 // helpers
