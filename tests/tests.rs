@@ -6,6 +6,7 @@ mod util;
 mod bridge;
 mod bridge_windows;
 mod cli;
+mod jobs_watermark;
 mod local;
 mod meos;
 mod page;

@@ -287,7 +287,7 @@ public final class MfstreamFlinkJob {
         conf.setString("restart-strategy.type", "none");
         conf.setString("pipeline.object-reuse", "true");
         conf.setString("taskmanager.numberOfTaskSlots", "1");
-        conf.setString("pipeline.auto-watermark-interval", "0"); // watermarks come with the records
+        conf.setString("pipeline.auto-watermark-interval", "0"); // watermarks come with the records and watermark lines
         System.setProperty("java.io.tmpdir", tmp.toString());
         StreamExecutionEnvironment env = StreamExecutionEnvironment.createLocalEnvironment(1, conf);
         var lines = env.addSource(new StdinSource(), "stdin");

@@ -13,6 +13,13 @@
 //   every record, so a window closes when a record at or past its end
 //   arrives, as in local; the final watermark at the end of input closes
 //   the open windows, which are marked partial.
+// - A watermark line from the host, {"watermark":W} (no record earlier than
+//   W follows), becomes a marker Rec that only the watermark generator
+//   sees: it emits Flink's Watermark(W - 1), the same as a record at W
+//   would, and a filter drops the marker before the window operator. So
+//   Flink's own timers fire every window ending at or before W, at once,
+//   in the source's thread; the source flushes the results before its next
+//   read. COUNT windows ignore watermark lines.
 // - Late records (every window of theirs has closed) are dropped by Flink's
 //   window operator; the parse step, chained in the same thread, sees the
 //   same watermark and counts them, and the next window result carries the
@@ -50,8 +57,12 @@ import org.apache.flink.util.Collector;
 final class Windows {
     private Windows() {}
 
-    /** One instant on its way to a window: event time, datetime as given, value. */
+    /**
+     * One instant on its way to a window: event time, datetime as given,
+     * value; or, with `watermark` set, the host's watermark at time t.
+     */
     public static final class Rec {
+        public boolean watermark;
         public long t;
         public String dt;
         public double num;
@@ -191,7 +202,13 @@ final class Windows {
         }
 
         private Rec parse(String line) {
-            ObjectNode obj = Json.instant(line, "{\"datetime\":\"...\",\"value\":<number, string or boolean>}");
+            JsonNode node = Json.read(line);
+            String mark = Json.watermark(node);
+            if (mark != null) {
+                return watermark(mark);
+            }
+            ObjectNode obj = Json.instant(node, line, "{\"datetime\":\"...\",\"value\":<number, string or boolean>}"
+                    + " or {\"watermark\":\"...\"}");
             Rec r = new Rec();
             r.dt = obj.get("datetime").asText();
             JsonNode v = obj.get("value");
@@ -238,14 +255,44 @@ final class Windows {
             }
             return r;
         }
+
+        /** A watermark line's marker: the datetime checked, the lateness bound raised. */
+        private Rec watermark(String dt) {
+            Long w = nanos(dt);
+            if (w == null) {
+                throw new JobError("watermark '" + dt + "': not a datetime", false);
+            }
+            Rec r = new Rec();
+            r.watermark = true;
+            r.dt = dt;
+            r.t = w;
+            if (!spec.kind.equals("COUNT")) {
+                // The generator emits W - 1 (when larger than its last): a
+                // record is late from now on when its last window ends by W.
+                latest = Math.max(latest, w);
+            }
+            return r;
+        }
     }
 
-    /** A watermark of (latest event time - 1) after every record. */
+    /**
+     * A watermark of (latest event time - 1) after every record, and of
+     * (W - 1) after the host's watermark W (not for COUNT windows): never
+     * backwards.
+     */
     static final class EveryRecord implements WatermarkGenerator<Rec> {
+        private final boolean count;
         private long latest = Long.MIN_VALUE;
+
+        EveryRecord(boolean count) {
+            this.count = count;
+        }
 
         @Override
         public void onEvent(Rec r, long timestamp, WatermarkOutput out) {
+            if (r.watermark && count) {
+                return;
+            }
             if (timestamp > latest) {
                 latest = timestamp;
                 out.emitWatermark(new Watermark(latest - 1));
@@ -369,10 +416,13 @@ final class Windows {
 
     /** The windowed part of the pipeline, from lines to result lines. */
     static DataStream<String> pipeline(DataStream<String> lines, Spec spec) {
+        boolean count = spec.kind.equals("COUNT");
         DataStream<Rec> recs = lines.map(new Parse(spec)).name("parse")
-                .assignTimestampsAndWatermarks(WatermarkStrategy.<Rec>forGenerator(ctx -> new EveryRecord())
+                .assignTimestampsAndWatermarks(WatermarkStrategy.<Rec>forGenerator(ctx -> new EveryRecord(count))
                         .withTimestampAssigner((r, ts) -> r.t))
-                .name("event time");
+                .name("event time")
+                // The generator has turned the host's watermarks into Flink's.
+                .filter(r -> !r.watermark).name("records");
         // One key, forward partitioning: the window operator stays chained
         // to the source, in its thread (a keyBy would add a network hop).
         KeyedStream<Rec, Integer> keyed = DataStreamUtils.reinterpretAsKeyedStream(recs, r -> 0);

@@ -19,6 +19,9 @@ The protocol in brief (jobs/README.md has it in full):
 - value framing: one number per line in, its result per line out.
 - json framing: one instant per line in, {"datetime":"...","value":1.5}, any
   key order; one event per line out, {"datetime":<the same>,"value":<result>}.
+  A windowed aggregate answers with a line per window when it closes, and
+  also takes watermark lines, {"watermark":"..."}: no record earlier than it
+  follows, so every window ending at or before it is emitted at once.
 - Exactly one output per input, in order. Results are finite numbers in their
   shortest round-trip form (repr of a float).
 - Errors go to stderr and end the job with status 2: bad usage (before
@@ -221,17 +224,25 @@ def aggregate(args, framing):
 
 
 def answer_window(windower, line):
-    shape = '{"datetime":"...","value":<number, string or boolean>}'
+    """An instant, or a watermark ({"watermark":"..."}: no record earlier
+    than it follows), to the lines of the windows it closed."""
+    shape = '{"datetime":"...","value":<number, string or boolean>} or {"watermark":"..."}'
     try:
         obj = STRICT.decode(line.decode("utf-8"))
-        if type(obj) is not dict or sorted(obj) != ["datetime", "value"]:
+        if type(obj) is not dict:
             raise ValueError
-        if not isinstance(obj["datetime"], str):
+        keys = sorted(obj)
+        if keys == ["watermark"] and isinstance(obj["watermark"], str):
+            pass
+        elif keys != ["datetime", "value"] or not isinstance(obj["datetime"], str):
             raise ValueError
     except (ValueError, UnicodeDecodeError):
-        raise JobError(f"not a JSON instant {shape}: {quote(line)}") from None
+        raise JobError(f"not a JSON instant or watermark {shape}: {quote(line)}") from None
     try:
-        events = windower.push(obj["datetime"], obj["value"])
+        if "watermark" in obj:
+            events = windower.advance(obj["watermark"])
+        else:
+            events = windower.push(obj["datetime"], obj["value"])
     except ValueError as e:
         raise JobError(str(e)) from None
     return "".join(COMPACT.encode(event) + "\n" for event in events)

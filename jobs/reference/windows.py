@@ -3,8 +3,8 @@
 
 A Windower is built from the query spec (MFSTREAM_QUERY) and fed instants in
 arrival order; `push` returns the events of the windows the instant closed,
-`finish` the open windows at the end of input, marked `"partial": true`
-(unless the query says `"emitPartial": false`).
+`advance` those a watermark closed, `finish` the open windows at the end of
+input, marked `"partial": true` (unless the query says `"emitPartial": false`).
 
 - COUNT n: a result every n records.
 - TUMBLING size unit: epoch-aligned windows [end - span, end), with
@@ -13,9 +13,14 @@ arrival order; `push` returns the events of the windows the instant closed,
 - HOPPING size unit hop hopUnit: results at epoch-aligned multiples b of the
   hop, each over the records in [b - span, b), emitted when a record at or
   past b arrives; windows without records are not emitted.
+- Watermarks (time windows only; COUNT ignores them): a watermark W says no
+  record earlier than W follows. It emits every window [start, end) with
+  end <= W that holds records, as a record at W would have, without adding
+  one. A smaller watermark than the largest seen changes nothing.
 - Late records: a record that belongs to no window still to be emitted (for
   TUMBLING, older than the open window; for HOPPING, its last window's
-  boundary has passed) is skipped and counted in the next event's "late".
+  boundary has passed; for both, every window holding it ends at or before
+  the watermark) is skipped and counted in the next event's "late".
 - windowStart and windowEnd are the datetimes of the window's first and last
   record (in arrival order), verbatim.
 """
@@ -140,6 +145,7 @@ class Windower:
         self.records = []  # (nanos, datetime, value) in arrival order
         self.window_end = None  # TUMBLING: the open window's end
         self.boundary = None  # HOPPING: the next boundary to emit
+        self.watermark = None  # the largest watermark seen
         self.late = 0
 
     def value_of(self, datetime, value):
@@ -181,9 +187,42 @@ class Windower:
         t = parse_datetime(datetime)
         if t is None:
             raise ValueError(f"record at {datetime!r}: not a datetime")
+        if self.watermark is not None and self.last_end(t) <= self.watermark:
+            self.late += 1  # every window holding it was closed by a watermark
+            return []
         if self.kind == "TUMBLING":
             return self.push_tumbling(t, datetime, value)
         return self.push_hopping(t, datetime, value)
+
+    def last_end(self, t):
+        """The end of the last window holding time t."""
+        if self.kind == "TUMBLING":
+            return t - t % self.span + self.span
+        return (t + self.span) - (t + self.span) % self.hop
+
+    def advance(self, datetime):
+        """Takes a watermark: no record earlier than `datetime` follows.
+        Returns the events of the windows ending at or before it, as a
+        record at `datetime` would have closed them (COUNT: none)."""
+        w = parse_datetime(datetime)
+        if w is None:
+            raise ValueError(f"watermark {datetime!r}: not a datetime")
+        if self.kind == "COUNT" or (self.watermark is not None and w <= self.watermark):
+            return []
+        self.watermark = w
+        events = []
+        if self.kind == "TUMBLING":
+            if self.window_end is not None and self.window_end <= w:
+                events.append(self.event(self.records))
+                self.records = []
+                self.window_end = None
+            return events
+        next_boundary = w - w % self.hop + self.hop
+        while self.boundary is not None and self.boundary <= w and self.records:
+            events.extend(self.emit_boundary(partial=False))
+        # Past every window that ends by w: the next to emit ends after it.
+        self.boundary = max(self.boundary or next_boundary, next_boundary)
+        return events
 
     def push_tumbling(self, t, datetime, value):
         events = []
