@@ -255,6 +255,90 @@ impl Registration {
     }
 }
 
+/// Why a registration on a property is refused.
+///
+/// The two are told apart so a control plane can answer them differently
+/// (HTTP 400 and 422): a body that is wrong in itself, whatever property it
+/// is registered on, and a valid body that does not fit the property's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistrationError {
+    /// The body is invalid in itself.
+    Invalid(SpecError),
+    /// The body is valid but does not fit the property: a `type` other than
+    /// the property's, a transform of a non-numeric property, or an
+    /// aggregation its values' type does not define.
+    Unfit(SpecError),
+}
+
+impl std::error::Error for RegistrationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RegistrationError::Invalid(e) | RegistrationError::Unfit(e) => Some(e),
+        }
+    }
+}
+
+impl std::fmt::Display for RegistrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistrationError::Invalid(e) | RegistrationError::Unfit(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Registration {
+    /// Validates the body into a query on `property`, whose type is `known`
+    /// once fixed (by an earlier registration or ingest); every check of a
+    /// registration is here.
+    pub fn into_spec_on(
+        self,
+        property: &str,
+        known: Option<PropertyType>,
+    ) -> Result<QuerySpec, RegistrationError> {
+        let property_type = self
+            .fit(property, known)
+            .map_err(RegistrationError::Unfit)?;
+        self.into_spec(property, property_type)
+            .map_err(RegistrationError::Invalid)
+    }
+
+    /// The property's type for this registration, checked against what the
+    /// body asks of it: the body's `type` must be the property's, a
+    /// transform needs numbers, and an aggregation must be defined for the
+    /// values it sees (numbers after a transform).
+    fn fit(&self, property: &str, known: Option<PropertyType>) -> Result<PropertyType, SpecError> {
+        let property_type = match (self.property_type, known) {
+            (Some(given), Some(known)) if given != known => {
+                return Err(SpecError::new(
+                    "type",
+                    format!("the property {property} is {known}, not {given}"),
+                ));
+            }
+            (Some(t), _) | (None, Some(t)) => t,
+            (None, None) => PropertyType::TReal,
+        };
+        if self.operation.is_some() && !property_type.is_numeric() {
+            return Err(SpecError::new(
+                "operation",
+                format!("transforms take numbers, but the property {property} is {property_type}"),
+            ));
+        }
+        let value_type = if self.operation.is_some() {
+            PropertyType::TReal
+        } else {
+            property_type
+        };
+        // An unknown aggregation is the body's own fault: into_spec names it.
+        if let Some(aggregation) = self.aggregation.as_deref()
+            && let Ok(aggregation) = parse_aggregation(aggregation)
+        {
+            check_allowed(aggregation, value_type)?;
+        }
+        Ok(property_type)
+    }
+}
+
 /// A query that cannot run, naming the field at fault.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{field}: {message}")]

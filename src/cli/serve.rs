@@ -18,12 +18,17 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
     let registry = Arc::new(Registry::load(path.as_deref())?);
     let options = ServeOptions {
         addr: args.addr,
-        token: args.token.filter(|t| !t.is_empty()),
+        token: args.token,
         max_body: args.max_body,
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_millis(args.header_timeout_ms),
+        body_timeout: Duration::from_millis(args.body_timeout_ms),
         max_queries: args.max_queries,
         max_subscribers: args.max_subscribers,
         max_properties: args.max_properties,
         replay: args.replay,
+        replay_bytes: args.replay_bytes,
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),
         ..ServeOptions::default()

@@ -12,6 +12,16 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use crate::client::{Client, Sse, SseEvent, subscribe};
+
+/// A datetime for instant `i` of a test: `i` microseconds into 2026.
+pub fn at(i: usize) -> String {
+    format!("2026-01-01T00:00:00.{i:06}Z")
+}
+
+/// One JSON instant at [`at`]`(i)`.
+pub fn instant(i: usize, value: &str) -> String {
+    format!("{{\"datetime\":\"{}\",\"value\":{value}}}", at(i))
+}
 use crate::util::*;
 
 /// The property every test uses, unless it says otherwise.
@@ -155,8 +165,11 @@ pub async fn register(client: &mut Client, property: &str, body: &str) -> String
     let link = response.json();
     assert_eq!(link["rel"], "cquery");
     assert_eq!(link["type"], "text/event-stream");
-    let path = link["links"][0]["href"].as_str().unwrap().to_owned();
-    assert_eq!(link["href"], format!("{path}/stream"));
+    let path = link["channel"].as_str().unwrap().to_owned();
+    // Part 4 clients follow the links as given: they are absolute.
+    let origin = "http://localhost";
+    assert_eq!(link["href"], format!("{origin}{path}/stream"));
+    assert_eq!(link["links"][0]["href"], format!("{origin}{path}"));
     assert_eq!(response.header("location"), Some(path.as_str()));
     path
 }

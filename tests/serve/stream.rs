@@ -11,14 +11,14 @@ async fn a_query_streams_ingested_instants_and_ends_when_deleted() {
 
     // One instant, an array, and JSON lines: all accepted, in order.
     let one = client
-        .post(&format!("{P}/ingest"), r#"{"datetime":"t0","value":0}"#)
+        .post(&format!("{P}/ingest"), &instant(0, "0"))
         .await;
     assert_eq!(one.status, 202, "{one:?}");
     assert_eq!(one.json()["accepted"], 1);
     assert_eq!(one.json()["queries"], 1);
-    let array = r#"[{"datetime":"t1","value":1},{"datetime":"t2","value":2}]"#;
+    let array = format!("[{},{}]", instant(1, "1"), instant(2, "2"));
     assert_eq!(
-        client.post(&format!("{P}/ingest"), array).await.json()["accepted"],
+        client.post(&format!("{P}/ingest"), &array).await.json()["accepted"],
         2
     );
     assert_eq!(
@@ -35,7 +35,7 @@ async fn a_query_streams_ingested_instants_and_ends_when_deleted() {
     assert_eq!(ids, ["1", "2", "3", "4", "5", "6"]);
     assert_eq!(
         events[0].json(),
-        serde_json::json!({"datetime":"t0","value":0,"property":"speed","operation":"mul"})
+        serde_json::json!({"datetime":at(0),"value":0,"property":"speed","operation":"mul"})
     );
 
     let status = client.get(&query).await.json();
