@@ -100,10 +100,7 @@ async fn run(addr: SocketAddr, load: Load) {
             .post(&format!("{property}/queries"), r#"{"operation":"abs"}"#)
             .await;
         assert_eq!(response.status, 201, "{response:?}");
-        let path = response.json()["channel"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let path = response.json()["channel"].as_str().unwrap().to_owned();
         queries.push((property, path));
     }
     // One clock for the send and arrival times.

@@ -46,9 +46,7 @@ pub(crate) async fn require_token(
 /// case.
 fn bearer(value: &str) -> Option<&str> {
     let (scheme, credentials) = value.trim_start().split_once(' ')?;
-    scheme
-        .eq_ignore_ascii_case("bearer")
-        .then_some(credentials)
+    scheme.eq_ignore_ascii_case("bearer").then_some(credentials)
 }
 
 /// Compares in time that depends on the lengths only, not on where the

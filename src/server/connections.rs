@@ -31,8 +31,8 @@ use tokio_util::task::TaskTracker;
 use super::parse_errors::JsonParseErrors;
 
 /// The largest request head (request line and headers), in bytes: a larger
-/// one is answered 431. hyper's read buffer is bounded by it, so an idle or
-/// slow connection holds at most this much.
+/// one is answered 431, so a slow connection holds at most this much of a
+/// head.
 pub(crate) const MAX_HEAD: usize = 64 * 1024;
 
 /// The bounds of the accept loop.
@@ -60,7 +60,7 @@ impl Connections {
         builder
             .timer(TokioTimer::new())
             .header_read_timeout(limits.header_timeout)
-            .max_buf_size(MAX_HEAD);
+            .max_header_size(MAX_HEAD);
         loop {
             // A permit first: over the cap, connections wait in the accept
             // queue instead of holding a file descriptor each.

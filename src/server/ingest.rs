@@ -226,21 +226,23 @@ mod tests {
         let lines = format!(
             "{{\"datetime\":\"{T}\",\"value\":1}}\n\n{{\"datetime\":\"2026-01-02 00:00+00\",\"value\":2}}\n"
         );
-        assert_eq!(parse(lines.as_bytes()).unwrap()[1].datetime, "2026-01-02 00:00+00");
+        assert_eq!(
+            parse(lines.as_bytes()).unwrap()[1].datetime,
+            "2026-01-02 00:00+00"
+        );
     }
 
     #[test]
     fn a_bad_line_is_named() {
-        let err = parse(format!("{{\"datetime\":\"{T}\",\"value\":1}}\nnope\n").as_bytes())
-            .unwrap_err();
+        let err =
+            parse(format!("{{\"datetime\":\"{T}\",\"value\":1}}\nnope\n").as_bytes()).unwrap_err();
         assert!(format!("{err:?}").contains("line 2"), "{err:?}");
     }
 
     #[test]
     fn a_datetime_that_does_not_parse_or_is_too_long_is_refused_naming_the_instant() {
-        let soon = format!(
-            "[{{\"datetime\":\"{T}\",\"value\":1}},{{\"datetime\":\"soon\",\"value\":2}}]"
-        );
+        let soon =
+            format!("[{{\"datetime\":\"{T}\",\"value\":1}},{{\"datetime\":\"soon\",\"value\":2}}]");
         let err = format!("{:?}", parse(soon.as_bytes()).unwrap_err());
         assert!(err.contains("instant 2") && err.contains("soon"), "{err}");
         let long = format!(
@@ -248,7 +250,10 @@ mod tests {
             " ".repeat(MAX_DATETIME)
         );
         let err = format!("{:?}", parse(long.as_bytes()).unwrap_err());
-        assert!(err.contains("instant 1") && err.contains("at most 64"), "{err}");
+        assert!(
+            err.contains("instant 1") && err.contains("at most 64"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -47,7 +47,6 @@ use crate::registry::Registry;
 use self::connections::{Connections, Limits};
 use self::table::Table;
 
-
 /// How a server listens and what it bounds.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -152,7 +151,11 @@ impl Server {
         registry: Arc<Registry>,
         options: ServeOptions,
     ) -> Result<Server, ServeError> {
-        if options.token.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        if options
+            .token
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
             return Err(ServeError::EmptyToken);
         }
         let addr = options.addr;

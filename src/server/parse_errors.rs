@@ -122,8 +122,14 @@ mod tests {
     fn hypers_empty_400_gets_a_json_body() {
         let hyper = b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\ndate: x\r\n\r\n";
         let answer = String::from_utf8(rewrite(hyper).unwrap()).unwrap();
-        assert!(answer.starts_with("HTTP/1.1 400 Bad Request\r\n"), "{answer}");
-        assert!(answer.contains("content-type: application/json\r\n"), "{answer}");
+        assert!(
+            answer.starts_with("HTTP/1.1 400 Bad Request\r\n"),
+            "{answer}"
+        );
+        assert!(
+            answer.contains("content-type: application/json\r\n"),
+            "{answer}"
+        );
         assert!(answer.ends_with("}"), "{answer}");
     }
 

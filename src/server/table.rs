@@ -392,7 +392,10 @@ mod tests {
         let first = table.reserve(&key("a"), 2, 1).unwrap();
         assert_eq!(table.properties(), 1);
         // The one property is in use: another is refused.
-        assert_eq!(table.reserve(&key("b"), 2, 1).unwrap_err(), Full::Properties);
+        assert_eq!(
+            table.reserve(&key("b"), 2, 1).unwrap_err(),
+            Full::Properties
+        );
         let second = table.reserve(&key("a"), 2, 1).unwrap();
         assert_eq!(table.reserve(&key("a"), 2, 1).unwrap_err(), Full::Queries);
         drop(first);

@@ -3,7 +3,9 @@
 //! its submodules.
 
 mod errors;
+mod fuzz;
 mod lifecycle;
+mod limits;
 mod stream;
 
 use std::io::{BufRead, BufReader};
@@ -86,6 +88,11 @@ impl Serve {
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         line
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// Sends `signal` to the server.

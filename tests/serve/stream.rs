@@ -10,9 +10,7 @@ async fn a_query_streams_ingested_instants_and_ends_when_deleted() {
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
 
     // One instant, an array, and JSON lines: all accepted, in order.
-    let one = client
-        .post(&format!("{P}/ingest"), &instant(0, "0"))
-        .await;
+    let one = client.post(&format!("{P}/ingest"), &instant(0, "0")).await;
     assert_eq!(one.status, 202, "{one:?}");
     assert_eq!(one.json()["accepted"], 1);
     assert_eq!(one.json()["queries"], 1);

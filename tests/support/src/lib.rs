@@ -102,6 +102,20 @@ impl Client {
     }
 }
 
+/// Sends `request` as given (any bytes: a malformed head, a body shorter
+/// than its Content-Length) on a new connection, and reads the answer.
+pub async fn raw(addr: SocketAddr, request: &[u8]) -> Response {
+    let mut conn = connect(addr).await;
+    conn.get_mut().write_all(request).await.expect("send");
+    let (status, headers) = read_head(&mut conn).await;
+    let body = read_body(&mut conn, &headers).await;
+    Response {
+        status,
+        headers,
+        body: String::from_utf8_lossy(&body).into_owned(),
+    }
+}
+
 async fn connect(addr: SocketAddr) -> BufReader<TcpStream> {
     let stream = TcpStream::connect(addr).await.expect("connect");
     stream.set_nodelay(true).expect("nodelay");
