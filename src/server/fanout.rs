@@ -59,7 +59,8 @@ impl Fanout {
     pub(crate) fn new(replay: usize, replay_bytes: usize, max_subscribers: usize) -> Fanout {
         Fanout {
             ring: Mutex::new(Ring {
-                frames: VecDeque::with_capacity(replay.min(4096)),
+                // Grown as results come: a query that has few costs little.
+                frames: VecDeque::with_capacity(replay.min(64)),
                 bytes: 0,
                 max_bytes: replay_bytes,
                 first: 1,

@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
@@ -29,6 +29,11 @@ pub(crate) const MAX_ID: usize = 256;
 /// Refuses, before any handler runs and before the body is read, a URI over
 /// [`MAX_URI`] (414) and a declared `Content-Length` over `--max-body`
 /// (413, at once: the body is never waited for).
+///
+/// An error answered to a request with a body says `Connection: close`: the
+/// body may not have been read (a path refused first), and then the
+/// connection cannot carry another request; hyper closes it, and the
+/// client is told.
 pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let uri = request.uri().to_string().len();
     if uri > MAX_URI {
@@ -45,7 +50,16 @@ pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: N
     {
         return too_large(app.options.max_body).into_response();
     }
-    next.run(request).await
+    let has_body = declared_length(request.headers()).is_some_and(|n| n > 0)
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    let mut response = next.run(request).await;
+    let status = response.status();
+    if has_body && (status.is_client_error() || status.is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
 }
 
 fn declared_length(headers: &HeaderMap) -> Option<u64> {

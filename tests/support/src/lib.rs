@@ -81,14 +81,22 @@ impl Client {
             body.len(),
             true,
         );
-        let conn = match &mut self.conn {
-            Some(conn) => conn,
-            None => self.conn.insert(connect(self.addr).await),
-        };
         let mut message = head.into_bytes();
         message.extend_from_slice(body);
-        conn.get_mut().write_all(&message).await.expect("send");
-        let (status, headers) = read_head(conn).await;
+        // A kept-alive connection the server has closed meanwhile (idle
+        // past its header timeout) is replaced, and the request sent again.
+        let reused = self.conn.is_some();
+        let mut conn = match self.conn.take() {
+            Some(conn) => conn,
+            None => connect(self.addr).await,
+        };
+        let mut head = send(&mut conn, &message).await;
+        if head.is_none() && reused {
+            conn = connect(self.addr).await;
+            head = send(&mut conn, &message).await;
+        }
+        let (status, headers) = head.expect("an answer to the request");
+        let conn = self.conn.insert(conn);
         let body = read_body(conn, &headers).await;
         let close = header(&headers, "connection").is_some_and(|v| v == "close");
         if close {
@@ -98,6 +106,27 @@ impl Client {
             status,
             headers,
             body: String::from_utf8_lossy(&body).into_owned(),
+        }
+    }
+}
+
+/// Sends `message` and reads the answer's head; `None` if the connection
+/// was closed before an answer.
+async fn send(
+    conn: &mut BufReader<TcpStream>,
+    message: &[u8],
+) -> Option<(u16, Vec<(String, String)>)> {
+    // A server may answer before it has read the whole body (a 413) and
+    // close: its answer is still there to read.
+    let sent = conn.get_mut().write_all(message).await;
+    let mut line = String::new();
+    match conn.read_line(&mut line).await {
+        Ok(n) if n > 0 => Some(read_rest_of_head(conn, &line).await),
+        _ => {
+            if let Err(e) = sent {
+                eprintln!("send: {e}");
+            }
+            None
         }
     }
 }
@@ -157,6 +186,15 @@ fn header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
 async fn read_head(conn: &mut BufReader<TcpStream>) -> (u16, Vec<(String, String)>) {
     let mut line = String::new();
     conn.read_line(&mut line).await.expect("status line");
+    read_rest_of_head(conn, &line).await
+}
+
+/// The status of `status_line` and the headers that follow it.
+async fn read_rest_of_head(
+    conn: &mut BufReader<TcpStream>,
+    status_line: &str,
+) -> (u16, Vec<(String, String)>) {
+    let mut line = status_line.to_owned();
     let status = line
         .split_whitespace()
         .nth(1)
