@@ -185,3 +185,31 @@ async fn a_windowed_aggregate_streams_window_events() {
     assert_eq!(refused.status, 422, "{refused:?}");
     assert_eq!(refused.json()["field"], "aggregation");
 }
+
+#[tokio::test]
+async fn the_replay_buffer_is_bounded_in_bytes_and_a_resuming_subscriber_is_told_what_it_missed() {
+    let server = Serve::start("serve-ring-bytes", &["--replay-bytes", "2000"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let response = client.post(&format!("{P}/ingest"), &lines(1, 100)).await;
+    assert_eq!(response.status, 202);
+    let settled = async {
+        while client.get(&query).await.json()["events"] != 100 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, settled)
+        .await
+        .expect("every result");
+    // Resuming from the start: what the buffer no longer holds is missed.
+    let mut late = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "0")])
+        .await;
+    let lagged = take(&mut late, 1).await.remove(0);
+    assert_eq!(lagged.event, "lagged");
+    let missed = lagged.json()["missed"].as_u64().unwrap();
+    // Each frame is over 100 bytes: 2,000 bytes keep fewer than 20.
+    assert!((81..100).contains(&missed), "missed {missed}");
+    let kept = take(&mut late, (100 - missed) as usize).await;
+    assert_eq!(values(&kept).last(), Some(&100.0));
+}
