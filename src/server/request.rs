@@ -18,7 +18,7 @@ use super::App;
 use super::problem::Problem;
 use super::table::PropertyKey;
 
-/// The longest request URI (path and query), in bytes: a longer one is
+/// The longest request target (path and query), in bytes: a longer one is
 /// answered 414.
 pub(crate) const MAX_URI: usize = 8 * 1024;
 
@@ -35,7 +35,10 @@ pub(crate) const MAX_ID: usize = 256;
 /// connection cannot carry another request; hyper closes it, and the
 /// client is told.
 pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    let uri = request.uri().to_string().len();
+    let uri = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |pq| pq.as_str().len());
     if uri > MAX_URI {
         return Problem::new(
             StatusCode::URI_TOO_LONG,
