@@ -348,16 +348,30 @@ async fn a_token_protects_every_route_but_the_landing_page() {
 
 #[test]
 fn an_empty_token_is_refused_at_start_up_instead_of_turning_auth_off() {
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
         .args(["serve", "--addr", "127.0.0.1:0", "--token", ""])
         .current_dir(std::env::temp_dir())
         .env_remove("MFSTREAM_CONFIG")
         .env_remove("MFSTREAM_TOKEN")
         .stdin(std::process::Stdio::null())
-        .output()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
+    // A server that starts says where it listens; one that refuses closes
+    // its stdout without a word.
+    let mut stdout = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut stdout)
+        .unwrap();
+    if !stdout.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("it served with an empty token: {stdout:?}");
+    }
+    let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
-    assert!(output.stdout.is_empty(), "it must not listen: {output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("the token is empty"), "{stderr}");
 }
