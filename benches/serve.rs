@@ -9,20 +9,17 @@
 //! The release binary serves on a loopback port; this process is the load:
 //! one feeder per query posting its instants (JSON lines, every 20 ms, at the
 //! rate; the feeders' ticks spread over the 20 ms) to the query's own property, and SUBSCRIBERS SSE connections per
-//! query. Each instant carries its send time (microseconds since the start)
-//! as its datetime and its sequence number as its value, so every subscriber
+//! query. Each instant carries its send time (the time since the start, as a
+//! datetime on 1970-01-01, to the microsecond) and its sequence number as its value, so every subscriber
 //! checks it got every event in order (no `lagged`, no gap) and times each
 //! one from the ingest request to its arrival. Both ends share the machine.
-
-#[path = "../tests/client.rs"]
-mod client;
 
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
-use client::{Client, Sse, subscribe};
+use mfstream_test_client::{Client, Sse, subscribe};
 
 /// How often a feeder posts.
 const TICK: Duration = Duration::from_millis(20);
@@ -49,6 +46,12 @@ fn main() {
     let mut server = Command::new(env!("CARGO_BIN_EXE_mfstream"))
         .args(["serve", "--addr", "127.0.0.1:0", "--replay", "16384"])
         .args(["--max-subscribers", &(load.subscribers + 1).to_string()])
+        .args(["--replay-bytes", &(64 << 20).to_string()])
+        // Every subscriber and feeder holds a connection.
+        .args([
+            "--max-connections",
+            &(load.queries * (load.subscribers + 2) + 64).to_string(),
+        ])
         .env("RUST_LOG", "warn")
         .env_remove("MFSTREAM_CONFIG")
         .env_remove("MFAPI_STREAM_ENGINE")
@@ -97,10 +100,7 @@ async fn run(addr: SocketAddr, load: Load) {
             .post(&format!("{property}/queries"), r#"{"operation":"abs"}"#)
             .await;
         assert_eq!(response.status, 201, "{response:?}");
-        let path = response.json()["links"][0]["href"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let path = response.json()["channel"].as_str().unwrap().to_owned();
         queries.push((property, path));
     }
     // One clock for the send and arrival times.
@@ -205,9 +205,9 @@ async fn feed(
             continue;
         }
         body.clear();
-        let now_us = start.elapsed().as_micros();
+        let now = datetime(start.elapsed().as_micros() as u64);
         for seq in sent..due {
-            body.push_str(&format!("{{\"datetime\":\"{now_us}\",\"value\":{seq}}}\n"));
+            body.push_str(&format!("{{\"datetime\":\"{now}\",\"value\":{seq}}}\n"));
         }
         let response = client.post(&path, &body).await;
         match response.status {
@@ -236,10 +236,7 @@ async fn read(mut sse: Sse, start: Arc<Clock>) -> Seen {
                 .push(String::from_utf8_lossy(frame).replace('\n', " "));
             continue;
         }
-        let (sent_us, value) = (
-            number_after(frame, b"\"datetime\":\""),
-            number_after(frame, b"\"value\":"),
-        );
+        let (sent_us, value) = (sent_us(frame), number_after(frame, b"\"value\":"));
         if value != next {
             seen.problems
                 .push(format!("expected value {next}, got {value}"));
@@ -250,6 +247,31 @@ async fn read(mut sse: Sse, start: Arc<Clock>) -> Seen {
             .push(arrived.saturating_sub(sent_us) as u32);
     }
     seen
+}
+
+/// A send time (microseconds since the start) as the datetime of an
+/// instant: the server checks datetimes are ISO-8601.
+fn datetime(us: u64) -> String {
+    let secs = us / 1_000_000;
+    format!(
+        "1970-01-01T{:02}:{:02}:{:02}.{:06}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        us % 1_000_000
+    )
+}
+
+/// The send time an event frame's datetime carries (see [`datetime`]).
+fn sent_us(frame: &[u8]) -> u64 {
+    let key = b"\"datetime\":\"1970-01-01T";
+    let at = memchr::memmem::find(frame, key).expect("the datetime") + key.len();
+    let field = |from: usize, len: usize| {
+        frame[at + from..at + from + len]
+            .iter()
+            .fold(0, |n, b| n * 10 + u64::from(b - b'0'))
+    };
+    (field(0, 2) * 3600 + field(3, 2) * 60 + field(6, 2)) * 1_000_000 + field(9, 6)
 }
 
 /// The number right after `key` in an event frame, read without a JSON

@@ -207,6 +207,19 @@ impl Registration {
         default_type: PropertyType,
     ) -> Result<QuerySpec, SpecError> {
         let property_type = self.property_type.unwrap_or(default_type);
+        let spec = QuerySpec {
+            id: String::new(),
+            property: property.into(),
+            property_type,
+            kind: self.into_kind()?,
+        };
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// What the body computes, checked in itself: names, arguments and
+    /// windows, not yet against a property's type.
+    fn into_kind(self) -> Result<QueryKind, SpecError> {
         let transform = match self.operation {
             Some(op) => Some(Transform::new(&op, self.arg).map_err(|e| {
                 let field = match e {
@@ -260,15 +273,112 @@ impl Registration {
                 ));
             }
         };
+        if let QueryKind::Aggregate { aggregate, .. } = &kind {
+            aggregate.window.validate()?;
+        }
+        Ok(kind)
+    }
+}
+
+/// Why a registration on a property is refused.
+///
+/// The two are told apart so a control plane can answer them differently
+/// (HTTP 400 and 422): a body that is wrong in itself, whatever property it
+/// is registered on, and a valid body that does not fit the property's type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RegistrationError {
+    /// The body is invalid in itself.
+    Invalid(SpecError),
+    /// The body is valid but does not fit the property: a `type` other than
+    /// the property's, a transform of a non-numeric property, or an
+    /// aggregation its values' type does not define.
+    Unfit(SpecError),
+}
+
+impl std::error::Error for RegistrationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RegistrationError::Invalid(e) | RegistrationError::Unfit(e) => Some(e),
+        }
+    }
+}
+
+impl std::fmt::Display for RegistrationError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistrationError::Invalid(e) | RegistrationError::Unfit(e) => e.fmt(f),
+        }
+    }
+}
+
+impl Registration {
+    /// Validates the body into a query on `property`, whose type is `known`
+    /// once fixed (by an earlier registration or ingest): first the body in
+    /// itself ([`RegistrationError::Invalid`]), then against the property
+    /// ([`RegistrationError::Unfit`]). Every check of a registration is
+    /// here; a control plane only maps the two to its answers.
+    pub fn into_spec_on(
+        self,
+        property: &str,
+        known: Option<PropertyType>,
+    ) -> Result<QuerySpec, RegistrationError> {
+        let given = self.property_type;
+        let kind = self.into_kind().map_err(RegistrationError::Invalid)?;
+        let property_type = fit(property, given, known, &kind).map_err(RegistrationError::Unfit)?;
         let spec = QuerySpec {
             id: String::new(),
-            property: property.into(),
+            property: property.to_owned(),
             property_type,
             kind,
         };
-        spec.validate()?;
+        spec.validate().map_err(RegistrationError::Invalid)?;
         Ok(spec)
     }
+}
+
+/// The property's type for a query of `kind` registered on it, checked
+/// against what the query asks of it: a `given` type must be the property's
+/// `known` one, a transform needs numbers, and an aggregation must be
+/// defined for the values it sees (numbers after a transform).
+fn fit(
+    property: &str,
+    given: Option<PropertyType>,
+    known: Option<PropertyType>,
+    kind: &QueryKind,
+) -> Result<PropertyType, SpecError> {
+    let property_type = match (given, known) {
+        (Some(given), Some(known)) if given != known => {
+            return Err(SpecError::new(
+                "type",
+                format!("the property {property} is {known}, not {given}"),
+            ));
+        }
+        (Some(t), _) | (None, Some(t)) => t,
+        (None, None) => PropertyType::TReal,
+    };
+    let (transform, aggregate) = match kind {
+        QueryKind::Transform(t) => (Some(t), None),
+        QueryKind::Aggregate {
+            transform,
+            aggregate,
+        } => (transform.as_ref(), Some(aggregate)),
+    };
+    if transform.is_some() && !property_type.is_numeric() {
+        return Err(SpecError::new(
+            "operation",
+            format!("transforms take numbers, but the property {property} is {property_type}"),
+        ));
+    }
+    if let Some(aggregate) = aggregate {
+        let values = if transform.is_some() {
+            PropertyType::TReal
+        } else {
+            property_type
+        };
+        check_allowed(aggregate.aggregation, values)?;
+    }
+    Ok(property_type)
 }
 
 /// A query that cannot run, naming the field at fault.
@@ -363,6 +473,47 @@ mod tests {
             r#"{"operation":"mul","arg":2,"aggregation":"COUNT_TRUE","window":{"type":"COUNT","size":3}}"#,
         );
         assert!(composed.unwrap_err().message.contains("TReal allows"));
+    }
+
+    #[test]
+    fn a_registration_on_a_property_tells_an_invalid_body_from_one_that_does_not_fit() {
+        let on = |body: &str, known| {
+            Registration::from_json(body)
+                .unwrap()
+                .into_spec_on("name", known)
+        };
+        let unfit = |body: &str, known| match on(body, known) {
+            Err(RegistrationError::Unfit(e)) => e.field,
+            other => panic!("{body}: {other:?}"),
+        };
+        let invalid = |body: &str, known| match on(body, known) {
+            Err(RegistrationError::Invalid(e)) => e.field,
+            other => panic!("{body}: {other:?}"),
+        };
+        let text = Some(PropertyType::TText);
+        assert_eq!(unfit(r#"{"operation":"abs","type":"TReal"}"#, text), "type");
+        assert_eq!(unfit(r#"{"operation":"abs"}"#, text), "operation");
+        let avg = r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2}}"#;
+        assert_eq!(unfit(avg, text), "aggregation");
+        // The same body fits a numeric property, and a transform makes the
+        // values numbers whatever the property's type.
+        assert!(on(avg, None).is_ok());
+        let any = r#"{"operation":"abs","aggregation":"ANY","window":{"type":"COUNT","size":2}}"#;
+        assert_eq!(unfit(any, Some(PropertyType::TBoolean)), "operation");
+        assert_eq!(unfit(any, None), "aggregation");
+        // A body wrong in itself is invalid, whatever the property.
+        assert_eq!(invalid(r#"{"operation":"nope"}"#, text), "operation");
+        let unknown = r#"{"aggregation":"MEDIAN","window":{"type":"COUNT","size":2}}"#;
+        assert_eq!(invalid(unknown, text), "aggregation");
+        let zero = r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":0}}"#;
+        assert_eq!(invalid(zero, text), "window.size");
+        // The spec takes the property's known type when the body has none.
+        let spec = on(
+            r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":2}}"#,
+            text,
+        )
+        .unwrap();
+        assert_eq!(spec.property_type, PropertyType::TText);
     }
 
     #[test]

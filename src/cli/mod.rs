@@ -221,9 +221,20 @@ pub struct ServeArgs {
         hide_env_values = true
     )]
     pub token: Option<String>,
-    /// The largest request body, in bytes.
+    /// The largest request body, in bytes (a larger declared Content-Length
+    /// is refused at once with 413).
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
+    /// The most connections open at once (more wait to be accepted).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// How long a request head may take to arrive, and a kept-alive
+    /// connection may stay idle.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// How long a request body may take to arrive (408 after).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
     /// The most queries registered at once.
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_queries: usize,
@@ -236,10 +247,17 @@ pub struct ServeArgs {
     /// The results each query keeps for late and reconnecting subscribers.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub replay: usize,
+    /// The most bytes of results each query keeps for them.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub replay_bytes: usize,
     /// How long an ingest waits on a full query buffer before answering 503.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,
     /// How often an idle SSE stream gets a keep-alive comment.
     #[arg(long, value_name = "MS", default_value_t = 15000)]
     pub keep_alive_ms: u64,
+    /// On SIGTERM or SIGINT: how long queries get to stop, and then
+    /// connections to take their last bytes, before they are closed.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
 }

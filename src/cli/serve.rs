@@ -18,16 +18,22 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
     let registry = Arc::new(Registry::load(path.as_deref())?);
     let options = ServeOptions {
         addr: args.addr,
-        token: args.token.filter(|t| !t.is_empty()),
+        token: args.token,
         max_body: args.max_body,
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_millis(args.header_timeout_ms),
+        body_timeout: Duration::from_millis(args.body_timeout_ms),
         max_queries: args.max_queries,
         max_subscribers: args.max_subscribers,
         max_properties: args.max_properties,
         replay: args.replay,
+        replay_bytes: args.replay_bytes,
+        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),
         ..ServeOptions::default()
     };
+    raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);
     if !options.addr.ip().is_loopback() && options.token.is_none() {
         tracing::warn!(
             "serving on {} without a token: anyone who reaches it can run queries",
@@ -60,6 +66,39 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         eprintln!("mfstream: stopped");
         Ok(Outcome::Success)
     })
+}
+
+/// Descriptors beyond the connections: the listener, bridge jobs' pipes,
+/// plugin libraries, logs.
+const SPARE_FILES: u64 = 256;
+
+/// Raises the soft limit on open files toward `want` (up to the hard
+/// limit), so `--max-connections` connections fit beside everything else;
+/// warns when the hard limit is lower.
+fn raise_open_files_limit(want: u64) {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the limits into a struct we own.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    if limit.rlim_cur >= want {
+        return;
+    }
+    let raised = libc::rlimit {
+        rlim_cur: want.min(limit.rlim_max),
+        rlim_max: limit.rlim_max,
+    };
+    // SAFETY: setrlimit reads a struct we own; a soft limit at most the
+    // hard one is always allowed.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raised) } != 0 || raised.rlim_cur < want {
+        tracing::warn!(
+            "only {} files may be open (ulimit -n): lower --max-connections, or raise the limit",
+            raised.rlim_cur.max(limit.rlim_cur)
+        );
+    }
 }
 
 /// Reloads engines.toml on every SIGHUP: new queries use the new engines,

@@ -1,5 +1,6 @@
 //! The optional bearer token: when set, every route but the landing page
-//! requires `Authorization: Bearer TOKEN`.
+//! requires `Authorization: Bearer TOKEN` (the scheme in any case, as RFC
+//! 7235 says).
 
 use std::sync::Arc;
 
@@ -24,7 +25,7 @@ pub(crate) async fn require_token(
             .headers()
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
+            .and_then(bearer);
         if !given.is_some_and(|given| same(given.trim().as_bytes(), token.as_bytes())) {
             let mut response = Problem::new(
                 StatusCode::UNAUTHORIZED,
@@ -41,6 +42,13 @@ pub(crate) async fn require_token(
     next.run(request).await
 }
 
+/// The credentials of a `Bearer` authorization, the scheme matched in any
+/// case.
+fn bearer(value: &str) -> Option<&str> {
+    let (scheme, credentials) = value.trim_start().split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then_some(credentials)
+}
+
 /// Compares in time that depends on the lengths only, not on where the
 /// first difference is.
 fn same(a: &[u8], b: &[u8]) -> bool {
@@ -49,6 +57,15 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_scheme_is_matched_in_any_case() {
+        for value in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret"] {
+            assert_eq!(super::bearer(value), Some("s3cret"), "{value}");
+        }
+        assert_eq!(super::bearer("Basic s3cret"), None);
+        assert_eq!(super::bearer("Bearers3cret"), None);
+    }
+
     #[test]
     fn tokens_compare_whole() {
         assert!(super::same(b"secret", b"secret"));

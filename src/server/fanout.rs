@@ -2,7 +2,8 @@
 //! replay buffer.
 //!
 //! Each result is rendered once into its SSE frame (`id:`, `event:`,
-//! `data:`) and kept in a ring of the last `replay` frames. A subscriber is a
+//! `data:`) and kept in a ring of the last `replay` frames, and of no more
+//! than `replay_bytes` bytes of them (the newest frame is always kept). A subscriber is a
 //! cursor into that ring: it reads what it has not yet sent, as fast as its
 //! connection takes it. So a subscriber's backlog is bounded by the ring, the
 //! query never waits for a slow subscriber, and a subscriber whose cursor
@@ -37,6 +38,10 @@ pub(crate) struct Fanout {
 #[derive(Debug)]
 struct Ring {
     frames: VecDeque<Bytes>,
+    /// The bytes of `frames`.
+    bytes: usize,
+    /// The most bytes kept.
+    max_bytes: usize,
     /// The id of `frames[0]` (ids start at 1).
     first: u64,
     /// The id the next event gets.
@@ -51,10 +56,13 @@ struct Ring {
 pub(crate) struct Full;
 
 impl Fanout {
-    pub(crate) fn new(replay: usize, max_subscribers: usize) -> Fanout {
+    pub(crate) fn new(replay: usize, replay_bytes: usize, max_subscribers: usize) -> Fanout {
         Fanout {
             ring: Mutex::new(Ring {
-                frames: VecDeque::with_capacity(replay.min(4096)),
+                // Grown as results come: a query that has few costs little.
+                frames: VecDeque::with_capacity(replay.min(64)),
+                bytes: 0,
+                max_bytes: replay_bytes,
                 first: 1,
                 next: 1,
                 capacity: replay.max(1),
@@ -94,10 +102,15 @@ impl Fanout {
         }
         let mut ring = self.ring();
         for frame in frames {
+            ring.bytes += frame.len();
             ring.frames.push_back(frame);
             ring.next += 1;
-            if ring.frames.len() > ring.capacity {
-                ring.frames.pop_front();
+            while ring.frames.len() > ring.capacity
+                || (ring.bytes > ring.max_bytes && ring.frames.len() > 1)
+            {
+                if let Some(old) = ring.frames.pop_front() {
+                    ring.bytes -= old.len();
+                }
                 ring.first += 1;
             }
         }
@@ -106,10 +119,14 @@ impl Fanout {
         self.changed.send_replace(next);
     }
 
-    /// Ends the results with the query's final status.
+    /// Ends the results with the query's final status; the first call
+    /// wins (a shutdown may end them before the query's pump does).
     pub(crate) fn finish(&self, status: &QueryStatus) {
         let data = end_data(status);
         let mut ring = self.ring();
+        if ring.end.is_some() {
+            return;
+        }
         let frame = format!("id: {}\nevent: end\ndata: {data}\n\n", ring.next - 1);
         ring.end = Some(Bytes::from(frame));
         let next = ring.next;
@@ -265,7 +282,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_subscriber_that_fell_off_the_ring_is_told_how_many_it_missed() {
-        let fanout = Arc::new(Fanout::new(3, 1));
+        let fanout = Arc::new(Fanout::new(3, usize::MAX, 1));
         let mut sub = fanout.subscribe(None, IDLE).unwrap();
         fanout.push(&(1..=5).map(event).collect::<Vec<_>>());
         let chunk = text(sub.next_chunk().await);
@@ -280,8 +297,40 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_ring_is_bounded_in_bytes_as_well_as_in_events() {
+        let frame = {
+            let fanout = Arc::new(Fanout::new(1, usize::MAX, 1));
+            fanout.push(&[event(1)]);
+            fanout.ring().bytes
+        };
+        // Room for three frames of that size, and for 100 events.
+        let fanout = Arc::new(Fanout::new(100, 3 * frame + 1, 1));
+        fanout.push(&(1..=9).map(event).collect::<Vec<_>>());
+        let ring = fanout.ring();
+        assert_eq!((ring.first, ring.frames.len()), (7, 3));
+        assert!(ring.bytes <= 3 * frame + 1, "{}", ring.bytes);
+        drop(ring);
+        // A frame larger than the bound alone is still kept: the newest
+        // result is never dropped before anyone could read it.
+        let tiny = Arc::new(Fanout::new(100, 1, 1));
+        tiny.push(&[event(1), event(2)]);
+        assert_eq!(tiny.ring().frames.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_first_end_wins() {
+        let fanout = Arc::new(Fanout::new(10, usize::MAX, 1));
+        fanout.finish(&QueryStatus::Stopped);
+        fanout.finish(&QueryStatus::Failed {
+            reason: "late".into(),
+        });
+        let mut sub = fanout.subscribe(None, IDLE).unwrap();
+        assert!(text(sub.next_chunk().await).contains("\"stopped\""));
+    }
+
+    #[tokio::test]
     async fn last_event_id_resumes_after_that_event_and_the_end_comes_last() {
-        let fanout = Arc::new(Fanout::new(10, 2));
+        let fanout = Arc::new(Fanout::new(10, usize::MAX, 2));
         fanout.push(&(1..=4).map(event).collect::<Vec<_>>());
         fanout.finish(&QueryStatus::Failed {
             reason: "boom".into(),
@@ -300,7 +349,7 @@ mod tests {
 
     #[tokio::test]
     async fn subscribers_beyond_the_bound_are_refused_until_one_leaves() {
-        let fanout = Arc::new(Fanout::new(10, 1));
+        let fanout = Arc::new(Fanout::new(10, usize::MAX, 1));
         let first = fanout.subscribe(None, IDLE).unwrap();
         assert!(fanout.subscribe(None, IDLE).is_err());
         drop(first);
@@ -309,7 +358,7 @@ mod tests {
 
     #[tokio::test]
     async fn an_idle_subscriber_gets_keep_alive_comments() {
-        let fanout = Arc::new(Fanout::new(10, 1));
+        let fanout = Arc::new(Fanout::new(10, usize::MAX, 1));
         let mut sub = fanout.subscribe(None, Duration::from_millis(1)).unwrap();
         assert_eq!(text(sub.next_chunk().await), ": keep-alive\n\n");
     }

@@ -20,8 +20,45 @@ use super::table::Property;
 /// Instants sent to a query at once.
 const CHUNK: usize = 256;
 
-/// Parses a body: one JSON instant, a JSON array of instants, or JSON lines.
+/// The longest datetime accepted, in bytes. The longest ISO-8601 form
+/// accepted (nanoseconds and an offset) is 35.
+pub(crate) const MAX_DATETIME: usize = 64;
+
+/// Parses a body: one JSON instant, a JSON array of instants, or JSON lines;
+/// every datetime must be an ISO-8601 datetime (at most [`MAX_DATETIME`]
+/// bytes), so a bad one is refused here, naming the instant, and not later
+/// by every time window of every query on the property.
 pub(crate) fn parse(body: &[u8]) -> Result<Vec<Instant>, Problem> {
+    let instants = parse_json(body)?;
+    for (i, instant) in instants.iter().enumerate() {
+        check_datetime(i + 1, &instant.datetime)?;
+    }
+    Ok(instants)
+}
+
+fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
+    if datetime.len() > MAX_DATETIME {
+        return Err(Problem::invalid(
+            "datetime",
+            format!(
+                "instant {n}: the datetime is {} bytes; at most {MAX_DATETIME} are accepted",
+                datetime.len()
+            ),
+        ));
+    }
+    if crate::datetime::parse(datetime).is_none() {
+        return Err(Problem::invalid(
+            "datetime",
+            format!(
+                "instant {n}: {datetime:?} is not an ISO-8601 datetime, \
+                 such as 2026-01-01T00:00:00Z"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+fn parse_json(body: &[u8]) -> Result<Vec<Instant>, Problem> {
     let trimmed = body.trim_ascii();
     if trimmed.is_empty() {
         return Err(Problem::invalid(
@@ -54,6 +91,36 @@ pub(crate) fn type_of(value: &Value) -> PropertyType {
         Value::Number(_) => PropertyType::TReal,
         Value::Text(_) => PropertyType::TText,
         Value::Bool(_) => PropertyType::TBoolean,
+    }
+}
+
+/// Checks instants for a property no query reads: their values must all
+/// fit the type the first suggests. Nothing is kept.
+pub(crate) fn check_alone(instants: &[Instant]) -> Result<Delivered, Problem> {
+    if let Some(first) = instants.first() {
+        check_types(instants, type_of(&first.value))?;
+    }
+    Ok(Delivered {
+        accepted: instants.len(),
+        queries: 0,
+    })
+}
+
+fn check_types(instants: &[Instant], property_type: PropertyType) -> Result<(), Problem> {
+    match instants
+        .iter()
+        .enumerate()
+        .find(|(_, instant)| !fits(&instant.value, property_type))
+    {
+        Some((i, bad)) => Err(Problem::invalid(
+            "value",
+            format!(
+                "instant {} has the value {}, but the property is {property_type}",
+                i + 1,
+                bad.value
+            ),
+        )),
+        None => Ok(()),
     }
 }
 
@@ -100,20 +167,7 @@ pub(crate) async fn deliver(
             });
         }
     };
-    if let Some((i, bad)) = instants
-        .iter()
-        .enumerate()
-        .find(|(_, instant)| !fits(&instant.value, property_type))
-    {
-        return Err(Problem::invalid(
-            "value",
-            format!(
-                "instant {} has the value {}, but the property is {property_type}",
-                i + 1,
-                bad.value
-            ),
-        ));
-    }
+    check_types(&instants, property_type)?;
     state.property_type = Some(property_type);
     let feeds: Vec<_> = state
         .feeds
@@ -161,22 +215,45 @@ pub(crate) async fn deliver(
 mod tests {
     use super::*;
 
+    const T: &str = "2026-01-01T00:00:00Z";
+
     #[test]
     fn a_body_is_one_instant_an_array_or_json_lines() {
-        let one = parse(br#" {"datetime":"t","value":1} "#).unwrap();
+        let one = parse(format!(r#" {{"datetime":"{T}","value":1}} "#).as_bytes()).unwrap();
         assert_eq!(one.len(), 1);
-        let array = parse(br#"[{"datetime":"t","value":1},{"datetime":"u","value":2}]"#).unwrap();
-        assert_eq!(array.len(), 2);
-        let lines =
-            parse(b"{\"datetime\":\"t\",\"value\":1}\n\n{\"datetime\":\"u\",\"value\":2}\n")
-                .unwrap();
-        assert_eq!(lines[1].datetime, "u");
+        let array = format!(r#"[{{"datetime":"{T}","value":1}},{{"datetime":"{T}","value":2}}]"#);
+        assert_eq!(parse(array.as_bytes()).unwrap().len(), 2);
+        let lines = format!(
+            "{{\"datetime\":\"{T}\",\"value\":1}}\n\n{{\"datetime\":\"2026-01-02 00:00+00\",\"value\":2}}\n"
+        );
+        assert_eq!(
+            parse(lines.as_bytes()).unwrap()[1].datetime,
+            "2026-01-02 00:00+00"
+        );
     }
 
     #[test]
     fn a_bad_line_is_named() {
-        let err = parse(b"{\"datetime\":\"t\",\"value\":1}\nnope\n").unwrap_err();
+        let err =
+            parse(format!("{{\"datetime\":\"{T}\",\"value\":1}}\nnope\n").as_bytes()).unwrap_err();
         assert!(format!("{err:?}").contains("line 2"), "{err:?}");
+    }
+
+    #[test]
+    fn a_datetime_that_does_not_parse_or_is_too_long_is_refused_naming_the_instant() {
+        let soon =
+            format!("[{{\"datetime\":\"{T}\",\"value\":1}},{{\"datetime\":\"soon\",\"value\":2}}]");
+        let err = format!("{:?}", parse(soon.as_bytes()).unwrap_err());
+        assert!(err.contains("instant 2") && err.contains("soon"), "{err}");
+        let long = format!(
+            "{{\"datetime\":\"{T}{}\",\"value\":1}}",
+            " ".repeat(MAX_DATETIME)
+        );
+        let err = format!("{:?}", parse(long.as_bytes()).unwrap_err());
+        assert!(
+            err.contains("instant 1") && err.contains("at most 64"),
+            "{err}"
+        );
     }
 
     #[test]

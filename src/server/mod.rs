@@ -12,15 +12,24 @@
 //! - the fan-out (`fanout`) renders each result once as an SSE frame into
 //!   a bounded replay buffer that every subscriber reads at its own pace.
 //!
+//! - the connections (`connections`) are capped in number and in how long a
+//!   request head may take; a request's URI, ids and body are bounded
+//!   (`request`), and every error, hyper's own included (`parse_errors`),
+//!   is JSON.
+//!
 //! [`Server::bind`] binds the address (loopback by default); [`Server::run`]
 //! serves until its shutdown future resolves, then stops every query,
-//! ends every stream with its `end` event, and returns.
+//! ends every stream with its `end` event, and returns within twice the
+//! shutdown grace. Every bound is a field of [`ServeOptions`].
 
 mod auth;
+mod connections;
 mod fanout;
 mod ingest;
 mod page;
+mod parse_errors;
 mod problem;
+mod request;
 mod routes;
 mod table;
 
@@ -30,13 +39,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use tokio::net::TcpListener;
 
 use crate::registry::Registry;
 
+use self::connections::{Connections, Limits};
 use self::table::Table;
 
 /// How a server listens and what it bounds.
@@ -46,8 +54,16 @@ pub struct ServeOptions {
     pub addr: SocketAddr,
     /// A bearer token every route but the landing page requires, if set.
     pub token: Option<String>,
-    /// The largest request body, in bytes.
+    /// The largest request body, in bytes: a larger declared
+    /// `Content-Length` is refused at once (413).
     pub max_body: usize,
+    /// The most connections open at once; more wait to be accepted.
+    pub max_connections: usize,
+    /// How long a request head may take to arrive (and a kept-alive
+    /// connection may stay idle).
+    pub header_timeout: Duration,
+    /// How long a request body may take to arrive (408 after).
+    pub body_timeout: Duration,
     /// The most queries registered at once.
     pub max_queries: usize,
     /// The most SSE subscribers of one query.
@@ -56,14 +72,17 @@ pub struct ServeOptions {
     pub max_properties: usize,
     /// The results each query keeps for late and reconnecting subscribers.
     pub replay: usize,
+    /// The most bytes of results each query keeps for them.
+    pub replay_bytes: usize,
     /// The batches of instants a query's source buffers.
     pub source_buffer: usize,
     /// How long an ingest waits on a full query buffer before a 503.
     pub ingest_wait: Duration,
     /// How often an idle SSE stream gets a keep-alive comment.
     pub keep_alive: Duration,
-    /// How long a shutdown waits for queries to end.
-    pub shutdown_wait: Duration,
+    /// How long a shutdown waits for queries to end, and then for
+    /// connections to take their last bytes, before closing them.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServeOptions {
@@ -72,14 +91,18 @@ impl Default for ServeOptions {
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
             max_body: 4 * 1024 * 1024,
+            max_connections: 1024,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
             max_queries: 1024,
             max_subscribers: 64,
             max_properties: 65_536,
             replay: 4096,
+            replay_bytes: 4 * 1024 * 1024,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
             keep_alive: Duration::from_secs(15),
-            shutdown_wait: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -99,6 +122,9 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the server failed: {0}")]
     Io(#[from] std::io::Error),
+    /// A token was given, but empty: it would protect nothing.
+    #[error("the token is empty: give a non-empty --token (or MFSTREAM_TOKEN), or none")]
+    EmptyToken,
 }
 
 /// What every handler shares.
@@ -107,6 +133,8 @@ pub(crate) struct App {
     pub(crate) registry: Arc<Registry>,
     pub(crate) options: ServeOptions,
     pub(crate) table: Table,
+    /// The address bound, for links when a request has no usable `Host`.
+    pub(crate) local_addr: SocketAddr,
 }
 
 /// A bound control plane.
@@ -117,21 +145,31 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `options.addr` (port 0 picks a free port).
+    /// Binds `options.addr` (port 0 picks a free port). An empty token is
+    /// refused: it would silently protect nothing.
     pub async fn bind(
         registry: Arc<Registry>,
         options: ServeOptions,
     ) -> Result<Server, ServeError> {
+        if options
+            .token
+            .as_deref()
+            .is_some_and(|t| t.trim().is_empty())
+        {
+            return Err(ServeError::EmptyToken);
+        }
         let addr = options.addr;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
+        let local_addr = listener.local_addr()?;
         Ok(Server {
             listener,
             app: Arc::new(App {
                 registry,
                 options,
                 table: Table::default(),
+                local_addr,
             }),
         })
     }
@@ -142,43 +180,38 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, stops every
-    /// query gracefully, ends every SSE stream with its `end` event, and
-    /// returns once the connections have closed (or after the shutdown
-    /// wait).
+    /// query (waiting up to the shutdown grace; a query still running then
+    /// has its streams ended anyway), gives the connections up to the grace
+    /// again to send their last bytes (every stream its `end` event), closes
+    /// those still open, and returns.
     pub async fn run(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
-        let app = self.app.clone();
-        let stopping = tokio_util::sync::CancellationToken::new();
-        // Small SSE frames go out at once, not held back by Nagle's
-        // algorithm waiting for the peer's delayed ACK.
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
-                tracing::debug!("cannot set TCP_NODELAY: {e}");
-            }
-        });
-        let serve = axum::serve(listener, router(app.clone()))
-            .with_graceful_shutdown(stopping.clone().cancelled_owned());
-        let mut serve = std::pin::pin!(serve.into_future());
-        tokio::select! {
-            result = &mut serve => return Ok(result?),
-            () = shutdown => {}
-        }
+        let app = self.app;
+        let limits = Limits {
+            max_connections: app.options.max_connections,
+            header_timeout: app.options.header_timeout,
+        };
+        let connections = Arc::new(Connections::default());
+        let accept = {
+            let connections = connections.clone();
+            let router = router(app.clone());
+            tokio::spawn(async move { connections.accept(self.listener, router, limits).await })
+        };
+        shutdown.await;
         tracing::info!("shutting down: stopping every query");
-        stopping.cancel();
-        let wait = app.options.shutdown_wait;
-        // The connections are served on while the queries stop, so every
-        // stream gets its end event; then clients get the rest of the wait
-        // to read it.
-        let both = async { tokio::join!(app.table.shutdown(wait), serve).1 };
-        match tokio::time::timeout(wait * 2, both).await {
-            Ok(result) => Ok(result?),
-            Err(_) => {
-                tracing::warn!("some connections were still open {wait:?} after the shutdown");
-                Ok(())
-            }
+        connections.drain();
+        let grace = app.options.shutdown_grace;
+        app.table.shutdown(grace).await;
+        if !connections.wait(grace).await {
+            tracing::warn!("some connections were still open {grace:?} after the queries ended");
         }
+        connections.close().await;
+        if let Err(e) = accept.await {
+            tracing::warn!("the accept loop ended badly: {e}");
+        }
+        Ok(())
     }
 }
 
@@ -199,10 +232,16 @@ fn router(app: Arc<App>) -> Router {
         .route(&format!("{P}/queries/{{qid}}/stream"), get(routes::stream))
         .route(&format!("{P}/ingest"), post(routes::ingest))
         .fallback(routes::fallback)
+        .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::require_token,
         ))
-        .layer(DefaultBodyLimit::max(app.options.max_body))
+        // Outermost: an overlong URI or body is refused before the token
+        // is even looked at.
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            request::bound,
+        ))
         .with_state(app)
 }

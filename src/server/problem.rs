@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::engine::EngineError;
 use crate::registry::RegistryError;
-use crate::spec::SpecError;
+use crate::spec::{RegistrationError, SpecError};
 
 /// A request that could not be served, as the client sees it.
 #[derive(Debug)]
@@ -18,6 +18,8 @@ pub(crate) struct Problem {
     field: Option<&'static str>,
     /// Instants taken before an ingest gave up.
     accepted: Option<usize>,
+    /// Whether the connection closes after the answer (a body left unread).
+    close: bool,
 }
 
 impl Problem {
@@ -28,6 +30,17 @@ impl Problem {
             description,
             field: None,
             accepted: None,
+            close: false,
+        }
+    }
+
+    /// The same answer, closing the connection after it: for a request
+    /// whose body was not (wholly) read, so nothing of it is taken for the
+    /// next request.
+    pub(crate) fn closing(self) -> Problem {
+        Problem {
+            close: true,
+            ..self
         }
     }
 
@@ -87,9 +100,26 @@ impl From<SpecError> for Problem {
     }
 }
 
+/// 400 for a body invalid in itself, 422 for a valid body that does not
+/// fit the property it is registered on (the checks are the spec's).
+impl From<RegistrationError> for Problem {
+    fn from(e: RegistrationError) -> Problem {
+        match e {
+            RegistrationError::Unfit(e) => Problem::unprocessable(e.field, e.message),
+            RegistrationError::Invalid(e) => e.into(),
+        }
+    }
+}
+
+/// An engine the registry does not know is the client's mistake (400, the
+/// known engines listed); one it knows but cannot run is the server's (501,
+/// naming what to set).
 impl From<RegistryError> for Problem {
     fn from(e: RegistryError) -> Problem {
-        Problem::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", e.to_string())
+        match e {
+            RegistryError::Unknown { .. } => Problem::invalid("engine", e),
+            _ => Problem::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", e.to_string()),
+        }
     }
 }
 
@@ -122,6 +152,11 @@ impl IntoResponse for Problem {
             body["accepted"] = accepted.into();
         }
         let mut response = (self.status, axum::Json(body)).into_response();
+        if self.close {
+            response
+                .headers_mut()
+                .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response
                 .headers_mut()

@@ -6,120 +6,60 @@ use std::sync::Arc;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::aggregate::Aggregation;
 use crate::engine::Source;
-use crate::spec::{QueryKind, Registration};
-use crate::vocab::{PropertyType, QueryStatus};
+use crate::spec::Registration;
+use crate::vocab::QueryStatus;
 
 use super::App;
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
-use super::table::{Feed, Property, PropertyKey, Query, new_id};
-
-/// The path parameters of a property.
-pub(crate) type PropertyPath = Path<(String, String, String)>;
-/// The path parameters of a query.
-pub(crate) type QueryPath = Path<(String, String, String, String)>;
-
-fn key((collection, feature, property): (String, String, String)) -> PropertyKey {
-    PropertyKey {
-        collection,
-        feature,
-        property,
-    }
-}
-
-/// The property at `key`, or 503 when the server knows too many.
-fn property(app: &App, key: &PropertyKey) -> Result<Arc<Property>, Problem> {
-    let max = app.options.max_properties;
-    app.table.property(key, max).ok_or_else(|| {
-        Problem::unavailable(format!(
-            "the server knows {max} temporal properties already (--max-properties)"
-        ))
-    })
-}
-
-/// A request body, or the reason it could not be read (too large: 413) in
-/// the same `{"code","description"}` shape as every other error.
-fn read_body(body: Result<Bytes, BytesRejection>) -> Result<Bytes, Problem> {
-    body.map_err(|e| {
-        let code = if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            "PayloadTooLarge"
-        } else {
-            "InvalidBody"
-        };
-        Problem::new(e.status(), code, format!("body: {}", e.body_text()))
-    })
-}
+use super::request::{PropertyAt, QueryAt, read_body};
+use super::table::{Feed, Full, Kind, PropertyKey, Query, new_id};
 
 /// `POST P/queries`: registers a continuous query.
+///
+/// Its slot (under `--max-queries`, and `--max-properties` for a new
+/// property) is reserved before the query is submitted, so concurrent
+/// registrations never exceed the bounds, and given back if the
+/// registration fails.
 pub(crate) async fn register(
     State(app): State<Arc<App>>,
-    Path(path): PropertyPath,
-    body: Result<Bytes, BytesRejection>,
+    PropertyAt(key): PropertyAt,
+    headers: HeaderMap,
+    body: Body,
 ) -> Result<Response, Problem> {
-    let body = read_body(body)?;
+    let body = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let text = std::str::from_utf8(&body).map_err(|e| Problem::invalid("body", e))?;
     let registration = Registration::from_json(text)?;
-    let key = key(path);
-    let property = property(&app, &key)?;
-    let mut state = property.state.lock().await;
-    let property_type = match (registration.property_type, state.property_type) {
-        (Some(given), Some(known)) if given != known => {
-            return Err(Problem::unprocessable(
-                "type",
-                format!("the property {} is {known}, not {given}", key.property),
-            ));
-        }
-        (Some(t), _) | (None, Some(t)) => t,
-        (None, None) => PropertyType::TReal,
-    };
-    if registration.operation.is_some() && !property_type.is_numeric() {
-        return Err(Problem::unprocessable(
-            "operation",
-            format!(
-                "transforms take numbers, but the property {} is {property_type}",
-                key.property
-            ),
-        ));
-    }
-    if let Some(aggregation) = registration
-        .aggregation
-        .as_deref()
-        .and_then(Aggregation::parse)
-        && !Aggregation::allowed_for(property_type).contains(&aggregation)
-    {
-        return Err(Problem::unprocessable(
-            "aggregation",
-            format!(
-                "{aggregation} is not defined for the property {}, which is {property_type}",
-                key.property
-            ),
-        ));
-    }
-    let engine_name = registration.engine.clone();
-    let mut spec = registration.into_spec(&key.property, property_type)?;
-    let engine = match &engine_name {
+    let engine = match &registration.engine {
         Some(name) => app.registry.get(name)?,
         None => app.registry.get_default()?,
     };
-    if app.table.len() >= app.options.max_queries {
-        return Err(Problem::unavailable(format!(
-            "the server holds at most {} queries (--max-queries): delete one first",
-            app.options.max_queries
-        )));
-    }
+    let reservation = app
+        .table
+        .reserve(&key, app.options.max_queries, app.options.max_properties)
+        .map_err(|full| match full {
+            Full::Queries => Problem::unavailable(format!(
+                "the server holds at most {} queries (--max-queries): delete one first",
+                app.options.max_queries
+            )),
+            Full::Properties => Problem::unavailable(format!(
+                "the server holds queries on {} temporal properties already (--max-properties)",
+                app.options.max_properties
+            )),
+        })?;
+    let mut state = reservation.property.state.lock().await;
+    let mut spec = registration.into_spec_on(&key.property, state.property_type)?;
     let id = new_id().map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -129,10 +69,8 @@ pub(crate) async fn register(
     })?;
     spec.id = id.clone();
     let operation = spec.operation_name().to_owned();
-    let kind = match spec.kind {
-        QueryKind::Transform(_) => "transform",
-        QueryKind::Aggregate { .. } => "aggregate",
-    };
+    let kind = Kind::from(&spec.kind);
+    let property_type = spec.property_type;
     let (sender, source) = Source::channel(app.options.source_buffer);
     let handle = engine.submit(spec, source).await?;
     state.property_type = Some(property_type);
@@ -144,7 +82,11 @@ pub(crate) async fn register(
         operation,
         status: handle.watch_status(),
         stop: CancellationToken::new(),
-        fanout: Arc::new(Fanout::new(app.options.replay, app.options.max_subscribers)),
+        fanout: Arc::new(Fanout::new(
+            app.options.replay,
+            app.options.replay_bytes,
+            app.options.max_subscribers,
+        )),
     });
     state.feeds.push(Feed {
         query_id: query.id.clone(),
@@ -152,19 +94,53 @@ pub(crate) async fn register(
         stop: query.stop.clone(),
     });
     drop(state);
-    app.table.insert(query.clone(), handle, property);
+    app.table.insert(reservation, query.clone(), handle);
     tracing::info!(id = %query.id, engine = %query.engine, path = %query.path(), "query registered");
-    let mut response = (StatusCode::CREATED, Json(link(&query))).into_response();
+    let origin = origin(&app, &headers);
+    let mut response = (StatusCode::CREATED, Json(link(&query, &origin))).into_response();
     if let Ok(location) = query.path().parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
 }
 
-/// The cquery link object of a query, with its live status.
-fn link(query: &Query) -> serde_json::Value {
+/// `scheme://host` of the links: the request's `Host` (else the address the
+/// server is bound to), `https` when `X-Forwarded-Proto` says so, else
+/// `http`.
+fn origin(app: &App, headers: &HeaderMap) -> String {
+    let scheme = match headers
+        .get("x-forwarded-proto")
+        .and_then(|v| v.to_str().ok())
+    {
+        Some(p) if p.trim().eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .filter(|h| is_authority(h));
+    match host {
+        Some(host) => format!("{scheme}://{host}"),
+        None => format!("{scheme}://{}", app.local_addr),
+    }
+}
+
+/// Whether `host` is a plain `host[:port]` (a name, an IPv4 or a bracketed
+/// IPv6 address): nothing that could turn a link into another URL.
+fn is_authority(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 255
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
+}
+
+/// The cquery link object of a query, with its live status; its links are
+/// absolute, under `origin`.
+fn link(query: &Query, origin: &str) -> serde_json::Value {
     let path = query.path();
-    let stream = format!("{path}/stream");
+    let this = format!("{origin}{path}");
+    let stream = format!("{this}/stream");
     let status = query.status.borrow().clone();
     let mut link = json!({
         "rel": "cquery",
@@ -179,7 +155,7 @@ fn link(query: &Query) -> serde_json::Value {
         "property": query.key.property,
         "events": query.fanout.events(),
         "links": [
-            {"rel": "self", "href": path, "type": "application/json"},
+            {"rel": "self", "href": this, "type": "application/json"},
             {"rel": "stream", "href": stream, "type": "text/event-stream"},
         ],
     });
@@ -190,9 +166,18 @@ fn link(query: &Query) -> serde_json::Value {
 }
 
 /// `GET P/queries`: the queries registered on the property.
-pub(crate) async fn list(State(app): State<Arc<App>>, Path(path): PropertyPath) -> Response {
-    let key = key(path);
-    let queries: Vec<_> = app.table.list(&key).iter().map(|q| link(q)).collect();
+pub(crate) async fn list(
+    State(app): State<Arc<App>>,
+    PropertyAt(key): PropertyAt,
+    headers: HeaderMap,
+) -> Response {
+    let origin = origin(&app, &headers);
+    let queries: Vec<_> = app
+        .table
+        .list(&key)
+        .iter()
+        .map(|q| link(q, &origin))
+        .collect();
     let n = queries.len();
     Json(json!({
         "queries": queries,
@@ -205,25 +190,24 @@ pub(crate) async fn list(State(app): State<Arc<App>>, Path(path): PropertyPath) 
 /// `GET P/queries/{qid}`: one query with its live status.
 pub(crate) async fn get(
     State(app): State<Arc<App>>,
-    Path((cid, fid, pname, qid)): QueryPath,
+    QueryAt(key, qid): QueryAt,
+    headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let query = find(&app, (cid, fid, pname), &qid)?;
-    Ok(Json(link(&query)).into_response())
+    let query = find(&app, &key, &qid)?;
+    Ok(Json(link(&query, &origin(&app, &headers))).into_response())
 }
 
-fn find(app: &App, path: (String, String, String), id: &str) -> Result<Arc<Query>, Problem> {
-    let key = key(path);
+fn find(app: &App, key: &PropertyKey, id: &str) -> Result<Arc<Query>, Problem> {
     app.table
-        .get(&key, id)
+        .get(key, id)
         .ok_or_else(|| Problem::not_found(format!("no query {id:?} on {}", key.path())))
 }
 
 /// `DELETE P/queries/{qid}`: stops and removes the query.
 pub(crate) async fn delete(
     State(app): State<Arc<App>>,
-    Path((cid, fid, pname, qid)): QueryPath,
+    QueryAt(key, qid): QueryAt,
 ) -> Result<StatusCode, Problem> {
-    let key = key((cid, fid, pname));
     if app.table.remove(&key, &qid) {
         tracing::info!(id = %qid, "query deleted");
         Ok(StatusCode::NO_CONTENT)
@@ -238,10 +222,10 @@ pub(crate) async fn delete(
 /// `GET P/queries/{qid}/stream`: the results as Server-Sent Events.
 pub(crate) async fn stream(
     State(app): State<Arc<App>>,
-    Path((cid, fid, pname, qid)): QueryPath,
+    QueryAt(key, qid): QueryAt,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
-    let query = find(&app, (cid, fid, pname), &qid)?;
+    let query = find(&app, &key, &qid)?;
     let last_event_id = match headers.get("last-event-id") {
         None => None,
         Some(value) => Some(
@@ -284,18 +268,23 @@ pub(crate) async fn stream(
 }
 
 /// `POST P/ingest`: live instants for the property.
+///
+/// Instants for a property no query reads are checked and counted, not
+/// kept.
 pub(crate) async fn ingest(
     State(app): State<Arc<App>>,
-    Path(path): PropertyPath,
-    body: Result<Bytes, BytesRejection>,
+    PropertyAt(key): PropertyAt,
+    body: Body,
 ) -> Result<Response, Problem> {
-    let body = read_body(body)?;
+    let body = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let instants = ingest::parse(&body)?;
-    let property = property(&app, &key(path))?;
-    let delivered = ingest::deliver(&property, instants, app.options.ingest_wait).await?;
+    let delivered = match app.table.property(&key) {
+        Some(property) => ingest::deliver(&property, instants, app.options.ingest_wait).await?,
+        None => ingest::check_alone(&instants)?,
+    };
     Ok((
         StatusCode::ACCEPTED,
         Json(json!({"accepted": delivered.accepted, "queries": delivered.queries})),
@@ -311,4 +300,13 @@ pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
 /// Anything else: 404.
 pub(crate) async fn fallback() -> Problem {
     Problem::not_found("no such resource: see / for the links")
+}
+
+/// A known path with a method it does not take: 405.
+pub(crate) async fn method_not_allowed(method: Method) -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "MethodNotAllowed",
+        format!("{method} is not allowed here: see / for the links"),
+    )
 }

@@ -17,6 +17,7 @@ use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
 use crate::engine::{QueryHandle, SourceSender};
+use crate::spec::QueryKind;
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::fanout::Fanout;
@@ -54,7 +55,7 @@ fn encode(segment: &str) -> String {
     out
 }
 
-/// A property's type and the queries reading it.
+/// A property's type and the feeds of the queries reading it.
 #[derive(Debug, Default)]
 pub(crate) struct Property {
     pub(crate) state: tokio::sync::Mutex<PropertyState>,
@@ -75,14 +76,32 @@ pub(crate) struct Feed {
     pub(crate) stop: CancellationToken,
 }
 
+/// The two kinds of continuous query, as the link object names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Kind {
+    /// A lifted operation on each instant.
+    Transform,
+    /// A windowed aggregate (of the instants, or of a transform's outputs).
+    Aggregate,
+}
+
+impl From<&QueryKind> for Kind {
+    fn from(kind: &QueryKind) -> Kind {
+        match kind {
+            QueryKind::Transform(_) => Kind::Transform,
+            QueryKind::Aggregate { .. } => Kind::Aggregate,
+        }
+    }
+}
+
 /// One registered query.
 #[derive(Debug)]
 pub(crate) struct Query {
     pub(crate) id: String,
     pub(crate) key: PropertyKey,
     pub(crate) engine: String,
-    /// `transform` or `aggregate`.
-    pub(crate) kind: &'static str,
+    pub(crate) kind: Kind,
     pub(crate) operation: String,
     pub(crate) status: watch::Receiver<QueryStatus>,
     pub(crate) stop: CancellationToken,
@@ -97,43 +116,153 @@ impl Query {
 }
 
 /// Every query and property of the server.
+///
+/// A property is kept while something uses it: a registered query (running
+/// or ended, until it is deleted) or a registration under way. So a failed
+/// registration, or the deletion of a property's last query, frees it, and
+/// an ingest to a property nobody queries keeps nothing.
 #[derive(Debug, Default)]
 pub(crate) struct Table {
-    queries: Mutex<HashMap<String, Arc<Query>>>,
-    properties: Mutex<HashMap<PropertyKey, Arc<Property>>>,
+    inner: Mutex<Inner>,
     pumps: TaskTracker,
     closing: CancellationToken,
 }
 
+#[derive(Debug, Default)]
+struct Inner {
+    queries: HashMap<String, Arc<Query>>,
+    properties: HashMap<PropertyKey, Held>,
+    /// Queries registered plus registrations under way: what
+    /// `--max-queries` bounds.
+    reserved: usize,
+}
+
+/// A property and how many queries and registrations hold it.
+#[derive(Debug)]
+struct Held {
+    property: Arc<Property>,
+    holders: usize,
+}
+
+impl Inner {
+    /// Lets go of one hold on `key`: the property goes with the last one.
+    fn release(&mut self, key: &PropertyKey) {
+        if let Some(held) = self.properties.get_mut(key) {
+            held.holders -= 1;
+            if held.holders == 0 {
+                self.properties.remove(key);
+            }
+        }
+    }
+}
+
+/// Why a registration cannot be reserved.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Full {
+    /// `--max-queries` are registered or being registered.
+    Queries,
+    /// `--max-properties` are in use.
+    Properties,
+}
+
+/// A slot for one query on one property, taken before the query is
+/// submitted (so concurrent registrations never exceed the bounds) and
+/// given back when dropped unless [`Table::insert`] took it.
+#[derive(Debug)]
+pub(crate) struct Reservation<'a> {
+    table: &'a Table,
+    key: PropertyKey,
+    pub(crate) property: Arc<Property>,
+    taken: bool,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.taken {
+            let mut inner = self.table.inner();
+            inner.reserved -= 1;
+            inner.release(&self.key);
+        }
+    }
+}
+
 impl Table {
-    fn queries(&self) -> MutexGuard<'_, HashMap<String, Arc<Query>>> {
-        // Every update is one insert or remove: a poisoned map is consistent.
-        self.queries.lock().unwrap_or_else(|e| e.into_inner())
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        // Every update completes under the lock without panicking paths: a
+        // poisoned table is still consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The property at `key`, made on first use while fewer than `max`
-    /// properties are known (each keeps its type for the server's life).
-    pub(crate) fn property(&self, key: &PropertyKey, max: usize) -> Option<Arc<Property>> {
-        let mut properties = self.properties.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(property) = properties.get(key) {
-            return Some(property.clone());
+    /// Reserves a query slot on `key`, making the property if it is new,
+    /// while fewer than `max_queries` queries and `max_properties`
+    /// properties are held.
+    pub(crate) fn reserve(
+        &self,
+        key: &PropertyKey,
+        max_queries: usize,
+        max_properties: usize,
+    ) -> Result<Reservation<'_>, Full> {
+        let mut inner = self.inner();
+        if inner.reserved >= max_queries {
+            return Err(Full::Queries);
         }
-        if properties.len() >= max {
-            return None;
-        }
-        Some(properties.entry(key.clone()).or_default().clone())
+        let known = inner.properties.len();
+        let property = match inner.properties.get_mut(key) {
+            Some(held) => {
+                held.holders += 1;
+                held.property.clone()
+            }
+            None if known >= max_properties => return Err(Full::Properties),
+            None => {
+                let property = Arc::new(Property::default());
+                inner.properties.insert(
+                    key.clone(),
+                    Held {
+                        property: property.clone(),
+                        holders: 1,
+                    },
+                );
+                property
+            }
+        };
+        inner.reserved += 1;
+        Ok(Reservation {
+            table: self,
+            key: key.clone(),
+            property,
+            taken: false,
+        })
+    }
+
+    /// The property at `key`, if a query holds it.
+    pub(crate) fn property(&self, key: &PropertyKey) -> Option<Arc<Property>> {
+        self.inner()
+            .properties
+            .get(key)
+            .map(|held| held.property.clone())
+    }
+
+    /// The number of properties held.
+    #[cfg(test)]
+    fn properties(&self) -> usize {
+        self.inner().properties.len()
     }
 
     /// The query `id`, if it is registered under `key`: an id is found only
     /// under its own path.
     pub(crate) fn get(&self, key: &PropertyKey, id: &str) -> Option<Arc<Query>> {
-        self.queries().get(id).filter(|q| &q.key == key).cloned()
+        self.inner()
+            .queries
+            .get(id)
+            .filter(|q| &q.key == key)
+            .cloned()
     }
 
     /// The queries on `key`.
     pub(crate) fn list(&self, key: &PropertyKey) -> Vec<Arc<Query>> {
         let mut list: Vec<_> = self
-            .queries()
+            .inner()
+            .queries
             .values()
             .filter(|q| &q.key == key)
             .cloned()
@@ -142,47 +271,59 @@ impl Table {
         list
     }
 
-    /// The number of registered queries.
-    pub(crate) fn len(&self) -> usize {
-        self.queries().len()
-    }
-
     /// Whether the server is shutting down.
     pub(crate) fn is_closing(&self) -> bool {
         self.closing.is_cancelled()
     }
 
-    /// Adds a started query: its pump starts delivering its results.
-    pub(crate) fn insert(&self, query: Arc<Query>, handle: QueryHandle, property: Arc<Property>) {
-        self.queries().insert(query.id.clone(), query.clone());
+    /// Adds a started query in its reserved slot: its pump starts
+    /// delivering its results.
+    pub(crate) fn insert(
+        &self,
+        mut reservation: Reservation<'_>,
+        query: Arc<Query>,
+        handle: QueryHandle,
+    ) {
+        reservation.taken = true;
+        let property = reservation.property.clone();
+        self.inner().queries.insert(query.id.clone(), query.clone());
         let span = tracing::info_span!("query", id = %query.id, engine = %query.engine);
         self.pumps
             .spawn(pump(query, handle, property).instrument(span));
     }
 
-    /// Stops and removes the query `id` under `key`; false if there is none.
+    /// Stops and removes the query `id` under `key`, freeing its slot (and
+    /// its property, if it was the last query on it); false if there is
+    /// none.
     pub(crate) fn remove(&self, key: &PropertyKey, id: &str) -> bool {
-        let mut queries = self.queries();
-        match queries.get(id) {
+        let mut inner = self.inner();
+        match inner.queries.get(id) {
             Some(q) if &q.key == key => {
                 q.stop.cancel();
-                queries.remove(id);
+                inner.queries.remove(id);
+                inner.reserved -= 1;
+                inner.release(key);
                 true
             }
             _ => false,
         }
     }
 
-    /// Stops every query and waits up to `wait` for each to end (every
-    /// subscriber then gets its `end` event).
+    /// Stops every query and waits up to `wait` for each to end; a query
+    /// still running then has its results ended anyway, so every subscriber
+    /// gets its `end` event.
     pub(crate) async fn shutdown(&self, wait: Duration) {
         self.closing.cancel();
-        for query in self.queries().values() {
+        let queries: Vec<_> = self.inner().queries.values().cloned().collect();
+        for query in &queries {
             query.stop.cancel();
         }
         self.pumps.close();
         if tokio::time::timeout(wait, self.pumps.wait()).await.is_err() {
             tracing::warn!("some queries did not end within {wait:?} of the shutdown");
+            for query in &queries {
+                query.fanout.finish(&QueryStatus::Stopped);
+            }
         }
     }
 }
@@ -235,6 +376,34 @@ mod tests {
         let b = new_id().unwrap();
         assert_eq!(a.len(), 32);
         assert_ne!(a, b);
+    }
+
+    fn key(property: &str) -> PropertyKey {
+        PropertyKey {
+            collection: "c".into(),
+            feature: "f".into(),
+            property: property.into(),
+        }
+    }
+
+    #[test]
+    fn a_reservation_not_taken_frees_its_query_slot_and_its_property() {
+        let table = Table::default();
+        let first = table.reserve(&key("a"), 2, 1).unwrap();
+        assert_eq!(table.properties(), 1);
+        // The one property is in use: another is refused.
+        assert_eq!(
+            table.reserve(&key("b"), 2, 1).unwrap_err(),
+            Full::Properties
+        );
+        let second = table.reserve(&key("a"), 2, 1).unwrap();
+        assert_eq!(table.reserve(&key("a"), 2, 1).unwrap_err(), Full::Queries);
+        drop(first);
+        assert_eq!(table.properties(), 1, "still held by the second");
+        drop(second);
+        assert_eq!(table.properties(), 0);
+        assert!(table.property(&key("a")).is_none());
+        assert!(table.reserve(&key("b"), 2, 1).is_ok());
     }
 
     #[test]

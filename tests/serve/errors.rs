@@ -1,117 +1,312 @@
 //! Errors, the token, the bounds, and the descriptive routes.
 
-use crate::client::{Client, subscribe};
+use crate::client::{Client, raw, subscribe};
 
 use super::*;
 
+/// One request and the error it must get.
+struct Case {
+    what: &'static str,
+    method: &'static str,
+    path: String,
+    body: String,
+    status: u16,
+    code: &'static str,
+    /// The field named, when one must be.
+    field: Option<&'static str>,
+    /// What the description must contain.
+    says: &'static [&'static str],
+}
+
+fn case(what: &'static str, method: &'static str, path: impl Into<String>) -> Case {
+    Case {
+        what,
+        method,
+        path: path.into(),
+        body: String::new(),
+        status: 400,
+        code: "InvalidParameterValue",
+        field: None,
+        says: &[],
+    }
+}
+
+impl Case {
+    fn body(self, body: impl Into<String>) -> Case {
+        Case {
+            body: body.into(),
+            ..self
+        }
+    }
+    fn answers(self, status: u16, code: &'static str) -> Case {
+        Case {
+            status,
+            code,
+            ..self
+        }
+    }
+    fn field(self, field: &'static str) -> Case {
+        Case {
+            field: Some(field),
+            ..self
+        }
+    }
+    fn says(self, says: &'static [&'static str]) -> Case {
+        Case { says, ..self }
+    }
+}
+
+/// Every error is `{"code","description"}` (and `field` when one is at
+/// fault) with the status that fits: the handlers', axum's rejections, and
+/// hyper's own answers alike.
 #[tokio::test]
-async fn errors_have_a_code_a_description_and_the_right_status() {
-    let server = Serve::start("serve-errors", &[], &[]);
+async fn every_error_is_json_with_a_code_a_description_and_the_right_status() {
+    let server = Serve::start("serve-errors", &["--max-body", "100000"], &[]);
     let mut client = server.client();
     let queries = format!("{P}/queries");
-
-    let bad_op = client.post(&queries, r#"{"operation":"nope"}"#).await;
-    assert_eq!(bad_op.status, 400);
-    let body = bad_op.json();
-    assert_eq!(body["code"], "InvalidParameterValue");
-    assert!(
-        body["description"]
-            .as_str()
-            .unwrap()
-            .starts_with("operation: ")
-    );
-    let bad_arg = client
-        .post(&queries, r#"{"operation":"div","arg":0}"#)
-        .await;
-    assert_eq!(bad_arg.json()["field"], "arg");
-    let not_json = client.post(&queries, "{").await;
-    assert_eq!(
-        (not_json.status, not_json.json()["field"].as_str()),
-        (400, Some("body"))
-    );
-
-    let unknown = client
-        .post(&queries, r#"{"operation":"ln","engine":"nope"}"#)
-        .await;
-    assert_eq!(unknown.status, 501);
-    let description = unknown.json()["description"].as_str().unwrap().to_owned();
-    assert!(
-        description.contains("\"nope\"") && description.contains("local"),
-        "{description}"
-    );
-    let not_ready = client
-        .post(&queries, r#"{"operation":"ln","engine":"absent"}"#)
-        .await;
-    assert_eq!(not_ready.status, 501);
-    let description = not_ready.json()["description"].as_str().unwrap().to_owned();
-    assert!(
-        description.contains("absent") && description.contains("TEST_ABSENT_CMD"),
-        "{description}"
-    );
-
     let text = "/collections/ships/items/s1/tproperties/name";
-    let transform = client
-        .post(
-            &format!("{text}/queries"),
-            r#"{"operation":"abs","type":"TText"}"#,
-        )
-        .await;
-    assert_eq!(transform.status, 422, "{transform:?}");
-    assert_eq!(transform.json()["code"], "UnprocessableEntity");
-    // A type fixed by the first ingest counts too.
     let label = "/collections/ships/items/s1/tproperties/label";
-    assert_eq!(
-        client
-            .post(
-                &format!("{label}/ingest"),
-                r#"{"datetime":"t","value":"a"}"#
-            )
-            .await
-            .status,
-        202
-    );
-    assert_eq!(
-        client
-            .post(&format!("{label}/queries"), r#"{"operation":"abs"}"#)
-            .await
-            .status,
-        422
-    );
-    // And a number does not go into a text property.
-    let wrong = client
-        .post(&format!("{label}/ingest"), r#"{"datetime":"t","value":1}"#)
-        .await;
-    assert_eq!(
-        (wrong.status, wrong.json()["field"].as_str()),
-        (400, Some("value"))
+    // Fix the label property's type (text) with a query on it.
+    register(
+        &mut client,
+        label,
+        r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":1},"type":"TText"}"#,
+    )
+    .await;
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let id = query.rsplit('/').next().unwrap().to_owned();
+    let long_id = "x".repeat(257);
+    let cases = [
+        case("an unknown operation", "POST", &queries)
+            .body(r#"{"operation":"nope"}"#)
+            .field("operation")
+            .says(&["operation: "]),
+        case("a bad argument", "POST", &queries)
+            .body(r#"{"operation":"div","arg":0}"#)
+            .field("arg"),
+        case("a body that is not JSON", "POST", &queries)
+            .body("{")
+            .field("body"),
+        case("an unknown key", "POST", &queries)
+            .body(r#"{"operation":"ln","bogus":1}"#)
+            .field("body"),
+        case("a window without an aggregation", "POST", &queries)
+            .body(r#"{"window":{"type":"COUNT","size":1}}"#)
+            .field("aggregation"),
+        case(
+            "an unknown engine is the client's mistake",
+            "POST",
+            &queries,
+        )
+        .body(r#"{"operation":"ln","engine":"nope"}"#)
+        .field("engine")
+        .says(&["\"nope\"", "local", "echo"]),
+        case("an engine that is not ready", "POST", &queries)
+            .body(r#"{"operation":"ln","engine":"absent"}"#)
+            .answers(501, "NotImplemented")
+            .says(&["absent", "TEST_ABSENT_CMD"]),
+        case(
+            "a transform of a text property",
+            "POST",
+            format!("{text}/queries"),
+        )
+        .body(r#"{"operation":"abs","type":"TText"}"#)
+        .answers(422, "UnprocessableEntity")
+        .field("operation"),
+        case(
+            "a type other than the property's",
+            "POST",
+            format!("{label}/queries"),
+        )
+        .body(r#"{"operation":"abs","type":"TReal"}"#)
+        .answers(422, "UnprocessableEntity")
+        .field("type")
+        .says(&["TText"]),
+        case(
+            "a transform of a property whose type is fixed",
+            "POST",
+            format!("{label}/queries"),
+        )
+        .body(r#"{"operation":"abs"}"#)
+        .answers(422, "UnprocessableEntity")
+        .field("operation"),
+        case(
+            "an aggregation the type does not define",
+            "POST",
+            format!("{label}/queries"),
+        )
+        .body(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":1}}"#)
+        .answers(422, "UnprocessableEntity")
+        .field("aggregation")
+        .says(&["TText allows COUNT, COUNT_DISTINCT"]),
+        case(
+            "a number into a text property",
+            "POST",
+            format!("{label}/ingest"),
+        )
+        .body(instant(0, "1"))
+        .field("value"),
+        case(
+            "an ingest line that is not an instant",
+            "POST",
+            format!("{P}/ingest"),
+        )
+        .body(format!("{}\nnope", instant(0, "1")))
+        .field("body")
+        .says(&["line 2"]),
+        case(
+            "a datetime that does not parse",
+            "POST",
+            format!("{P}/ingest"),
+        )
+        .body(r#"[{"datetime":"2026-01-01T00:00:00Z","value":1},{"datetime":"soon","value":2}]"#)
+        .field("datetime")
+        .says(&["instant 2", "soon", "ISO-8601"]),
+        case("an overlong datetime", "POST", format!("{P}/ingest"))
+            .body(format!(
+                r#"{{"datetime":"2026-01-01T00:00:00{}Z","value":1}}"#,
+                "0".repeat(100)
+            ))
+            .field("datetime")
+            .says(&["at most 64"]),
+        case("an empty ingest", "POST", format!("{P}/ingest")).field("body"),
+        case(
+            "a query under another property",
+            "GET",
+            format!("/collections/ships/items/s2/tproperties/speed/queries/{id}"),
+        )
+        .answers(404, "NotFound"),
+        case(
+            "an unknown query",
+            "GET",
+            format!("{queries}/0123456789abcdef0123456789abcdef"),
+        )
+        .answers(404, "NotFound"),
+        case(
+            "an unknown query, deleted",
+            "DELETE",
+            format!("{queries}/0123456789abcdef0123456789abcdef"),
+        )
+        .answers(404, "NotFound"),
+        case("an unknown path", "GET", "/nowhere").answers(404, "NotFound"),
+        case("a method a path does not take", "PUT", &queries)
+            .answers(405, "MethodNotAllowed")
+            .says(&["PUT"]),
+        case("a method the engines do not take", "DELETE", "/engines")
+            .answers(405, "MethodNotAllowed"),
+        case(
+            "a path id that is not UTF-8",
+            "GET",
+            "/collections/%FF/items/s1/tproperties/speed/queries",
+        )
+        .field("path"),
+        case(
+            "an overlong id",
+            "GET",
+            format!("/collections/{long_id}/items/s1/tproperties/speed/queries"),
+        )
+        .field("path")
+        .says(&["257 bytes", "at most 256"]),
+        case(
+            "an overlong URI",
+            "GET",
+            format!("/engines?{}", "a".repeat(9000)),
+        )
+        .answers(414, "URITooLong"),
+        case("a body over --max-body", "POST", format!("{P}/ingest"))
+            .body(lines(0, 2000))
+            .answers(413, "PayloadTooLarge")
+            .says(&["--max-body"]),
+    ];
+    for case in cases {
+        let response = client
+            .request(case.method, &case.path, &[], case.body.as_bytes())
+            .await;
+        let what = case.what;
+        assert_eq!(response.status, case.status, "{what}: {response:?}");
+        check_json(what, &response, case.code, case.field, case.says);
+    }
+
+    // Stream errors, on their own connection.
+    let stream = format!("{query}/stream");
+    let bad_resume = subscribe(server.addr, &stream, &[("Last-Event-ID", "x")]).await;
+    let response = bad_resume.err().expect("refused");
+    assert_eq!(response.status, 400);
+    check_json(
+        "a bad Last-Event-ID",
+        &response,
+        "InvalidParameterValue",
+        Some("Last-Event-ID"),
+        &[],
     );
 
-    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
-    let id = query.rsplit('/').next().unwrap();
-    let elsewhere = format!("/collections/ships/items/s2/tproperties/speed/queries/{id}");
+    // What hyper answers itself, before any route: JSON all the same.
+    let raw_cases: [(&str, String, u16, &str); 4] = [
+        (
+            "a malformed Content-Length",
+            format!("POST {P}/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n"),
+            400,
+            "BadRequest",
+        ),
+        (
+            "a malformed request line",
+            "GET /engines HTTP/1.1 extra\r\nHost: x\r\n\r\n".to_owned(),
+            400,
+            "BadRequest",
+        ),
+        (
+            "a head over 64 KiB",
+            format!(
+                "GET /engines HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+                "a".repeat(70_000)
+            ),
+            431,
+            "RequestHeaderFieldsTooLarge",
+        ),
+        (
+            // Answered at once: the body is never waited for.
+            "a declared Content-Length over --max-body, its body not sent",
+            format!("POST {P}/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n{{"),
+            413,
+            "PayloadTooLarge",
+        ),
+    ];
+    for (what, request, status, code) in raw_cases {
+        let response = tokio::time::timeout(PATIENCE, raw(server.addr, request.as_bytes()))
+            .await
+            .unwrap_or_else(|_| panic!("{what}: no answer"));
+        assert_eq!(response.status, status, "{what}: {response:?}");
+        check_json(what, &response, code, None, &[]);
+    }
+    // And the server is still up.
+    assert_eq!(client.get("/engines").await.status, 200);
+}
+
+fn check_json(
+    what: &str,
+    response: &crate::client::Response,
+    code: &str,
+    field: Option<&str>,
+    says: &[&str],
+) {
     assert_eq!(
-        client.get(&elsewhere).await.status,
-        404,
-        "found under another path"
+        response.header("content-type"),
+        Some("application/json"),
+        "{what}: {response:?}"
     );
-    let missing = client
-        .get(&format!("{queries}/0123456789abcdef0123456789abcdef"))
-        .await;
-    assert_eq!(missing.status, 404);
-    assert_eq!(missing.json()["code"], "NotFound");
-    assert_eq!(client.get("/nowhere").await.status, 404);
-    let bad_ingest = client
-        .post(
-            &format!("{P}/ingest"),
-            "{\"datetime\":\"t\",\"value\":1}\nnope",
-        )
-        .await;
-    assert!(
-        bad_ingest.json()["description"]
-            .as_str()
-            .unwrap()
-            .contains("line 2")
-    );
+    let body = response.json();
+    assert_eq!(body["code"], code, "{what}: {body}");
+    let description = body["description"].as_str().unwrap_or_default();
+    assert!(!description.is_empty(), "{what}: {body}");
+    if let Some(field) = field {
+        assert_eq!(body["field"], field, "{what}: {body}");
+    }
+    for part in says {
+        assert!(
+            description.contains(part),
+            "{what}: {part:?} not in {description:?}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -141,50 +336,68 @@ async fn a_token_protects_every_route_but_the_landing_page() {
     )
     .await;
     assert!(ok.is_ok());
+    // The scheme is matched in any case (RFC 7235).
+    for scheme in ["bearer", "BEARER"] {
+        let value = format!("{scheme} s3cret");
+        let response = anonymous
+            .request("GET", "/engines", &[("Authorization", &value)], b"")
+            .await;
+        assert_eq!(response.status, 200, "{value}");
+    }
+}
+
+#[test]
+fn an_empty_token_is_refused_at_start_up_instead_of_turning_auth_off() {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--token", ""])
+        .current_dir(std::env::temp_dir())
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFSTREAM_TOKEN")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // A server that starts says where it listens; one that refuses closes
+    // its stdout without a word.
+    let mut stdout = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut stdout)
+        .unwrap();
+    if !stdout.is_empty() {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("it served with an empty token: {stdout:?}");
+    }
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("the token is empty"), "{stderr}");
 }
 
 #[tokio::test]
-async fn queries_subscribers_and_bodies_are_bounded() {
-    let server = Serve::start(
-        "serve-bounds",
-        &[
-            "--max-queries",
-            "1",
-            "--max-subscribers",
-            "1",
-            "--max-body",
-            "1000",
-            "--max-properties",
-            "2",
-        ],
-        &[],
-    );
+async fn links_are_absolute_from_the_host_header_and_forwarded_scheme() {
+    let server = Serve::start("serve-links", &[], &[]);
     let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
-    let second = client
-        .post(&format!("{P}/queries"), r#"{"operation":"abs"}"#)
+    let response = client
+        .request(
+            "POST",
+            &format!("{P}/queries"),
+            &[("X-Forwarded-Proto", "https")],
+            br#"{"operation":"abs"}"#,
+        )
         .await;
-    assert_eq!(second.status, 503, "{second:?}");
-    let _first = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let refused = subscribe(server.addr, &format!("{query}/stream"), &[]).await;
-    assert_eq!(refused.err().map(|r| r.status), Some(429));
-    let big = client.post(&format!("{P}/ingest"), &lines(0, 100)).await;
-    assert_eq!(big.status, 413, "{big:?}");
-    assert_eq!(big.json()["code"], "PayloadTooLarge");
-    let one = r#"{"datetime":"t","value":1}"#;
-    let second = "/collections/c/items/f/tproperties/second";
+    assert_eq!(response.status, 201, "{response:?}");
+    let link = response.json();
+    let channel = link["channel"].as_str().unwrap();
+    // The client sends `Host: localhost`.
+    assert_eq!(link["href"], format!("https://localhost{channel}/stream"));
+    // The link works as given: its path streams.
+    let listed = client.get(&format!("{P}/queries")).await.json();
     assert_eq!(
-        client.post(&format!("{second}/ingest"), one).await.status,
-        202
-    );
-    let third = "/collections/c/items/f/tproperties/third";
-    assert_eq!(
-        client.post(&format!("{third}/ingest"), one).await.status,
-        503
-    );
-    assert_eq!(
-        client.post(&format!("{second}/ingest"), one).await.status,
-        202
+        listed["queries"][0]["href"],
+        format!("http://localhost{channel}/stream")
     );
 }
 

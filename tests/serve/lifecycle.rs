@@ -1,5 +1,8 @@
 //! Backpressure, failing jobs, and shutdown.
 
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
 use crate::util::wait_gone;
 
 use super::*;
@@ -136,4 +139,70 @@ async fn sighup_reloads_engines_toml_and_a_bad_file_changes_nothing() {
     server.signal(libc::SIGHUP);
     assert!(server.next_line().contains("the engines are unchanged"));
     assert!(names(client.get("/engines").await.json()).contains(&"added".to_owned()));
+}
+
+#[tokio::test]
+async fn sigterm_with_a_half_sent_request_and_a_stalled_subscriber_exits_within_the_grace() {
+    let mut server = Serve::start(
+        "serve-sigterm-stalled",
+        &[
+            "--shutdown-grace-ms",
+            "500",
+            "--replay",
+            "1000000",
+            "--replay-bytes",
+            "100000000",
+        ],
+        &[],
+    );
+    let mut client = server.client();
+    let busy = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let quiet_property = "/collections/ships/items/s2/tproperties/speed";
+    let quiet = register(&mut client, quiet_property, r#"{"operation":"abs"}"#).await;
+    // A subscriber that never reads, behind more results than the socket
+    // buffers hold.
+    let mut stalled = TcpStream::connect(server.addr).await.unwrap();
+    stalled
+        .write_all(format!("GET {busy}/stream HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let total = 200_000;
+    for start in (0..total).step_by(10_000) {
+        let response = client
+            .post(&format!("{P}/ingest"), &lines(start, 10_000))
+            .await;
+        assert_eq!(response.status, 202, "{response:?}");
+    }
+    let results = async {
+        while client.get(&busy).await.json()["events"] != total {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, results)
+        .await
+        .expect("every result");
+    // A subscriber that can be written to, read only after the signal.
+    let mut writable = server.subscribe(&format!("{quiet}/stream"), &[]).await;
+    // A request whose head never ends.
+    let mut half_sent = TcpStream::connect(server.addr).await.unwrap();
+    half_sent
+        .write_all(b"POST /engines HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+
+    let signalled = std::time::Instant::now();
+    let status = server.terminate();
+    let took = signalled.elapsed();
+    assert_eq!(status.code(), Some(0));
+    // The grace twice (queries, then connections), and some slack.
+    assert!(took < Duration::from_secs(5), "took {took:?} to exit");
+    let events = tokio::time::timeout(PATIENCE, writable.until_end())
+        .await
+        .unwrap();
+    let end = events.last().expect("the end event");
+    assert_eq!(
+        (end.event.as_str(), end.json()["status"].as_str()),
+        ("end", Some("stopped"))
+    );
+    drop(stalled);
 }

@@ -3,7 +3,9 @@
 //! its submodules.
 
 mod errors;
+mod fuzz;
 mod lifecycle;
+mod limits;
 mod stream;
 
 use std::io::{BufRead, BufReader};
@@ -12,6 +14,16 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use crate::client::{Client, Sse, SseEvent, subscribe};
+
+/// A datetime for instant `i` of a test: `i` microseconds into 2026.
+pub fn at(i: usize) -> String {
+    format!("2026-01-01T00:00:00.{i:06}Z")
+}
+
+/// One JSON instant at [`at`]`(i)`.
+pub fn instant(i: usize, value: &str) -> String {
+    format!("{{\"datetime\":\"{}\",\"value\":{value}}}", at(i))
+}
 use crate::util::*;
 
 /// The property every test uses, unless it says otherwise.
@@ -76,6 +88,11 @@ impl Serve {
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         line
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
     }
 
     /// Sends `signal` to the server.
@@ -155,8 +172,11 @@ pub async fn register(client: &mut Client, property: &str, body: &str) -> String
     let link = response.json();
     assert_eq!(link["rel"], "cquery");
     assert_eq!(link["type"], "text/event-stream");
-    let path = link["links"][0]["href"].as_str().unwrap().to_owned();
-    assert_eq!(link["href"], format!("{path}/stream"));
+    let path = link["channel"].as_str().unwrap().to_owned();
+    // Part 4 clients follow the links as given: they are absolute.
+    let origin = "http://localhost";
+    assert_eq!(link["href"], format!("{origin}{path}/stream"));
+    assert_eq!(link["links"][0]["href"], format!("{origin}{path}"));
     assert_eq!(response.header("location"), Some(path.as_str()));
     path
 }

@@ -10,15 +10,13 @@ async fn a_query_streams_ingested_instants_and_ends_when_deleted() {
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
 
     // One instant, an array, and JSON lines: all accepted, in order.
-    let one = client
-        .post(&format!("{P}/ingest"), r#"{"datetime":"t0","value":0}"#)
-        .await;
+    let one = client.post(&format!("{P}/ingest"), &instant(0, "0")).await;
     assert_eq!(one.status, 202, "{one:?}");
     assert_eq!(one.json()["accepted"], 1);
     assert_eq!(one.json()["queries"], 1);
-    let array = r#"[{"datetime":"t1","value":1},{"datetime":"t2","value":2}]"#;
+    let array = format!("[{},{}]", instant(1, "1"), instant(2, "2"));
     assert_eq!(
-        client.post(&format!("{P}/ingest"), array).await.json()["accepted"],
+        client.post(&format!("{P}/ingest"), &array).await.json()["accepted"],
         2
     );
     assert_eq!(
@@ -35,7 +33,7 @@ async fn a_query_streams_ingested_instants_and_ends_when_deleted() {
     assert_eq!(ids, ["1", "2", "3", "4", "5", "6"]);
     assert_eq!(
         events[0].json(),
-        serde_json::json!({"datetime":"t0","value":0,"property":"speed","operation":"mul"})
+        serde_json::json!({"datetime":at(0),"value":0,"property":"speed","operation":"mul"})
     );
 
     let status = client.get(&query).await.json();
@@ -186,4 +184,32 @@ async fn a_windowed_aggregate_streams_window_events() {
     let refused = client.post(&format!("{text}/queries"), avg).await;
     assert_eq!(refused.status, 422, "{refused:?}");
     assert_eq!(refused.json()["field"], "aggregation");
+}
+
+#[tokio::test]
+async fn the_replay_buffer_is_bounded_in_bytes_and_a_resuming_subscriber_is_told_what_it_missed() {
+    let server = Serve::start("serve-ring-bytes", &["--replay-bytes", "2000"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let response = client.post(&format!("{P}/ingest"), &lines(1, 100)).await;
+    assert_eq!(response.status, 202);
+    let settled = async {
+        while client.get(&query).await.json()["events"] != 100 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, settled)
+        .await
+        .expect("every result");
+    // Resuming from the start: what the buffer no longer holds is missed.
+    let mut late = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "0")])
+        .await;
+    let lagged = take(&mut late, 1).await.remove(0);
+    assert_eq!(lagged.event, "lagged");
+    let missed = lagged.json()["missed"].as_u64().unwrap();
+    // Each frame is over 100 bytes: 2,000 bytes keep fewer than 20.
+    assert!((81..100).contains(&missed), "missed {missed}");
+    let kept = take(&mut late, (100 - missed) as usize).await;
+    assert_eq!(values(&kept).last(), Some(&100.0));
 }

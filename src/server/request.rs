@@ -1,0 +1,185 @@
+//! What a request brings, bounded and checked before a handler trusts it:
+//! its URI, its path ids, and its body.
+//!
+//! Every rejection is a [`Problem`], so the client gets the same JSON error
+//! as from the handlers (axum's own rejections are plain text).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::App;
+use super::problem::Problem;
+use super::table::PropertyKey;
+
+/// The longest request target (path and query), in bytes: a longer one is
+/// answered 414.
+pub(crate) const MAX_URI: usize = 8 * 1024;
+
+/// The longest id in a path (collection, feature, property, query), in
+/// bytes once percent-decoded.
+pub(crate) const MAX_ID: usize = 256;
+
+/// Refuses, before any handler runs and before the body is read, a URI over
+/// [`MAX_URI`] (414) and a declared `Content-Length` over `--max-body`
+/// (413, at once: the body is never waited for).
+///
+/// An error answered to a request with a body says `Connection: close`: the
+/// body may not have been read (a path refused first), and then the
+/// connection cannot carry another request; hyper closes it, and the
+/// client is told.
+pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    let uri = request
+        .uri()
+        .path_and_query()
+        .map_or(0, |pq| pq.as_str().len());
+    if uri > MAX_URI {
+        return Problem::new(
+            StatusCode::URI_TOO_LONG,
+            "URITooLong",
+            format!("the URI is {uri} bytes; at most {MAX_URI} are accepted"),
+        )
+        .closing()
+        .into_response();
+    }
+    if let Some(len) = declared_length(request.headers())
+        && len > app.options.max_body as u64
+    {
+        return too_large(app.options.max_body).into_response();
+    }
+    let has_body = declared_length(request.headers()).is_some_and(|n| n > 0)
+        || request.headers().contains_key(header::TRANSFER_ENCODING);
+    let mut response = next.run(request).await;
+    let status = response.status();
+    if has_body && (status.is_client_error() || status.is_server_error()) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn too_large(max: usize) -> Problem {
+    Problem::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "PayloadTooLarge",
+        format!("body: over {max} bytes (--max-body)"),
+    )
+    .closing()
+}
+
+/// Reads a request body whole: at most `--max-body` bytes (413 beyond), all
+/// of it within `--body-timeout-ms` (408 after).
+pub(crate) async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
+    let max = app.options.max_body;
+    let wait: Duration = app.options.body_timeout;
+    match tokio::time::timeout(wait, axum::body::to_bytes(body, max)).await {
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
+            if over {
+                Err(too_large(max))
+            } else {
+                Err(Problem::invalid("body", format!("cannot be read: {e}")).closing())
+            }
+        }
+        Err(_elapsed) => Err(Problem::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "RequestTimeout",
+            format!(
+                "body: not received within {} ms (--body-timeout-ms)",
+                wait.as_millis()
+            ),
+        )
+        .closing()),
+    }
+}
+
+/// The temporal property a path names:
+/// `/collections/{cid}/items/{fid}/tproperties/{pname}`.
+#[derive(Debug)]
+pub(crate) struct PropertyAt(pub(crate) PropertyKey);
+
+/// A query a path names: the property's path, then `/queries/{qid}`.
+#[derive(Debug)]
+pub(crate) struct QueryAt(pub(crate) PropertyKey, pub(crate) String);
+
+impl<S: Send + Sync> FromRequestParts<S> for PropertyAt {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        let Path((collection, feature, property)) =
+            Path::<(String, String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| Problem::invalid("path", e.body_text()))?;
+        for (name, id) in [
+            ("collection", &collection),
+            ("feature", &feature),
+            ("property", &property),
+        ] {
+            check_id(name, id)?;
+        }
+        Ok(PropertyAt(PropertyKey {
+            collection,
+            feature,
+            property,
+        }))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for QueryAt {
+    type Rejection = Problem;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
+        let Path((collection, feature, property, query)) =
+            Path::<(String, String, String, String)>::from_request_parts(parts, state)
+                .await
+                .map_err(|e| Problem::invalid("path", e.body_text()))?;
+        for (name, id) in [
+            ("collection", &collection),
+            ("feature", &feature),
+            ("property", &property),
+            ("query", &query),
+        ] {
+            check_id(name, id)?;
+        }
+        Ok(QueryAt(
+            PropertyKey {
+                collection,
+                feature,
+                property,
+            },
+            query,
+        ))
+    }
+}
+
+fn check_id(name: &str, id: &str) -> Result<(), Problem> {
+    if id.len() > MAX_ID {
+        return Err(Problem::invalid(
+            "path",
+            format!(
+                "the {name} id is {} bytes; ids are at most {MAX_ID}",
+                id.len()
+            ),
+        ));
+    }
+    Ok(())
+}
