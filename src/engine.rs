@@ -14,7 +14,8 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::spec::{QuerySpec, SpecError};
+use crate::spec::QuerySpec;
+use crate::spec_error::SpecError;
 use crate::vocab::{Event, Instant, QueryStatus};
 
 /// The number of instants a batch carries at most, by convention.
@@ -34,6 +35,15 @@ pub trait StreamEngine: Send + Sync + fmt::Debug {
     /// The query is validated first: an invalid or unsupported query is an
     /// error here, not a failed query later.
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError>;
+}
+
+/// Whether `name` can name an engine (in `engines.toml`, or exported by a
+/// plugin): `[a-z][a-z0-9_-]{0,62}`.
+pub(crate) fn is_engine_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 63
+        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// How an engine is provided.

@@ -53,10 +53,10 @@ mod plugin;
 mod registry;
 mod server;
 mod spec;
+mod spec_error;
 mod vocab;
-mod window;
 
-pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
+pub use crate::aggregate::{Aggregate, MAX_WINDOW_BUCKETS, TimeUnit, Window, Windower};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
 pub use crate::engine::{
@@ -78,8 +78,8 @@ pub mod plugin_host {
 }
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
 pub use crate::server::{ServeError, ServeOptions, Server};
-pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
+pub use crate::spec::{QueryKind, QuerySpec, Registration};
+pub use crate::spec_error::SpecError;
 pub use crate::vocab::{
-    Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
+    Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
 };
-pub use crate::window::Windower;

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use crate::aggregate::Windower;
 use crate::engine::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Source,
     StreamEngine,
@@ -13,7 +14,6 @@ use crate::engine::{
 use crate::ops::Transform;
 use crate::spec::{QueryKind, QuerySpec};
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
-use crate::window::Windower;
 
 /// The name of the built-in engine.
 pub const LOCAL: &str = "local";

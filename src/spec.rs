@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::ops::{OpError, Transform};
+pub(crate) use crate::spec_error::SpecError;
 use crate::vocab::PropertyType;
 
 /// What a query computes.
@@ -252,26 +253,6 @@ impl Registration {
         };
         spec.validate()?;
         Ok(spec)
-    }
-}
-
-/// A query that cannot run, naming the field at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct SpecError {
-    /// The registration field at fault (`operation`, `arg`, `window`, …).
-    pub field: &'static str,
-    /// What is wrong, and what is allowed.
-    pub message: String,
-}
-
-impl SpecError {
-    /// An error on `field`.
-    pub fn new(field: &'static str, message: impl Into<String>) -> SpecError {
-        SpecError {
-            field,
-            message: message.into(),
-        }
     }
 }
 

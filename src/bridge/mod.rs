@@ -20,12 +20,12 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use crate::aggregate::Windower;
 use crate::engine::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
 };
 use crate::spec::{QueryKind, QuerySpec};
 use crate::vocab::PropertyType;
-use crate::window::Windower;
 
 use self::run::Results;
 

@@ -25,10 +25,10 @@ use tokio::time::{Instant as Clock, MissedTickBehavior};
 use super::framing::{self, JobEvent};
 use super::job::{Job, JobCommand, describe_exit};
 use super::{BridgeOptions, Framing};
-use crate::aggregate::Aggregation;
+use crate::aggregate::Windower;
 use crate::engine::{QueryOutput, Source};
+use crate::vocab::Aggregation;
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
-use crate::window::Windower;
 
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;

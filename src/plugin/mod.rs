@@ -33,12 +33,12 @@ pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 pub use self::load::{PluginError, PluginErrorKind};
+use crate::aggregate::Windower;
 use crate::engine::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
 };
 use crate::spec::{QueryKind, QuerySpec};
 use crate::vocab::PropertyType;
-use crate::window::Windower;
 
 /// Event batches buffered between a plugin query and its consumer.
 const EVENT_BUFFER: usize = 16;

@@ -16,9 +16,9 @@ use super::call::{Collector, State, to_raw};
 use super::load::{EngineFns, Library};
 use std::cell::RefCell;
 
+use crate::aggregate::Windower;
 use crate::engine::{BATCH, QueryOutput, Source};
 use crate::vocab::{Event, Instant, QueryStatus};
-use crate::window::Windower;
 
 /// A query to start on its own thread.
 pub(crate) struct Start {

@@ -1,5 +1,6 @@
 use super::*;
 use crate::aggregate::TimeUnit;
+use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
     let (h, m, s) = (second / 3600, second / 60 % 60, second % 60);

@@ -37,15 +37,14 @@
 //! the records of a `COUNT` window not yet full, the open `TUMBLING` window,
 //! and for `HOPPING` each boundary still to come whose window holds records.
 
-mod acc;
-
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use self::acc::Acc;
-use crate::aggregate::{Aggregate, Aggregation, Window};
+use super::acc::Acc;
+use super::window::gcd;
+use super::{Aggregate, Window};
 use crate::datetime;
-use crate::vocab::{Event, Instant, PropertyType, Value, WindowEvent};
+use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
 
 /// Computes a windowed aggregate over instants pushed in arrival order.
 ///
@@ -153,7 +152,7 @@ impl Windower {
                 Mode::Hopping {
                     span,
                     hop,
-                    grain: gcd(span, hop),
+                    grain: gcd(span as u64, hop as u64) as i64,
                     next: None,
                     buckets: VecDeque::new(),
                 }
@@ -326,10 +325,6 @@ impl Windower {
 /// The first multiple of `step` after `secs`.
 fn boundary_after(secs: i64, step: i64) -> i64 {
     secs - secs.rem_euclid(step) + step
-}
-
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 impl Emitter {

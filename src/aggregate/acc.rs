@@ -3,8 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::aggregate::Aggregation;
-use crate::vocab::Value;
+use crate::vocab::{Aggregation, Value};
 
 /// The state of one aggregate: constant size, except the set of distinct
 /// texts of `COUNT_DISTINCT`, which holds at most the window's records.

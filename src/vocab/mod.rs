@@ -6,8 +6,10 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
+mod aggregation;
 mod event;
 
+pub use self::aggregation::Aggregation;
 pub use self::event::{Event, InstantEvent, WindowEvent};
 
 /// The value of one temporal-property instant.
