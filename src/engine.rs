@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::spec::QuerySpec;
 use crate::spec_error::SpecError;
-use crate::vocab::{Event, Instant, QueryStatus};
+use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 
 /// The number of instants a batch carries at most, by convention.
 pub const BATCH: usize = 1024;
@@ -126,14 +126,6 @@ pub enum EngineError {
     /// The query is invalid.
     #[error("invalid query: {0}")]
     InvalidQuery(#[from] SpecError),
-    /// The engine does not serve this kind of query.
-    #[error("the {engine} engine does not serve {what}")]
-    Unsupported {
-        /// The engine.
-        engine: String,
-        /// What it does not serve.
-        what: String,
-    },
     /// The engine could not start the query.
     #[error("the {engine} engine could not start the query: {reason}")]
     Start {
@@ -160,24 +152,17 @@ type SourceItem = Result<Vec<Instant>, SourceError>;
 #[derive(Debug)]
 pub struct Source {
     rx: mpsc::Receiver<SourceItem>,
-}
-
-/// The result of polling a source without waiting.
-#[derive(Debug)]
-pub enum TryBatch {
-    /// A batch (or the source's error).
-    Ready(SourceItem),
-    /// Nothing ready now.
-    Empty,
-    /// The source has ended.
-    Ended,
+    /// Whether its numbers must be integers (a `TInteger` property).
+    integers: bool,
+    /// The failure of a record, once the records before it were delivered.
+    failed: Option<SourceError>,
 }
 
 impl Source {
     /// A live source holding at most `capacity` batches in flight.
     pub fn channel(capacity: usize) -> (SourceSender, Source) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (SourceSender { tx }, Source { rx })
+        (SourceSender { tx }, Source::new(rx))
     }
 
     /// A source of a fixed list of instants.
@@ -198,7 +183,23 @@ impl Source {
             tx.try_send(Ok(batch))
                 .expect("the channel was sized to hold every batch");
         }
-        Source { rx }
+        Source::new(rx)
+    }
+
+    fn new(rx: mpsc::Receiver<SourceItem>) -> Source {
+        Source {
+            rx,
+            integers: false,
+            failed: None,
+        }
+    }
+
+    /// The source of a property of type `t`: for `TInteger`, a number with
+    /// a fraction ends the source with an error naming the record, after
+    /// the records before it (every engine fails the query with it).
+    pub(crate) fn typed(mut self, t: PropertyType) -> Source {
+        self.integers = t == PropertyType::TInteger;
+        self
     }
 
     /// The next batch; `None` once the source has ended.
@@ -207,16 +208,37 @@ impl Source {
     ///
     /// Cancel safe: a batch is never lost when this future is dropped.
     pub async fn next_batch(&mut self) -> Option<SourceItem> {
-        self.rx.recv().await
+        if let Some(error) = self.failed.take() {
+            return Some(Err(error));
+        }
+        let item = self.rx.recv().await?;
+        Some(self.checked(item))
     }
 
-    /// The next batch if one is ready now.
-    pub fn try_next_batch(&mut self) -> TryBatch {
-        match self.rx.try_recv() {
-            Ok(item) => TryBatch::Ready(item),
-            Err(mpsc::error::TryRecvError::Empty) => TryBatch::Empty,
-            Err(mpsc::error::TryRecvError::Disconnected) => TryBatch::Ended,
+    /// The records of `item` up to the first that does not fit the
+    /// property's type; that one's error comes next.
+    fn checked(&mut self, item: SourceItem) -> SourceItem {
+        let mut batch = item?;
+        if !self.integers {
+            return Ok(batch);
         }
+        let Some(at) = batch
+            .iter()
+            .position(|i| i.value.as_f64().is_some_and(|x| x.fract() != 0.0))
+        else {
+            return Ok(batch);
+        };
+        let bad = &batch[at];
+        let error = SourceError(format!(
+            "record at {} has value {}, but the property is TInteger: it takes integers",
+            bad.datetime, bad.value
+        ));
+        batch.truncate(at);
+        if batch.is_empty() {
+            return Err(error);
+        }
+        self.failed = Some(error);
+        Ok(batch)
     }
 }
 

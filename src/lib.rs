@@ -49,6 +49,7 @@ mod datetime;
 mod engine;
 mod local;
 mod ops;
+mod plan;
 mod plugin;
 mod registry;
 mod server;
@@ -62,7 +63,7 @@ pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef
 pub use crate::engine::{
     AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
     ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
-    SourceSender, StreamEngine, TryBatch,
+    SourceSender, StreamEngine,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};

@@ -141,6 +141,27 @@ impl QuerySpec {
         }
         serde_json::Value::Object(obj).to_string()
     }
+
+    /// Parses the JSON of [`to_json`](QuerySpec::to_json) back into the
+    /// spec, as a job (or an isolated plugin's child) reads `MFSTREAM_QUERY`.
+    pub fn from_json(json: &str) -> Result<QuerySpec, SpecError> {
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| SpecError::new("body", e.to_string()))?;
+        let mut text = |key: &'static str| match body.remove(key) {
+            Some(serde_json::Value::String(s)) => Ok(s),
+            Some(other) => Err(SpecError::new(
+                key,
+                format!("expected a string, got {other}"),
+            )),
+            None => Err(SpecError::new(key, "missing")),
+        };
+        let id = text("id")?;
+        let property = text("property")?;
+        let body = serde_json::Value::Object(body).to_string();
+        let mut spec = Registration::from_json(&body)?.into_spec(property, PropertyType::TReal)?;
+        spec.id = id;
+        Ok(spec)
+    }
 }
 
 /// A Part 4 registration body: `{"operation":"mul","arg":1.852}`,

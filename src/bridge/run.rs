@@ -180,21 +180,11 @@ impl Driver {
 
     /// At the end of a completed query, the host's open windows (partial).
     async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
-        let Results::HostWindows(windower) = &mut self.results else {
-            return status;
+        let windower = match &mut self.results {
+            Results::HostWindows(windower) => Some(&mut **windower),
+            _ => None,
         };
-        if status != QueryStatus::Completed {
-            return status;
-        }
-        let mut events = Vec::new();
-        let flushed = windower.try_finish(&mut events);
-        if self.output.emit(events).await.is_err() {
-            return QueryStatus::Stopped;
-        }
-        match flushed {
-            Ok(()) => status,
-            Err(reason) => QueryStatus::Failed { reason },
-        }
+        crate::plan::finish(windower, &self.output, status).await
     }
 
     /// Drives one job until it has exited and its stdout has ended.

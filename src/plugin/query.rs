@@ -18,6 +18,7 @@ use std::cell::RefCell;
 
 use crate::aggregate::Windower;
 use crate::engine::{BATCH, QueryOutput, Source};
+use crate::plan;
 use crate::vocab::{Event, Instant, QueryStatus};
 
 /// A query to start on its own thread.
@@ -85,16 +86,9 @@ pub(crate) fn spawn(
         let mut status = run(state, source, collector, &output, &runtime);
         if let Some(reason) = window_failure.into_inner() {
             status = QueryStatus::Failed { reason };
-        } else if let (QueryStatus::Completed, Some(windower)) = (&status, windower.as_mut()) {
-            // The end of the source closes the windows still open.
-            let mut events = Vec::new();
-            let flushed = windower.try_finish(&mut events);
-            if runtime.block_on(output.emit(events)).is_err() {
-                status = QueryStatus::Stopped;
-            } else if let Err(reason) = flushed {
-                status = QueryStatus::Failed { reason };
-            }
         }
+        // The end of the source closes the windows still open.
+        let status = runtime.block_on(plan::finish(windower.as_deref_mut(), &output, status));
         tracing::debug!(%status, "query ended");
         output.finish(status);
     })?;
