@@ -62,8 +62,8 @@ pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
 pub use crate::engine::{
     AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
-    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
-    SourceSender, StreamEngine,
+    ProgressSnapshot, QueryHandle, QueryOutput, Serves, Source, SourceClosed, SourceError,
+    SourcePermit, SourceSender, StreamEngine,
 };
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::ops::{DomainError, Op, OpError, Transform};

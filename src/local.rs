@@ -8,8 +8,8 @@ use tracing::Instrument;
 
 use crate::aggregate::Windower;
 use crate::engine::{
-    AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Source,
-    StreamEngine,
+    AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Serves,
+    Source, StreamEngine,
 };
 use crate::ops::Transform;
 use crate::plan::{self, Plan, plan};
@@ -51,7 +51,7 @@ impl StreamEngine for LocalEngine {
             ready: true,
             reason: None,
             description: "in-process engine (the embedded default)".into(),
-            serves: vec!["transform", "aggregate"],
+            serves: Serves::TRANSFORM | Serves::AGGREGATE,
             aggregates_in: AggregatesIn::InProcess,
         }
     }

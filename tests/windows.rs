@@ -528,16 +528,20 @@ async fn a_tumbling_second_over_records_a_century_apart_emits_two_windows() {
 
 #[test]
 fn run_refuses_a_hopping_window_over_the_bucket_cap_with_exit_2() {
-    let input = "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":1}\n\
-                 {\"datetime\":\"2126-01-01T00:00:00Z\",\"value\":2}\n";
-    let output = run_cli(
-        "windows-cap",
-        &[
-            "--query",
-            r#"{"aggregation":"AVG","window":{"type":"HOPPING","size":876000,"unit":"HOURS","hop":1,"hopUnit":"SECONDS"}}"#,
-        ],
-        input,
-    );
+    let dir = TempDir::new("windows-cap");
+    let input = dir.join("century.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":1}\n\
+         {\"datetime\":\"2126-01-01T00:00:00Z\",\"value\":2}\n",
+    )
+    .unwrap();
+    let output = mfstream_command(dir.path())
+        .args(["run", "--query"])
+        .arg(r#"{"aggregation":"AVG","window":{"type":"HOPPING","size":876000,"unit":"HOURS","hop":1,"hopUnit":"SECONDS"}}"#)
+        .arg(&input)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(2));
     assert!(output.stdout.is_empty());
     let stderr = String::from_utf8_lossy(&output.stderr);

@@ -21,7 +21,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
 use crate::plan::{Plan, plan};
 use crate::spec::{QueryKind, QuerySpec};
@@ -145,7 +145,7 @@ impl StreamEngine for BridgeEngine {
             ready: true,
             reason: None,
             description: self.options.description.clone(),
-            serves: vec!["transform", "aggregate"],
+            serves: Serves::TRANSFORM | Serves::AGGREGATE,
             aggregates_in: if self.options.aggregates {
                 AggregatesIn::Job
             } else {

@@ -34,7 +34,7 @@ pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 pub use self::load::{PluginError, PluginErrorKind};
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
@@ -81,11 +81,11 @@ impl PluginEngine {
 
 /// The kinds of query an engine serves: every plugin engine transforms (the
 /// loader checks it), and the host windows its outputs for aggregates.
-pub(crate) fn serves(bits: u32) -> Vec<&'static str> {
+pub(crate) fn serves(bits: u32) -> Serves {
     if bits & MFS_SERVES_TRANSFORM != 0 {
-        vec!["transform", "aggregate"]
+        Serves::TRANSFORM | Serves::AGGREGATE
     } else {
-        Vec::new()
+        Serves::NONE
     }
 }
 
