@@ -466,8 +466,10 @@ async fn a_hopping_window_of_876000_hours_by_1_second_is_refused_naming_the_buck
     assert_eq!(e.field, "window.hop");
     assert!(
         e.message.contains("keeps 3153600000 buckets")
-            && e.message
-                .contains(&format!("at most {}", mfstream::MAX_WINDOW_BUCKETS)),
+            && e.message.contains(&format!(
+                "at most {}",
+                mfstream::aggregate::MAX_WINDOW_BUCKETS
+            )),
         "{e}"
     );
     let registration = mfstream::Registration::from_json(
@@ -482,11 +484,11 @@ async fn a_hopping_window_of_876000_hours_by_1_second_is_refused_naming_the_buck
 
 #[tokio::test]
 async fn a_hopping_window_at_the_bucket_cap_over_records_a_century_apart_emits_each_window_once() {
-    let cap = mfstream::MAX_WINDOW_BUCKETS as usize;
+    let cap = mfstream::aggregate::MAX_WINDOW_BUCKETS as usize;
     let spec = aggregate(
         PropertyType::TReal,
         Aggregation::Avg,
-        hopping(mfstream::MAX_WINDOW_BUCKETS, 1),
+        hopping(mfstream::aggregate::MAX_WINDOW_BUCKETS, 1),
     );
     let (events, status) = run_local_json(spec, a_century_apart()).await;
     assert_eq!(status, QueryStatus::Completed);

@@ -9,8 +9,8 @@
 //! - `acc` is the partial aggregate a window, or a bucket of one, keeps
 //!   instead of its records.
 //!
-//! The aggregations themselves are vocabulary ([`crate::vocab`]): events
-//! carry their names.
+//! The aggregations themselves ([`Aggregation`]) are
+//! vocabulary, with instants and events: events carry their names.
 
 use std::fmt;
 

@@ -50,7 +50,8 @@ use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent
 /// Computes a windowed aggregate over instants pushed in arrival order.
 ///
 /// ```
-/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window, Windower};
+/// use mfstream::aggregate::Windower;
+/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window};
 ///
 /// let window = Window::Tumbling { size: 2, unit: TimeUnit::Seconds };
 /// let aggregate = Aggregate::new(Aggregation::Avg, window);
