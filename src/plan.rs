@@ -11,11 +11,11 @@
 use std::sync::Arc;
 
 use crate::aggregate::Windower;
-use crate::engine::QueryOutput;
+use crate::engine::{BATCH, QueryOutput};
 use crate::ops::Transform;
 use crate::spec::{QueryKind, QuerySpec};
 use crate::spec_error::SpecError;
-use crate::vocab::{Event, PropertyType, QueryStatus};
+use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 
 /// How a validated query runs.
 #[derive(Debug)]
@@ -69,6 +69,34 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
             Windower::new(aggregate, property)?.with_property_type(spec.property_type),
         )),
     })
+}
+
+/// Feeds an engine's outputs to the host's windower, delivering the window
+/// events in chunks of about [`BATCH`] as they close: the events one output
+/// closes (up to [`MAX_WINDOW_BUCKETS`]) are never held with those of the
+/// next. An error is the query's end: `Failed`, naming the record, after
+/// the events before it; `Stopped` when the consumer has gone.
+///
+/// [`MAX_WINDOW_BUCKETS`]: crate::aggregate::MAX_WINDOW_BUCKETS
+pub(crate) async fn window(
+    windower: &mut Windower,
+    outputs: impl IntoIterator<Item = Instant>,
+    output: &QueryOutput,
+) -> Result<(), QueryStatus> {
+    let mut events = Vec::new();
+    for instant in outputs {
+        let failure = windower.push(instant, &mut events).err();
+        if events.len() >= BATCH || failure.is_some() {
+            output
+                .emit(std::mem::take(&mut events))
+                .await
+                .map_err(|_| QueryStatus::Stopped)?;
+        }
+        if let Some(reason) = failure {
+            return Err(QueryStatus::Failed { reason });
+        }
+    }
+    output.emit(events).await.map_err(|_| QueryStatus::Stopped)
 }
 
 /// The end of a query, the same on every path: once the source has ended

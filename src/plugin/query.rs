@@ -69,18 +69,25 @@ pub(crate) fn spawn(
             return;
         }
         let window_failure = RefCell::new(None);
-        let mut sink = |events: Vec<Event>| {
-            let events = match windower.as_mut() {
-                None => events,
-                Some(windower) => match window(windower, events) {
-                    Ok(windows) => windows,
-                    Err(reason) => {
+        let mut sink = |events: Vec<Event>| match windower.as_deref_mut() {
+            None => runtime.block_on(output.emit(events)).is_ok(),
+            Some(windower) => {
+                let answers = events.into_iter().filter_map(|event| match event {
+                    Event::Instant(e) => Some(Instant {
+                        datetime: e.datetime,
+                        value: e.value,
+                    }),
+                    _ => None,
+                });
+                match runtime.block_on(plan::window(windower, answers, &output)) {
+                    Ok(()) => true,
+                    Err(QueryStatus::Failed { reason }) => {
                         *window_failure.borrow_mut() = Some(reason);
-                        return false;
+                        false
                     }
-                },
-            };
-            runtime.block_on(output.emit(events)).is_ok()
+                    Err(_) => false,
+                }
+            }
         };
         let collector = Collector::new(&mut sink, property, operation);
         let mut status = run(state, source, collector, &output, &runtime);
@@ -142,19 +149,4 @@ fn run(
         (QueryStatus::Completed, Err(reason)) => QueryStatus::Failed { reason },
         (status, _) => status,
     }
-}
-
-/// The window events the plugin's transformed `events` close.
-fn window(windower: &mut Windower, events: Vec<Event>) -> Result<Vec<Event>, String> {
-    let mut windows = Vec::new();
-    for event in events {
-        if let Event::Instant(e) = event {
-            let instant = Instant {
-                datetime: e.datetime,
-                value: e.value,
-            };
-            windower.push(instant, &mut windows)?;
-        }
-    }
-    Ok(windows)
 }
