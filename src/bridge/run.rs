@@ -178,6 +178,28 @@ impl Driver {
         drop(job);
     }
 
+    /// Delivers the events of the lines read: the job's answers, or for
+    /// host windows the window events they close, in bounded chunks
+    /// ([`plan::window`](crate::plan::window)).
+    async fn deliver(&mut self) -> Result<(), QueryStatus> {
+        let events = std::mem::take(&mut self.events);
+        let Results::HostWindows(windower) = &mut self.results else {
+            return self
+                .output
+                .emit(events)
+                .await
+                .map_err(|_| QueryStatus::Stopped);
+        };
+        let answers = events.into_iter().filter_map(|event| match event {
+            Event::Instant(e) => Some(Instant {
+                datetime: e.datetime,
+                value: e.value,
+            }),
+            _ => None,
+        });
+        crate::plan::window(windower, answers, &self.output).await
+    }
+
     /// At the end of a completed query, the host's open windows (partial).
     async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
         let windower = match &mut self.results {
@@ -258,8 +280,14 @@ impl Driver {
                         if let Err(reason) = self.take_lines(&rbuf[..n], &mut carry, &mut line_no) {
                             self.fail(reason, &mut stdin, &mut escalation);
                         }
-                        let events = std::mem::take(&mut self.events);
-                        let gone = self.output.emit(events).await.is_err();
+                        let gone = match self.deliver().await {
+                            Ok(()) => false,
+                            Err(QueryStatus::Failed { reason }) => {
+                                self.fail(reason, &mut stdin, &mut escalation);
+                                false
+                            }
+                            Err(_) => true,
+                        };
                         if gone && self.ending.is_none() {
                             self.ending = Some(Ending::Stop);
                             stdin = None;
@@ -550,8 +578,15 @@ impl Driver {
                 }));
                 Ok(())
             }
-            Results::HostWindows(windower) => {
-                windower.push(Instant { datetime, value }, &mut self.events)
+            // Windowed by `deliver`, which bounds the events held at once.
+            Results::HostWindows(_) => {
+                self.events.push(Event::Instant(InstantEvent {
+                    datetime,
+                    value,
+                    property: self.property.clone(),
+                    operation: Arc::from(""),
+                }));
+                Ok(())
             }
             // Lines of a job that aggregates are decoded as window results.
             Results::JobWindows { .. } => Err(format!(
