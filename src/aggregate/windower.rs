@@ -363,10 +363,12 @@ impl Emitter {
         partial: bool,
         out: &mut Vec<Event>,
     ) -> Result<(), String> {
-        let mut window = Acc::default();
-        for (_, acc) in buckets.iter().take_while(|(start, _)| *start < boundary) {
-            window.merge(acc);
-        }
+        let mut window = Acc::merge_all(
+            buckets
+                .iter()
+                .take_while(|(start, _)| *start < boundary)
+                .map(|(_, acc)| acc),
+        );
         if window.count > 0 {
             out.push(self.event(&mut window, partial)?);
         }

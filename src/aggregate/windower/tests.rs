@@ -362,3 +362,18 @@ fn hopping_state_stays_within_span_over_gcd_buckets() {
     // Boundaries 4, 8, …, 9996 have closed.
     assert_eq!(out.len(), 9996 / 4);
 }
+
+#[test]
+fn a_windower_refuses_a_window_over_the_bucket_cap_even_unregistered() {
+    // A window built in code skips the registration's checks; the windower
+    // still refuses to run it (it would emit 3,153,600,000 events per record).
+    let century = Window::Hopping {
+        size: 876_000,
+        unit: TimeUnit::Hours,
+        hop: 1,
+        hop_unit: TimeUnit::Seconds,
+    };
+    let e = Windower::new(&Aggregate::new(Aggregation::Avg, century), "p".into()).unwrap_err();
+    assert_eq!(e.field, "window.hop");
+    assert!(e.message.contains("at most 10000"), "{e}");
+}
