@@ -189,7 +189,13 @@ impl StreamEngine for BridgeEngine {
                     transform,
                     windower: Some(windower),
                 },
-            ) => (transform.job_args(), Results::HostWindows(windower)),
+            ) => (
+                transform.job_args(),
+                Results::HostWindows {
+                    operation: transform.op.name().into(),
+                    windower,
+                },
+            ),
             (_, plan @ Plan::Host(_)) => {
                 return Ok(crate::local::submit_as(name, plan, &spec, source));
             }

@@ -69,7 +69,12 @@ pub(crate) enum Results {
         operation: Arc<str>,
     },
     /// The job transforms; the host windows its answers.
-    HostWindows(Box<Windower>),
+    HostWindows {
+        /// The operation's name, for the answers before they are windowed.
+        operation: Arc<str>,
+        /// The host's windows.
+        windower: Box<Windower>,
+    },
     /// The job aggregates: each line is a window result.
     JobWindows {
         /// The aggregation, for the events.
@@ -183,7 +188,7 @@ impl Driver {
     /// ([`plan::window`](crate::plan::window)).
     async fn deliver(&mut self) -> Result<(), QueryStatus> {
         let events = std::mem::take(&mut self.events);
-        let Results::HostWindows(windower) = &mut self.results else {
+        let Results::HostWindows { windower, .. } = &mut self.results else {
             return self
                 .output
                 .emit(events)
@@ -203,7 +208,7 @@ impl Driver {
     /// At the end of a completed query, the host's open windows (partial).
     async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
         let windower = match &mut self.results {
-            Results::HostWindows(windower) => Some(&mut **windower),
+            Results::HostWindows { windower, .. } => Some(&mut **windower),
             _ => None,
         };
         crate::plan::finish(windower, &self.output, status).await
@@ -579,12 +584,12 @@ impl Driver {
                 Ok(())
             }
             // Windowed by `deliver`, which bounds the events held at once.
-            Results::HostWindows(_) => {
+            Results::HostWindows { operation, .. } => {
                 self.events.push(Event::Instant(InstantEvent {
                     datetime,
                     value,
                     property: self.property.clone(),
-                    operation: Arc::from(""),
+                    operation: operation.clone(),
                 }));
                 Ok(())
             }
