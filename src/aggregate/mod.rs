@@ -15,7 +15,7 @@
 use std::fmt;
 
 use crate::spec_error::SpecError;
-use crate::vocab::{Aggregation, PropertyType};
+use crate::vocab::PropertyType;
 
 mod acc;
 mod window;
@@ -23,6 +23,7 @@ mod windower;
 
 pub use self::window::{MAX_WINDOW_BUCKETS, TimeUnit, Window};
 pub use self::windower::Windower;
+pub use crate::vocab::Aggregation;
 
 /// `a, b or c`.
 pub(crate) fn list<T: fmt::Display>(items: &[T]) -> String {

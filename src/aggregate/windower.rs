@@ -30,6 +30,18 @@
 //! usual. So state never grows for late data, and no result already emitted
 //! is ever revised.
 //!
+//! # Bounds
+//!
+//! A `HOPPING` window keeps at most [`MAX_WINDOW_BUCKETS`] buckets
+//! ([`Windower::new`] refuses more), so a record falls in at most that many
+//! windows and one push emits at most that many events, however far the
+//! record is from the one before: boundaries whose windows hold no record
+//! are skipped, not computed. Callers deliver the events in bounded chunks
+//! (`plan::window`). Combining a window's buckets at a boundary costs a few
+//! additions per non-empty bucket.
+//!
+//! [`MAX_WINDOW_BUCKETS`]: super::MAX_WINDOW_BUCKETS
+//!
 //! # End of source
 //!
 //! [`Windower::finish`] emits the windows still open as partial events

@@ -13,9 +13,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::aggregate::Aggregation;
 use crate::engine::Source;
 use crate::spec::{QueryKind, Registration};
-use crate::vocab::Aggregation;
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::App;
