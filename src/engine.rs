@@ -14,8 +14,9 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use crate::spec::{QuerySpec, SpecError};
-use crate::vocab::{Event, Instant, QueryStatus};
+use crate::spec::QuerySpec;
+use crate::spec_error::SpecError;
+use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 
 /// The number of instants a batch carries at most, by convention.
 pub const BATCH: usize = 1024;
@@ -34,6 +35,15 @@ pub trait StreamEngine: Send + Sync + fmt::Debug {
     /// The query is validated first: an invalid or unsupported query is an
     /// error here, not a failed query later.
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError>;
+}
+
+/// Whether `name` can name an engine (in `engines.toml`, or exported by a
+/// plugin): `[a-z][a-z0-9_-]{0,62}`.
+pub(crate) fn is_engine_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    name.len() <= 63
+        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 /// How an engine is provided.
@@ -89,6 +99,91 @@ impl fmt::Display for AggregatesIn {
     }
 }
 
+/// The kinds of query an engine serves: a set of `transform` and
+/// `aggregate`, written `transform,aggregate` (and as a JSON list of those
+/// names).
+///
+/// ```
+/// use mfstream::Serves;
+///
+/// let serves = Serves::TRANSFORM | Serves::AGGREGATE;
+/// assert!(serves.contains(Serves::AGGREGATE));
+/// assert_eq!(serves.to_string(), "transform,aggregate");
+/// assert_eq!(serves, ["transform", "aggregate"]);
+/// assert_eq!(Serves::NONE.to_string(), "");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Serves {
+    bits: u8,
+}
+
+impl Serves {
+    /// Nothing: an engine that cannot run queries.
+    pub const NONE: Serves = Serves { bits: 0 };
+    /// Transforms: a lifted operation applied to each instant.
+    pub const TRANSFORM: Serves = Serves { bits: 1 };
+    /// Windowed aggregates.
+    pub const AGGREGATE: Serves = Serves { bits: 2 };
+    /// Every kind, in the order they are written.
+    const KINDS: [(Serves, &'static str); 2] = [
+        (Serves::TRANSFORM, "transform"),
+        (Serves::AGGREGATE, "aggregate"),
+    ];
+
+    /// Whether every kind of `other` is served.
+    pub fn contains(self, other: Serves) -> bool {
+        self.bits & other.bits == other.bits
+    }
+
+    /// Whether nothing is served.
+    pub fn is_empty(self) -> bool {
+        self.bits == 0
+    }
+
+    /// The names of the kinds served: `transform`, then `aggregate`.
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Serves::KINDS
+            .into_iter()
+            .filter(move |(kind, _)| self.contains(*kind))
+            .map(|(_, name)| name)
+    }
+}
+
+impl std::ops::BitOr for Serves {
+    type Output = Serves;
+
+    fn bitor(self, other: Serves) -> Serves {
+        Serves {
+            bits: self.bits | other.bits,
+        }
+    }
+}
+
+impl fmt::Display for Serves {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, name) in self.names().enumerate() {
+            if i > 0 {
+                f.write_str(",")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
+    }
+}
+
+/// A set equals the list of its names, in order.
+impl<const N: usize> PartialEq<[&str; N]> for Serves {
+    fn eq(&self, names: &[&str; N]) -> bool {
+        self.names().eq(names.iter().copied())
+    }
+}
+
+impl Serialize for Serves {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(self.names())
+    }
+}
+
 /// What the registry knows of an engine, as `mfstream engines` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EngineInfo {
@@ -102,9 +197,9 @@ pub struct EngineInfo {
     pub reason: Option<String>,
     /// A line for people.
     pub description: String,
-    /// The kinds of query it serves: `transform`, `aggregate` (a query may
-    /// compose the two: a transform, then an aggregate of its outputs).
-    pub serves: Vec<&'static str>,
+    /// The kinds of query it serves (a query may compose the two: a
+    /// transform, then an aggregate of its outputs).
+    pub serves: Serves,
     /// Where its windowed aggregates are computed.
     pub aggregates_in: AggregatesIn,
 }
@@ -116,14 +211,6 @@ pub enum EngineError {
     /// The query is invalid.
     #[error("invalid query: {0}")]
     InvalidQuery(#[from] SpecError),
-    /// The engine does not serve this kind of query.
-    #[error("the {engine} engine does not serve {what}")]
-    Unsupported {
-        /// The engine.
-        engine: String,
-        /// What it does not serve.
-        what: String,
-    },
     /// The engine could not start the query.
     #[error("the {engine} engine could not start the query: {reason}")]
     Start {
@@ -150,24 +237,17 @@ type SourceItem = Result<Vec<Instant>, SourceError>;
 #[derive(Debug)]
 pub struct Source {
     rx: mpsc::Receiver<SourceItem>,
-}
-
-/// The result of polling a source without waiting.
-#[derive(Debug)]
-pub enum TryBatch {
-    /// A batch (or the source's error).
-    Ready(SourceItem),
-    /// Nothing ready now.
-    Empty,
-    /// The source has ended.
-    Ended,
+    /// Whether its numbers must be integers (a `TInteger` property).
+    integers: bool,
+    /// The failure of a record, once the records before it were delivered.
+    failed: Option<SourceError>,
 }
 
 impl Source {
     /// A live source holding at most `capacity` batches in flight.
     pub fn channel(capacity: usize) -> (SourceSender, Source) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (SourceSender { tx }, Source { rx })
+        (SourceSender { tx }, Source::new(rx))
     }
 
     /// A source of a fixed list of instants.
@@ -188,7 +268,23 @@ impl Source {
             tx.try_send(Ok(batch))
                 .expect("the channel was sized to hold every batch");
         }
-        Source { rx }
+        Source::new(rx)
+    }
+
+    fn new(rx: mpsc::Receiver<SourceItem>) -> Source {
+        Source {
+            rx,
+            integers: false,
+            failed: None,
+        }
+    }
+
+    /// The source of a property of type `t`: for `TInteger`, a number with
+    /// a fraction ends the source with an error naming the record, after
+    /// the records before it (every engine fails the query with it).
+    pub(crate) fn typed(mut self, t: PropertyType) -> Source {
+        self.integers = t == PropertyType::TInteger;
+        self
     }
 
     /// The next batch; `None` once the source has ended.
@@ -197,16 +293,37 @@ impl Source {
     ///
     /// Cancel safe: a batch is never lost when this future is dropped.
     pub async fn next_batch(&mut self) -> Option<SourceItem> {
-        self.rx.recv().await
+        if let Some(error) = self.failed.take() {
+            return Some(Err(error));
+        }
+        let item = self.rx.recv().await?;
+        Some(self.checked(item))
     }
 
-    /// The next batch if one is ready now.
-    pub fn try_next_batch(&mut self) -> TryBatch {
-        match self.rx.try_recv() {
-            Ok(item) => TryBatch::Ready(item),
-            Err(mpsc::error::TryRecvError::Empty) => TryBatch::Empty,
-            Err(mpsc::error::TryRecvError::Disconnected) => TryBatch::Ended,
+    /// The records of `item` up to the first that does not fit the
+    /// property's type; that one's error comes next.
+    fn checked(&mut self, item: SourceItem) -> SourceItem {
+        let mut batch = item?;
+        if !self.integers {
+            return Ok(batch);
         }
+        let Some(at) = batch
+            .iter()
+            .position(|i| i.value.as_f64().is_some_and(|x| x.fract() != 0.0))
+        else {
+            return Ok(batch);
+        };
+        let bad = &batch[at];
+        let error = SourceError(format!(
+            "record at {} has value {}, but the property is TInteger: it takes integers",
+            bad.datetime, bad.value
+        ));
+        batch.truncate(at);
+        if batch.is_empty() {
+            return Err(error);
+        }
+        self.failed = Some(error);
+        Ok(batch)
     }
 }
 

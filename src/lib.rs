@@ -24,6 +24,11 @@
 //!   on the registry's engines over HTTP, their results as Server-Sent
 //!   Events, in the shape of OGC API – Moving Features Part 4.
 //!
+//!
+//! [`PluginEngine`]: plugin::PluginEngine
+//! [`IsolatedEngine`]: plugin::IsolatedEngine
+//! [`Windower`]: aggregate::Windower
+//!
 //! ```
 //! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
 //!
@@ -42,32 +47,41 @@
 
 #![deny(missing_docs)]
 
-mod aggregate;
+// The crate root re-exports what a control plane uses; the modules made
+// public group the rest: `engine` for authors of engines (the engine's side
+// of a query), `aggregate` for the windower any engine can use, `plugin`,
+// `config` and `ops` for their entries, options and errors.
+pub mod aggregate;
 mod bridge;
-mod config;
+pub mod config;
 mod datetime;
-mod engine;
+pub mod engine;
 mod local;
-mod ops;
-mod plugin;
+pub mod ops;
+mod plan;
+pub mod plugin;
 mod registry;
 mod server;
 mod spec;
+mod spec_error;
 mod vocab;
-mod window;
 
-pub use crate::aggregate::{Aggregate, Aggregation, TimeUnit, Window};
+pub use crate::aggregate::{Aggregate, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
-pub use crate::config::{Config, ConfigError, ConfigProblem, EngineDef, PluginDef};
+pub use crate::config::{Config, ConfigError};
 pub use crate::engine::{
-    AggregatesIn, BATCH, ConsumerGone, EngineError, EngineInfo, EngineKind, Progress,
-    ProgressSnapshot, QueryHandle, QueryOutput, Source, SourceClosed, SourceError, SourcePermit,
-    SourceSender, StreamEngine, TryBatch,
+    AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, ProgressSnapshot, QueryHandle,
+    Serves, Source, SourceClosed, SourceError, SourcePermit, SourceSender, StreamEngine,
 };
 pub use crate::local::{LOCAL, LocalEngine};
-pub use crate::ops::{DomainError, Op, OpError, Transform};
-pub use crate::plugin::{
-    IsolatedEngine, Isolation, PLUGIN_HOST_VAR, PluginEngine, PluginError, PluginErrorKind,
+pub use crate::ops::{Op, Transform};
+pub use crate::plugin::PLUGIN_HOST_VAR;
+pub use crate::registry::{ListedEngine, Registry, RegistryError};
+pub use crate::server::{ServeError, ServeOptions, Server};
+pub use crate::spec::{QueryKind, QuerySpec, Registration};
+pub use crate::spec_error::SpecError;
+pub use crate::vocab::{
+    Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
 };
 
 /// The child side of `isolation = "process"`, run by the `mfstream`
@@ -76,10 +90,3 @@ pub use crate::plugin::{
 pub mod plugin_host {
     pub use crate::plugin::child::{describe, serve};
 }
-pub use crate::registry::{ListedEngine, Registry, RegistryError};
-pub use crate::server::{ServeError, ServeOptions, Server};
-pub use crate::spec::{QueryKind, QuerySpec, Registration, SpecError};
-pub use crate::vocab::{
-    Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
-};
-pub use crate::window::Windower;

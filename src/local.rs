@@ -6,14 +6,15 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use crate::aggregate::Windower;
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Source,
-    StreamEngine,
+    AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Serves,
+    Source, StreamEngine,
 };
 use crate::ops::Transform;
-use crate::spec::{QueryKind, QuerySpec};
+use crate::plan::{self, Plan, plan};
+use crate::spec::QuerySpec;
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
-use crate::window::Windower;
 
 /// The name of the built-in engine.
 pub const LOCAL: &str = "local";
@@ -50,35 +51,32 @@ impl StreamEngine for LocalEngine {
             ready: true,
             reason: None,
             description: "in-process engine (the embedded default)".into(),
-            serves: vec!["transform", "aggregate"],
+            serves: Serves::TRANSFORM | Serves::AGGREGATE,
             aggregates_in: AggregatesIn::InProcess,
         }
     }
 
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
-        spec.validate()?;
-        Ok(submit_as(LOCAL, spec, source))
+        let plan = plan(&spec)?;
+        Ok(submit_as(LOCAL, plan, &spec, source))
     }
 }
 
-/// Runs a validated query in process, its handle naming `engine`: the
-/// `local` engine's queries, and the windows a bridge engine computes in the
-/// host for an aggregate with no transform for its job to run.
-pub(crate) fn submit_as(engine: &str, spec: QuerySpec, source: Source) -> QueryHandle {
+/// Runs a planned query in process, its handle naming `engine`: the `local`
+/// engine's queries, and the windows a bridge or plugin engine computes in
+/// the host for an aggregate with no transform for its job to run.
+pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Source) -> QueryHandle {
     let property: Arc<str> = spec.property.as_str().into();
-    let work = match &spec.kind {
-        QueryKind::Transform(t) => Work::new(Some(*t), None, &property),
-        QueryKind::Aggregate {
+    let work = match plan {
+        Plan::Engine {
             transform,
-            aggregate,
-        } => {
-            let windower =
-                Windower::new(aggregate, property.clone()).with_property_type(spec.value_type());
-            Work::new(*transform, Some(windower), &property)
-        }
+            windower,
+        } => Work::new(Some(transform), windower, property),
+        Plan::Host(windower) => Work::new(None, Some(windower), property),
     };
     let (handle, output) = QueryHandle::new(&spec.id, engine, EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
+    let source = source.typed(spec.property_type);
     tokio::spawn(run(work, source, output).instrument(span));
     handle
 }
@@ -87,64 +85,69 @@ pub(crate) fn submit_as(engine: &str, spec: QuerySpec, source: Source) -> QueryH
 /// or both in turn.
 struct Work {
     transform: Option<Transform>,
-    windower: Option<Windower>,
+    windower: Option<Box<Windower>>,
     property: Arc<str>,
     operation: Arc<str>,
 }
 
 impl Work {
-    fn new(transform: Option<Transform>, windower: Option<Windower>, property: &Arc<str>) -> Work {
+    fn new(
+        transform: Option<Transform>,
+        windower: Option<Box<Windower>>,
+        property: Arc<str>,
+    ) -> Work {
         Work {
             transform,
             windower,
-            property: property.clone(),
+            property,
             operation: transform.map_or("", |t| t.op.name()).into(),
         }
     }
 
-    /// Processes a batch, stopping at the first record that fails; the
-    /// events before it are returned with the reason.
-    fn apply(&mut self, batch: Vec<Instant>) -> (Vec<Event>, Option<String>) {
-        let mut events = Vec::with_capacity(if self.windower.is_some() {
-            0
-        } else {
-            batch.len()
-        });
-        for instant in batch {
-            let instant = match &self.transform {
-                Some(transform) => match transformed(transform, instant) {
-                    Ok(instant) => instant,
-                    Err(reason) => return (events, Some(reason)),
-                },
-                None => instant,
-            };
-            match &mut self.windower {
-                Some(windower) => {
-                    if let Err(reason) = windower.push(instant, &mut events) {
-                        return (events, Some(reason));
-                    }
-                }
-                None => events.push(Event::Instant(InstantEvent {
+    /// Processes one instant, its events pushed onto `events`; an error
+    /// names the record and fails the query.
+    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<(), String> {
+        let instant = match &self.transform {
+            Some(transform) => transformed(transform, instant)?,
+            None => instant,
+        };
+        match &mut self.windower {
+            Some(windower) => windower.push(instant, events),
+            None => {
+                events.push(Event::Instant(InstantEvent {
                     datetime: instant.datetime,
                     value: instant.value,
                     property: self.property.clone(),
                     operation: self.operation.clone(),
-                })),
+                }));
+                Ok(())
             }
         }
-        (events, None)
     }
+}
 
-    /// The end of the source: the open windows' partial events, and the
-    /// reason the query fails if one cannot be emitted.
-    fn finish(&mut self) -> (Vec<Event>, Option<String>) {
-        let mut events = Vec::new();
-        let failure = match &mut self.windower {
-            Some(windower) => windower.try_finish(&mut events).err(),
-            None => None,
-        };
-        (events, failure)
+/// Delivers a batch's events in chunks of about [`BATCH`], so that the
+/// events of records that close many windows are never all held at once.
+/// Results before a failing record are delivered, then the failure.
+async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Option<QueryStatus> {
+    let mut events = Vec::with_capacity(batch.len().min(BATCH));
+    for instant in batch {
+        let failure = work.push(instant, &mut events).err();
+        if events.len() >= BATCH || failure.is_some() {
+            let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
+            if output.emit(chunk).await.is_err() {
+                return Some(QueryStatus::Stopped);
+            }
+        }
+        if let Some(reason) = failure {
+            return Some(QueryStatus::Failed { reason });
+        }
     }
+    output
+        .emit(events)
+        .await
+        .is_err()
+        .then_some(QueryStatus::Stopped)
 }
 
 async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
@@ -154,34 +157,21 @@ async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
             _ = output.stopping() => break QueryStatus::Stopped,
             batch = source.next_batch() => batch,
         };
-        let batch = match batch {
-            None => {
-                let (events, failure) = work.finish();
-                if output.emit(events).await.is_err() {
-                    break QueryStatus::Stopped;
-                }
-                break match failure {
-                    Some(reason) => QueryStatus::Failed { reason },
-                    None => QueryStatus::Completed,
-                };
-            }
+        match batch {
+            None => break QueryStatus::Completed,
             Some(Err(e)) => break QueryStatus::Failed { reason: e.0 },
-            Some(Ok(batch)) => batch,
-        };
-        output.progress().add_in(batch.len());
-        let (events, failure) = work.apply(batch);
-        // Results before a failing record are delivered, then the failure.
-        if output.emit(events).await.is_err() {
-            break QueryStatus::Stopped;
-        }
-        if let Some(reason) = failure {
-            break QueryStatus::Failed { reason };
+            Some(Ok(batch)) => {
+                output.progress().add_in(batch.len());
+                if let Some(status) = apply(&mut work, batch, &output).await {
+                    break status;
+                }
+            }
         }
     };
+    let status = plan::finish(work.windower.as_deref_mut(), &output, status).await;
     tracing::debug!(%status, "query ended");
     output.finish(status);
 }
-
 /// The instant with its value transformed, or why it cannot be.
 fn transformed(transform: &Transform, instant: Instant) -> Result<Instant, String> {
     let x = match instant.value {

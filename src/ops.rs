@@ -231,7 +231,7 @@ pub enum OpError {
 
 /// A value outside an operation's domain, met at run time.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{op} {why}, got {input}")]
+#[error("{op} {why}, got {}", crate::vocab::number(*input))]
 pub struct DomainError {
     /// The operation.
     pub op: Op,
@@ -314,6 +314,17 @@ mod tests {
         assert!(log10.apply(-5.0).is_err());
         let exp = Transform::new("exp", None).unwrap();
         assert_eq!(exp.apply(1000.0).unwrap_err().why, "overflows to infinity");
+    }
+
+    #[test]
+    fn domain_errors_write_the_input_as_events_do() {
+        // `-0` as `0`, and a large input without its hundreds of digits.
+        let ln = Transform::new("ln", None).unwrap();
+        let e = ln.apply(-0.0).unwrap_err().to_string();
+        assert!(e.ends_with("got 0"), "{e}");
+        let exp = Transform::new("exp", None).unwrap();
+        let e = exp.apply(1e300).unwrap_err().to_string();
+        assert!(e.ends_with("got 1e+300"), "{e}");
     }
 
     #[test]

@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::bridge::BridgeEngine;
 use crate::config::{Config, ConfigError};
-use crate::engine::{AggregatesIn, EngineInfo, EngineKind, StreamEngine};
+use crate::engine::{AggregatesIn, EngineInfo, EngineKind, Serves, StreamEngine};
 use crate::local::{LOCAL, LocalEngine};
 use crate::plugin::{self, Isolation, PluginEngine, PluginError, PluginErrorKind};
 
@@ -248,7 +248,7 @@ impl Snapshot {
                     ready: false,
                     reason: Some(reason),
                     description: def.description.clone(),
-                    serves: vec!["transform", "aggregate"],
+                    serves: Serves::TRANSFORM | Serves::AGGREGATE,
                     aggregates_in: if def.aggregates {
                         AggregatesIn::Job
                     } else {
@@ -346,7 +346,7 @@ fn add_plugin(
             ready: false,
             reason: Some(error.to_string()),
             description,
-            serves: Vec::new(),
+            serves: Serves::NONE,
             aggregates_in: AggregatesIn::Host,
         })
     };

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::ops::{OpError, Transform};
+pub(crate) use crate::spec_error::SpecError;
 use crate::vocab::PropertyType;
 
 /// What a query computes.
@@ -139,6 +140,27 @@ impl QuerySpec {
             obj.insert("emitPartial".into(), a.emit_partial.into());
         }
         serde_json::Value::Object(obj).to_string()
+    }
+
+    /// Parses the JSON of [`to_json`](QuerySpec::to_json) back into the
+    /// spec, as a job (or an isolated plugin's child) reads `MFSTREAM_QUERY`.
+    pub fn from_json(json: &str) -> Result<QuerySpec, SpecError> {
+        let mut body: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(json).map_err(|e| SpecError::new("body", e.to_string()))?;
+        let mut text = |key: &'static str| match body.remove(key) {
+            Some(serde_json::Value::String(s)) => Ok(s),
+            Some(other) => Err(SpecError::new(
+                key,
+                format!("expected a string, got {other}"),
+            )),
+            None => Err(SpecError::new(key, "missing")),
+        };
+        let id = text("id")?;
+        let property = text("property")?;
+        let body = serde_json::Value::Object(body).to_string();
+        let mut spec = Registration::from_json(&body)?.into_spec(property, PropertyType::TReal)?;
+        spec.id = id;
+        Ok(spec)
     }
 }
 
@@ -379,26 +401,6 @@ fn fit(
         check_allowed(aggregate.aggregation, values)?;
     }
     Ok(property_type)
-}
-
-/// A query that cannot run, naming the field at fault.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub struct SpecError {
-    /// The registration field at fault (`operation`, `arg`, `window`, …).
-    pub field: &'static str,
-    /// What is wrong, and what is allowed.
-    pub message: String,
-}
-
-impl SpecError {
-    /// An error on `field`.
-    pub fn new(field: &'static str, message: impl Into<String>) -> SpecError {
-        SpecError {
-            field,
-            message: message.into(),
-        }
-    }
 }
 
 #[cfg(test)]

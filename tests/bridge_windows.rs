@@ -217,3 +217,25 @@ async fn a_bridge_engine_refuses_an_aggregation_the_property_type_does_not_allow
     let message = error.to_string();
     assert!(message.contains("COUNT_DISTINCT"), "{message}");
 }
+
+#[tokio::test]
+async fn host_windows_at_the_bucket_cap_over_records_a_century_apart_match_local() {
+    // Every output of the job closes up to MAX_WINDOW_BUCKETS windows; they
+    // are delivered in chunks, and the century between holds none.
+    let body = format!(
+        r#"{{"operation":"mul","arg":1,"aggregation":"MAX","window":{{"type":"HOPPING","size":{},"unit":"SECONDS","hop":1}}}}"#,
+        mfstream::aggregate::MAX_WINDOW_BUCKETS
+    );
+    let input = vec![
+        Instant::number("2026-01-01T00:00:00Z", 1.0),
+        Instant::number("2126-01-01T00:00:00Z", 2.0),
+    ];
+    let query = spec(&body, PropertyType::TReal);
+    let local = run(&LocalEngine::new(), query.clone(), input.clone()).await;
+    let bridge = run(&reference(Framing::Value, false), query, input).await;
+    assert_eq!(
+        local.len(),
+        2 * mfstream::aggregate::MAX_WINDOW_BUCKETS as usize
+    );
+    assert_same(&local, &bridge, "HOPPING at the cap");
+}

@@ -121,3 +121,92 @@ async fn stopping_a_local_query_reports_stopped() {
     assert_eq!(handle.stop_and_wait().await, QueryStatus::Stopped);
     drop(sender);
 }
+
+/// Records of a `TInteger` property, the second not an integer.
+fn integers_with_a_fraction() -> Vec<Instant> {
+    vec![
+        Instant::number("2026-01-01T00:00:00Z", 1.0),
+        Instant::number("2026-01-01T00:00:01Z", 1.5),
+        Instant::number("2026-01-01T00:00:02Z", 2.0),
+    ]
+}
+
+fn integer_spec(body: &str) -> QuerySpec {
+    mfstream::Registration::from_json(body)
+        .unwrap()
+        .into_spec("count", mfstream::PropertyType::TInteger)
+        .unwrap()
+}
+
+const NOT_AN_INTEGER: &str =
+    "record at 2026-01-01T00:00:01Z has value 1.5, but the property is TInteger: it takes integers";
+
+#[tokio::test]
+async fn an_integer_property_given_1_5_fails_naming_the_record_on_every_engine() {
+    let dir = TempDir::new("integers");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let plugins = registry(&dir, &entry(&scale));
+    let isolating = isolating_registry(&TempDir::new("integers-iso"), &isolated(&scale));
+    let engines: Vec<(&str, std::sync::Arc<dyn StreamEngine>)> = vec![
+        ("local", std::sync::Arc::new(LocalEngine::new())),
+        (
+            "bridge",
+            std::sync::Arc::new(mfstream::BridgeEngine::new(sh_options("echo.sh"))),
+        ),
+        ("plugin", plugins.get("scale").unwrap()),
+        ("isolated plugin", isolating.get("scale").unwrap()),
+    ];
+    let bodies = [
+        r#"{"operation":"mul","arg":1}"#,
+        r#"{"aggregation":"SUM","window":{"type":"COUNT","size":5}}"#,
+        r#"{"operation":"mul","arg":1,"aggregation":"SUM","window":{"type":"COUNT","size":5}}"#,
+    ];
+    for (name, engine) in &engines {
+        for body in bodies {
+            let handle = engine
+                .submit(
+                    integer_spec(body),
+                    Source::from_instants(integers_with_a_fraction()),
+                )
+                .await
+                .unwrap();
+            let (_, status) = collect(handle).await;
+            let reason = failure(&status);
+            assert!(reason.contains(NOT_AN_INTEGER), "{name}, {body}: {reason}");
+        }
+    }
+}
+
+#[test]
+fn run_fails_with_exit_1_when_an_integer_property_is_given_1_5() {
+    let dir = TempDir::new("integers-run");
+    let input = dir.join("in.ndjson");
+    let mut text = Vec::new();
+    for instant in integers_with_a_fraction() {
+        instant.write_json(&mut text);
+        text.push(b'\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    let output = mfstream_command(dir.path())
+        .args([
+            "run",
+            "--property",
+            "speed",
+            "--type",
+            "TInteger",
+            "--op",
+            "mul",
+            "--arg",
+            "2",
+        ])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":2,\"property\":\"speed\",\"operation\":\"mul\"}\n"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains(NOT_AN_INTEGER), "{stderr}");
+}

@@ -1,7 +1,7 @@
 //! `isolation = "process"`: a plugin run in a child of the mfstream binary;
 //! a crash fails its query, nothing else.
 
-use mfstream::{EngineKind, Instant, QueryStatus, Source};
+use mfstream::{EngineKind, Instant, PropertyType, QueryStatus, Registration, Source};
 
 use crate::util::*;
 
@@ -88,4 +88,40 @@ fn an_isolated_library_that_aborts_on_load_is_refused_and_the_host_goes_on() {
         "{text}"
     );
     assert!(registry.get("scale").is_ok());
+}
+
+/// The spec a plugin's `open` was given, as the `refuser` fixture quotes it.
+fn quoted_spec(text: &str) -> &str {
+    let start = text.find("not even ").map_or(0, |i| i + "not even ".len());
+    let end = text[start..]
+        .find('}')
+        .map_or(text.len(), |i| start + i + 1);
+    &text[start..end]
+}
+
+#[tokio::test]
+async fn an_isolated_plugin_is_asked_for_the_transform_alone_as_in_process() {
+    // Regression: the child deleted `aggregation` and `window` from the JSON
+    // but kept `emitPartial`, which the in-process path never passed on.
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let in_process = registry(&TempDir::new("plugin-spec-in"), &entry(&chaos));
+    let isolating = isolating_registry(&TempDir::new("plugin-spec-iso"), &isolated(&chaos));
+    let spec = Registration::from_json(
+        r#"{"operation":"mul","arg":2,"aggregation":"AVG","window":{"type":"COUNT","size":2},"emitPartial":false}"#,
+    )
+    .unwrap()
+    .into_spec("speed", PropertyType::TReal)
+    .unwrap();
+    let refused = in_process
+        .get("refuser")
+        .unwrap()
+        .submit(spec.clone(), Source::from_instants(instants(1)))
+        .await
+        .unwrap_err()
+        .to_string();
+    let (_, status) = run_on(&isolating, "refuser", spec, instants(1)).await;
+    let transform_alone =
+        r#"{"arg":2.0,"id":"","operation":"mul","property":"speed","type":"TReal"}"#;
+    assert_eq!(quoted_spec(&refused), transform_alone, "{refused}");
+    assert_eq!(quoted_spec(failure(&status)), transform_alone, "{status:?}");
 }

@@ -149,14 +149,16 @@ async fn a_transform_then_an_aggregate_windows_the_transformed_values() {
     let spec = QuerySpec::aggregate(
         "speed",
         PropertyType::TInteger,
-        Some(Transform::new("mul", Some(2.0)).unwrap()),
+        Some(Transform::new("mul", Some(0.5)).unwrap()),
         Aggregate::new(Aggregation::Sum, count(2)),
     );
-    let input = (0..4).map(|s| Instant::number(at(s), 1.5)).collect();
+    // The integers' halves are reals: the aggregate takes what the
+    // transform gives.
+    let input = (0..4).map(|s| Instant::number(at(s), 3.0)).collect();
     let (events, _) = run_local(spec, input).await;
     assert_eq!(
         values(&events),
-        [(Value::Number(6.0), 2), (Value::Number(6.0), 2)]
+        [(Value::Number(3.0), 2), (Value::Number(3.0), 2)]
     );
 }
 
@@ -405,4 +407,148 @@ fn run_fails_with_exit_1_naming_an_unparsable_datetime() {
     assert_eq!(lines(&output).len(), 1, "the closed window is delivered");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("\"soon\""), "{stderr}");
+}
+
+fn hours_by_hours(size: u64, hop: u64) -> Window {
+    Window::Hopping {
+        size,
+        unit: TimeUnit::Hours,
+        hop,
+        hop_unit: TimeUnit::Hours,
+    }
+}
+
+/// Two records a century apart (36,524 days: a little more than 876,000
+/// hours), values 1 and 2.
+fn a_century_apart() -> Vec<Instant> {
+    vec![
+        Instant::number("2026-01-01T00:00:00Z", 1.0),
+        Instant::number("2126-01-01T00:00:00Z", 2.0),
+    ]
+}
+
+/// `n` one-record windows of the record at `datetime` with value `v`.
+fn one_record_windows(n: usize, datetime: &str, v: f64, partial: bool) -> Vec<String> {
+    let partial = if partial { r#","partial":true"# } else { "" };
+    let line = format!(
+        r#"{{"windowStart":"{datetime}","windowEnd":"{datetime}","property":"p","aggregation":"AVG","value":{v},"count":1{partial}}}"#
+    );
+    vec![line; n]
+}
+
+async fn run_local_json(spec: QuerySpec, input: Vec<Instant>) -> (Vec<String>, QueryStatus) {
+    let handle = LocalEngine::new()
+        .submit(spec, Source::from_instants(input))
+        .await
+        .expect("a valid query starts");
+    let (events, status) = collect(handle).await;
+    (events.iter().map(Event::to_json).collect(), status)
+}
+
+#[tokio::test]
+async fn a_hopping_window_of_876000_hours_by_1_second_is_refused_naming_the_bucket_cap() {
+    // Regression: it was accepted, and two records a century apart made the
+    // windower build billions of events in memory.
+    let window = Window::Hopping {
+        size: 876_000,
+        unit: TimeUnit::Hours,
+        hop: 1,
+        hop_unit: TimeUnit::Seconds,
+    };
+    let spec = aggregate(PropertyType::TReal, Aggregation::Avg, window);
+    let err = LocalEngine::new()
+        .submit(spec, Source::from_instants(a_century_apart()))
+        .await
+        .expect_err("over the cap");
+    let EngineError::InvalidQuery(e) = err else {
+        panic!("expected an invalid query, got {err:?}");
+    };
+    assert_eq!(e.field, "window.hop");
+    assert!(
+        e.message.contains("keeps 3153600000 buckets")
+            && e.message.contains(&format!(
+                "at most {}",
+                mfstream::aggregate::MAX_WINDOW_BUCKETS
+            )),
+        "{e}"
+    );
+    let registration = mfstream::Registration::from_json(
+        r#"{"aggregation":"AVG","window":{"type":"HOPPING","size":876000,"unit":"HOURS","hop":1,"hopUnit":"SECONDS"}}"#,
+    )
+    .unwrap();
+    let refused = registration
+        .into_spec("p", PropertyType::TReal)
+        .unwrap_err();
+    assert_eq!(refused, e);
+}
+
+#[tokio::test]
+async fn a_hopping_window_at_the_bucket_cap_over_records_a_century_apart_emits_each_window_once() {
+    let cap = mfstream::aggregate::MAX_WINDOW_BUCKETS as usize;
+    let spec = aggregate(
+        PropertyType::TReal,
+        Aggregation::Avg,
+        hopping(mfstream::aggregate::MAX_WINDOW_BUCKETS, 1),
+    );
+    let (events, status) = run_local_json(spec, a_century_apart()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    // Each record is in `cap` windows; the century between holds none and
+    // costs nothing.
+    let mut want = one_record_windows(cap, "2026-01-01T00:00:00Z", 1.0, false);
+    want.extend(one_record_windows(cap, "2126-01-01T00:00:00Z", 2.0, true));
+    assert_eq!(events.len(), want.len());
+    assert!(events == want, "first differing event: {:?}", {
+        let i = events.iter().zip(&want).position(|(a, b)| a != b);
+        i.map(|i| (&events[i], &want[i]))
+    });
+}
+
+#[tokio::test]
+async fn a_century_long_hopping_window_over_records_a_century_apart_emits_ten_windows_each() {
+    // 876,000 hours hopping by 87,600: every record is in 10 windows.
+    let spec = aggregate(
+        PropertyType::TReal,
+        Aggregation::Avg,
+        hours_by_hours(876_000, 87_600),
+    );
+    let (events, status) = run_local_json(spec, a_century_apart()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    let mut want = one_record_windows(10, "2026-01-01T00:00:00Z", 1.0, false);
+    want.extend(one_record_windows(10, "2126-01-01T00:00:00Z", 2.0, true));
+    assert_eq!(events, want);
+}
+
+#[tokio::test]
+async fn a_tumbling_second_over_records_a_century_apart_emits_two_windows() {
+    let spec = aggregate(PropertyType::TReal, Aggregation::Avg, tumbling(1));
+    let (events, status) = run_local_json(spec, a_century_apart()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    let mut want = one_record_windows(1, "2026-01-01T00:00:00Z", 1.0, false);
+    want.extend(one_record_windows(1, "2126-01-01T00:00:00Z", 2.0, true));
+    assert_eq!(events, want);
+}
+
+#[test]
+fn run_refuses_a_hopping_window_over_the_bucket_cap_with_exit_2() {
+    let dir = TempDir::new("windows-cap");
+    let input = dir.join("century.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":1}\n\
+         {\"datetime\":\"2126-01-01T00:00:00Z\",\"value\":2}\n",
+    )
+    .unwrap();
+    let output = mfstream_command(dir.path())
+        .args(["run", "--query"])
+        .arg(r#"{"aggregation":"AVG","window":{"type":"HOPPING","size":876000,"unit":"HOURS","hop":1,"hopUnit":"SECONDS"}}"#)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(output.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("window.hop") && stderr.contains("at most 10000"),
+        "{stderr}"
+    );
 }

@@ -3,13 +3,13 @@
 
 use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::list;
-use crate::spec::SpecError;
+use crate::spec_error::SpecError;
 
 /// The unit of a window's size or hop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum TimeUnit {
     /// Seconds.
@@ -49,8 +49,11 @@ impl fmt::Display for TimeUnit {
 }
 
 /// A window over the stream, as OGC API – MF Part 4 registers it.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(tag = "type", rename_all = "UPPERCASE", deny_unknown_fields)]
+///
+/// Parsed by [`Window::from_json`] (the one parser, naming the field at
+/// fault); serialised in the same shape for bridge jobs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "UPPERCASE")]
 pub enum Window {
     /// A result every `size` records.
     Count {
@@ -78,6 +81,13 @@ pub enum Window {
     },
 }
 
+/// The most buckets a `HOPPING` window may keep: its span divided by
+/// `gcd(span, hop)`, in seconds. It bounds the windower's state and its
+/// work per record: a record falls in `span / hop` windows, never more than
+/// this many, so a record emits at most this many events, however far it
+/// is from the one before. A registration over it is refused, naming it.
+pub const MAX_WINDOW_BUCKETS: u64 = 10_000;
+
 /// The longest span or hop accepted: about 100 years, so that every
 /// boundary computed in seconds fits an `i64` with room to spare.
 const MAX_SECONDS: u64 = 100 * 366 * 86_400;
@@ -97,30 +107,24 @@ impl Window {
             Some(other) => return Err(bad_type(&other.to_string())),
             None => return Err(bad_type("nothing")),
         };
-        let keys: &[&str] = match kind.as_str() {
-            "COUNT" => &["type", "size"],
-            "TUMBLING" => &["type", "size", "unit"],
-            "HOPPING" => &["type", "size", "unit", "hop", "hopUnit"],
-            _ => return Err(bad_type(&format!("{kind:?}"))),
-        };
-        if let Some(key) = obj.keys().find(|k| !keys.contains(&k.as_str())) {
-            return Err(SpecError::new(
-                "window",
-                format!(
-                    "a {kind} window has no `{key}`: its keys are {}",
-                    list(keys)
-                ),
-            ));
-        }
-        let size = positive(obj, "size")?;
         let window = match kind.as_str() {
-            "COUNT" => Window::Count { size },
-            "TUMBLING" => Window::Tumbling {
-                size,
-                unit: unit(obj, "unit")?,
-            },
-            _ => {
-                let unit = unit(obj, "unit")?;
+            "COUNT" => {
+                only_keys(obj, &kind, &["type", "size"])?;
+                Window::Count {
+                    size: positive(obj, "size")?,
+                }
+            }
+            "TUMBLING" => {
+                only_keys(obj, &kind, &["type", "size", "unit"])?;
+                Window::Tumbling {
+                    size: positive(obj, "size")?,
+                    unit: unit(obj, "unit")?,
+                }
+            }
+            "HOPPING" => {
+                only_keys(obj, &kind, &["type", "size", "unit", "hop", "hopUnit"])?;
+                let size = positive(obj, "size")?;
+                let unit = self::unit(obj, "unit")?;
                 Window::Hopping {
                     size,
                     unit,
@@ -131,6 +135,7 @@ impl Window {
                     },
                 }
             }
+            _ => return Err(bad_type(&format!("{kind:?}"))),
         };
         window.validate()?;
         Ok(window)
@@ -163,6 +168,18 @@ impl Window {
                         ),
                     ));
                 }
+                let buckets = span / gcd(span, hop_span);
+                if buckets > MAX_WINDOW_BUCKETS {
+                    return Err(SpecError::new(
+                        "window.hop",
+                        format!(
+                            "a window of {size} {unit} hopping by {hop} {hop_unit} keeps \
+                             {buckets} buckets (the span over gcd(span, hop), in seconds): \
+                             at most {MAX_WINDOW_BUCKETS} are allowed; use a longer hop or a \
+                             shorter window"
+                        ),
+                    ));
+                }
                 Ok(())
             }
         }
@@ -186,11 +203,29 @@ impl Window {
     }
 }
 
+/// Refuses a key that a `kind` window does not have.
+fn only_keys(obj: &Object, kind: &str, keys: &[&str]) -> Result<(), SpecError> {
+    match obj.keys().find(|k| !keys.contains(&k.as_str())) {
+        Some(key) => Err(SpecError::new(
+            "window",
+            format!(
+                "a {kind} window has no `{key}`: its keys are {}",
+                list(keys)
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
 fn bad_type(got: &str) -> SpecError {
     SpecError::new(
         "window.type",
         format!("expected COUNT, TUMBLING or HOPPING, got {got}"),
     )
+}
+
+pub(super) fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn span(field: &'static str, n: u64, unit: TimeUnit) -> Result<u64, SpecError> {

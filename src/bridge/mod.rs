@@ -21,11 +21,10 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
+use crate::plan::{Plan, plan};
 use crate::spec::{QueryKind, QuerySpec};
-use crate::vocab::PropertyType;
-use crate::window::Windower;
 
 use self::run::Results;
 
@@ -146,7 +145,7 @@ impl StreamEngine for BridgeEngine {
             ready: true,
             reason: None,
             description: self.options.description.clone(),
-            serves: vec!["transform", "aggregate"],
+            serves: Serves::TRANSFORM | Serves::AGGREGATE,
             aggregates_in: if self.options.aggregates {
                 AggregatesIn::Job
             } else {
@@ -164,34 +163,44 @@ impl StreamEngine for BridgeEngine {
     /// job is started then: there is nothing for it to do).
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
         let name = &self.options.name;
-        spec.validate()?;
         let property: Arc<str> = spec.property.as_str().into();
-        let (job_args, results) = match &spec.kind {
-            QueryKind::Transform(t) => (
-                t.job_args(),
-                Results::Instants {
-                    operation: t.op.name().into(),
-                },
-            ),
-            QueryKind::Aggregate { aggregate, .. } if self.options.aggregates => (
+        let (job_args, results) = match (&spec.kind, plan(&spec)?) {
+            (QueryKind::Aggregate { aggregate, .. }, _) if self.options.aggregates => (
                 vec!["aggregate".into(), aggregate.aggregation.name().into()],
                 Results::JobWindows {
                     aggregation: aggregate.aggregation,
                 },
             ),
-            QueryKind::Aggregate {
-                transform: Some(t),
-                aggregate,
-            } => {
-                // The job's answers are numbers, whatever the property.
-                let windower = Windower::new(aggregate, property.clone())
-                    .with_property_type(PropertyType::TReal);
-                (t.job_args(), Results::HostWindows(Box::new(windower)))
+            (
+                _,
+                Plan::Engine {
+                    transform,
+                    windower: None,
+                },
+            ) => (
+                transform.job_args(),
+                Results::Instants {
+                    operation: transform.op.name().into(),
+                },
+            ),
+            (
+                _,
+                Plan::Engine {
+                    transform,
+                    windower: Some(windower),
+                },
+            ) => (
+                transform.job_args(),
+                Results::HostWindows {
+                    operation: transform.op.name().into(),
+                    windower,
+                },
+            ),
+            (_, plan @ Plan::Host(_)) => {
+                return Ok(crate::local::submit_as(name, plan, &spec, source));
             }
-            QueryKind::Aggregate {
-                transform: None, ..
-            } => return Ok(crate::local::submit_as(name, spec, source)),
         };
+        let source = source.typed(spec.property_type);
         let mut env = self.options.env.clone();
         env.push((
             "MFSTREAM_FRAMING".into(),

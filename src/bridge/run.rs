@@ -25,10 +25,10 @@ use tokio::time::{Instant as Clock, MissedTickBehavior};
 use super::framing::{self, JobEvent};
 use super::job::{Job, JobCommand, describe_exit};
 use super::{BridgeOptions, Framing};
-use crate::aggregate::Aggregation;
+use crate::aggregate::Windower;
 use crate::engine::{QueryOutput, Source};
+use crate::vocab::Aggregation;
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
-use crate::window::Windower;
 
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;
@@ -69,7 +69,12 @@ pub(crate) enum Results {
         operation: Arc<str>,
     },
     /// The job transforms; the host windows its answers.
-    HostWindows(Box<Windower>),
+    HostWindows {
+        /// The operation's name, for the answers before they are windowed.
+        operation: Arc<str>,
+        /// The host's windows.
+        windower: Box<Windower>,
+    },
     /// The job aggregates: each line is a window result.
     JobWindows {
         /// The aggregation, for the events.
@@ -178,23 +183,35 @@ impl Driver {
         drop(job);
     }
 
+    /// Delivers the events of the lines read: the job's answers, or for
+    /// host windows the window events they close, in bounded chunks
+    /// ([`plan::window`](crate::plan::window)).
+    async fn deliver(&mut self) -> Result<(), QueryStatus> {
+        let events = std::mem::take(&mut self.events);
+        let Results::HostWindows { windower, .. } = &mut self.results else {
+            return self
+                .output
+                .emit(events)
+                .await
+                .map_err(|_| QueryStatus::Stopped);
+        };
+        let answers = events.into_iter().filter_map(|event| match event {
+            Event::Instant(e) => Some(Instant {
+                datetime: e.datetime,
+                value: e.value,
+            }),
+            _ => None,
+        });
+        crate::plan::window(windower, answers, &self.output).await
+    }
+
     /// At the end of a completed query, the host's open windows (partial).
     async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
-        let Results::HostWindows(windower) = &mut self.results else {
-            return status;
+        let windower = match &mut self.results {
+            Results::HostWindows { windower, .. } => Some(&mut **windower),
+            _ => None,
         };
-        if status != QueryStatus::Completed {
-            return status;
-        }
-        let mut events = Vec::new();
-        let flushed = windower.try_finish(&mut events);
-        if self.output.emit(events).await.is_err() {
-            return QueryStatus::Stopped;
-        }
-        match flushed {
-            Ok(()) => status,
-            Err(reason) => QueryStatus::Failed { reason },
-        }
+        crate::plan::finish(windower, &self.output, status).await
     }
 
     /// Drives one job until it has exited and its stdout has ended.
@@ -268,8 +285,14 @@ impl Driver {
                         if let Err(reason) = self.take_lines(&rbuf[..n], &mut carry, &mut line_no) {
                             self.fail(reason, &mut stdin, &mut escalation);
                         }
-                        let events = std::mem::take(&mut self.events);
-                        let gone = self.output.emit(events).await.is_err();
+                        let gone = match self.deliver().await {
+                            Ok(()) => false,
+                            Err(QueryStatus::Failed { reason }) => {
+                                self.fail(reason, &mut stdin, &mut escalation);
+                                false
+                            }
+                            Err(_) => true,
+                        };
                         if gone && self.ending.is_none() {
                             self.ending = Some(Ending::Stop);
                             stdin = None;
@@ -560,8 +583,15 @@ impl Driver {
                 }));
                 Ok(())
             }
-            Results::HostWindows(windower) => {
-                windower.push(Instant { datetime, value }, &mut self.events)
+            // Windowed by `deliver`, which bounds the events held at once.
+            Results::HostWindows { operation, .. } => {
+                self.events.push(Event::Instant(InstantEvent {
+                    datetime,
+                    value,
+                    property: self.property.clone(),
+                    operation: operation.clone(),
+                }));
+                Ok(())
             }
             // Lines of a job that aggregates are decoded as window results.
             Results::JobWindows { .. } => Err(format!(

@@ -34,7 +34,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
             info.name.clone()
         };
         let ready = if info.ready { "yes" } else { "no" };
-        let serves = info.serves.join(",");
+        let serves = info.serves.to_string();
         writeln!(
             out,
             "{name:width$} {:8} {ready:5} {serves:20} {:10} {}",

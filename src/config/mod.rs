@@ -58,6 +58,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 mod problem;
 
 use crate::bridge::{BridgeOptions, Framing, RestartPolicy};
+use crate::engine::is_engine_name;
 use crate::local::LOCAL;
 use crate::plugin::Isolation;
 
@@ -625,14 +626,6 @@ impl Problems<'_> {
             self.at(name.span(), message);
         }
     }
-}
-
-/// `[a-z][a-z0-9_-]{0,62}`.
-pub(crate) fn is_engine_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    name.len() <= 63
-        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
-        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ use mfstream_plugin::abi::MfsInstant;
 use super::call::{Collector, State, to_raw};
 use super::load::load;
 use crate::engine::BATCH;
+use crate::plan::{Plan, engine_spec, plan};
+use crate::spec::QuerySpec;
 use crate::vocab::{Event, Instant, write_json_str};
 
 /// Bytes read from stdin at once.
@@ -61,17 +63,15 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
         .find(|e| e.name == engine)
         .cloned()
         .ok_or_else(|| format!("plugin {} has no engine {engine:?}", path.display()))?;
-    let spec = std::env::var("MFSTREAM_QUERY")
+    let query = std::env::var("MFSTREAM_QUERY")
         .map_err(|_| "MFSTREAM_QUERY is not set: the host passes the query there".to_owned())?;
+    let spec = QuerySpec::from_json(&query)
+        .map_err(|e| format!("MFSTREAM_QUERY is not a query ({e}): {query}"))?;
     // The host windows the outputs of an aggregate query; the plugin is
-    // asked for the transform alone, as in process.
-    let spec = match serde_json::from_str::<serde_json::Value>(&spec) {
-        Ok(serde_json::Value::Object(mut query)) => {
-            query.remove("aggregation");
-            query.remove("window");
-            serde_json::Value::Object(query).to_string()
-        }
-        _ => spec,
+    // asked for the transform alone, planned as in process.
+    let spec = match plan(&spec).map_err(|e| e.to_string())? {
+        Plan::Engine { transform, .. } => engine_spec(&spec, transform).to_json(),
+        Plan::Host(_) => return Err("the query has no transform for the plugin to run".into()),
     };
     let mut state = State::open(loaded.library.clone(), fns, &spec)?;
     let stdout = RefCell::new(BufWriter::with_capacity(

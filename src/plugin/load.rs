@@ -26,7 +26,7 @@ use mfstream_plugin::abi::{
     MfsStr, OpenFn, ProcessFn, ReadyFn,
 };
 
-use crate::config::is_engine_name;
+use crate::engine::is_engine_name;
 
 /// Engines a plugin may export, at most.
 const MAX_ENGINES: usize = 1024;

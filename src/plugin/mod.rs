@@ -34,11 +34,10 @@ pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 pub use self::load::{PluginError, PluginErrorKind};
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
-use crate::spec::{QueryKind, QuerySpec};
-use crate::vocab::PropertyType;
-use crate::window::Windower;
+use crate::plan::{Plan, engine_spec, plan};
+use crate::spec::QuerySpec;
 
 /// Event batches buffered between a plugin query and its consumer.
 const EVENT_BUFFER: usize = 16;
@@ -82,11 +81,11 @@ impl PluginEngine {
 
 /// The kinds of query an engine serves: every plugin engine transforms (the
 /// loader checks it), and the host windows its outputs for aggregates.
-pub(crate) fn serves(bits: u32) -> Vec<&'static str> {
+pub(crate) fn serves(bits: u32) -> Serves {
     if bits & MFS_SERVES_TRANSFORM != 0 {
-        vec!["transform", "aggregate"]
+        Serves::TRANSFORM | Serves::AGGREGATE
     } else {
-        Vec::new()
+        Serves::NONE
     }
 }
 
@@ -118,31 +117,20 @@ impl StreamEngine for PluginEngine {
                 reason: format!("the engine is not ready: {reason}"),
             });
         }
-        spec.validate()?;
         let property: Arc<str> = spec.property.as_str().into();
         // The plugin transforms; windows are computed in the host, over the
         // plugin's outputs, as for a bridge engine whose job transforms.
-        let (transform, windower) = match &spec.kind {
-            QueryKind::Transform(t) => (*t, None),
-            QueryKind::Aggregate {
-                transform: Some(t),
-                aggregate,
-            } => {
-                // The plugin's answers are numbers, whatever the property.
-                let windower = Windower::new(aggregate, property.clone())
-                    .with_property_type(PropertyType::TReal);
-                (*t, Some(Box::new(windower)))
-            }
+        let (transform, windower) = match plan(&spec)? {
+            Plan::Engine {
+                transform,
+                windower,
+            } => (transform, windower),
             // Nothing for the plugin to do: the host windows the instants.
-            QueryKind::Aggregate {
-                transform: None, ..
-            } => return Ok(crate::local::submit_as(name, spec, source)),
+            host @ Plan::Host(_) => {
+                return Ok(crate::local::submit_as(name, host, &spec, source));
+            }
         };
-        // The plugin is asked for the transform alone.
-        let plugin_spec = QuerySpec {
-            kind: QueryKind::Transform(transform),
-            ..spec.clone()
-        };
+        let plugin_spec = engine_spec(&spec, transform);
         let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
         let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
         let start = query::Start {
@@ -152,7 +140,7 @@ impl StreamEngine for PluginEngine {
             property,
             operation: transform.op.name().into(),
             windower,
-            source,
+            source: source.typed(spec.property_type),
             output,
             runtime: tokio::runtime::Handle::current(),
             span: tracing::info_span!("query", engine = %name, id = %spec.id),

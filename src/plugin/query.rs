@@ -16,9 +16,10 @@ use super::call::{Collector, State, to_raw};
 use super::load::{EngineFns, Library};
 use std::cell::RefCell;
 
+use crate::aggregate::Windower;
 use crate::engine::{BATCH, QueryOutput, Source};
+use crate::plan;
 use crate::vocab::{Event, Instant, QueryStatus};
-use crate::window::Windower;
 
 /// A query to start on its own thread.
 pub(crate) struct Start {
@@ -68,33 +69,33 @@ pub(crate) fn spawn(
             return;
         }
         let window_failure = RefCell::new(None);
-        let mut sink = |events: Vec<Event>| {
-            let events = match windower.as_mut() {
-                None => events,
-                Some(windower) => match window(windower, events) {
-                    Ok(windows) => windows,
-                    Err(reason) => {
+        let mut sink = |events: Vec<Event>| match windower.as_deref_mut() {
+            None => runtime.block_on(output.emit(events)).is_ok(),
+            Some(windower) => {
+                let answers = events.into_iter().filter_map(|event| match event {
+                    Event::Instant(e) => Some(Instant {
+                        datetime: e.datetime,
+                        value: e.value,
+                    }),
+                    _ => None,
+                });
+                match runtime.block_on(plan::window(windower, answers, &output)) {
+                    Ok(()) => true,
+                    Err(QueryStatus::Failed { reason }) => {
                         *window_failure.borrow_mut() = Some(reason);
-                        return false;
+                        false
                     }
-                },
-            };
-            runtime.block_on(output.emit(events)).is_ok()
+                    Err(_) => false,
+                }
+            }
         };
         let collector = Collector::new(&mut sink, property, operation);
         let mut status = run(state, source, collector, &output, &runtime);
         if let Some(reason) = window_failure.into_inner() {
             status = QueryStatus::Failed { reason };
-        } else if let (QueryStatus::Completed, Some(windower)) = (&status, windower.as_mut()) {
-            // The end of the source closes the windows still open.
-            let mut events = Vec::new();
-            let flushed = windower.try_finish(&mut events);
-            if runtime.block_on(output.emit(events)).is_err() {
-                status = QueryStatus::Stopped;
-            } else if let Err(reason) = flushed {
-                status = QueryStatus::Failed { reason };
-            }
         }
+        // The end of the source closes the windows still open.
+        let status = runtime.block_on(plan::finish(windower.as_deref_mut(), &output, status));
         tracing::debug!(%status, "query ended");
         output.finish(status);
     })?;
@@ -148,19 +149,4 @@ fn run(
         (QueryStatus::Completed, Err(reason)) => QueryStatus::Failed { reason },
         (status, _) => status,
     }
-}
-
-/// The window events the plugin's transformed `events` close.
-fn window(windower: &mut Windower, events: Vec<Event>) -> Result<Vec<Event>, String> {
-    let mut windows = Vec::new();
-    for event in events {
-        if let Event::Instant(e) = event {
-            let instant = Instant {
-                datetime: e.datetime,
-                value: e.value,
-            };
-            windower.push(instant, &mut windows)?;
-        }
-    }
-    Ok(windows)
 }

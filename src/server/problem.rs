@@ -127,9 +127,6 @@ impl From<EngineError> for Problem {
     fn from(e: EngineError) -> Problem {
         match e {
             EngineError::InvalidQuery(e) => e.into(),
-            EngineError::Unsupported { .. } => {
-                Problem::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", e.to_string())
-            }
             other => Problem::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 "EngineStartFailed",

@@ -3,8 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Value, write_json_str, write_number};
-use crate::aggregate::Aggregation;
+use super::{Aggregation, Value, write_json_str, write_number};
 
 /// One result of a query.
 #[derive(Debug, Clone, PartialEq)]

@@ -6,8 +6,10 @@ use std::fmt;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize};
 
+mod aggregation;
 mod event;
 
+pub use self::aggregation::Aggregation;
 pub use self::event::{Event, InstantEvent, WindowEvent};
 
 /// The value of one temporal-property instant.
@@ -91,9 +93,11 @@ impl<'de> Deserialize<'de> for Value {
 impl Serialize for Value {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
-            Value::Number(v) if v.fract() == 0.0 && v.abs() < MAX_SAFE_INTEGER => {
-                serializer.serialize_i64(*v as i64)
-            }
+            // As `write_number` writes it.
+            Value::Number(v) if is_plain_integer(*v) => match i64::try_from(*v as i128) {
+                Ok(n) => serializer.serialize_i64(n),
+                Err(_) => serializer.serialize_i128(*v as i128),
+            },
             Value::Number(v) => serializer.serialize_f64(*v),
             Value::Text(s) => serializer.serialize_str(s),
             Value::Bool(b) => serializer.serialize_bool(*b),
@@ -241,21 +245,44 @@ impl fmt::Display for QueryStatus {
     }
 }
 
-/// 2^53: integral numbers below it print exactly as integers.
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_992.0;
+/// From this magnitude up an integral number is written in exponent form
+/// (`1e+21`), below it in plain digits: where Go's `encoding/json` and
+/// JavaScript switch too.
+const PLAIN_DIGITS_BELOW: f64 = 1e21;
 
-/// Appends a finite number as JSON: integers without a fraction, others in
-/// the shortest form that round-trips.
+/// Whether `v` is written in plain digits: integral and below 1e21 in
+/// magnitude. Every such `f64` is an `i128` exactly (1e21 < 2^70).
+fn is_plain_integer(v: f64) -> bool {
+    v.fract() == 0.0 && v.abs() < PLAIN_DIGITS_BELOW
+}
+
+/// Appends a finite number as JSON, never with a `.0`:
+///
+/// - an integral number below 1e21 in magnitude in plain digits, exactly
+///   (`3`, `9007199254740993`, `-0` as `0`);
+/// - any other number in the shortest form that round-trips, as
+///   `serde_json` writes it (zmij's): `2.5`, `1e-7`, and the integral
+///   numbers from 1e21 up in exponent form (`1e+21`, `1e+300`,
+///   `1.7976931348623157e+308`), as Go and JavaScript write them.
+///
+/// Every number mfstream writes (events, error messages) goes through here.
 pub(crate) fn write_number(v: f64, out: &mut Vec<u8>) {
-    if v.fract() == 0.0 && v.abs() < MAX_SAFE_INTEGER {
-        out.extend_from_slice(itoa::Buffer::new().format(v as i64).as_bytes());
+    if is_plain_integer(v) {
+        out.extend_from_slice(itoa::Buffer::new().format(v as i128).as_bytes());
     } else if v.is_finite() {
-        out.extend_from_slice(ryu::Buffer::new().format_finite(v).as_bytes());
+        out.extend_from_slice(zmij::Buffer::new().format_finite(v).as_bytes());
     } else {
         // JSON has no NaN or infinity; engines never emit them, but a value
         // read from elsewhere must still serialise to valid JSON.
         out.extend_from_slice(b"null");
     }
+}
+
+/// A number as [`write_number`] writes it, for messages.
+pub(crate) fn number(v: f64) -> String {
+    let mut out = Vec::with_capacity(24);
+    write_number(v, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Appends `s` as a JSON string literal.
@@ -298,6 +325,36 @@ mod tests {
         out.push(b' ');
         write_number(-0.0, &mut out);
         assert_eq!(out, b"3 2.5 0");
+    }
+
+    #[test]
+    fn integral_numbers_from_2_pow_53_print_in_plain_digits_then_exponent_form_never_with_dot_0() {
+        let two_53 = 9_007_199_254_740_992.0;
+        let cases: [(f64, &str); 12] = [
+            // Regression: 2^53 and up were written `9007199254740992.0`.
+            (two_53, "9007199254740992"),
+            (-two_53, "-9007199254740992"),
+            (two_53 * 2.0 + 4.0, "18014398509481988"),
+            (1e16, "10000000000000000"),
+            (2f64.powi(60), "1152921504606846976"),
+            (1e20, "100000000000000000000"),
+            (999_999_999_999_999_900_000.0, "999999999999999868928"),
+            (1e21, "1e+21"),
+            (-1e21, "-1e+21"),
+            (1e300, "1e+300"),
+            (f64::MAX, "1.7976931348623157e+308"),
+            (1e-7, "1e-7"),
+        ];
+        for (v, want) in cases {
+            assert_eq!(number(v), want, "{v:e}");
+            // The serde form of a value is the same.
+            let serde = serde_json::to_string(&Value::Number(v)).unwrap();
+            assert_eq!(serde, want, "serde, {v:e}");
+            assert_eq!(serde_json::from_str::<f64>(want).unwrap(), v, "round trip");
+        }
+        assert_eq!(number(-0.0), "0");
+        assert_eq!(serde_json::to_string(&Value::Number(-0.0)).unwrap(), "0");
+        assert_eq!(Value::Number(-0.0).to_string(), "0");
     }
 
     #[test]

@@ -3,8 +3,7 @@
 
 use std::collections::HashSet;
 
-use crate::aggregate::Aggregation;
-use crate::vocab::Value;
+use crate::vocab::{Aggregation, Value};
 
 /// The state of one aggregate: constant size, except the set of distinct
 /// texts of `COUNT_DISTINCT`, which holds at most the window's records.
@@ -73,42 +72,41 @@ impl Acc {
         self.sum = t;
     }
 
-    /// Folds in `other`, the state of other records of the same window.
-    pub fn merge(&mut self, other: &Acc) {
-        if other.count == 0 {
-            return;
-        }
-        self.add_sum(other.sum);
-        self.comp += other.comp;
-        self.min = self.min.min(other.min);
-        self.max = self.max.max(other.max);
-        self.trues += other.trues;
-        self.count += other.count;
-        self.distinct.extend(other.distinct.iter().cloned());
-        let other_first = other.first.as_ref();
-        let other_last = other.last.as_ref().or(other_first);
-        let mine_last = self.last.as_ref().or(self.first.as_ref());
-        let new_first = match (self.first.as_ref(), other_first) {
-            (Some(a), Some(b)) if b.0 < a.0 => Some(b.clone()),
-            (None, b) => b.cloned(),
-            _ => None,
-        };
-        let new_last = match (mine_last, other_last) {
-            (Some(a), Some(b)) if b.0 > a.0 => Some(b.clone()),
-            (None, b) => b.cloned(),
-            _ => None,
-        };
-        if let Some(first) = new_first {
-            // The old first is now somewhere inside the run; the last stays
-            // the latest of the two.
-            let old_first = self.first.replace(first);
-            if self.last.is_none() {
-                self.last = old_first;
+    /// The state of the records of `accs` together (the buckets of one
+    /// window), its first and last datetimes those of the earliest and
+    /// latest arrivals. They are cloned once, so combining the buckets at a
+    /// boundary costs a few additions each.
+    pub fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
+        let mut window = Acc::default();
+        let mut first: Option<&(u64, String)> = None;
+        let mut last: Option<&(u64, String)> = None;
+        for acc in accs {
+            if acc.count == 0 {
+                continue;
+            }
+            window.add_sum(acc.sum);
+            window.comp += acc.comp;
+            window.min = window.min.min(acc.min);
+            window.max = window.max.max(acc.max);
+            window.trues += acc.trues;
+            window.count += acc.count;
+            window.distinct.extend(acc.distinct.iter().cloned());
+            if let Some(f) = &acc.first {
+                if first.is_none_or(|x| f.0 < x.0) {
+                    first = Some(f);
+                }
+            }
+            if let Some(l) = acc.last.as_ref().or(acc.first.as_ref()) {
+                if last.is_none_or(|x| l.0 > x.0) {
+                    last = Some(l);
+                }
             }
         }
-        if let Some(last) = new_last {
-            self.last = Some(last);
-        }
+        // One record: it is the first, and there is no other last.
+        let last = last.filter(|l| first.is_none_or(|f| f.0 != l.0));
+        window.first = first.cloned();
+        window.last = last.cloned();
+        window
     }
 
     /// The aggregate's value.
@@ -169,19 +167,28 @@ mod tests {
 
     #[test]
     fn merged_buckets_equal_one_run_and_keep_arrival_order() {
-        let mut merged = acc(Aggregation::Min, 5, &[4.0, 1.0]);
-        merged.merge(&acc(Aggregation::Min, 3, &[7.0]));
-        merged.merge(&acc(Aggregation::Min, 9, &[2.0]));
+        let buckets = [
+            acc(Aggregation::Min, 5, &[4.0, 1.0]),
+            acc(Aggregation::Min, 3, &[7.0]),
+            Acc::default(),
+            acc(Aggregation::Min, 9, &[2.0]),
+        ];
+        let mut merged = Acc::merge_all(&buckets);
         assert_eq!(merged.count, 4);
         assert_eq!(merged.value(Aggregation::Min), Value::Number(1.0));
         assert_eq!(merged.take_bounds(), ("t3".to_string(), "t9".to_string()));
         assert_eq!(merged.count, 0);
+        let sums = [
+            acc(Aggregation::Sum, 0, &[1e100, 0.1]),
+            acc(Aggregation::Sum, 2, &[-1e100, 0.2]),
+        ];
+        let sum = Acc::merge_all(&sums).value(Aggregation::Sum);
+        assert_eq!(sum, Value::Number(0.1 + 0.2));
     }
 
     #[test]
     fn a_one_record_window_starts_and_ends_at_that_record() {
-        let mut one = Acc::default();
-        one.merge(&acc(Aggregation::Max, 0, &[1.0]));
-        assert_eq!(one.take_bounds(), ("t0".to_string(), "t0".to_string()));
+        let mut one = Acc::merge_all([&Acc::default(), &acc(Aggregation::Max, 4, &[1.0])]);
+        assert_eq!(one.take_bounds(), ("t4".to_string(), "t4".to_string()));
     }
 }

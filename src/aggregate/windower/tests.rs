@@ -1,5 +1,6 @@
 use super::*;
 use crate::aggregate::TimeUnit;
+use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
     let (h, m, s) = (second / 3600, second / 60 % 60, second % 60);
@@ -11,12 +12,12 @@ fn num(second: i64, v: f64) -> Instant {
 }
 
 fn run(aggregate: &Aggregate, input: Vec<Instant>) -> Vec<WindowEvent> {
-    let mut windower = Windower::new(aggregate, "p".into());
+    let mut windower = Windower::new(aggregate, "p".into()).unwrap();
     let mut out = Vec::new();
     for instant in input {
         windower.push(instant, &mut out).unwrap();
     }
-    windower.finish(&mut out);
+    windower.finish(&mut out).unwrap();
     out.into_iter()
         .map(|e| match e {
             Event::Window(w) => w,
@@ -195,7 +196,8 @@ fn late_hopping_records_are_skipped_only_when_every_window_holding_them_passed()
 
 #[test]
 fn an_unparsable_datetime_fails_naming_the_record() {
-    let mut windower = Windower::new(&Aggregate::new(Aggregation::Sum, seconds(1)), "p".into());
+    let mut windower =
+        Windower::new(&Aggregate::new(Aggregation::Sum, seconds(1)), "p".into()).unwrap();
     let err = windower
         .push(Instant::number("yesterday", 7.0), &mut Vec::new())
         .unwrap_err();
@@ -223,14 +225,16 @@ fn a_count_window_carries_datetimes_without_reading_them() {
 #[test]
 fn a_value_of_the_wrong_type_fails_naming_the_record() {
     let aggregate = Aggregate::new(Aggregation::Count, Window::Count { size: 2 });
-    let mut windower =
-        Windower::new(&aggregate, "p".into()).with_property_type(PropertyType::TText);
+    let mut windower = Windower::new(&aggregate, "p".into())
+        .unwrap()
+        .with_property_type(PropertyType::TText);
     let err = windower.push(num(0, 1.5), &mut Vec::new()).unwrap_err();
     assert!(
         err.contains(&at(0)) && err.contains("1.5") && err.contains("texts"),
         "{err}"
     );
-    let mut windower = Windower::new(&Aggregate::new(Aggregation::Avg, seconds(1)), "p".into());
+    let mut windower =
+        Windower::new(&Aggregate::new(Aggregation::Avg, seconds(1)), "p".into()).unwrap();
     let text = Instant {
         datetime: at(0),
         value: Value::Text("fast".into()),
@@ -326,7 +330,7 @@ fn hopping_buckets_agree_with_keeping_every_record() {
 #[test]
 fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
     let aggregate = Aggregate::new(Aggregation::Sum, Window::Count { size: 2 });
-    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
     let mut out = Vec::new();
     windower.push(num(0, 1e308), &mut out).unwrap();
     let err = windower.push(num(1, 1e308), &mut out).unwrap_err();
@@ -336,21 +340,18 @@ fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
     );
     windower.push(num(2, f64::MAX), &mut out).unwrap();
     windower.push(num(3, f64::MAX), &mut out).unwrap_err();
-    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
     windower.push(num(0, f64::MAX), &mut out).unwrap();
     windower.push(num(0, f64::MAX), &mut out).unwrap_err();
     windower.push(num(1, f64::MAX), &mut out).unwrap();
-    assert!(
-        windower.try_finish(&mut out).is_ok(),
-        "one record is finite"
-    );
+    assert!(windower.finish(&mut out).is_ok(), "one record is finite");
     assert_eq!(out.len(), 1);
 }
 
 #[test]
 fn hopping_state_stays_within_span_over_gcd_buckets() {
     let aggregate = Aggregate::new(Aggregation::Avg, hopping(6, 4));
-    let mut windower = Windower::new(&aggregate, "p".into());
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
     let mut out = Vec::new();
     for i in 0..100_000 {
         windower.push(num(i / 10, 1.0), &mut out).unwrap();
@@ -360,4 +361,19 @@ fn hopping_state_stays_within_span_over_gcd_buckets() {
     }
     // Boundaries 4, 8, …, 9996 have closed.
     assert_eq!(out.len(), 9996 / 4);
+}
+
+#[test]
+fn a_windower_refuses_a_window_over_the_bucket_cap_even_unregistered() {
+    // A window built in code skips the registration's checks; the windower
+    // still refuses to run it (it would emit 3,153,600,000 events per record).
+    let century = Window::Hopping {
+        size: 876_000,
+        unit: TimeUnit::Hours,
+        hop: 1,
+        hop_unit: TimeUnit::Seconds,
+    };
+    let e = Windower::new(&Aggregate::new(Aggregation::Avg, century), "p".into()).unwrap_err();
+    assert_eq!(e.field, "window.hop");
+    assert!(e.message.contains("at most 10000"), "{e}");
 }

@@ -30,6 +30,18 @@
 //! usual. So state never grows for late data, and no result already emitted
 //! is ever revised.
 //!
+//! # Bounds
+//!
+//! A `HOPPING` window keeps at most [`MAX_WINDOW_BUCKETS`] buckets
+//! ([`Windower::new`] refuses more), so a record falls in at most that many
+//! windows and one push emits at most that many events, however far the
+//! record is from the one before: boundaries whose windows hold no record
+//! are skipped, not computed. Callers deliver the events in bounded chunks
+//! (`plan::window`). Combining a window's buckets at a boundary costs a few
+//! additions per non-empty bucket.
+//!
+//! [`MAX_WINDOW_BUCKETS`]: super::MAX_WINDOW_BUCKETS
+//!
 //! # End of source
 //!
 //! [`Windower::finish`] emits the windows still open as partial events
@@ -37,29 +49,31 @@
 //! the records of a `COUNT` window not yet full, the open `TUMBLING` window,
 //! and for `HOPPING` each boundary still to come whose window holds records.
 
-mod acc;
-
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use self::acc::Acc;
-use crate::aggregate::{Aggregate, Aggregation, Window};
+use super::acc::Acc;
+use super::window::gcd;
+use super::{Aggregate, Window};
 use crate::datetime;
-use crate::vocab::{Event, Instant, PropertyType, Value, WindowEvent};
+use crate::spec_error::SpecError;
+use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
 
 /// Computes a windowed aggregate over instants pushed in arrival order.
 ///
 /// ```
-/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window, Windower};
+/// use mfstream::aggregate::Windower;
+/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window};
 ///
 /// let window = Window::Tumbling { size: 2, unit: TimeUnit::Seconds };
-/// let mut windower = Windower::new(&Aggregate::new(Aggregation::Avg, window), "speed".into());
+/// let aggregate = Aggregate::new(Aggregation::Avg, window);
+/// let mut windower = Windower::new(&aggregate, "speed".into()).unwrap();
 /// let mut events = Vec::new();
 /// for (second, v) in [(0, 2.0), (1, 4.0), (2, 9.0)] {
 ///     let instant = Instant::number(format!("2026-01-01T00:00:0{second}Z"), v);
 ///     windower.push(instant, &mut events).unwrap();
 /// }
-/// windower.finish(&mut events); // the open window [2 s, 4 s), as partial
+/// windower.finish(&mut events).unwrap(); // the open window [2 s, 4 s), as partial
 /// assert_eq!(
 ///     events[0].to_json(),
 ///     r#"{"windowStart":"2026-01-01T00:00:00Z","windowEnd":"2026-01-01T00:00:01Z","property":"speed","aggregation":"AVG","value":3,"count":2}"#
@@ -125,7 +139,14 @@ impl Windower {
     /// It takes the values the aggregation is defined for (numbers for
     /// `SUM`, texts for `COUNT_DISTINCT`, …; anything for `COUNT`) until
     /// [`with_property_type`](Windower::with_property_type) says more.
-    pub fn new(aggregate: &Aggregate, property: Arc<str>) -> Windower {
+    ///
+    /// The window is checked first ([`Window::validate`]): in particular a
+    /// `HOPPING` window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, which
+    /// bounds both the state and the events one record can emit.
+    ///
+    /// [`MAX_WINDOW_BUCKETS`]: super::MAX_WINDOW_BUCKETS
+    pub fn new(aggregate: &Aggregate, property: Arc<str>) -> Result<Windower, SpecError> {
+        aggregate.window.validate()?;
         let expect = match aggregate.aggregation {
             Aggregation::Count => Expect::Any,
             Aggregation::Sum | Aggregation::Avg | Aggregation::Min | Aggregation::Max => {
@@ -153,13 +174,13 @@ impl Windower {
                 Mode::Hopping {
                     span,
                     hop,
-                    grain: gcd(span, hop),
+                    grain: gcd(span as u64, hop as u64) as i64,
                     next: None,
                     buckets: VecDeque::new(),
                 }
             }
         };
-        Windower {
+        Ok(Windower {
             emitter: Emitter {
                 aggregation: aggregate.aggregation,
                 property,
@@ -169,7 +190,7 @@ impl Windower {
             emit_partial: aggregate.emit_partial,
             seq: 0,
             mode,
-        }
+        })
     }
 
     /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
@@ -262,18 +283,9 @@ impl Windower {
     /// The end of the source: the windows still open are pushed onto `out`
     /// as partial events, unless the aggregate says not to emit them.
     ///
-    /// A window whose `SUM` or `AVG` overflows cannot be written and is
-    /// left out (with a warning in the log); [`try_finish`](Windower::try_finish)
-    /// reports it instead.
-    pub fn finish(&mut self, out: &mut Vec<Event>) {
-        if let Err(reason) = self.try_finish(out) {
-            tracing::warn!(%reason, "a partial window was left out");
-        }
-    }
-
-    /// As [`finish`](Windower::finish), but a window whose aggregate
-    /// overflows is an error (the query fails) rather than left out.
-    pub fn try_finish(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
+    /// An error fails the query: a window whose `SUM` or `AVG` overflows
+    /// cannot be written (the windows before it are in `out`).
+    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
         let emit = self.emit_partial;
         let emitter = &mut self.emitter;
         match &mut self.mode {
@@ -328,10 +340,6 @@ fn boundary_after(secs: i64, step: i64) -> i64 {
     secs - secs.rem_euclid(step) + step
 }
 
-fn gcd(a: i64, b: i64) -> i64 {
-    if b == 0 { a } else { gcd(b, a % b) }
-}
-
 impl Emitter {
     /// The event of `acc`'s window, emptying it; an error when the
     /// aggregate overflows (JSON has no infinity).
@@ -367,10 +375,12 @@ impl Emitter {
         partial: bool,
         out: &mut Vec<Event>,
     ) -> Result<(), String> {
-        let mut window = Acc::default();
-        for (_, acc) in buckets.iter().take_while(|(start, _)| *start < boundary) {
-            window.merge(acc);
-        }
+        let mut window = Acc::merge_all(
+            buckets
+                .iter()
+                .take_while(|(start, _)| *start < boundary)
+                .map(|(_, acc)| acc),
+        );
         if window.count > 0 {
             out.push(self.event(&mut window, partial)?);
         }

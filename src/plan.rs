@@ -1,0 +1,127 @@
+//! The query planner: which part of a query an engine runs and which the
+//! host runs over the engine's outputs, the same for every engine.
+//!
+//! A query is a transform, a windowed aggregate, or a transform then an
+//! aggregate of its outputs. An engine (the `local` engine's task, a bridge
+//! job, a plugin in or out of process) runs the transform; the host's
+//! [`Windower`] computes the windows, over the engine's outputs or, when
+//! there is no transform, over the instants themselves. A bridge engine
+//! whose job aggregates is the one exception: it asks for the whole query.
+
+use std::sync::Arc;
+
+use crate::aggregate::Windower;
+use crate::engine::{BATCH, QueryOutput};
+use crate::ops::Transform;
+use crate::spec::{QueryKind, QuerySpec};
+use crate::spec_error::SpecError;
+use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
+
+/// How a validated query runs.
+#[derive(Debug)]
+pub(crate) enum Plan {
+    /// The engine applies `transform` to each instant; with a `windower`,
+    /// the host aggregates the engine's outputs (numbers, whatever the
+    /// property's type).
+    Engine {
+        /// What the engine computes.
+        transform: Transform,
+        /// The windows over its outputs, for an aggregate query.
+        windower: Option<Box<Windower>>,
+    },
+    /// Nothing for an engine to do: the host windows the instants.
+    Host(Box<Windower>),
+}
+
+/// The query an engine is asked to run: `spec` with the transform alone,
+/// so that every engine (a plugin in process, an isolated plugin's child)
+/// sees the same spec.
+pub(crate) fn engine_spec(spec: &QuerySpec, transform: Transform) -> QuerySpec {
+    QuerySpec {
+        kind: QueryKind::Transform(transform),
+        ..spec.clone()
+    }
+}
+
+/// Validates `spec` and splits it between the engine and the host.
+pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
+    spec.validate()?;
+    let property: Arc<str> = spec.property.as_str().into();
+    Ok(match &spec.kind {
+        QueryKind::Transform(transform) => Plan::Engine {
+            transform: *transform,
+            windower: None,
+        },
+        QueryKind::Aggregate {
+            transform: Some(transform),
+            aggregate,
+        } => Plan::Engine {
+            transform: *transform,
+            // The engine's answers are numbers, whatever the property.
+            windower: Some(Box::new(
+                Windower::new(aggregate, property)?.with_property_type(PropertyType::TReal),
+            )),
+        },
+        QueryKind::Aggregate {
+            transform: None,
+            aggregate,
+        } => Plan::Host(Box::new(
+            Windower::new(aggregate, property)?.with_property_type(spec.property_type),
+        )),
+    })
+}
+
+/// Feeds an engine's outputs to the host's windower, delivering the window
+/// events in chunks of about [`BATCH`] as they close: the events one output
+/// closes (up to [`MAX_WINDOW_BUCKETS`]) are never held with those of the
+/// next. An error is the query's end: `Failed`, naming the record, after
+/// the events before it; `Stopped` when the consumer has gone.
+///
+/// [`MAX_WINDOW_BUCKETS`]: crate::aggregate::MAX_WINDOW_BUCKETS
+pub(crate) async fn window(
+    windower: &mut Windower,
+    outputs: impl IntoIterator<Item = Instant>,
+    output: &QueryOutput,
+) -> Result<(), QueryStatus> {
+    let mut events = Vec::new();
+    for instant in outputs {
+        let failure = windower.push(instant, &mut events).err();
+        if events.len() >= BATCH || failure.is_some() {
+            output
+                .emit(std::mem::take(&mut events))
+                .await
+                .map_err(|_| QueryStatus::Stopped)?;
+        }
+        if let Some(reason) = failure {
+            return Err(QueryStatus::Failed { reason });
+        }
+    }
+    output.emit(events).await.map_err(|_| QueryStatus::Stopped)
+}
+
+/// The end of a query, the same on every path: once the source has ended
+/// and the engine's outputs were delivered (`status` is `Completed`), the
+/// windows still open are emitted as partial events. The final status: a
+/// window that cannot be written fails the query; a consumer that has gone
+/// stops it.
+pub(crate) async fn finish(
+    windower: Option<&mut Windower>,
+    output: &QueryOutput,
+    status: QueryStatus,
+) -> QueryStatus {
+    let Some(windower) = windower else {
+        return status;
+    };
+    if status != QueryStatus::Completed {
+        return status;
+    }
+    let mut events: Vec<Event> = Vec::new();
+    let flushed = windower.finish(&mut events);
+    if output.emit(events).await.is_err() {
+        return QueryStatus::Stopped;
+    }
+    match flushed {
+        Ok(()) => status,
+        Err(reason) => QueryStatus::Failed { reason },
+    }
+}
