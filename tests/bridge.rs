@@ -303,3 +303,36 @@ async fn json_framed_answers_are_read_back_to_the_same_bits() {
     assert_eq!(status, QueryStatus::Completed);
     assert_eq!(events[0].value(), &Value::Number(49.56214693962301 / 4.0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_submitted_from_a_thread_that_exits_outlives_the_thread() {
+    let runtime = tokio::runtime::Handle::current();
+    let (sender, source) = Source::channel(4);
+    let submitter = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let engine = BridgeEngine::new(sh_options("echo.sh"));
+        let handle = runtime.block_on(engine.submit(echo_spec(), source));
+        (tid, handle.expect("the job starts"))
+    });
+    let (tid, mut handle) = tokio::task::spawn_blocking(move || submitter.join().unwrap())
+        .await
+        .unwrap();
+    // The thread has gone from the kernel's table, so a parent-death signal
+    // tied to it has been sent.
+    let task = std::path::PathBuf::from(format!("/proc/self/task/{tid}"));
+    let deadline = std::time::Instant::now() + GONE;
+    while task.exists() {
+        assert!(std::time::Instant::now() < deadline, "the thread lingers");
+        tokio::task::yield_now().await;
+    }
+    sender
+        .send(mfstream::Instant::number("after", 7.0))
+        .await
+        .unwrap();
+    let event = handle.next().await.expect("the job still answers");
+    assert_eq!((event.datetime(), event.value()), ("after", &Value::Number(7.0)));
+    drop(sender);
+    assert!(handle.next().await.is_none());
+    assert_eq!(handle.status(), QueryStatus::Completed);
+}
