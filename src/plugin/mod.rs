@@ -20,6 +20,7 @@
 
 mod call;
 pub(crate) mod child;
+mod file;
 mod isolated;
 mod load;
 mod query;
