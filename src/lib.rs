@@ -47,6 +47,7 @@ mod bridge;
 mod config;
 mod datetime;
 mod engine;
+pub mod lines;
 mod local;
 mod ops;
 mod plugin;

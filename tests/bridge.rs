@@ -331,8 +331,84 @@ async fn a_job_submitted_from_a_thread_that_exits_outlives_the_thread() {
         .await
         .unwrap();
     let event = handle.next().await.expect("the job still answers");
-    assert_eq!((event.datetime(), event.value()), ("after", &Value::Number(7.0)));
+    assert_eq!(
+        (event.datetime(), event.value()),
+        ("after", &Value::Number(7.0))
+    );
     drop(sender);
     assert!(handle.next().await.is_none());
     assert_eq!(handle.status(), QueryStatus::Completed);
+}
+
+/// Options for a `json` job run as `sh -c SCRIPT`, failing after 300 ms
+/// without progress.
+fn json_sh(script: &str) -> BridgeOptions {
+    let mut options = sh_options("echo.sh");
+    options.argv = vec!["sh".into(), "-c".into(), script.into()];
+    options.framing = Framing::Json;
+    options.no_progress_timeout = Some(Duration::from_millis(300));
+    options
+}
+
+#[tokio::test]
+async fn a_json_job_that_stops_reading_fails_after_the_no_progress_timeout() {
+    let engine = BridgeEngine::new(json_sh("exec sleep 100000"));
+    let (sender, source) = Source::channel(8);
+    let handle = engine.submit(echo_spec(), source).await.unwrap();
+    for instant in instants(5) {
+        sender.send(instant).await.unwrap();
+    }
+    let (_, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("neither read its input nor wrote anything")
+            && reason.contains("5 records waited"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_json_job_that_neither_writes_nor_exits_after_its_input_fails_after_the_timeout() {
+    let handle = submit(
+        json_sh("cat >/dev/null; exec sleep 100000"),
+        echo_spec(),
+        instants(5),
+    )
+    .await;
+    let (_, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("wrote nothing and did not exit") && reason.contains("end of its input"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_json_job_that_reads_everything_may_stay_silent_past_the_timeout() {
+    // It reads its five records, then says nothing for longer than the
+    // timeout, as a job that filters or buffers may.
+    let script = "head -n 5 >/dev/null; sleep 1; \
+                  echo '{\"datetime\":\"late\",\"value\":1}'; cat >/dev/null";
+    let engine = BridgeEngine::new(json_sh(script));
+    let (sender, source) = Source::channel(8);
+    let mut handle = engine.submit(echo_spec(), source).await.unwrap();
+    for instant in instants(5) {
+        sender.send(instant).await.unwrap();
+    }
+    let event = handle.next().await;
+    assert_eq!(
+        event.as_ref().map(|e| e.datetime()),
+        Some("late"),
+        "{:?}",
+        handle.status()
+    );
+    drop(sender);
+    assert!(handle.next().await.is_none());
+    assert_eq!(handle.status(), QueryStatus::Completed);
+}
+
+#[test]
+fn jobs_fail_after_two_minutes_without_progress_by_default() {
+    let options = BridgeOptions::new("x", vec!["job".into()]);
+    assert_eq!(options.no_progress_timeout, Some(Duration::from_secs(120)));
 }

@@ -13,6 +13,7 @@ mod job;
 mod run;
 
 pub(crate) use self::job::describe_exit;
+pub(crate) use self::run::DEFAULT_NO_PROGRESS_TIMEOUT;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -86,7 +87,9 @@ pub struct BridgeOptions {
     pub stop_grace: Duration,
     /// Records sent but not yet answered, at most (`value` framing).
     pub max_in_flight: usize,
-    /// Fail the query when the job holds unanswered records this long.
+    /// Fail the query when the job leaves records unanswered (`value`
+    /// framing) or unread (`json`) this long; two minutes by default, never
+    /// when `None`.
     pub no_progress_timeout: Option<Duration>,
     /// Restart a job that dies; off when `None`.
     pub restart: Option<RestartPolicy>,
@@ -106,7 +109,7 @@ impl BridgeOptions {
             aggregates: false,
             stop_grace: Duration::from_secs(5),
             max_in_flight: 65_536,
-            no_progress_timeout: None,
+            no_progress_timeout: Some(DEFAULT_NO_PROGRESS_TIMEOUT),
             restart: None,
             env: Vec::new(),
         }
