@@ -361,22 +361,19 @@ fn add_plugin(
                 })
                 .collect()
         }),
-        Isolation::Process => match plugin::host_binary(env) {
-            Some(host) => plugin::describe_isolated(&def.path, &host).map(|engines| {
+        Isolation::Process => plugin::host_binary(env)
+            .map_err(|kind| PluginError {
+                path: def.path.clone(),
+                line: 0,
+                kind,
+            })
+            .and_then(|host| plugin::describe_isolated(&def.path, &host))
+            .map(|engines| {
                 engines
                     .into_iter()
                     .map(|engine| Arc::new(engine) as Arc<dyn StreamEngine>)
                     .collect()
             }),
-            None => Err(PluginError {
-                path: def.path.clone(),
-                line: 0,
-                kind: PluginErrorKind::Isolation(format!(
-                    "cannot find the mfstream binary to run the plugin in: set {}",
-                    plugin::PLUGIN_HOST_VAR
-                )),
-            }),
-        },
     };
     let engines = match engines {
         Ok(engines) => engines,
