@@ -18,9 +18,6 @@ use crate::window::Windower;
 /// The name of the built-in engine.
 pub const LOCAL: &str = "local";
 
-/// Event batches buffered between the engine and its consumer.
-const EVENT_BUFFER: usize = 16;
-
 /// The in-process engine.
 ///
 /// Runs each query on a task of the async runtime: a transform is applied
@@ -77,7 +74,7 @@ pub(crate) fn submit_as(engine: &str, spec: QuerySpec, source: Source) -> QueryH
             Work::new(*transform, Some(windower), &property)
         }
     };
-    let (handle, output) = QueryHandle::new(&spec.id, engine, EVENT_BUFFER);
+    let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     tokio::spawn(run(work, source, output).instrument(span));
     handle

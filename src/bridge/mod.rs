@@ -30,9 +30,6 @@ use crate::window::Windower;
 
 use self::run::Results;
 
-/// Event batches buffered between a bridge query and its consumer.
-const EVENT_BUFFER: usize = 16;
-
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -201,7 +198,7 @@ impl StreamEngine for BridgeEngine {
             self.options.framing.as_str().into(),
         ));
         env.push(("MFSTREAM_QUERY".into(), spec.to_json()));
-        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let driver = run::Driver::new(
             self.options.clone(),
             job_args,

@@ -41,9 +41,6 @@ use crate::spec::{QueryKind, QuerySpec};
 use crate::vocab::PropertyType;
 use crate::window::Windower;
 
-/// Event batches buffered between a plugin query and its consumer.
-const EVENT_BUFFER: usize = 16;
-
 /// Where a plugin's engines run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -144,7 +141,7 @@ impl StreamEngine for PluginEngine {
             kind: QueryKind::Transform(transform),
             ..spec.clone()
         };
-        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
         let start = query::Start {
             library: self.library.clone(),
