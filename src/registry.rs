@@ -362,11 +362,7 @@ fn add_plugin(
                 .collect()
         }),
         Isolation::Process => plugin::host_binary(env)
-            .map_err(|kind| PluginError {
-                path: def.path.clone(),
-                line: 0,
-                kind,
-            })
+            .map_err(|kind| PluginError::new(&def.path, kind))
             .and_then(|host| plugin::describe_isolated(&def.path, &host))
             .map(|engines| {
                 engines
@@ -378,7 +374,7 @@ fn add_plugin(
     let engines = match engines {
         Ok(engines) => engines,
         Err(mut error) => {
-            error.line = def.line;
+            error.line = Some(def.line);
             slots.push(not_ready(
                 def.written.clone(),
                 &error,
@@ -405,7 +401,7 @@ fn add_plugin(
             };
             let error = PluginError {
                 path: def.path.clone(),
-                line: def.line,
+                line: Some(def.line),
                 kind: PluginErrorKind::Clash {
                     name: own.name.clone(),
                     other,

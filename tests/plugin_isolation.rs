@@ -71,7 +71,7 @@ fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
         bad.display()
     );
     assert!(text.starts_with(&expected), "{text}");
-    assert_eq!(errors[0].line, 2);
+    assert_eq!(errors[0].line, Some(2));
 }
 
 #[test]

@@ -68,11 +68,7 @@ impl StreamEngine for IsolatedEngine {
 /// `host` (the `mfstream` binary), each to be run by such a child.
 pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, PluginError> {
     check_file(path)?;
-    let error = |kind| PluginError {
-        path: path.to_owned(),
-        line: 0,
-        kind,
-    };
+    let error = |kind| PluginError::new(path, kind);
     let output = run_describe(host, path).map_err(error)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);

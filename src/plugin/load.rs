@@ -41,10 +41,22 @@ const MAX_ENGINES: usize = 1024;
 pub struct PluginError {
     /// The library's path.
     pub path: PathBuf,
-    /// The line of its `[[plugin]]` entry in `engines.toml`; 0 when unknown.
-    pub line: usize,
+    /// The line of its `[[plugin]]` entry in `engines.toml`, when known.
+    pub line: Option<usize>,
     /// Why it was refused.
     pub kind: PluginErrorKind,
+}
+
+impl PluginError {
+    /// The plugin at `path` was refused for `kind`; the line is not known
+    /// yet (the registry, which read the entry, adds it).
+    pub(crate) fn new(path: &Path, kind: PluginErrorKind) -> PluginError {
+        PluginError {
+            path: path.to_owned(),
+            line: None,
+            kind,
+        }
+    }
 }
 
 /// Why a plugin was refused.
@@ -192,21 +204,15 @@ pub(crate) struct Loaded {
 /// Checks the file at `path` (and who could change it) and that it is a
 /// whole shared library, without mapping any of it.
 pub(crate) fn check_file(path: &Path) -> Result<(), PluginError> {
-    read_library(path).map(drop).map_err(|kind| PluginError {
-        path: path.to_owned(),
-        line: 0,
-        kind,
-    })
+    read_library(path)
+        .map(drop)
+        .map_err(|kind| PluginError::new(path, kind))
 }
 
 /// Loads a private copy of the library at `path` after checking the file,
 /// then checks its descriptor.
 pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
-    let error = |kind| PluginError {
-        path: path.to_owned(),
-        line: 0,
-        kind,
-    };
+    let error = |kind| PluginError::new(path, kind);
     let bytes = read_library(path).map_err(error)?;
     let copy = PrivateCopy::new(&bytes, path).map_err(|e| {
         error(PluginErrorKind::Load(format!(
