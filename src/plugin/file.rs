@@ -172,108 +172,64 @@ const ET_DYN: u16 = 3;
 /// byte order that holds every segment and header it names: what `dlopen`
 /// would map, so that it never maps past the end of the file.
 pub(crate) fn check_elf(bytes: &[u8]) -> Result<(), String> {
-    let not_library = |why: &str| format!("not a shared library: {why}");
-    if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
-        return Err(not_library("the file does not start with the ELF magic"));
-    }
-    let wide = match bytes[4] {
-        1 => false,
-        2 => true,
-        _ => return Err(not_library("unknown ELF class")),
-    };
-    if wide != cfg!(target_pointer_width = "64") {
-        return Err(not_library("built for a machine of another word size"));
-    }
-    let little = match bytes[5] {
-        1 => true,
-        2 => false,
-        _ => return Err(not_library("unknown ELF byte order")),
-    };
-    if little != cfg!(target_endian = "little") {
-        return Err(not_library("built for a machine of another byte order"));
-    }
-    let elf = Elf { bytes, wide };
-    let header = if wide { 64 } else { 52 };
-    let cut = |what: &str, end: u64| {
+    let elf = Elf::identify(bytes)?;
+    let len = bytes.len() as u64;
+    let cut = |what: &str, end: Option<u64>| {
         format!(
-            "the file is cut short: {what} ends at byte {end} but the file has {} bytes \
+            "the file is cut short: {what} ends at byte {} but the file has {len} bytes \
              (was it copied while still being written?)",
-            bytes.len()
+            end.unwrap_or(u64::MAX)
         )
     };
-    if bytes.len() < header {
-        return Err(cut("the ELF header", header as u64));
-    }
-    if elf.u16(16) != Some(ET_DYN) {
+    let header = elf
+        .header()
+        .ok_or_else(|| cut("the ELF header", Some(elf.header_size())))?;
+    if header.kind != ET_DYN {
         return Err(not_library("the ELF file is not a shared object"));
     }
-    let (phoff, phentsize, phnum, shoff, shentsize, shnum) = if wide {
-        (
-            elf.u64(32),
-            elf.u16(54),
-            elf.u16(56),
-            elf.u64(40),
-            elf.u16(58),
-            elf.u16(60),
-        )
-    } else {
-        let w = |at| elf.u32(at).map(u64::from);
-        (
-            w(28),
-            elf.u16(42),
-            elf.u16(44),
-            w(32),
-            elf.u16(46),
-            elf.u16(48),
-        )
-    };
-    let header_fields = (phoff, phentsize, phnum, shoff, shentsize, shnum);
-    let (Some(phoff), Some(phentsize), Some(phnum), Some(shoff), Some(shentsize), Some(shnum)) =
-        header_fields
-    else {
-        return Err(cut("the ELF header", header as u64));
-    };
-    let table_end = |off: u64, size: u16, n: u16| off.checked_add(u64::from(size) * u64::from(n));
-    let len = bytes.len() as u64;
-    let min_phentsize = if wide { 56 } else { 32 };
-    if phnum == 0 || usize::from(phentsize) < min_phentsize {
+    let min_phentsize = if elf.wide { 56 } else { 32 };
+    if header.phnum == 0 || usize::from(header.phentsize) < min_phentsize {
         return Err(not_library("the ELF file has no program headers"));
     }
-    match table_end(phoff, phentsize, phnum) {
-        Some(end) if end <= len => {}
-        end => return Err(cut("the program header table", end.unwrap_or(u64::MAX))),
+    let table_end = |off: u64, size: u16, n: u16| off.checked_add(u64::from(size) * u64::from(n));
+    let ph_end = table_end(header.phoff, header.phentsize, header.phnum);
+    if ph_end.is_none_or(|end| end > len) {
+        return Err(cut("the program header table", ph_end));
     }
     // The section headers are not mapped, but sit at the very end of a
     // linked file: a file that lacks them was cut.
-    if shoff != 0 && shnum != 0 {
-        match table_end(shoff, shentsize, shnum) {
-            Some(end) if end <= len => {}
-            end => return Err(cut("the section header table", end.unwrap_or(u64::MAX))),
+    if header.shoff != 0 && header.shnum != 0 {
+        let sh_end = table_end(header.shoff, header.shentsize, header.shnum);
+        if sh_end.is_none_or(|end| end > len) {
+            return Err(cut("the section header table", sh_end));
         }
     }
-    for i in 0..u64::from(phnum) {
-        let at = (phoff + i * u64::from(phentsize)) as usize;
-        let (kind, offset, filesz) = if wide {
-            (elf.u32(at), elf.u64(at + 8), elf.u64(at + 32))
-        } else {
-            let w = |off| elf.u32(at + off).map(u64::from);
-            (elf.u32(at), w(4), w(16))
-        };
-        let (Some(kind), Some(offset), Some(filesz)) = (kind, offset, filesz) else {
-            return Err(cut("the program header table", len + 1));
-        };
-        if kind != PT_LOAD {
-            continue;
-        }
-        match offset.checked_add(filesz) {
-            Some(end) if end <= len => {}
-            end => {
-                let what = format!("loadable segment #{}", i + 1);
-                return Err(cut(&what, end.unwrap_or(u64::MAX)));
-            }
+    for i in 0..u64::from(header.phnum) {
+        let at = (header.phoff + i * u64::from(header.phentsize)) as usize;
+        let (kind, offset, filesz) = elf
+            .program_header(at)
+            .ok_or_else(|| cut("the program header table", ph_end))?;
+        let end = offset.checked_add(filesz);
+        if kind == PT_LOAD && end.is_none_or(|end| end > len) {
+            return Err(cut(&format!("loadable segment #{}", i + 1), end));
         }
     }
     Ok(())
+}
+
+fn not_library(why: &str) -> String {
+    format!("not a shared library: {why}")
+}
+
+/// The fields of an ELF header that say what the file must hold.
+struct Header {
+    kind: u16,
+    phoff: u64,
+    phentsize: u16,
+    phnum: u16,
+    shoff: u64,
+    shentsize: u16,
+    shnum: u16,
 }
 
 /// Fields of an ELF file in the host's byte order (checked by the caller).
@@ -282,7 +238,73 @@ struct Elf<'a> {
     wide: bool,
 }
 
-impl Elf<'_> {
+impl<'a> Elf<'a> {
+    /// The file's identification, checked against this machine's.
+    fn identify(bytes: &'a [u8]) -> Result<Elf<'a>, String> {
+        if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
+            return Err(not_library("the file does not start with the ELF magic"));
+        }
+        let wide = match bytes[4] {
+            1 => false,
+            2 => true,
+            _ => return Err(not_library("unknown ELF class")),
+        };
+        if wide != cfg!(target_pointer_width = "64") {
+            return Err(not_library("built for a machine of another word size"));
+        }
+        let little = match bytes[5] {
+            1 => true,
+            2 => false,
+            _ => return Err(not_library("unknown ELF byte order")),
+        };
+        if little != cfg!(target_endian = "little") {
+            return Err(not_library("built for a machine of another byte order"));
+        }
+        Ok(Elf { bytes, wide })
+    }
+
+    fn header_size(&self) -> u64 {
+        if self.wide { 64 } else { 52 }
+    }
+
+    /// The header, `None` if the file is shorter.
+    fn header(&self) -> Option<Header> {
+        if (self.bytes.len() as u64) < self.header_size() {
+            return None;
+        }
+        Some(if self.wide {
+            Header {
+                kind: self.u16(16)?,
+                phoff: self.u64(32)?,
+                phentsize: self.u16(54)?,
+                phnum: self.u16(56)?,
+                shoff: self.u64(40)?,
+                shentsize: self.u16(58)?,
+                shnum: self.u16(60)?,
+            }
+        } else {
+            Header {
+                kind: self.u16(16)?,
+                phoff: self.u32(28)?.into(),
+                phentsize: self.u16(42)?,
+                phnum: self.u16(44)?,
+                shoff: self.u32(32)?.into(),
+                shentsize: self.u16(46)?,
+                shnum: self.u16(48)?,
+            }
+        })
+    }
+
+    /// The type, file offset and file size of the program header at `at`.
+    fn program_header(&self, at: usize) -> Option<(u32, u64, u64)> {
+        if self.wide {
+            Some((self.u32(at)?, self.u64(at + 8)?, self.u64(at + 32)?))
+        } else {
+            let offset = self.u32(at + 4)?.into();
+            Some((self.u32(at)?, offset, self.u32(at + 16)?.into()))
+        }
+    }
+
     fn field<const N: usize>(&self, at: usize) -> Option<[u8; N]> {
         self.bytes.get(at..at.checked_add(N)?)?.try_into().ok()
     }
