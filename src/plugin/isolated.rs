@@ -254,3 +254,28 @@ impl Described {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_reads_a_descriptor_of_its_own_protocol_and_refuses_others_naming_both() {
+        let host = Path::new("/bin/mfstream");
+        let ok = br#"{"protocol":1,"name":"p","version":"1","engines":[
+            {"name":"e","description":"d","serves":1,"not_ready":null}]}"#;
+        let described = Described::parse(ok, host).unwrap();
+        assert_eq!(described.engines[0].name, "e");
+
+        let old = br#"{"name":"p","version":"1","engines":[]}"#;
+        let error = Described::parse(old, host).unwrap_err().to_string();
+        assert!(
+            error.contains("speaks describe protocol 0 (unversioned), but this mfstream speaks 1"),
+            "{error}"
+        );
+        let error = Described::parse(b"running 0 tests\n", host)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("printed no valid descriptor"), "{error}");
+    }
+}
