@@ -149,7 +149,7 @@ struct SpawnRequest {
 fn spawn_from_one_thread(command: Command) -> io::Result<Child> {
     static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
     let runtime = tokio::runtime::Handle::try_current()
-        .map_err(|e| io::Error::other(format!("a job is started inside a tokio runtime: {e}")))?;
+        .map_err(|e| io::Error::other(format!("jobs are started inside a tokio runtime: {e}")))?;
     let spawner = SPAWNER.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<SpawnRequest>();
         std::thread::Builder::new()
