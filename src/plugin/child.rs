@@ -27,8 +27,8 @@ use crate::lines::{LineReader, quote};
 use crate::vocab::{Event, Instant, write_json_str};
 
 /// The descriptor of the library at `path` as JSON (the host reads it as
-/// `isolated::Described`), or
-/// why it was refused (without the path: the host adds it).
+/// `isolated::Described`), or why it was refused (without the path: the
+/// host adds it).
 pub fn describe(path: &Path) -> Result<String, String> {
     let loaded = load(path).map_err(|e| e.kind.to_string())?;
     let described = Described {
