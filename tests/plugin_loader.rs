@@ -374,3 +374,22 @@ fn a_library_in_a_sticky_folder_like_tmp_is_accepted() {
     assert_eq!(registry.plugin_errors(), []);
     assert!(registry.get("scale").is_ok());
 }
+
+#[test]
+fn a_library_below_a_folder_others_can_write_further_up_is_refused_naming_that_folder() {
+    let dir = TempDir::new("plugin-open-ancestor");
+    let open = dir.join("open");
+    let folder = open.join("plugins");
+    std::fs::create_dir_all(&folder).unwrap();
+    let bad = folder.join("libscale.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &bad).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (registry, _) = plugin_registry(&dir, &bad);
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let expected = format!(
+        "the folder {} is writable by group or others (mode 777)",
+        open.display()
+    );
+    assert!(errors[0].to_string().contains(&expected), "{}", errors[0]);
+}
