@@ -393,3 +393,17 @@ fn a_library_below_a_folder_others_can_write_further_up_is_refused_naming_that_f
     );
     assert!(errors[0].to_string().contains(&expected), "{}", errors[0]);
 }
+
+#[test]
+fn a_load_removes_the_private_copies_of_processes_that_died_loading() {
+    // A process that has gone: its pid, reaped.
+    let mut gone = Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let orphan = std::env::temp_dir().join(format!(".mfstream-{pid}-0-0000000000000000-libx.so"));
+    std::fs::write(&orphan, b"a copy left by a crash").unwrap();
+    let dir = TempDir::new("plugin-orphans");
+    let (registry, _) = plugin_registry(&dir, &plugin_library("mfstream-plugin-scale"));
+    assert!(registry.get("scale").is_ok());
+    assert!(!orphan.exists(), "{} was left", orphan.display());
+}

@@ -130,15 +130,21 @@ pub(crate) struct PrivateCopy {
 impl PrivateCopy {
     /// Writes `bytes` to a new file that only this user can read, under a
     /// name no other load uses.
+    ///
+    /// A process that dies while `dlopen` runs the library's initialisers
+    /// (the point of loading it in a child first) cannot remove its copy, so
+    /// each load first removes the copies of processes that are gone.
     pub fn new(bytes: &[u8], original: &Path) -> io::Result<PrivateCopy> {
         static LOADS: AtomicU64 = AtomicU64::new(0);
+        let folder = std::env::temp_dir();
+        remove_orphans(&folder);
         let load = LOADS.fetch_add(1, Ordering::Relaxed);
         let salt = getrandom::u64().unwrap_or(0);
         let stem = original
             .file_name()
             .map_or_else(|| "plugin".into(), |n| n.to_string_lossy().into_owned());
-        let path = std::env::temp_dir().join(format!(
-            ".mfstream-{}-{load}-{salt:016x}-{stem}",
+        let path = folder.join(format!(
+            "{COPY_PREFIX}{}-{load}-{salt:016x}-{stem}",
             std::process::id()
         ));
         let mut file = std::fs::OpenOptions::new()
@@ -155,6 +161,44 @@ impl PrivateCopy {
     pub fn path(&self) -> &Path {
         &self.path
     }
+}
+
+/// How private copies are named: the prefix, the pid of the process that
+/// loads it, then a load number, a random salt and the original name.
+const COPY_PREFIX: &str = ".mfstream-";
+
+/// Removes the private copies in `folder` of this user's processes that
+/// have gone (best effort: a folder that cannot be read is left alone).
+fn remove_orphans(folder: &Path) {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(COPY_PREFIX)) else {
+            continue;
+        };
+        let Some(pid) = rest
+            .split('-')
+            .next()
+            .and_then(|p| p.parse::<libc::pid_t>().ok())
+        else {
+            continue;
+        };
+        let ours = entry
+            .metadata()
+            .is_ok_and(|m| m.is_file() && trusted_owner(m.uid()));
+        if ours && pid > 0 && !process_exists(pid) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Whether process `pid` exists (a process of another user counts).
+fn process_exists(pid: libc::pid_t) -> bool {
+    // SAFETY: signal 0 checks for the process without sending anything.
+    let alive = unsafe { libc::kill(pid, 0) } == 0;
+    alive || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
 impl Drop for PrivateCopy {
