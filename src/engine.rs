@@ -21,6 +21,10 @@ use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 /// The number of instants a batch carries at most, by convention.
 pub const BATCH: usize = 1024;
 
+/// Event batches buffered between a query and its consumer, for every
+/// engine: a slow consumer holds an engine back after this many.
+pub(crate) const EVENT_BUFFER: usize = 16;
+
 /// A stream engine: runs continuous queries.
 #[async_trait]
 pub trait StreamEngine: Send + Sync + fmt::Debug {

@@ -56,6 +56,7 @@ mod bridge;
 pub mod config;
 mod datetime;
 pub mod engine;
+pub mod lines;
 mod local;
 pub mod ops;
 mod plan;

@@ -19,9 +19,6 @@ use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
 /// The name of the built-in engine.
 pub const LOCAL: &str = "local";
 
-/// Event batches buffered between the engine and its consumer.
-const EVENT_BUFFER: usize = 16;
-
 /// The in-process engine.
 ///
 /// Runs each query on a task of the async runtime: a transform is applied
@@ -74,7 +71,7 @@ pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Sour
         } => Work::new(Some(transform), windower, property),
         Plan::Host(windower) => Work::new(None, Some(windower), property),
     };
-    let (handle, output) = QueryHandle::new(&spec.id, engine, EVENT_BUFFER);
+    let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
     tokio::spawn(run(work, source, output).instrument(span));

@@ -361,27 +361,20 @@ fn add_plugin(
                 })
                 .collect()
         }),
-        Isolation::Process => match plugin::host_binary(env) {
-            Some(host) => plugin::describe_isolated(&def.path, &host).map(|engines| {
+        Isolation::Process => plugin::host_binary(env)
+            .map_err(|kind| PluginError::new(&def.path, kind))
+            .and_then(|host| plugin::describe_isolated(&def.path, &host))
+            .map(|engines| {
                 engines
                     .into_iter()
                     .map(|engine| Arc::new(engine) as Arc<dyn StreamEngine>)
                     .collect()
             }),
-            None => Err(PluginError {
-                path: def.path.clone(),
-                line: 0,
-                kind: PluginErrorKind::Isolation(format!(
-                    "cannot find the mfstream binary to run the plugin in: set {}",
-                    plugin::PLUGIN_HOST_VAR
-                )),
-            }),
-        },
     };
     let engines = match engines {
         Ok(engines) => engines,
         Err(mut error) => {
-            error.line = def.line;
+            error.line = Some(def.line);
             slots.push(not_ready(
                 def.written.clone(),
                 &error,
@@ -408,7 +401,7 @@ fn add_plugin(
             };
             let error = PluginError {
                 path: def.path.clone(),
-                line: def.line,
+                line: Some(def.line),
                 kind: PluginErrorKind::Clash {
                     name: own.name.clone(),
                     other,

@@ -303,3 +303,112 @@ async fn json_framed_answers_are_read_back_to_the_same_bits() {
     assert_eq!(status, QueryStatus::Completed);
     assert_eq!(events[0].value(), &Value::Number(49.56214693962301 / 4.0));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_submitted_from_a_thread_that_exits_outlives_the_thread() {
+    let runtime = tokio::runtime::Handle::current();
+    let (sender, source) = Source::channel(4);
+    let submitter = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        let tid = unsafe { libc::gettid() };
+        let engine = BridgeEngine::new(sh_options("echo.sh"));
+        let handle = runtime.block_on(engine.submit(echo_spec(), source));
+        (tid, handle.expect("the job starts"))
+    });
+    let (tid, mut handle) = tokio::task::spawn_blocking(move || submitter.join().unwrap())
+        .await
+        .unwrap();
+    // The thread has gone from the kernel's table, so a parent-death signal
+    // tied to it has been sent.
+    let task = std::path::PathBuf::from(format!("/proc/self/task/{tid}"));
+    let deadline = std::time::Instant::now() + GONE;
+    while task.exists() {
+        assert!(std::time::Instant::now() < deadline, "the thread lingers");
+        tokio::task::yield_now().await;
+    }
+    sender
+        .send(mfstream::Instant::number("after", 7.0))
+        .await
+        .unwrap();
+    let event = handle.next().await.expect("the job still answers");
+    assert_eq!(
+        (event.datetime(), event.value()),
+        ("after", &Value::Number(7.0))
+    );
+    drop(sender);
+    assert!(handle.next().await.is_none());
+    assert_eq!(handle.status(), QueryStatus::Completed);
+}
+
+/// Options for a `json` job run as `sh -c SCRIPT`, failing after 300 ms
+/// without progress.
+fn json_sh(script: &str) -> BridgeOptions {
+    let mut options = sh_options("echo.sh");
+    options.argv = vec!["sh".into(), "-c".into(), script.into()];
+    options.framing = Framing::Json;
+    options.no_progress_timeout = Some(Duration::from_millis(300));
+    options
+}
+
+#[tokio::test]
+async fn a_json_job_that_stops_reading_fails_after_the_no_progress_timeout() {
+    let engine = BridgeEngine::new(json_sh("exec sleep 100000"));
+    let (sender, source) = Source::channel(8);
+    let handle = engine.submit(echo_spec(), source).await.unwrap();
+    for instant in instants(5) {
+        sender.send(instant).await.unwrap();
+    }
+    let (_, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("neither read its input nor wrote anything")
+            && reason.contains("5 records waited"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_json_job_that_neither_writes_nor_exits_after_its_input_fails_after_the_timeout() {
+    let handle = submit(
+        json_sh("cat >/dev/null; exec sleep 100000"),
+        echo_spec(),
+        instants(5),
+    )
+    .await;
+    let (_, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("wrote nothing and did not exit") && reason.contains("end of its input"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_json_job_that_reads_everything_may_stay_silent_past_the_timeout() {
+    // It reads its five records, then says nothing for longer than the
+    // timeout, as a job that filters or buffers may.
+    let script = "head -n 5 >/dev/null; sleep 1; \
+                  echo '{\"datetime\":\"late\",\"value\":1}'; cat >/dev/null";
+    let engine = BridgeEngine::new(json_sh(script));
+    let (sender, source) = Source::channel(8);
+    let mut handle = engine.submit(echo_spec(), source).await.unwrap();
+    for instant in instants(5) {
+        sender.send(instant).await.unwrap();
+    }
+    let event = handle.next().await;
+    assert_eq!(
+        event.as_ref().map(|e| e.datetime()),
+        Some("late"),
+        "{:?}",
+        handle.status()
+    );
+    drop(sender);
+    assert!(handle.next().await.is_none());
+    assert_eq!(handle.status(), QueryStatus::Completed);
+}
+
+#[test]
+fn jobs_fail_after_two_minutes_without_progress_by_default() {
+    let options = BridgeOptions::new("x", vec!["job".into()]);
+    assert_eq!(options.no_progress_timeout, Some(Duration::from_secs(120)));
+}

@@ -69,7 +69,7 @@ fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
         bad.display()
     );
     assert!(text.starts_with(&expected), "{text}");
-    assert_eq!(errors[0].line, 2);
+    assert_eq!(errors[0].line, Some(2));
 }
 
 #[test]
@@ -124,4 +124,48 @@ async fn an_isolated_plugin_is_asked_for_the_transform_alone_as_in_process() {
         r#"{"arg":2.0,"id":"","operation":"mul","property":"speed","type":"TReal"}"#;
     assert_eq!(quoted_spec(&refused), transform_alone, "{refused}");
     assert_eq!(quoted_spec(failure(&status)), transform_alone, "{status:?}");
+}
+
+#[test]
+fn isolation_from_a_program_that_is_not_mfstream_is_refused_at_once_naming_the_variable() {
+    let dir = TempDir::new("plugin-iso-not-mfstream");
+    let scale = plugin_library("mfstream-plugin-scale");
+    // The test binary is not mfstream, and MFSTREAM_PLUGIN_HOST is unset.
+    let registry = registry(&dir, &isolated(&scale));
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let text = errors[0].to_string();
+    assert!(
+        text.contains("is not mfstream: set MFSTREAM_PLUGIN_HOST to the mfstream binary"),
+        "{text}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_isolated_plugin_that_aborts_has_delivered_the_results_of_earlier_batches() {
+    let dir = TempDir::new("plugin-iso-abort-flush");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let registry = isolating_registry(&dir, &isolated(&chaos));
+    // Short lines, so that one read of the child holds far more than one
+    // batch; the aborter dies on the value 13, record 2001.
+    let crash_at = 2_000;
+    let input: Vec<Instant> = (0..5_000)
+        .map(|i| Instant::number(format!("d{i}"), if i == crash_at { 13.0 } else { 1.0 }))
+        .collect();
+    let engine = registry.get("aborter").unwrap();
+    let handle = engine
+        .submit(echo_spec(), Source::from_instants(input.clone()))
+        .await
+        .unwrap();
+    let (events, status) = collect(handle).await;
+    assert!(failure(&status).contains("SIGABRT"), "{status:?}");
+    // At most the crashing batch is lost.
+    assert!(
+        events.len() > crash_at - mfstream::BATCH,
+        "only {} results of the {crash_at} records before the crash were delivered",
+        events.len()
+    );
+    for (event, instant) in events.iter().zip(&input) {
+        assert_eq!(event.datetime(), instant.datetime);
+    }
 }

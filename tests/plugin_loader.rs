@@ -5,6 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
+use mfstream::{Config, Instant, QueryStatus, Registry, Source};
+
 use crate::util::*;
 
 /// One bad plugin next to the good scale plugin: `check` exits 1 naming the
@@ -195,4 +197,201 @@ fn a_bare_plugin_file_name_is_found_next_to_a_config_given_without_a_folder() {
     assert!(check.status.success(), "{stderr}");
     let stdout = String::from_utf8_lossy(&check.stdout);
     assert!(stdout.contains("ok, 2 engines, 2 ready"), "{stdout}");
+}
+
+/// The first `len` bytes of `library`, written to `to` (mode 644).
+fn cut(library: &Path, len: usize, to: &Path) {
+    let bytes = std::fs::read(library).unwrap();
+    assert!(len < bytes.len(), "{len} is not a cut of {}", bytes.len());
+    std::fs::write(to, &bytes[..len]).unwrap();
+    std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o644)).unwrap();
+}
+
+#[test]
+fn a_truncated_library_is_refused_not_a_sigbus_and_local_still_runs() {
+    let dir = TempDir::new("plugin-truncated");
+    let scale = plugin_library("mfstream-plugin-scale");
+    for len in [4 * 1024, 64 * 1024, 200 * 1024, 450 * 1024] {
+        let bad = dir.join(&format!("libcut{len}.so"));
+        cut(&scale, len, &bad);
+        assert_refused(
+            &dir,
+            &bad,
+            &bad.display().to_string(),
+            "the file is cut short",
+        );
+        let run = mfstream_command(dir.path())
+            .args(["run", "--engine", "local", "--op", "mul", "--arg", "2"])
+            .arg("--config")
+            .arg(dir.join("engines.toml"))
+            .arg(root().join("examples/speed.ndjson"))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert!(
+            run.status.success(),
+            "cut at {len}: {:?}: {stderr}",
+            run.status
+        );
+        assert_eq!(String::from_utf8_lossy(&run.stdout).lines().count(), 20);
+    }
+}
+
+/// A registry loaded from `engines.toml` in `dir`, listing `library`.
+fn plugin_registry(dir: &TempDir, library: &Path) -> (Registry, Config) {
+    let path = dir.join("engines.toml");
+    std::fs::write(&path, entry(library)).unwrap();
+    let config = Config::from_file(&path).unwrap();
+    (Registry::from_config_with_env(&config, &|_| None), config)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_picks_up_a_library_rebuilt_at_the_same_path_while_running_queries_keep_theirs() {
+    let dir = TempDir::new("plugin-rebuilt");
+    let library = dir.join("libplugin.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &library).unwrap();
+    let (registry, config) = plugin_registry(&dir, &library);
+    let (sender, source) = Source::channel(4);
+    let mut live = registry
+        .get("scale")
+        .unwrap()
+        .submit(echo_spec(), source)
+        .await
+        .unwrap();
+    sender.send(Instant::number("before", 1.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "before");
+
+    // A rebuild writes a new file at the same path.
+    let rebuilt = dir.join("libplugin.so.new");
+    std::fs::copy(plugin_library("mfstream-plugin-chaos"), &rebuilt).unwrap();
+    std::fs::rename(&rebuilt, &library).unwrap();
+    registry.reload(&config);
+    let names: Vec<String> = registry.engines().into_iter().map(|e| e.name).collect();
+    assert!(names.iter().any(|n| n == "panicky"), "{names:?}");
+    assert!(!names.iter().any(|n| n == "scale"), "{names:?}");
+
+    sender.send(Instant::number("after", 2.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "after");
+    drop(sender);
+    assert!(live.next().await.is_none());
+    assert_eq!(live.status(), QueryStatus::Completed);
+    // Loaded libraries leave no private copies behind.
+    let pid = std::process::id();
+    let litter: Vec<_> = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with(&format!(".mfstream-{pid}-"))
+        })
+        .collect();
+    assert!(litter.is_empty(), "{litter:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_library_truncated_in_place_under_a_running_query_harms_neither_it_nor_a_reload() {
+    let dir = TempDir::new("plugin-cut-in-place");
+    let library = dir.join("libplugin.so");
+    let scale = plugin_library("mfstream-plugin-scale");
+    std::fs::copy(&scale, &library).unwrap();
+    let (registry, config) = plugin_registry(&dir, &library);
+    let (sender, source) = Source::channel(4);
+    let mut live = registry
+        .get("scale")
+        .unwrap()
+        .submit(echo_spec(), source)
+        .await
+        .unwrap();
+    sender.send(Instant::number("before", 1.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "before");
+
+    // In place: the same inode, now 64 KB long.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&library)
+        .unwrap()
+        .set_len(64 * 1024)
+        .unwrap();
+    registry.reload(&config);
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(
+        errors[0].to_string().contains("the file is cut short"),
+        "{}",
+        errors[0]
+    );
+
+    for i in 0..3 {
+        sender
+            .send(Instant::number(format!("after {i}"), 2.0))
+            .await
+            .unwrap();
+        assert_eq!(live.next().await.unwrap().datetime(), format!("after {i}"));
+    }
+    drop(sender);
+    assert!(live.next().await.is_none());
+    assert_eq!(live.status(), QueryStatus::Completed);
+}
+
+#[test]
+fn a_library_in_a_folder_others_can_write_is_refused_with_the_chmod_fix() {
+    let dir = TempDir::new("plugin-open-folder");
+    let folder = dir.join("plugins");
+    std::fs::create_dir(&folder).unwrap();
+    let bad = folder.join("libscale2.so");
+    std::fs::copy(plugin_library("mfstream-plugin-chaos"), &bad).unwrap();
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let fix = format!(
+        "the folder {} is writable by group or others (mode 777), so anyone could replace the plugin: run `chmod go-w {}`",
+        folder.display(),
+        folder.display()
+    );
+    assert_refused(&dir, &bad, &bad.display().to_string(), &fix);
+}
+
+#[test]
+fn a_library_in_a_sticky_folder_like_tmp_is_accepted() {
+    let dir = TempDir::new("plugin-sticky-folder");
+    let folder = dir.join("shared");
+    std::fs::create_dir(&folder).unwrap();
+    let library = folder.join("libscale.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &library).unwrap();
+    std::fs::set_permissions(&folder, std::fs::Permissions::from_mode(0o1777)).unwrap();
+    let (registry, _) = plugin_registry(&dir, &library);
+    assert_eq!(registry.plugin_errors(), []);
+    assert!(registry.get("scale").is_ok());
+}
+
+#[test]
+fn a_library_below_a_folder_others_can_write_further_up_is_refused_naming_that_folder() {
+    let dir = TempDir::new("plugin-open-ancestor");
+    let open = dir.join("open");
+    let folder = open.join("plugins");
+    std::fs::create_dir_all(&folder).unwrap();
+    let bad = folder.join("libscale.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &bad).unwrap();
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let (registry, _) = plugin_registry(&dir, &bad);
+    let errors = registry.plugin_errors();
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let expected = format!(
+        "the folder {} is writable by group or others (mode 777)",
+        open.display()
+    );
+    assert!(errors[0].to_string().contains(&expected), "{}", errors[0]);
+}
+
+#[test]
+fn a_load_removes_the_private_copies_of_processes_that_died_loading() {
+    // A process that has gone: its pid, reaped.
+    let mut gone = std::process::Command::new("true").spawn().unwrap();
+    let pid = gone.id();
+    gone.wait().unwrap();
+    let orphan = std::env::temp_dir().join(format!(".mfstream-{pid}-0-0000000000000000-libx.so"));
+    std::fs::write(&orphan, b"a copy left by a crash").unwrap();
+    let dir = TempDir::new("plugin-orphans");
+    let (registry, _) = plugin_registry(&dir, &plugin_library("mfstream-plugin-scale"));
+    assert!(registry.get("scale").is_ok());
+    assert!(!orphan.exists(), "{} was left", orphan.display());
 }

@@ -72,17 +72,6 @@ pub(crate) fn decode_json(line: &[u8]) -> Result<JobEvent, String> {
     Ok(event)
 }
 
-/// A line as a failure reason quotes it: lossy UTF-8, at most 200 bytes.
-pub(crate) fn quote(line: &[u8]) -> String {
-    const MAX: usize = 200;
-    let shown = &line[..line.len().min(MAX)];
-    let mut text = format!("{:?}", String::from_utf8_lossy(shown));
-    if line.len() > MAX {
-        text.push_str(&format!(" (first {MAX} of {} bytes)", line.len()));
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -147,11 +136,5 @@ mod tests {
         assert!(decode_window(br#"{"datetime":"a","value":1}"#).is_err());
         let negative = br#"{"windowStart":"a","windowEnd":"b","value":1,"count":-1}"#;
         assert!(decode_window(negative).is_err());
-    }
-
-    #[test]
-    fn quoted_lines_are_bounded() {
-        let long = vec![b'x'; 1000];
-        assert!(quote(&long).ends_with("(first 200 of 1000 bytes)"));
     }
 }

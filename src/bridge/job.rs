@@ -3,20 +3,22 @@
 //!
 //! # Caveats
 //!
-//! - The job gets `SIGKILL` when the thread that spawned it exits (Linux's
-//!   parent-death signal follows the spawning *thread*). Jobs are spawned
-//!   from async tasks, which run on the runtime's long-lived worker threads,
-//!   so in practice this fires when the mfstream process dies, even by
-//!   `SIGKILL`. A grandchild of the job (a JVM under a launcher script that
-//!   did not `exec`) does not get the signal, but it does see end of input on
-//!   its inherited stdin.
+//! - The job gets `SIGKILL` when mfstream dies, even by `SIGKILL` (Linux's
+//!   parent-death signal). That signal follows the *thread* that forked the
+//!   job, not the process: a job forked on a thread that then exits (a
+//!   `spawn_blocking` thread retired after 10 s idle, a caller's short-lived
+//!   thread) would be killed with it. So every job is forked by one thread
+//!   that lives as long as the process ([`spawn_from_one_thread`]). A
+//!   grandchild of the job (a JVM under a launcher script that did not
+//!   `exec`) does not get the signal, but it does see end of input on its
+//!   inherited stdin.
 //! - Every signal goes to the whole process group, so a launcher that forked
 //!   leaves nothing behind when the job is stopped.
 
 use std::collections::VecDeque;
 use std::io;
 use std::process::{ExitStatus, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
@@ -86,7 +88,7 @@ impl Job {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn()?;
+        let mut child = spawn_from_one_thread(cmd)?;
         let pgid = child.id().map(|id| id as i32).unwrap_or(0);
         let stdin = child.stdin.take();
         let stdout = child.stdout.take().expect("stdout was piped");
@@ -128,6 +130,57 @@ impl Drop for Job {
         self.signal_group(libc::SIGKILL);
         self.stderr_task.abort();
     }
+}
+
+/// A command to fork on the spawning thread, and where its outcome goes.
+struct SpawnRequest {
+    command: Command,
+    runtime: tokio::runtime::Handle,
+    reply: mpsc::SyncSender<io::Result<Child>>,
+}
+
+/// Forks `command` on the one thread that forks every job, so that the
+/// job's parent-death signal fires when the process dies, not when the
+/// calling thread does.
+///
+/// The child is registered with the caller's runtime, which must exist.
+/// The caller waits for the fork and exec, as it would calling
+/// `Command::spawn` itself.
+fn spawn_from_one_thread(command: Command) -> io::Result<Child> {
+    static SPAWNER: OnceLock<Option<mpsc::Sender<SpawnRequest>>> = OnceLock::new();
+    let runtime = tokio::runtime::Handle::try_current()
+        .map_err(|e| io::Error::other(format!("jobs are started inside a tokio runtime: {e}")))?;
+    let spawner = SPAWNER.get_or_init(|| {
+        let (tx, rx) = mpsc::channel::<SpawnRequest>();
+        std::thread::Builder::new()
+            .name("mfstream-spawner".into())
+            .spawn(move || {
+                // Ends only when every sender has gone: never, the sender is
+                // static.
+                for mut request in rx {
+                    let _entered = request.runtime.enter();
+                    let _ = request.reply.send(request.command.spawn());
+                }
+            })
+            .ok()
+            .map(|_| tx)
+    });
+    let Some(spawner) = spawner else {
+        return Err(io::Error::other(
+            "the thread that starts jobs could not be started",
+        ));
+    };
+    let (reply, outcome) = mpsc::sync_channel(1);
+    spawner
+        .send(SpawnRequest {
+            command,
+            runtime,
+            reply,
+        })
+        .map_err(|_| io::Error::other("the thread that starts jobs has gone"))?;
+    outcome
+        .recv()
+        .map_err(|_| io::Error::other("the thread that starts jobs has gone"))?
 }
 
 /// `dir` before the existing path, never replacing it.

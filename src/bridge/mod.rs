@@ -13,6 +13,7 @@ mod job;
 mod run;
 
 pub(crate) use self::job::describe_exit;
+pub(crate) use self::run::DEFAULT_NO_PROGRESS_TIMEOUT;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,9 +28,6 @@ use crate::plan::{Plan, plan};
 use crate::spec::{QueryKind, QuerySpec};
 
 use self::run::Results;
-
-/// Event batches buffered between a bridge query and its consumer.
-const EVENT_BUFFER: usize = 16;
 
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -85,7 +83,9 @@ pub struct BridgeOptions {
     pub stop_grace: Duration,
     /// Records sent but not yet answered, at most (`value` framing).
     pub max_in_flight: usize,
-    /// Fail the query when the job holds unanswered records this long.
+    /// Fail the query when the job leaves records unanswered (`value`
+    /// framing) or unread (`json`) this long; two minutes by default, never
+    /// when `None`.
     pub no_progress_timeout: Option<Duration>,
     /// Restart a job that dies; off when `None`.
     pub restart: Option<RestartPolicy>,
@@ -105,7 +105,7 @@ impl BridgeOptions {
             aggregates: false,
             stop_grace: Duration::from_secs(5),
             max_in_flight: 65_536,
-            no_progress_timeout: None,
+            no_progress_timeout: Some(DEFAULT_NO_PROGRESS_TIMEOUT),
             restart: None,
             env: Vec::new(),
         }
@@ -207,7 +207,7 @@ impl StreamEngine for BridgeEngine {
             self.options.framing.as_str().into(),
         ));
         env.push(("MFSTREAM_QUERY".into(), spec.to_json()));
-        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let driver = run::Driver::new(
             self.options.clone(),
             job_args,

@@ -3,8 +3,9 @@
 //!
 //! One task owns everything, so there is no shared state between a feeder
 //! and a reader: writes to stdin, reads from stdout, the source, the child's
-//! exit and the timers are branches of one `select!`. A branch only runs
-//! when it can make progress, and every buffer is bounded:
+//! exit and the timers are branches of one `select!` ([`Run::drive`], with
+//! a method per branch). A branch only runs when it can make progress, and
+//! every buffer is bounded:
 //!
 //! - the source is read only while fewer than `max_in_flight` records are
 //!   unanswered and the write buffer is below [`WRITE_HIGH`];
@@ -12,30 +13,39 @@
 //!   while the source has records ready and flushed as soon as it has none;
 //! - stdout is read in chunks, and its events are delivered (waiting for a
 //!   slow consumer) before the next chunk is read.
+//!
+//! [`Driver`] is the query, across restarts of its job; [`Run`] is one job's
+//! run, and its [`Run::verdict`] says how that run ended.
 
 use std::collections::VecDeque;
+use std::os::fd::AsRawFd;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
-use tokio::time::{Instant as Clock, MissedTickBehavior};
+use tokio::time::{Instant as Clock, Interval, MissedTickBehavior};
 
 use super::framing::{self, JobEvent};
 use super::job::{Job, JobCommand, describe_exit};
 use super::{BridgeOptions, Framing};
 use crate::aggregate::Windower;
-use crate::engine::{QueryOutput, Source};
-use crate::vocab::Aggregation;
-use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
+use crate::engine::{QueryOutput, Source, SourceError};
+use crate::lines::{LineReader, quote};
+use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;
-/// Bytes read from stdout at once.
-const READ_CHUNK: usize = 64 * 1024;
-/// The longest output line accepted.
-const MAX_LINE: usize = 1024 * 1024;
+/// How long a job may leave records waiting, unanswered (`value` framing)
+/// or unread (`json`), before the query fails, unless configured otherwise.
+///
+/// Long enough for a JVM runtime to start with records already waiting
+/// (Spark, Flink: seconds to tens of seconds on a busy machine) and for
+/// micro-batches and commit intervals (Kafka Streams' 30 s default); short
+/// enough that a hung job is a failure with its reason, not a query that
+/// stalls forever.
+pub(crate) const DEFAULT_NO_PROGRESS_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a full in-flight window may go unanswered before it is reported.
 const STALL_REPORT: Duration = Duration::from_secs(10);
 
@@ -82,26 +92,34 @@ pub(crate) enum Results {
     },
 }
 
-/// One bridge query.
-pub(crate) struct Driver {
-    pub options: Arc<BridgeOptions>,
-    pub job_args: Vec<String>,
-    pub env: Vec<(String, String)>,
-    pub property: Arc<str>,
-    pub results: Results,
-    pub source: Source,
-    pub output: QueryOutput,
-    source_done: bool,
+/// Turns the job's output lines into events.
+struct Answers {
+    framing: Framing,
+    property: Arc<str>,
+    results: Results,
     /// `value` framing: records sent (or about to be), not yet answered, in
     /// order. Answers pair with their front; a restarted job is fed them again.
     pending: VecDeque<Instant>,
+    /// Events decoded and not yet delivered.
+    events: Vec<Event>,
+}
+
+/// One bridge query.
+pub(crate) struct Driver {
+    options: Arc<BridgeOptions>,
+    job_args: Vec<String>,
+    env: Vec<(String, String)>,
+    source: Source,
+    output: QueryOutput,
+    answers: Answers,
+    /// The source has ended (or failed).
+    source_done: bool,
     /// `value` framing: records read from the source that did not fit in the
     /// in-flight window yet (less than one source batch).
     held: VecDeque<Instant>,
     /// `json` framing: records sent since the job last wrote a line.
     since_output: u64,
     ending: Option<Ending>,
-    events: Vec<Event>,
 }
 
 impl Driver {
@@ -114,20 +132,24 @@ impl Driver {
         source: Source,
         output: QueryOutput,
     ) -> Driver {
+        let answers = Answers {
+            framing: options.framing,
+            property,
+            results,
+            pending: VecDeque::new(),
+            events: Vec::new(),
+        };
         Driver {
             options,
             job_args,
             env,
-            property,
-            results,
             source,
             output,
+            answers,
             source_done: false,
-            pending: VecDeque::new(),
             held: VecDeque::new(),
             since_output: 0,
             ending: None,
-            events: Vec::new(),
         }
     }
 
@@ -145,7 +167,7 @@ impl Driver {
     pub async fn run(mut self, mut job: Job) {
         let mut restarts = 0u32;
         let status = loop {
-            let reason = match self.run_job(&mut job).await {
+            let reason = match Run::new(&mut self, &mut job).drive().await {
                 RunEnd::Done(status) => break status,
                 RunEnd::Died(reason) => reason,
             };
@@ -183,12 +205,21 @@ impl Driver {
         drop(job);
     }
 
+    /// At the end of a completed query, the host's open windows (partial).
+    async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
+        let windower = match &mut self.answers.results {
+            Results::HostWindows { windower, .. } => Some(&mut **windower),
+            _ => None,
+        };
+        crate::plan::finish(windower, &self.output, status).await
+    }
+
     /// Delivers the events of the lines read: the job's answers, or for
     /// host windows the window events they close, in bounded chunks
     /// ([`plan::window`](crate::plan::window)).
     async fn deliver(&mut self) -> Result<(), QueryStatus> {
-        let events = std::mem::take(&mut self.events);
-        let Results::HostWindows { windower, .. } = &mut self.results else {
+        let events = std::mem::take(&mut self.answers.events);
+        let Results::HostWindows { windower, .. } = &mut self.answers.results else {
             return self
                 .output
                 .emit(events)
@@ -205,258 +236,6 @@ impl Driver {
         crate::plan::window(windower, answers, &self.output).await
     }
 
-    /// At the end of a completed query, the host's open windows (partial).
-    async fn flush_windows(&mut self, status: QueryStatus) -> QueryStatus {
-        let windower = match &mut self.results {
-            Results::HostWindows { windower, .. } => Some(&mut **windower),
-            _ => None,
-        };
-        crate::plan::finish(windower, &self.output, status).await
-    }
-
-    /// Drives one job until it has exited and its stdout has ended.
-    async fn run_job(&mut self, job: &mut Job) -> RunEnd {
-        let framing = self.options.framing;
-        let max_in_flight = self.options.max_in_flight;
-        let mut stdin = job.stdin.take();
-        let mut wbuf: Vec<u8> = Vec::with_capacity(WRITE_HIGH * 2);
-        let mut wpos = 0;
-        // A restarted job is fed the records its predecessor left unanswered.
-        for instant in &self.pending {
-            framing::encode(framing, instant, &mut wbuf);
-        }
-        let mut rbuf = vec![0u8; READ_CHUNK];
-        let mut carry: Vec<u8> = Vec::new();
-        let mut line_no: u64 = 0;
-        let mut stdout_open = true;
-        let mut exit: Option<ExitStatus> = None;
-        let mut escalation: Option<(Clock, Escalation)> = None;
-        let mut signalled = false;
-        let mut drain_deadline: Option<Clock> = None;
-        let mut last_answer = Clock::now();
-        let mut stall_reported = false;
-        let tick_every = self
-            .options
-            .no_progress_timeout
-            .map_or(Duration::from_secs(1), |t| {
-                (t / 4).clamp(Duration::from_millis(5), Duration::from_secs(1))
-            });
-        let mut tick = tokio::time::interval(tick_every);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        if self.ending.is_some() {
-            // A restart raced a stop: end at once.
-            stdin = None;
-            escalation = Some((Clock::now(), Escalation::Term));
-        }
-
-        while exit.is_none() || stdout_open {
-            if self.ending.is_none() && stdin.is_some() {
-                self.feed_held(&mut wbuf);
-            }
-            // A job that aggregates is silent until a window closes: silence
-            // is not a stall there.
-            let unanswered = match (framing, &self.results) {
-                (_, Results::JobWindows { .. }) => false,
-                (Framing::Value, _) => !self.pending.is_empty(),
-                (Framing::Json, _) => self.since_output > 0,
-            };
-            let want_source = !self.source_done
-                && self.ending.is_none()
-                && stdin.is_some()
-                && wbuf.len() < WRITE_HIGH
-                && self.held.is_empty()
-                && (framing == Framing::Json || self.pending.len() < max_in_flight);
-            let want_write = stdin.is_some() && wpos < wbuf.len();
-            tokio::select! {
-                biased;
-                _ = self.output.stopping(), if self.ending.is_none() => {
-                    self.ending = Some(Ending::Stop);
-                    stdin = None;
-                    escalation = Some((Clock::now() + self.options.stop_grace, Escalation::Term));
-                }
-                read = job.stdout.read(&mut rbuf), if stdout_open => match read {
-                    Ok(0) | Err(_) => stdout_open = false,
-                    // After a failure the job's output is no longer trusted.
-                    Ok(_) if matches!(self.ending, Some(Ending::Fail(_))) => {}
-                    Ok(n) => {
-                        last_answer = Clock::now();
-                        stall_reported = false;
-                        self.since_output = 0;
-                        if let Err(reason) = self.take_lines(&rbuf[..n], &mut carry, &mut line_no) {
-                            self.fail(reason, &mut stdin, &mut escalation);
-                        }
-                        let gone = match self.deliver().await {
-                            Ok(()) => false,
-                            Err(QueryStatus::Failed { reason }) => {
-                                self.fail(reason, &mut stdin, &mut escalation);
-                                false
-                            }
-                            Err(_) => true,
-                        };
-                        if gone && self.ending.is_none() {
-                            self.ending = Some(Ending::Stop);
-                            stdin = None;
-                            escalation = Some((Clock::now(), Escalation::Term));
-                        }
-                    }
-                },
-                written = write_some(stdin.as_mut(), &wbuf[wpos..]), if want_write => match written {
-                    Ok(n) => {
-                        wpos += n;
-                        if wpos == wbuf.len() {
-                            wbuf.clear();
-                            wpos = 0;
-                        }
-                    }
-                    // The job closed its input: its exit will say why.
-                    Err(_) => stdin = None,
-                },
-                batch = self.source.next_batch(), if want_source => match batch {
-                    None => self.source_done = true,
-                    Some(Err(e)) => {
-                        self.source_done = true;
-                        self.fail(e.to_string(), &mut stdin, &mut escalation);
-                    }
-                    Some(Ok(batch)) => {
-                        if self.pending.is_empty() {
-                            last_answer = Clock::now();
-                        }
-                        self.output.progress().add_in(batch.len());
-                        self.since_output += batch.len() as u64;
-                        if wpos > 0 {
-                            wbuf.drain(..wpos);
-                            wpos = 0;
-                        }
-                        self.feed(batch, &mut wbuf);
-                    }
-                },
-                status = job.child.wait(), if exit.is_none() => {
-                    let status = match status {
-                        Ok(status) => status,
-                        Err(e) => {
-                            let reason = format!("waiting for the job failed: {e}");
-                            return RunEnd::Done(QueryStatus::Failed { reason });
-                        }
-                    };
-                    exit = Some(status);
-                    // Output already in the pipe is read; a straggler that
-                    // escaped the group is not waited for past the grace.
-                    drain_deadline = Some(Clock::now() + self.options.stop_grace.max(Duration::from_millis(100)));
-                    // Stragglers of the group could hold stdout open.
-                    job.signal_group(libc::SIGKILL);
-                }
-                _ = sleep_until(escalation.map(|(at, _)| at)), if exit.is_none() && escalation.is_some() => {
-                    match escalation {
-                        Some((_, Escalation::Term)) => {
-                            signalled = true;
-                            tracing::debug!("grace period over: SIGTERM to the job's process group");
-                            job.signal_group(libc::SIGTERM);
-                            escalation = Some((Clock::now() + self.options.stop_grace, Escalation::Kill));
-                        }
-                        _ => {
-                            tracing::debug!("SIGKILL to the job's process group");
-                            job.signal_group(libc::SIGKILL);
-                            escalation = None;
-                        }
-                    }
-                }
-                _ = sleep_until(drain_deadline), if exit.is_some() && stdout_open => stdout_open = false,
-                _ = tick.tick(), if exit.is_none() && self.ending.is_none() => {
-                    if !unanswered {
-                        last_answer = Clock::now();
-                    }
-                    let silent = last_answer.elapsed();
-                    if let Some(limit) = self.options.no_progress_timeout.filter(|l| unanswered && silent >= *l) {
-                        let waiting = self.unanswered_count();
-                        let reason = format!(
-                            "no progress: the job answered nothing for {} ms while {waiting} records waited (no_progress_timeout_ms = {})",
-                            silent.as_millis(), limit.as_millis()
-                        );
-                        self.fail(reason, &mut stdin, &mut escalation);
-                    } else if framing == Framing::Value
-                        && self.pending.len() >= max_in_flight
-                        && silent >= STALL_REPORT
-                        && !stall_reported
-                    {
-                        stall_reported = true;
-                        tracing::warn!(
-                            in_flight = self.pending.len(),
-                            "the job holds max_in_flight = {max_in_flight} unanswered records and has answered nothing for {} s; \
-                             a job that buffers more records than that before answering never will: raise max_in_flight",
-                            silent.as_secs()
-                        );
-                    }
-                }
-            }
-            // At the end of the source, close stdin once everything is written.
-            if self.source_done && stdin.is_some() && wbuf.len() == wpos && self.held.is_empty() {
-                stdin = None;
-            }
-            // A `value` job that answered everything and saw the end of its
-            // input must exit; one that does not is ended after a grace period.
-            if framing == Framing::Value
-                && self.source_done
-                && stdin.is_none()
-                && self.pending.is_empty()
-                && self.held.is_empty()
-                && self.ending.is_none()
-                && exit.is_none()
-                && escalation.is_none()
-            {
-                escalation = Some((Clock::now() + self.options.stop_grace, Escalation::Term));
-            }
-        }
-
-        let exit = exit.expect("the loop ends only after the job exited");
-        let tail = job.stderr_tail().await;
-        let with_tail = |text: String| {
-            if tail.is_empty() {
-                text
-            } else {
-                format!("{text}; stderr: {tail}")
-            }
-        };
-        match self.ending.take() {
-            Some(Ending::Stop) => RunEnd::Done(QueryStatus::Stopped),
-            Some(Ending::Fail(reason)) => RunEnd::Done(QueryStatus::Failed { reason }),
-            None if signalled => RunEnd::Done(QueryStatus::Failed {
-                reason: with_tail(format!(
-                    "the job answered every record but did not exit within {} ms of the end of its input; it was terminated",
-                    self.options.stop_grace.as_millis()
-                )),
-            }),
-            None if !exit.success() => {
-                RunEnd::Died(with_tail(format!("the job {}", describe_exit(exit))))
-            }
-            None if framing == Framing::Value && !self.pending.is_empty() => {
-                let unanswered = (self.pending.len() + self.held.len()) as u64;
-                let answered = self.output.progress().snapshot().records_in - unanswered;
-                let reason = if self.source_done {
-                    format!(
-                        "the job {} after answering {answered} of {} records",
-                        describe_exit(exit),
-                        answered + unanswered
-                    )
-                } else {
-                    format!(
-                        "the job {} before the end of its input",
-                        describe_exit(exit)
-                    )
-                };
-                RunEnd::Done(QueryStatus::Failed {
-                    reason: with_tail(reason),
-                })
-            }
-            None if !self.source_done => RunEnd::Done(QueryStatus::Failed {
-                reason: with_tail(format!(
-                    "the job {} before the end of its input",
-                    describe_exit(exit)
-                )),
-            }),
-            None => RunEnd::Done(QueryStatus::Completed),
-        }
-    }
-
     /// Encodes a batch onto the write buffer, remembering what awaits an
     /// answer. With `value` framing, what does not fit in the in-flight
     /// window is held back until answers make room.
@@ -466,7 +245,7 @@ impl Driver {
             let room = self
                 .options
                 .max_in_flight
-                .saturating_sub(self.pending.len());
+                .saturating_sub(self.answers.pending.len());
             if batch.len() > room {
                 self.held.extend(batch.drain(room..));
             }
@@ -475,7 +254,7 @@ impl Driver {
             framing::encode(framing, instant, wbuf);
         }
         if framing == Framing::Value {
-            self.pending.extend(batch);
+            self.answers.pending.extend(batch);
         }
     }
 
@@ -484,7 +263,7 @@ impl Driver {
         let room = self
             .options
             .max_in_flight
-            .saturating_sub(self.pending.len());
+            .saturating_sub(self.answers.pending.len());
         let take = room.min(self.held.len());
         if take > 0 {
             let batch: Vec<Instant> = self.held.drain(..take).collect();
@@ -492,50 +271,449 @@ impl Driver {
         }
     }
 
-    /// Splits a chunk of stdout into lines and turns each into an event.
-    fn take_lines(
-        &mut self,
-        chunk: &[u8],
-        carry: &mut Vec<u8>,
-        line_no: &mut u64,
-    ) -> Result<(), String> {
-        let mut rest = chunk;
-        while let Some(nl) = memchr::memchr(b'\n', rest) {
-            let (line, after) = (&rest[..nl], &rest[nl + 1..]);
-            rest = after;
-            *line_no += 1;
-            if carry.is_empty() {
-                self.take_line(line, *line_no)?;
-            } else {
-                carry.extend_from_slice(line);
-                let whole = std::mem::take(carry);
-                self.take_line(&whole, *line_no)?;
+    /// Whether the job owes answers: a `value` job owes one per record sent.
+    fn owes_answers(&self) -> bool {
+        self.options.framing == Framing::Value && !self.answers.pending.is_empty()
+    }
+}
+
+/// One job's run, from its start (or restart) until it has exited and its
+/// stdout has ended.
+struct Run<'a> {
+    driver: &'a mut Driver,
+    job: &'a mut Job,
+    /// The job's stdin; `None` once closed (end of source, stop, failure).
+    stdin: Option<ChildStdin>,
+    /// Encoded records; `wbuf[wpos..]` is not written yet.
+    wbuf: Vec<u8>,
+    wpos: usize,
+    /// Bytes written to this job's stdin so far.
+    written: u64,
+    /// The job's stdout, as lines.
+    lines: LineReader,
+    stdout_open: bool,
+    /// The job's exit status, once it has exited.
+    exit: Option<ExitStatus>,
+    /// The next step of the stop sequence, and when it is due.
+    escalation: Option<(Clock, Escalation)>,
+    /// The job was sent SIGTERM because it did not end by itself.
+    signalled: bool,
+    /// After the job exited: when to stop waiting for stragglers of its
+    /// group that still hold stdout open.
+    drain_deadline: Option<Clock>,
+    /// The last sign of progress: an answer, input consumed, or nothing
+    /// waiting for the job.
+    last_progress: Clock,
+    /// Bytes of input the job had consumed at the last check (`json`).
+    consumed: u64,
+    /// A full in-flight window was logged since the last answer.
+    stall_reported: bool,
+    tick: Interval,
+}
+
+impl<'a> Run<'a> {
+    fn new(driver: &'a mut Driver, job: &'a mut Job) -> Run<'a> {
+        let every = driver
+            .options
+            .no_progress_timeout
+            .map_or(Duration::from_secs(1), |t| {
+                (t / 4).clamp(Duration::from_millis(5), Duration::from_secs(1))
+            });
+        let mut tick = tokio::time::interval(every);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut wbuf = Vec::with_capacity(WRITE_HIGH * 2);
+        // A restarted job is fed the records its predecessor left unanswered.
+        for instant in &driver.answers.pending {
+            framing::encode(driver.options.framing, instant, &mut wbuf);
+        }
+        let mut run = Run {
+            stdin: job.stdin.take(),
+            driver,
+            job,
+            wbuf,
+            wpos: 0,
+            written: 0,
+            lines: LineReader::default(),
+            stdout_open: true,
+            exit: None,
+            escalation: None,
+            signalled: false,
+            drain_deadline: None,
+            last_progress: Clock::now(),
+            consumed: 0,
+            stall_reported: false,
+            tick,
+        };
+        if run.driver.ending.is_some() {
+            // A restart raced a stop: end at once.
+            run.stdin = None;
+            run.escalation = Some((Clock::now(), Escalation::Term));
+        }
+        run
+    }
+
+    /// Drives the job until it has exited and its stdout has ended.
+    async fn drive(mut self) -> RunEnd {
+        while self.exit.is_none() || self.stdout_open {
+            if self.driver.ending.is_none() && self.stdin.is_some() {
+                self.driver.feed_held(&mut self.wbuf);
+            }
+            let want_source = self.wants_source();
+            let want_write = self.stdin.is_some() && self.wpos < self.wbuf.len();
+            let d = &mut *self.driver;
+            let job = &mut *self.job;
+            tokio::select! {
+                biased;
+                _ = d.output.stopping(), if d.ending.is_none() => self.on_stop(),
+                read = job.stdout.read(self.lines.spare()), if self.stdout_open => {
+                    self.on_stdout(read).await;
+                }
+                written = write_some(self.stdin.as_mut(), &self.wbuf[self.wpos..]), if want_write => {
+                    self.on_written(written);
+                }
+                batch = d.source.next_batch(), if want_source => self.on_batch(batch),
+                status = job.child.wait(), if self.exit.is_none() => {
+                    if let Err(e) = self.on_exit(status) {
+                        let reason = format!("waiting for the job failed: {e}");
+                        return RunEnd::Done(QueryStatus::Failed { reason });
+                    }
+                }
+                _ = sleep_until(self.escalation.map(|(at, _)| at)),
+                    if self.exit.is_none() && self.escalation.is_some() => self.on_escalation(),
+                _ = sleep_until(self.drain_deadline), if self.exit.is_some() && self.stdout_open => {
+                    self.stdout_open = false;
+                }
+                _ = self.tick.tick(), if self.exit.is_none() && d.ending.is_none() => self.on_tick(),
+            }
+            self.after_step();
+        }
+        self.verdict().await
+    }
+
+    /// Whether to read the source now.
+    fn wants_source(&self) -> bool {
+        let d = &self.driver;
+        !d.source_done
+            && d.ending.is_none()
+            && self.stdin.is_some()
+            && self.wbuf.len() < WRITE_HIGH
+            && d.held.is_empty()
+            && (d.options.framing == Framing::Json
+                || d.answers.pending.len() < d.options.max_in_flight)
+    }
+
+    /// The query is asked to stop: close stdin, then the stop sequence.
+    fn on_stop(&mut self) {
+        self.driver.ending = Some(Ending::Stop);
+        self.stdin = None;
+        self.escalation = Some((
+            Clock::now() + self.driver.options.stop_grace,
+            Escalation::Term,
+        ));
+    }
+
+    /// Bytes from stdout: decode its complete lines and deliver the events.
+    async fn on_stdout(&mut self, read: std::io::Result<usize>) {
+        let n = match read {
+            Ok(0) | Err(_) => {
+                self.stdout_open = false;
+                return;
+            }
+            Ok(n) => n,
+        };
+        self.lines.filled(n);
+        // After a failure the job's output is no longer trusted.
+        if matches!(self.driver.ending, Some(Ending::Fail(_))) {
+            self.lines.discard();
+            return;
+        }
+        self.last_progress = Clock::now();
+        self.stall_reported = false;
+        self.driver.since_output = 0;
+        if let Err(reason) = self.take_lines() {
+            self.fail(reason);
+        }
+        let gone = match self.driver.deliver().await {
+            Ok(()) => false,
+            Err(QueryStatus::Failed { reason }) => {
+                self.fail(reason);
+                false
+            }
+            Err(_) => true,
+        };
+        if gone && self.driver.ending.is_none() {
+            self.driver.ending = Some(Ending::Stop);
+            self.stdin = None;
+            self.escalation = Some((Clock::now(), Escalation::Term));
+        }
+    }
+
+    /// Every complete line read, as events.
+    fn take_lines(&mut self) -> Result<(), String> {
+        loop {
+            match self.lines.next_line() {
+                Ok(Some((line_no, line))) => self.driver.answers.take_line(line, line_no)?,
+                Ok(None) => return Ok(()),
+                Err(e) => return Err(format!("job output {e}")),
             }
         }
-        carry.extend_from_slice(rest);
-        if carry.len() > MAX_LINE {
-            return Err(format!(
-                "job output line {} is longer than {MAX_LINE} bytes: {}",
-                *line_no + 1,
-                framing::quote(carry)
-            ));
+    }
+
+    fn on_written(&mut self, written: std::io::Result<usize>) {
+        match written {
+            Ok(n) => {
+                self.wpos += n;
+                self.written += n as u64;
+                if self.wpos == self.wbuf.len() {
+                    self.wbuf.clear();
+                    self.wpos = 0;
+                }
+            }
+            // The job closed its input: its exit will say why.
+            Err(_) => self.stdin = None,
         }
+    }
+
+    fn on_batch(&mut self, batch: Option<Result<Vec<Instant>, SourceError>>) {
+        match batch {
+            None => self.driver.source_done = true,
+            Some(Err(e)) => {
+                self.driver.source_done = true;
+                self.fail(e.to_string());
+            }
+            Some(Ok(batch)) => {
+                if !self.driver.owes_answers() && !self.input_waiting() {
+                    // The job had nothing to do: the clock starts now.
+                    self.last_progress = Clock::now();
+                }
+                self.driver.output.progress().add_in(batch.len());
+                self.driver.since_output += batch.len() as u64;
+                if self.wpos > 0 {
+                    self.wbuf.drain(..self.wpos);
+                    self.wpos = 0;
+                }
+                self.driver.feed(batch, &mut self.wbuf);
+            }
+        }
+    }
+
+    /// The job exited: read what is left in the pipe, for a while.
+    fn on_exit(&mut self, status: std::io::Result<ExitStatus>) -> std::io::Result<()> {
+        self.exit = Some(status?);
+        // Output already in the pipe is read; a straggler that escaped the
+        // group is not waited for past the grace.
+        let grace = self
+            .driver
+            .options
+            .stop_grace
+            .max(Duration::from_millis(100));
+        self.drain_deadline = Some(Clock::now() + grace);
+        // Stragglers of the group could hold stdout open.
+        self.job.signal_group(libc::SIGKILL);
         Ok(())
     }
 
+    /// The next step of the stop sequence: SIGTERM, then SIGKILL.
+    fn on_escalation(&mut self) {
+        match self.escalation {
+            Some((_, Escalation::Term)) => {
+                self.signalled = true;
+                tracing::debug!("grace period over: SIGTERM to the job's process group");
+                self.job.signal_group(libc::SIGTERM);
+                let at = Clock::now() + self.driver.options.stop_grace;
+                self.escalation = Some((at, Escalation::Kill));
+            }
+            _ => {
+                tracing::debug!("SIGKILL to the job's process group");
+                self.job.signal_group(libc::SIGKILL);
+                self.escalation = None;
+            }
+        }
+    }
+
+    /// Checks for progress: a job that owes answers or leaves its input
+    /// unread for `no_progress_timeout` fails the query; a full in-flight
+    /// window is logged.
+    fn on_tick(&mut self) {
+        // A `value` job progresses by answering; a `json` job may filter or
+        // buffer, so reading its input is progress too.
+        let owes = self.driver.owes_answers();
+        let unread = self.input_waiting();
+        // A `json` job whose input has ended owes its last results and its
+        // exit (a `value` job that owes nothing is given `stop_grace`).
+        let finishing = self.driver.options.framing == Framing::Json
+            && self.driver.source_done
+            && self.stdin.is_none();
+        let waiting = owes || unread || finishing;
+        let consumed = self.written.saturating_sub(self.unread_in_pipe());
+        if !waiting || (!owes && consumed > self.consumed) {
+            self.last_progress = Clock::now();
+        }
+        self.consumed = consumed;
+        let silent = self.last_progress.elapsed();
+        let options = &self.driver.options;
+        if let Some(limit) = options
+            .no_progress_timeout
+            .filter(|l| waiting && silent >= *l)
+        {
+            let what = if owes {
+                format!(
+                    "the job answered nothing for {} ms while {} records waited",
+                    silent.as_millis(),
+                    self.driver.answers.pending.len()
+                )
+            } else if unread {
+                format!(
+                    "the job neither read its input nor wrote anything for {} ms while {} records \
+                     waited",
+                    silent.as_millis(),
+                    self.driver.since_output
+                )
+            } else {
+                format!(
+                    "the job wrote nothing and did not exit for {} ms after the end of its input",
+                    silent.as_millis()
+                )
+            };
+            let reason = format!(
+                "no progress: {what} (no_progress_timeout_ms = {})",
+                limit.as_millis()
+            );
+            self.fail(reason);
+        } else if options.framing == Framing::Value
+            && self.driver.answers.pending.len() >= options.max_in_flight
+            && silent >= STALL_REPORT
+            && !self.stall_reported
+        {
+            self.stall_reported = true;
+            tracing::warn!(
+                in_flight = self.driver.answers.pending.len(),
+                "the job holds max_in_flight = {} unanswered records and has answered nothing \
+                 for {} s; a job that buffers more records than that before answering never \
+                 will: raise max_in_flight",
+                options.max_in_flight,
+                silent.as_secs()
+            );
+        }
+    }
+
+    /// Input the job has not read yet: in the write buffer or in the pipe.
+    fn input_waiting(&self) -> bool {
+        self.stdin.is_some() && (self.wpos < self.wbuf.len() || self.unread_in_pipe() > 0)
+    }
+
+    /// Bytes written to the job's stdin that it has not read yet.
+    fn unread_in_pipe(&self) -> u64 {
+        let Some(stdin) = &self.stdin else {
+            return 0;
+        };
+        let mut unread: libc::c_int = 0;
+        // SAFETY: FIONREAD writes one int through the pointer; the fd is
+        // the open stdin pipe we own. On a pipe it counts the bytes in it,
+        // from either end.
+        let ok = unsafe { libc::ioctl(stdin.as_raw_fd(), libc::FIONREAD, &mut unread) } == 0;
+        if ok { unread.max(0) as u64 } else { 0 }
+    }
+
+    /// After each branch: close stdin at the end of the source, and give a
+    /// `value` job that has answered everything a grace period to exit.
+    fn after_step(&mut self) {
+        let d = &self.driver;
+        if d.source_done
+            && self.stdin.is_some()
+            && self.wbuf.len() == self.wpos
+            && d.held.is_empty()
+        {
+            self.stdin = None;
+        }
+        if d.options.framing == Framing::Value
+            && d.source_done
+            && self.stdin.is_none()
+            && d.answers.pending.is_empty()
+            && d.held.is_empty()
+            && d.ending.is_none()
+            && self.exit.is_none()
+            && self.escalation.is_none()
+        {
+            self.escalation = Some((Clock::now() + d.options.stop_grace, Escalation::Term));
+        }
+    }
+
+    /// Records a failure (the first one wins) and starts ending the job.
+    fn fail(&mut self, reason: String) {
+        if self.driver.ending.is_none() {
+            tracing::debug!(%reason, "query failing");
+            self.driver.ending = Some(Ending::Fail(reason));
+        }
+        self.stdin = None;
+        self.escalation
+            .get_or_insert((Clock::now(), Escalation::Term));
+    }
+
+    /// How the run ended, once the job has exited and its stdout has ended.
+    ///
+    /// A stop or a failure decided during the run wins. Otherwise the job
+    /// ended by itself: killed by us after it would not exit, died (which
+    /// a restart policy may retry), or exited 0 — which completes the query
+    /// only if it saw the whole source and, with `value` framing, answered
+    /// every record.
+    async fn verdict(self) -> RunEnd {
+        let exit = self.exit.expect("the loop ends only after the job exited");
+        let tail = self.job.stderr_tail().await;
+        let with_tail = |text: String| {
+            if tail.is_empty() {
+                text
+            } else {
+                format!("{text}; stderr: {tail}")
+            }
+        };
+        let failed = |text: String| {
+            RunEnd::Done(QueryStatus::Failed {
+                reason: with_tail(text),
+            })
+        };
+        let d = self.driver;
+        let how = describe_exit(exit);
+        match d.ending.take() {
+            Some(Ending::Stop) => RunEnd::Done(QueryStatus::Stopped),
+            Some(Ending::Fail(reason)) => RunEnd::Done(QueryStatus::Failed { reason }),
+            None if self.signalled => failed(format!(
+                "the job answered every record but did not exit within {} ms of the end of its \
+                 input; it was terminated",
+                d.options.stop_grace.as_millis()
+            )),
+            None if !exit.success() => RunEnd::Died(with_tail(format!("the job {how}"))),
+            None if d.owes_answers() && d.source_done => {
+                let unanswered = (d.answers.pending.len() + d.held.len()) as u64;
+                let answered = d.output.progress().snapshot().records_in - unanswered;
+                failed(format!(
+                    "the job {how} after answering {answered} of {} records",
+                    answered + unanswered
+                ))
+            }
+            None if !d.source_done => failed(format!("the job {how} before the end of its input")),
+            None => RunEnd::Done(QueryStatus::Completed),
+        }
+    }
+}
+
+impl Answers {
+    /// One output line of the job, as an event (or a record for the host's
+    /// windows).
     fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), String> {
-        match (self.options.framing, &self.results) {
+        match (self.framing, &self.results) {
             (Framing::Value, _) => {
                 let Some(value) = framing::decode_value(line) else {
                     return Err(format!(
                         "job output line {line_no} is not a finite number: {}",
-                        framing::quote(line)
+                        quote(line)
                     ));
                 };
                 let Some(instant) = self.pending.pop_front() else {
                     return Err(format!(
-                        "job output line {line_no} answers no record: the job wrote more results than it was sent records ({})",
-                        framing::quote(line)
+                        "job output line {line_no} answers no record: the job wrote more results \
+                         than it was sent records ({})",
+                        quote(line)
                     ));
                 };
                 self.answer(instant.datetime, Value::Number(value))
@@ -544,7 +722,7 @@ impl Driver {
                 let window = framing::decode_window(line).map_err(|e| {
                     format!(
                         "job output line {line_no} is not a JSON window result ({e}): {}",
-                        framing::quote(line)
+                        quote(line)
                     )
                 })?;
                 self.events.push(Event::Window(WindowEvent {
@@ -563,7 +741,7 @@ impl Driver {
                 let JobEvent { datetime, value } = framing::decode_json(line).map_err(|e| {
                     format!(
                         "job output line {line_no} is not a JSON event ({e}): {}",
-                        framing::quote(line)
+                        quote(line)
                     )
                 })?;
                 self.answer(datetime, value)
@@ -597,28 +775,6 @@ impl Driver {
             Results::JobWindows { .. } => Err(format!(
                 "a transformed instant at {datetime} reached a query whose job aggregates"
             )),
-        }
-    }
-
-    /// Records a failure (the first one wins) and starts ending the job.
-    fn fail(
-        &mut self,
-        reason: String,
-        stdin: &mut Option<ChildStdin>,
-        escalation: &mut Option<(Clock, Escalation)>,
-    ) {
-        if self.ending.is_none() {
-            tracing::debug!(%reason, "query failing");
-            self.ending = Some(Ending::Fail(reason));
-        }
-        *stdin = None;
-        escalation.get_or_insert((Clock::now(), Escalation::Term));
-    }
-
-    fn unanswered_count(&self) -> u64 {
-        match self.options.framing {
-            Framing::Value => self.pending.len() as u64,
-            Framing::Json => self.since_output,
         }
     }
 }

@@ -74,7 +74,10 @@ pub fn check(args: ConfigArgs) -> Result<Outcome> {
     if !plugin_errors.is_empty() {
         let lines: Vec<String> = plugin_errors
             .iter()
-            .map(|error| format!("{}:{}: {error}", path.display(), error.line))
+            .map(|error| match error.line {
+                Some(line) => format!("{}:{line}: {error}", path.display()),
+                None => format!("{}: {error}", path.display()),
+            })
             .collect();
         return Ok(Outcome::InvalidConfig(lines.join("\n")));
     }

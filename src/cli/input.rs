@@ -5,12 +5,8 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
+use mfstream::lines::{LineReader, quote};
 use mfstream::{BATCH, Instant, SourceError, SourceSender};
-
-/// Bytes read at once.
-const CHUNK: usize = 64 * 1024;
-/// The longest input line accepted.
-const MAX_LINE: usize = 1024 * 1024;
 
 /// Opens `path` (stdin for `None` or `-`).
 pub fn open(path: Option<&Path>) -> io::Result<Box<dyn Read + Send>> {
@@ -27,40 +23,31 @@ pub fn open(path: Option<&Path>) -> io::Result<Box<dyn Read + Send>> {
 /// Each read's complete lines go out as soon as they are parsed, so a live
 /// feed is not held back waiting for a full batch. Blank lines are skipped.
 pub fn feed(mut input: Box<dyn Read + Send>, sender: SourceSender) {
-    let mut chunk = vec![0u8; CHUNK];
-    let mut carry: Vec<u8> = Vec::new();
-    let mut line_no: u64 = 0;
+    let mut lines = LineReader::default();
     let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        let n = match input.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+    let mut at_end = false;
+    while !at_end {
+        at_end = match lines.read_from(&mut input) {
+            Ok(n) => n == 0,
             Err(e) => {
                 sender.blocking_fail(SourceError(format!("reading the input failed: {e}")));
                 return;
             }
         };
-        let mut rest = &chunk[..n];
-        while let Some(nl) = memchr::memchr(b'\n', rest) {
-            line_no += 1;
-            let parsed = if carry.is_empty() {
-                parse(&rest[..nl], line_no)
-            } else {
-                carry.extend_from_slice(&rest[..nl]);
-                let line = std::mem::take(&mut carry);
-                parse(&line, line_no)
+        loop {
+            let next = match lines.next_line() {
+                Ok(Some(line)) => Some(line),
+                Ok(None) if at_end => lines.finish(),
+                Ok(None) => None,
+                Err(e) => return fail(sender, &mut batch, SourceError(format!("input {e}"))),
             };
-            rest = &rest[nl + 1..];
-            match parsed {
+            let Some((line_no, line)) = next else {
+                break;
+            };
+            match parse(line, line_no) {
                 Ok(Some(instant)) => batch.push(instant),
                 Ok(None) => {}
-                Err(e) => {
-                    // Instants before the bad line are still delivered.
-                    let _ = sender.blocking_send_batch(std::mem::take(&mut batch));
-                    sender.blocking_fail(e);
-                    return;
-                }
+                Err(e) => return fail(sender, &mut batch, e),
             }
             if batch.len() == BATCH {
                 let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
@@ -69,32 +56,17 @@ pub fn feed(mut input: Box<dyn Read + Send>, sender: SourceSender) {
                 }
             }
         }
-        carry.extend_from_slice(rest);
-        if carry.len() > MAX_LINE {
-            let _ = sender.blocking_send_batch(std::mem::take(&mut batch));
-            sender.blocking_fail(SourceError(format!(
-                "input line {} is longer than {MAX_LINE} bytes",
-                line_no + 1
-            )));
-            return;
-        }
         let ready = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
         if sender.blocking_send_batch(ready).is_err() {
             return;
         }
     }
-    if !carry.is_empty() {
-        match parse(&carry, line_no + 1) {
-            Ok(Some(instant)) => batch.push(instant),
-            Ok(None) => {}
-            Err(e) => {
-                let _ = sender.blocking_send_batch(batch);
-                sender.blocking_fail(e);
-                return;
-            }
-        }
-    }
-    let _ = sender.blocking_send_batch(batch);
+}
+
+/// Fails the query with `error`, after delivering the instants before it.
+fn fail(sender: SourceSender, batch: &mut Vec<Instant>, error: SourceError) {
+    let _ = sender.blocking_send_batch(std::mem::take(batch));
+    sender.blocking_fail(error);
 }
 
 /// One line: an instant, `None` for a blank line, or an error naming it.
@@ -103,15 +75,15 @@ fn parse(line: &[u8], line_no: u64) -> Result<Option<Instant>, SourceError> {
         return Ok(None);
     }
     Instant::from_json(line).map(Some).map_err(|e| {
-        let shown = String::from_utf8_lossy(&line[..line.len().min(200)]);
         // serde_json ends its message with "at line 1 column C" (the line is
         // always 1 here): say the position once, as the input's.
         let message = e.to_string();
         let suffix = format!(" at line {} column {}", e.line(), e.column());
         let why = message.strip_suffix(&suffix).unwrap_or(&message);
         SourceError(format!(
-            "input line {line_no}, column {}: not a JSON instant ({why}): {shown:?}",
-            e.column()
+            "input line {line_no}, column {}: not a JSON instant ({why}): {}",
+            e.column(),
+            quote(line)
         ))
     })
 }

@@ -15,7 +15,7 @@
 //! aggregates = false                   # optional; true: the job computes windowed aggregates (json framing)
 //! stop_grace_ms = 5000                 # optional, default 5000, 0 to 600000
 //! max_in_flight = 65536                # optional, default 65536, 1 to 16777216
-//! no_progress_timeout_ms = 30000       # optional, off when absent, 1 to 86400000
+//! no_progress_timeout_ms = 120000      # optional, default 120000, 1 to 86400000
 //! env = { JAVA_OPTS = "-Xmx512m" }     # optional; extra environment for the job
 //!
 //! [engine.restart]                     # optional; restarts are off when absent
@@ -57,7 +57,7 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 mod problem;
 
-use crate::bridge::{BridgeOptions, Framing, RestartPolicy};
+use crate::bridge::{BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy};
 use crate::engine::is_engine_name;
 use crate::local::LOCAL;
 use crate::plugin::Isolation;
@@ -174,7 +174,8 @@ pub struct EngineDef {
     pub stop_grace: Duration,
     /// Records sent but not yet answered, at most.
     pub max_in_flight: usize,
-    /// Fail a query whose job holds unanswered records this long.
+    /// Fail a query whose job leaves records unanswered (or, `json`, unread)
+    /// this long: `no_progress_timeout_ms`, else the two-minute default.
     pub no_progress_timeout: Option<Duration>,
     /// Restarting a job that dies; off when `None`.
     pub restart: Option<RestartPolicy>,
@@ -545,7 +546,9 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         // The defaults are `BridgeOptions::new`'s.
         stop_grace: Duration::from_millis(stop_grace.unwrap_or(5_000)),
         max_in_flight: max_in_flight.map_or(65_536, |n| n as usize),
-        no_progress_timeout: no_progress.map(Duration::from_millis),
+        no_progress_timeout: Some(
+            no_progress.map_or(DEFAULT_NO_PROGRESS_TIMEOUT, Duration::from_millis),
+        ),
         restart,
         env: raw
             .env

@@ -75,7 +75,8 @@ fn absent_keys_take_the_bridge_defaults() {
     assert_eq!(engine.framing, defaults.framing);
     assert_eq!(engine.stop_grace, defaults.stop_grace);
     assert_eq!(engine.max_in_flight, defaults.max_in_flight);
-    assert_eq!(engine.no_progress_timeout, None);
+    assert_eq!(engine.no_progress_timeout, defaults.no_progress_timeout);
+    assert_eq!(engine.no_progress_timeout, Some(Duration::from_secs(120)));
     assert_eq!(engine.restart, None);
     assert_eq!(engine.description, "");
     assert_eq!(engine.line, 2);

@@ -6,51 +6,49 @@
 //!   with it.
 //! - `run LIB ENGINE` serves one query as a bridge job in `json` framing
 //!   (`jobs/README.md`): the spec in `MFSTREAM_QUERY`, one JSON instant per
-//!   line in, one `{"datetime","value"}` per line out, flushed whenever no
-//!   more input is ready. A failure is reported on stderr with a non-zero
+//!   line in, one `{"datetime","value"}` per line out. The plugin gets
+//!   batches of at most [`BATCH`] records, and its events are flushed batch
+//!   by batch, so a plugin that crashes has delivered what it emitted in
+//!   earlier batches. A failure is reported on stderr with a non-zero
 //!   exit; a crash of the plugin ends the child with its signal, which the
 //!   host's bridge puts in the query's failure reason.
 
 use std::cell::RefCell;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use mfstream_plugin::abi::MfsInstant;
 
 use super::call::{Collector, State, to_raw};
+use super::isolated::{DESCRIBE_PROTOCOL, Described, DescribedEngine};
 use super::load::load;
 use crate::engine::BATCH;
+use crate::lines::{LineReader, quote};
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
 use crate::vocab::{Event, Instant, write_json_str};
 
-/// Bytes read from stdin at once.
-const READ_CHUNK: usize = 64 * 1024;
-/// The longest input line accepted.
-const MAX_LINE: usize = 1024 * 1024;
-
-/// The descriptor of the library at `path` as JSON, or why it was refused
-/// (without the path: the host adds it).
+/// The descriptor of the library at `path` as JSON (the host reads it as
+/// `isolated::Described`), or why it was refused (without the path: the
+/// host adds it).
 pub fn describe(path: &Path) -> Result<String, String> {
     let loaded = load(path).map_err(|e| e.kind.to_string())?;
-    let engines: Vec<serde_json::Value> = loaded
-        .engines
-        .iter()
-        .map(|e| {
-            serde_json::json!({
-                "name": e.name,
-                "description": e.description,
-                "serves": e.serves,
-                "not_ready": super::call::ready(e).err(),
+    let described = Described {
+        protocol: DESCRIBE_PROTOCOL,
+        name: loaded.library.name.clone(),
+        version: loaded.library.version.clone(),
+        engines: loaded
+            .engines
+            .iter()
+            .map(|e| DescribedEngine {
+                name: e.name.clone(),
+                description: e.description.clone(),
+                serves: e.serves,
+                not_ready: super::call::ready(e).err(),
             })
-        })
-        .collect();
-    let descriptor = serde_json::json!({
-        "name": loaded.library.name,
-        "version": loaded.library.version,
-        "engines": engines,
-    });
-    Ok(descriptor.to_string())
+            .collect(),
+    };
+    serde_json::to_string(&described).map_err(|e| format!("cannot write the descriptor: {e}"))
 }
 
 /// Serves one query of `engine` of the library at `path` on stdin and
@@ -75,55 +73,50 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
     };
     let mut state = State::open(loaded.library.clone(), fns, &spec)?;
     let stdout = RefCell::new(BufWriter::with_capacity(
-        READ_CHUNK,
+        64 * 1024,
         std::io::stdout().lock(),
     ));
-    let mut sink = |events: Vec<Event>| write_events(&stdout, &events).is_ok();
+    // Every batch of events is flushed as soon as it is written, so what the
+    // plugin produced before it crashed has reached the host.
+    let mut sink = |events: Vec<Event>| {
+        write_events(&stdout, &events).is_ok() && stdout.borrow_mut().flush().is_ok()
+    };
     let mut collector = Collector::new(&mut sink, "".into(), "".into());
     let mut stdin = std::io::stdin().lock();
-    let mut chunk = vec![0u8; READ_CHUNK];
-    let mut carry: Vec<u8> = Vec::new();
-    let mut line_no = 0u64;
+    let mut lines = LineReader::default();
     let mut batch: Vec<Instant> = Vec::with_capacity(BATCH);
-    let mut raw: Vec<MfsInstant> = Vec::with_capacity(BATCH);
-    loop {
-        let n = match stdin.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(format!("cannot read stdin: {e}")),
-        };
-        carry.extend_from_slice(&chunk[..n]);
-        let complete = carry.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        for line in carry[..complete].split(|&b| b == b'\n') {
+    let mut at_end = false;
+    while !at_end {
+        at_end = lines
+            .read_from(&mut stdin)
+            .map_err(|e| format!("cannot read stdin: {e}"))?
+            == 0;
+        loop {
+            let next = match lines.next_line() {
+                Ok(Some(line)) => Some(line),
+                Ok(None) if at_end => lines.finish(),
+                Ok(None) => None,
+                Err(e) => return Err(format!("input {e}")),
+            };
+            let Some((line_no, line)) = next else {
+                break;
+            };
             if line.is_empty() {
                 continue;
             }
-            line_no += 1;
             let instant = Instant::from_json(line).map_err(|e| {
                 format!(
                     "input line {line_no} is not an instant ({e}): {}",
-                    String::from_utf8_lossy(line)
+                    quote(line)
                 )
             })?;
             batch.push(instant);
+            if batch.len() == BATCH && !process(&mut state, &mut batch, &mut collector)? {
+                return Ok(());
+            }
         }
-        carry.drain(..complete);
-        if carry.len() > MAX_LINE {
-            return Err(format!(
-                "input line {} is longer than {MAX_LINE} bytes",
-                line_no + 1
-            ));
-        }
-        // One call per chunk read: the whole chunk is one batch.
-        raw.extend(batch.iter().map(to_raw));
-        let result = state.process(&raw, &mut collector);
-        raw.clear();
-        batch.clear();
-        collector.deliver();
-        result?;
-        // Flushed whenever the next read may block.
-        if collector.gone || stdout.borrow_mut().flush().is_err() {
+        // What was read is processed before the next read, which may block.
+        if !process(&mut state, &mut batch, &mut collector)? {
             return Ok(());
         }
     }
@@ -133,6 +126,26 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
         .borrow_mut()
         .flush()
         .map_err(|e| format!("cannot write stdout: {e}"))
+}
+
+/// Hands `batch` to the plugin and delivers its events: `Ok(false)` when
+/// the host has gone.
+fn process(
+    state: &mut State,
+    batch: &mut Vec<Instant>,
+    collector: &mut Collector<'_>,
+) -> Result<bool, String> {
+    if batch.is_empty() {
+        return Ok(!collector.gone);
+    }
+    let raw: Vec<MfsInstant> = batch.iter().map(to_raw).collect();
+    let result = state.process(&raw, collector);
+    drop(raw);
+    batch.clear();
+    // Results before a failing record are delivered, then the failure.
+    collector.deliver();
+    result?;
+    Ok(!collector.gone)
 }
 
 /// Writes events as json-framing lines.

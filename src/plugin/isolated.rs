@@ -68,11 +68,7 @@ impl StreamEngine for IsolatedEngine {
 /// `host` (the `mfstream` binary), each to be run by such a child.
 pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, PluginError> {
     check_file(path)?;
-    let error = |kind| PluginError {
-        path: path.to_owned(),
-        line: 0,
-        kind,
-    };
+    let error = |kind| PluginError::new(path, kind);
     let output = run_describe(host, path).map_err(error)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -87,11 +83,7 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
         };
         return Err(error(PluginErrorKind::Child(text)));
     }
-    let descriptor: Descriptor = serde_json::from_slice(&output.stdout).map_err(|e| {
-        error(PluginErrorKind::Child(format!(
-            "the plugin host printed an invalid descriptor: {e}"
-        )))
-    })?;
+    let descriptor = Described::parse(&output.stdout, host).map_err(error)?;
     Ok(descriptor
         .engines
         .into_iter()
@@ -179,23 +171,111 @@ fn run_describe(host: &Path, path: &Path) -> Result<Output, PluginErrorKind> {
 }
 
 /// The binary that hosts isolated plugins: `$MFSTREAM_PLUGIN_HOST`, else
-/// the running executable.
-pub(crate) fn host_binary(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
-    env(PLUGIN_HOST_VAR)
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
+/// the running executable if it is `mfstream`.
+///
+/// Another program using this library (a control plane of its own, a test)
+/// cannot serve as the host: run with its arguments it would do whatever
+/// that program does, so it is refused at once, naming the variable.
+pub(crate) fn host_binary(
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<PathBuf, PluginErrorKind> {
+    if let Some(host) = env(PLUGIN_HOST_VAR).filter(|v| !v.is_empty()) {
+        return Ok(PathBuf::from(host));
+    }
+    let exe = std::env::current_exe().map_err(|e| {
+        PluginErrorKind::Isolation(format!(
+            "cannot find the mfstream binary to run the plugin in ({e}): set {PLUGIN_HOST_VAR}"
+        ))
+    })?;
+    if exe.file_name().is_some_and(|name| name == "mfstream") {
+        Ok(exe)
+    } else {
+        Err(PluginErrorKind::Isolation(format!(
+            "isolation = \"process\" runs the plugin in a child of the mfstream binary, but this \
+             program ({}) is not mfstream: set {PLUGIN_HOST_VAR} to the mfstream binary",
+            exe.display()
+        )))
+    }
 }
 
-#[derive(serde::Deserialize)]
-struct Descriptor {
-    engines: Vec<DescribedEngine>,
+/// The version of the `describe` exchange; the host refuses another.
+pub(crate) const DESCRIBE_PROTOCOL: u32 = 1;
+
+/// What `mfstream plugin-host describe` prints: the plugin's descriptor,
+/// as the child loaded and checked it. One type on both sides; the host
+/// reads `protocol` before anything else.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Described {
+    /// [`DESCRIBE_PROTOCOL`] of the child.
+    pub protocol: u32,
+    /// The plugin's name.
+    pub name: String,
+    /// The plugin's version.
+    pub version: String,
+    /// Its engines.
+    pub engines: Vec<DescribedEngine>,
 }
 
-#[derive(serde::Deserialize)]
-struct DescribedEngine {
-    name: String,
-    description: String,
-    serves: u32,
-    not_ready: Option<String>,
+/// One engine of a [`Described`] plugin.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(crate) struct DescribedEngine {
+    pub name: String,
+    pub description: String,
+    /// The `MFS_SERVES_*` bits.
+    pub serves: u32,
+    /// Why the engine cannot run queries, as its `ready` said in the child.
+    pub not_ready: Option<String>,
+}
+
+impl Described {
+    /// Reads what the child at `host` printed, checking its version first.
+    fn parse(stdout: &[u8], host: &Path) -> Result<Described, PluginErrorKind> {
+        #[derive(serde::Deserialize)]
+        struct Head {
+            protocol: Option<u32>,
+        }
+        let invalid = |e: serde_json::Error| {
+            PluginErrorKind::Child(format!(
+                "the plugin host {} printed no valid descriptor ({e}): is {PLUGIN_HOST_VAR} the \
+                 mfstream binary?",
+                host.display()
+            ))
+        };
+        let head: Head = serde_json::from_slice(stdout).map_err(invalid)?;
+        match head.protocol {
+            Some(DESCRIBE_PROTOCOL) => serde_json::from_slice(stdout).map_err(invalid),
+            found => Err(PluginErrorKind::Child(format!(
+                "the plugin host {} speaks describe protocol {}, but this mfstream speaks {}: \
+                 point {PLUGIN_HOST_VAR} at the mfstream binary of this version",
+                host.display(),
+                found.map_or_else(|| "0 (unversioned)".to_owned(), |v| v.to_string()),
+                DESCRIBE_PROTOCOL
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_reads_a_descriptor_of_its_own_protocol_and_refuses_others_naming_both() {
+        let host = Path::new("/bin/mfstream");
+        let ok = br#"{"protocol":1,"name":"p","version":"1","engines":[
+            {"name":"e","description":"d","serves":1,"not_ready":null}]}"#;
+        let described = Described::parse(ok, host).unwrap();
+        assert_eq!(described.engines[0].name, "e");
+
+        let old = br#"{"name":"p","version":"1","engines":[]}"#;
+        let error = Described::parse(old, host).unwrap_err().to_string();
+        assert!(
+            error.contains("speaks describe protocol 0 (unversioned), but this mfstream speaks 1"),
+            "{error}"
+        );
+        let error = Described::parse(b"running 0 tests\n", host)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("printed no valid descriptor"), "{error}");
+    }
 }

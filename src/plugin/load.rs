@@ -4,12 +4,16 @@
 //!
 //! 1. the file exists and is a regular file;
 //! 2. it is not writable by group or others (anyone who can write it can run
-//!    code in mfstream): the error says to run `chmod go-w`;
-//! 3. it loads (`dlopen`);
-//! 4. it exports the entry symbol, `mfstream_plugin`;
-//! 5. the descriptor's first two fields, read before anything else, say ABI
+//!    code in mfstream): the error says to run `chmod go-w`; nor is any
+//!    folder above it (sticky folders like `/tmp` aside), and the file and
+//!    its folders belong to root or the user running mfstream;
+//! 3. it is a whole ELF shared library: every segment it would map is in
+//!    the file (`file`), so a file cut short is an error, not a `SIGBUS`;
+//! 4. a private copy of it loads (`dlopen`): see `file` for why a copy;
+//! 5. it exports the entry symbol, `mfstream_plugin`;
+//! 6. the descriptor's first two fields, read before anything else, say ABI
 //!    version 1 and the struct size of this mfstream's `MfsPlugin`;
-//! 6. every engine has the expected struct size, all three functions, a
+//! 7. every engine has the expected struct size, all three functions, a
 //!    UTF-8 name of the form `[a-z][a-z0-9_-]{0,62}` unique in the plugin,
 //!    and a UTF-8 description.
 //!
@@ -17,7 +21,6 @@
 //! which knows them.
 
 use std::fmt;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -26,6 +29,7 @@ use mfstream_plugin::abi::{
     MfsStr, OpenFn, ProcessFn, ReadyFn,
 };
 
+use super::file::{PrivateCopy, read_library};
 use crate::engine::is_engine_name;
 
 /// Engines a plugin may export, at most.
@@ -37,10 +41,22 @@ const MAX_ENGINES: usize = 1024;
 pub struct PluginError {
     /// The library's path.
     pub path: PathBuf,
-    /// The line of its `[[plugin]]` entry in `engines.toml`; 0 when unknown.
-    pub line: usize,
+    /// The line of its `[[plugin]]` entry in `engines.toml`, when known.
+    pub line: Option<usize>,
     /// Why it was refused.
     pub kind: PluginErrorKind,
+}
+
+impl PluginError {
+    /// The plugin at `path` was refused for `kind`; the line is not known
+    /// yet (the registry, which read the entry, adds it).
+    pub(crate) fn new(path: &Path, kind: PluginErrorKind) -> PluginError {
+        PluginError {
+            path: path.to_owned(),
+            line: None,
+            kind,
+        }
+    }
 }
 
 /// Why a plugin was refused.
@@ -64,7 +80,31 @@ pub enum PluginErrorKind {
         /// The path to give `chmod`.
         path: String,
     },
-    /// `dlopen` refused it.
+    /// A folder above the file is writable by group or others.
+    #[error(
+        "the folder {folder} is writable by group or others (mode {mode:o}), so anyone could \
+         replace the plugin: run `chmod go-w {folder}` (or set its sticky bit, as /tmp has)"
+    )]
+    WritableFolder {
+        /// The folder's permission bits.
+        mode: u32,
+        /// The folder.
+        folder: String,
+    },
+    /// The file or a folder above it belongs to another user.
+    #[error(
+        "the {what} {path} belongs to user {uid}, who could change the plugin: it must belong \
+         to root or to the user running mfstream"
+    )]
+    Owner {
+        /// `file` or `folder`.
+        what: &'static str,
+        /// The file or folder.
+        path: String,
+        /// Its owner.
+        uid: u32,
+    },
+    /// `dlopen` refused it, or it is not a whole shared library.
     #[error("cannot load the library: {0}")]
     Load(String),
     /// No entry symbol.
@@ -161,49 +201,38 @@ pub(crate) struct Loaded {
     pub engines: Vec<EngineFns>,
 }
 
-/// Checks the file at `path` before anything of it is loaded: it exists, is
-/// a regular file and is not writable by group or others.
+/// Checks the file at `path` (and who could change it) and that it is a
+/// whole shared library, without mapping any of it.
 pub(crate) fn check_file(path: &Path) -> Result<(), PluginError> {
-    let error = |kind| PluginError {
-        path: path.to_owned(),
-        line: 0,
-        kind,
-    };
-    let meta =
-        std::fs::metadata(path).map_err(|e| error(PluginErrorKind::Missing(e.to_string())))?;
-    if !meta.is_file() {
-        return Err(error(PluginErrorKind::NotAFile));
-    }
-    let mode = meta.permissions().mode() & 0o7777;
-    if mode & 0o022 != 0 {
-        return Err(error(PluginErrorKind::Writable {
-            mode,
-            path: path.display().to_string(),
-        }));
-    }
-    Ok(())
+    read_library(path)
+        .map(drop)
+        .map_err(|kind| PluginError::new(path, kind))
 }
 
-/// Loads the library at `path` after checking the file, then checks its
-/// descriptor.
+/// Loads a private copy of the library at `path` after checking the file,
+/// then checks its descriptor.
 pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
-    check_file(path)?;
-    let error = |kind| PluginError {
-        path: path.to_owned(),
-        line: 0,
-        kind,
-    };
-    // `dlopen` searches the system's library path for a bare file name.
-    let path_for_dlopen = if path.parent().is_some_and(|p| p.as_os_str().is_empty()) {
-        Path::new(".").join(path)
-    } else {
-        path.to_owned()
-    };
-    // SAFETY: loading a library runs its initialisers; the file passed the
-    // checks above, which is as far as a file can be trusted before it runs.
+    let error = |kind| PluginError::new(path, kind);
+    let bytes = read_library(path).map_err(error)?;
+    let copy = PrivateCopy::new(&bytes, path).map_err(|e| {
+        error(PluginErrorKind::Load(format!(
+            "cannot write a private copy of the library to load: {e}"
+        )))
+    })?;
+    drop(bytes);
+    // SAFETY: loading a library runs its initialisers; the copy holds the
+    // bytes that passed the checks above, which is as far as a file can be
+    // trusted before it runs, and only this user can change it.
     // `libloading` uses RTLD_NOW, so missing symbols fail here, not later.
-    let library = unsafe { libloading::Library::new(&path_for_dlopen) }
-        .map_err(|e| error(PluginErrorKind::Load(e.to_string())))?;
+    let library = unsafe { libloading::Library::new(copy.path()) }.map_err(|e| {
+        // The copy's name means nothing to the user: name the original.
+        let text = e
+            .to_string()
+            .replace(&*copy.path().to_string_lossy(), &path.to_string_lossy());
+        error(PluginErrorKind::Load(text))
+    })?;
+    // Mapped: the copy's name is no longer needed.
+    drop(copy);
     // SAFETY: the symbol's type is the ABI's entry type; a library that
     // exports the name with another type breaks the ABI's first rule, which
     // no check can detect.

@@ -20,6 +20,7 @@
 
 mod call;
 pub(crate) mod child;
+mod file;
 mod isolated;
 mod load;
 mod query;
@@ -38,9 +39,6 @@ use crate::engine::{
 };
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
-
-/// Event batches buffered between a plugin query and its consumer.
-const EVENT_BUFFER: usize = 16;
 
 /// Where a plugin's engines run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -131,7 +129,7 @@ impl StreamEngine for PluginEngine {
             }
         };
         let plugin_spec = engine_spec(&spec, transform);
-        let (handle, output) = QueryHandle::new(&spec.id, name, EVENT_BUFFER);
+        let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
         let start = query::Start {
             library: self.library.clone(),

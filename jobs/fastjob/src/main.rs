@@ -24,7 +24,6 @@
 //! chunk; a trickle of single records is answered record by record.
 
 mod instant;
-mod op;
 
 use std::fmt;
 use std::fs::File;
@@ -32,7 +31,7 @@ use std::io::{self, BufWriter, Read, Write};
 use std::os::fd::AsFd;
 use std::process::ExitCode;
 
-use op::Transform;
+use mfstream_ops::Transform;
 
 /// Bytes asked of each read, and the output buffer's size.
 const CHUNK: usize = 64 * 1024;

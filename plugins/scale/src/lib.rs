@@ -2,17 +2,14 @@
 //! lifted operations (`ln`, `mul 1.852`, …) in process, with the catalogue's
 //! semantics, so its results equal the built-in `local` engine's.
 //!
-//! The operations are those of the native bridge job (`jobs/fastjob`), whose
-//! `op.rs` is compiled in here too: one copy of the catalogue outside the
-//! host crate, kept in step with `src/ops.rs` of `mfstream`.
+//! The operations are those of the native bridge job (`jobs/fastjob`): both
+//! use the `mfstream-ops` crate (`jobs/ops`), the one copy of the catalogue
+//! outside the host crate, kept in step with `src/ops.rs` of `mfstream`.
 
 use mfstream_plugin::{Batch, Emitter, Engine, Value};
 use serde::Deserialize;
 
-#[path = "../../../jobs/fastjob/src/op.rs"]
-mod op;
-
-use crate::op::Transform;
+use mfstream_ops::Transform;
 
 /// The fields of the query spec this engine reads.
 #[derive(Deserialize)]

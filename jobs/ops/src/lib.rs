@@ -1,9 +1,12 @@
-//! The lifted operations, as the job applies them.
+//! The lifted operations, as native bridge jobs (`jobs/fastjob`) and
+//! plugins (`plugins/scale`) apply them.
 //!
 //! This mirrors `src/ops.rs` of the `mfstream` crate (names, which take an
-//! argument, domain rules). It is repeated here rather than shared because the
-//! job is std only: depending on the host crate would pull tokio and serde
-//! into a binary whose point is to be small and fast. Keep the two in step.
+//! argument, domain rules). It is a crate of its own, std only, rather than
+//! a part of the host crate, because depending on the host would pull tokio
+//! and serde into a job or a plugin whose point is to be small and fast.
+//! Keep the two in step (mfstream's tests compare every operation of the
+//! scale plugin and of the job with the `local` engine's).
 
 /// A validated operation and, where it takes one, its argument.
 #[derive(Debug, Clone, Copy, PartialEq)]
