@@ -53,6 +53,7 @@ mod plugin;
 mod registry;
 mod server;
 mod spec;
+pub mod store;
 mod vocab;
 mod window;
 
