@@ -145,6 +145,7 @@
 //! # });
 //! ```
 
+mod batch;
 mod error;
 mod record;
 mod restore;

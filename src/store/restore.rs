@@ -10,9 +10,10 @@ use std::time::{Duration, UNIX_EPOCH};
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, params};
 
+use super::batch;
 use super::error::{StoreErrorKind, classify};
 use super::record::{Checkpoint, LoggedInstant, PropertyPath, RestoredQuery, StoredEvent};
-use crate::vocab::{Instant, QueryStatus, Value};
+use crate::vocab::QueryStatus;
 
 fn db(e: rusqlite::Error) -> StoreErrorKind {
     classify(&e)
@@ -105,50 +106,50 @@ pub(crate) fn instants(
     after: u64,
     limit: usize,
 ) -> Result<Vec<LoggedInstant>, StoreErrorKind> {
-    // No index on the property: it would slow every ingest down for the
-    // sake of a read at start-up, which walks the log from `after` once.
+    // The walk starts at the batch holding `after + 1`, if one does (at
+    // most one batch straddles it: batches never overlap), and filters on
+    // the property as it goes: an index on the property would slow every
+    // ingest for the sake of one read at start-up.
     let mut stmt = conn
         .prepare_cached(
-            "SELECT seq, datetime, value FROM instants WHERE seq > ?1 AND property = \
-             (SELECT id FROM properties WHERE collection = ?2 AND feature = ?3 AND property = ?4) \
-             ORDER BY seq LIMIT ?5",
+            "SELECT first_seq, data FROM instants \
+             WHERE first_seq >= coalesce((SELECT max(first_seq) FROM instants WHERE first_seq <= ?1), 0) \
+             AND property = (SELECT id FROM properties \
+                             WHERE collection = ?2 AND feature = ?3 AND property = ?4) \
+             ORDER BY first_seq",
         )
         .map_err(db)?;
     let mut rows = stmt
         .query(params![
-            after,
+            after.saturating_add(1),
             property.collection,
             property.feature,
-            property.property,
-            limit.min(i64::MAX as usize) as i64
+            property.property
         ])
         .map_err(db)?;
     let mut out = Vec::new();
-    while let Some(r) = rows.next().map_err(db)? {
-        let seq: u64 = r.get(0).map_err(db)?;
-        let value = match r.get_ref(2).map_err(db)? {
-            ValueRef::Real(v) => Value::Number(v),
-            ValueRef::Integer(0) => Value::Bool(false),
-            ValueRef::Integer(1) => Value::Bool(true),
-            ValueRef::Text(t) => Value::Text(
-                std::str::from_utf8(t)
-                    .map_err(|e| StoreErrorKind::Malformed(format!("instant {seq}: {e}")))?
-                    .to_owned(),
-            ),
+    while out.len() < limit {
+        let Some(r) = rows.next().map_err(db)? else {
+            break;
+        };
+        let first: u64 = r.get(0).map_err(db)?;
+        let data = match r.get_ref(1).map_err(db)? {
+            ValueRef::Blob(data) => data,
             other => {
                 return Err(StoreErrorKind::Malformed(format!(
-                    "instant {seq} has a value of type {}",
+                    "the instants from {first} are a {}, not a blob",
                     other.data_type()
                 )));
             }
         };
-        out.push(LoggedInstant {
-            seq,
-            instant: Instant {
-                datetime: r.get(1).map_err(db)?,
-                value,
-            },
-        });
+        let mut seq = first;
+        batch::decode(data, |instant| {
+            if seq > after && out.len() < limit {
+                out.push(LoggedInstant { seq, instant });
+            }
+            seq += 1;
+        })
+        .map_err(|e| StoreErrorKind::Malformed(format!("the instants from {first}: {e}")))?;
     }
     Ok(out)
 }

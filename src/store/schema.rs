@@ -52,13 +52,13 @@ CREATE TABLE events (
     data TEXT NOT NULL,
     PRIMARY KEY (query, id)
 ) WITHOUT ROWID;
--- value has no declared type, so SQLite keeps each value's own class:
--- REAL for numbers, TEXT for text, INTEGER 0/1 for booleans.
+-- One row per ingest call: the instants with sequence numbers
+-- first_seq..=last_seq, encoded as the batch module says.
 CREATE TABLE instants (
-    seq INTEGER PRIMARY KEY,
+    first_seq INTEGER PRIMARY KEY,
+    last_seq INTEGER NOT NULL,
     property INTEGER NOT NULL,
-    datetime TEXT NOT NULL,
-    value
+    data BLOB NOT NULL
 );
 ";
 

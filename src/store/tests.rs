@@ -203,11 +203,11 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
     let store = open(&dir);
     store.register(query("q1")).await.unwrap();
     store.register(query("q2")).await.unwrap();
-    let batch: Vec<_> = (0..10).map(instant).collect();
-    assert_eq!(
-        store.append_instants(&speed(), &batch).await.unwrap(),
-        1..11
-    );
+    // One call each: the log is trimmed a whole call at a time.
+    for i in 0..10 {
+        let seqs = store.append_instants(&speed(), &[instant(i)]).await.unwrap();
+        assert_eq!(seqs, i as u64 + 1..i as u64 + 2);
+    }
     let checkpoint = |after_seq, last_event_id| Checkpoint {
         after_seq,
         last_event_id,
@@ -242,6 +242,34 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
     // A query registered now reads what comes after.
     let start = store.register(query("q3")).await.unwrap();
     assert_eq!(start.after_seq, 11);
+    store.close();
+}
+
+#[tokio::test]
+async fn a_page_may_start_and_end_inside_one_ingest_call() {
+    let dir = TempDir::new("pages");
+    let store = open(&dir);
+    let other = PropertyPath {
+        property: "heading".into(),
+        ..speed()
+    };
+    let first: Vec<_> = (0..5).map(instant).collect();
+    store.append_instants(&speed(), &first).await.unwrap();
+    store.append_instants(&other, &first).await.unwrap();
+    store.append_instants(&speed(), &first).await.unwrap();
+    let mut seqs = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.instants(&speed(), after, 3).unwrap();
+        let Some(last) = page.last() else { break };
+        assert!(page.len() <= 3);
+        after = last.seq;
+        seqs.extend(page.iter().map(|i| i.seq));
+    }
+    assert_eq!(seqs, [1, 2, 3, 4, 5, 11, 12, 13, 14, 15]);
+    let from_12 = store.instants(&speed(), 12, 100).unwrap();
+    assert_eq!(from_12[0].seq, 13);
+    assert_eq!(from_12[0].instant, instant(2));
     store.close();
 }
 

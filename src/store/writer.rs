@@ -14,13 +14,13 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
-use rusqlite::types::ToSqlOutput;
-use rusqlite::{Connection, ToSql, params};
+use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch;
 use super::error::{StoreErrorKind, classify};
 use super::record::{Checkpoint, NewQuery, PropertyPath, StoredEvent};
-use crate::vocab::{Instant, QueryStatus, Value};
+use crate::vocab::{Instant, QueryStatus};
 
 /// The most jobs one transaction takes.
 const MAX_JOBS_PER_COMMIT: usize = 4096;
@@ -90,6 +90,8 @@ pub(crate) struct Writer {
     trimmed: u64,
     properties: HashMap<PropertyPath, i64>,
     queries: HashMap<String, QueryState>,
+    /// The encoding of the batch being written.
+    scratch: Vec<u8>,
 }
 
 /// A job's answer, sent once its transaction's fate is known.
@@ -121,20 +123,6 @@ fn db(e: rusqlite::Error) -> StoreErrorKind {
     classify(&e)
 }
 
-/// A value as SQLite keeps it: numbers as REAL, text as TEXT, booleans as
-/// INTEGER 0 or 1.
-struct SqlValue<'a>(&'a Value);
-
-impl ToSql for SqlValue<'_> {
-    fn to_sql(&self) -> rusqlite::Result<ToSqlOutput<'_>> {
-        Ok(match self.0 {
-            Value::Number(v) => ToSqlOutput::from(*v),
-            Value::Text(s) => ToSqlOutput::from(s.as_str()),
-            Value::Bool(b) => ToSqlOutput::from(i64::from(*b)),
-        })
-    }
-}
-
 impl Writer {
     /// A writer on `conn`, its cache loaded from the database.
     pub(crate) fn new(conn: Connection, bounds: Bounds) -> Result<Writer, StoreErrorKind> {
@@ -146,6 +134,7 @@ impl Writer {
             trimmed: 0,
             properties: HashMap::new(),
             queries: HashMap::new(),
+            scratch: Vec::new(),
         };
         writer.load()?;
         Ok(writer)
@@ -159,7 +148,7 @@ impl Writer {
             })
             .map_err(db)?;
         let (min, max): (Option<i64>, Option<i64>) = conn
-            .query_row("SELECT min(seq), max(seq) FROM instants", [], |r| {
+            .query_row("SELECT min(first_seq), max(last_seq) FROM instants", [], |r| {
                 Ok((r.get(0)?, r.get(1)?))
             })
             .map_err(db)?;
@@ -289,7 +278,7 @@ impl Writer {
             .unwrap_or(self.next_seq - 1);
         if low > self.trimmed && (low - self.trimmed >= TRIM_EVERY || !ingested) {
             self.conn
-                .prepare_cached("DELETE FROM instants WHERE seq <= ?1")
+                .prepare_cached("DELETE FROM instants WHERE first_seq <= ?1 AND last_seq <= ?1")
                 .and_then(|mut s| s.execute([low]))
                 .map_err(db)?;
             self.trimmed = low;
@@ -304,7 +293,7 @@ impl Writer {
     }
 
     fn apply_in_savepoint(&mut self, job: Job) -> Reply {
-        if let Err(e) = self.conn.execute_batch("SAVEPOINT job") {
+        if let Err(e) = self.run_cached("SAVEPOINT job") {
             return fail(job, db(e));
         }
         let outcome = match job {
@@ -332,7 +321,7 @@ impl Writer {
                 reply
             }
         };
-        if let Err(e) = self.conn.execute_batch("RELEASE job") {
+        if let Err(e) = self.run_cached("RELEASE job") {
             tracing::warn!("the state store could not release a savepoint: {e}");
         }
         outcome
@@ -341,11 +330,16 @@ impl Writer {
     /// Rolls back to the job's savepoint when `result` failed.
     fn undo_on_error<T>(&self, result: Result<T, StoreErrorKind>) -> Result<T, StoreErrorKind> {
         if result.is_err()
-            && let Err(e) = self.conn.execute_batch("ROLLBACK TO job")
+            && let Err(e) = self.run_cached("ROLLBACK TO job")
         {
             tracing::warn!("the state store could not roll back a failed job: {e}");
         }
         result
+    }
+
+    /// Runs a statement without parameters, prepared once.
+    fn run_cached(&self, sql: &str) -> Result<(), rusqlite::Error> {
+        self.conn.prepare_cached(sql)?.execute([]).map(drop)
     }
 
     fn property_id(&mut self, property: &PropertyPath) -> Result<i64, StoreErrorKind> {
@@ -616,24 +610,20 @@ impl Writer {
         property: &PropertyPath,
         instants: &[Instant],
     ) -> Result<Range<u64>, StoreErrorKind> {
-        let property = self.property_id(property)?;
         let first = self.next_seq;
-        let mut insert = self
-            .conn
-            .prepare_cached(
-                "INSERT INTO instants (seq, property, datetime, value) VALUES (?1, ?2, ?3, ?4)",
-            )
-            .map_err(db)?;
-        for (seq, instant) in (first..).zip(instants) {
-            insert
-                .execute(params![
-                    seq,
-                    property,
-                    instant.datetime,
-                    SqlValue(&instant.value)
-                ])
-                .map_err(db)?;
+        let end = first + instants.len() as u64;
+        if instants.is_empty() {
+            return Ok(first..end);
         }
-        Ok(first..first + instants.len() as u64)
+        let property = self.property_id(property)?;
+        self.scratch.clear();
+        batch::encode(instants, &mut self.scratch);
+        self.conn
+            .prepare_cached(
+                "INSERT INTO instants (first_seq, last_seq, property, data) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![first, end - 1, property, self.scratch]))
+            .map_err(db)?;
+        Ok(first..end)
     }
 }
