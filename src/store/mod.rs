@@ -421,10 +421,12 @@ impl Store {
             }
         }
         let property = property.clone();
-        let instants = instants.to_vec();
+        let mut data = Vec::with_capacity(instants.len() * 32);
+        batch::encode(instants, &mut data);
         self.submit(|ack| Job::Instants {
             property,
-            instants,
+            count: instants.len() as u64,
+            data,
             ack,
         })
         .await

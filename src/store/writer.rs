@@ -17,10 +17,9 @@ use std::ops::Range;
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
-use super::batch;
 use super::error::{StoreErrorKind, classify};
 use super::record::{Checkpoint, NewQuery, PropertyPath, StoredEvent};
-use crate::vocab::{Instant, QueryStatus};
+use crate::vocab::QueryStatus;
 
 /// The most jobs one transaction takes.
 const MAX_JOBS_PER_COMMIT: usize = 4096;
@@ -55,9 +54,11 @@ pub(crate) enum Job {
         id: String,
         ack: Ack<()>,
     },
+    /// `count` instants, encoded by the caller (off the writer's thread).
     Instants {
         property: PropertyPath,
-        instants: Vec<Instant>,
+        count: u64,
+        data: Vec<u8>,
         ack: Ack<Range<u64>>,
     },
 }
@@ -90,8 +91,6 @@ pub(crate) struct Writer {
     trimmed: u64,
     properties: HashMap<PropertyPath, i64>,
     queries: HashMap<String, QueryState>,
-    /// The encoding of the batch being written.
-    scratch: Vec<u8>,
 }
 
 /// A job's answer, sent once its transaction's fate is known.
@@ -134,7 +133,6 @@ impl Writer {
             trimmed: 0,
             properties: HashMap::new(),
             queries: HashMap::new(),
-            scratch: Vec::new(),
         };
         writer.load()?;
         Ok(writer)
@@ -308,10 +306,11 @@ impl Writer {
             Job::Delete { id, ack } => reply(ack, self.delete(&id)),
             Job::Instants {
                 property,
-                instants,
+                count,
+                data,
                 ack,
             } => {
-                let result = self.instants(&property, &instants);
+                let result = self.instants(&property, count, &data);
                 let failed = result.is_err();
                 let reply = reply(ack, result);
                 if failed {
@@ -597,9 +596,10 @@ impl Writer {
     fn instants(
         &mut self,
         property: &PropertyPath,
-        instants: &[Instant],
+        count: u64,
+        data: &[u8],
     ) -> Result<Range<u64>, StoreErrorKind> {
-        let result = self.insert_instants(property, instants);
+        let result = self.insert_instants(property, count, data);
         let range = self.undo_on_error(result)?;
         self.next_seq = range.end;
         Ok(range)
@@ -608,21 +608,20 @@ impl Writer {
     fn insert_instants(
         &mut self,
         property: &PropertyPath,
-        instants: &[Instant],
+        count: u64,
+        data: &[u8],
     ) -> Result<Range<u64>, StoreErrorKind> {
         let first = self.next_seq;
-        let end = first + instants.len() as u64;
-        if instants.is_empty() {
+        let end = first + count;
+        if count == 0 {
             return Ok(first..end);
         }
         let property = self.property_id(property)?;
-        self.scratch.clear();
-        batch::encode(instants, &mut self.scratch);
         self.conn
             .prepare_cached(
                 "INSERT INTO instants (first_seq, last_seq, property, data) VALUES (?1, ?2, ?3, ?4)",
             )
-            .and_then(|mut s| s.execute(params![first, end - 1, property, self.scratch]))
+            .and_then(|mut s| s.execute(params![first, end - 1, property, data]))
             .map_err(db)?;
         Ok(first..end)
     }
