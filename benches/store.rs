@@ -15,7 +15,8 @@
 //! call is its own commit. Two inputs: the instants already built (the
 //! store's own cost against a bare queue), and each call's instants parsed
 //! first from a JSON-lines body, as `POST …/ingest` does (closer to what a
-//! server spends per instant). The inputs are made before the clock starts.
+//! server spends per instant). The inputs are made before the clock starts;
+//! each figure is the best of three runs.
 //! Last, one query's results are stored in batches of 64 events, as a pump
 //! would.
 
@@ -77,8 +78,16 @@ fn main() {
         let body = memory(load, Input::Body).await;
         report("memory only (baseline)", load, (built, body), (built, body));
         let cases = [
-            ("durable NORMAL, group commit", Durability::Process, load.callers),
-            ("durable FULL, group commit", Durability::Power, load.callers),
+            (
+                "durable NORMAL, group commit",
+                Durability::Process,
+                load.callers,
+            ),
+            (
+                "durable FULL, group commit",
+                Durability::Power,
+                load.callers,
+            ),
             ("durable NORMAL, one caller", Durability::Process, 1),
         ];
         for (what, durability, callers) in cases {
@@ -101,7 +110,11 @@ fn main() {
 fn report(what: &str, load: Load, took: (Duration, Duration), baseline: (Duration, Duration)) {
     let rate = |d: Duration| load.instants as f64 / d.as_secs_f64();
     let cell = |d: Duration, base: Duration| {
-        format!("{:>9.0}/s ({:>5.1}%)", rate(d), 100.0 * rate(d) / rate(base))
+        format!(
+            "{:>9.0}/s ({:>5.1}%)",
+            rate(d),
+            100.0 * rate(d) / rate(base)
+        )
     };
     println!(
         "{what:<32} {:>24} {:>24}",
@@ -147,24 +160,30 @@ fn parse(body: &[u8]) -> Vec<Instant> {
         .collect()
 }
 
+/// One caller's calls: instants built, or bodies to parse.
+enum Calls {
+    Built(Vec<Vec<Instant>>),
+    Bodies(Vec<Vec<u8>>),
+}
+
 /// Runs every caller against `sink`, returning the time taken.
 async fn run(load: Load, input: Input, sink: Sink) -> Duration {
     // Built instants are parsed here, before the clock starts.
-    let prepared: Vec<(Vec<Vec<u8>>, Vec<Vec<Instant>>)> = bodies(load)
+    let prepared: Vec<Calls> = bodies(load)
         .into_iter()
         .map(|bodies| match input {
-            Input::Built => (Vec::new(), bodies.iter().map(|b| parse(b)).collect()),
-            Input::Body => (bodies, Vec::new()),
+            Input::Built => Calls::Built(bodies.iter().map(|b| parse(b)).collect()),
+            Input::Body => Calls::Bodies(bodies),
         })
         .collect();
     let start = Clock::now();
     let mut callers = tokio::task::JoinSet::new();
-    for (bodies, built) in prepared {
+    for prepared in prepared {
         let sink = sink.clone();
         callers.spawn(async move {
-            let calls: Box<dyn Iterator<Item = Vec<Instant>> + Send> = match input {
-                Input::Built => Box::new(built.into_iter()),
-                Input::Body => Box::new(bodies.into_iter().map(|body| parse(&body))),
+            let calls: Box<dyn Iterator<Item = Vec<Instant>> + Send> = match prepared {
+                Calls::Built(built) => Box::new(built.into_iter()),
+                Calls::Bodies(bodies) => Box::new(bodies.into_iter().map(|body| parse(&body))),
             };
             for instants in calls {
                 match &sink {
@@ -189,6 +208,14 @@ async fn run(load: Load, input: Input, sink: Sink) -> Duration {
 
 /// The instants handed to a thread that keeps the last million in memory.
 async fn memory(load: Load, input: Input) -> Duration {
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        best = best.min(memory_once(load, input).await);
+    }
+    best
+}
+
+async fn memory_once(load: Load, input: Input) -> Duration {
     let (calls, mut queue) = mpsc::channel::<Call>(1024);
     let keeper = std::thread::spawn(move || {
         let mut kept = VecDeque::new();
@@ -229,6 +256,14 @@ fn property() -> PropertyPath {
 
 /// The instants logged by a fresh store.
 async fn durable(load: Load, durability: Durability, input: Input) -> Duration {
+    let mut best = Duration::MAX;
+    for _ in 0..3 {
+        best = best.min(durable_once(load, durability, input).await);
+    }
+    best
+}
+
+async fn durable_once(load: Load, durability: Durability, input: Input) -> Duration {
     let dir = dir("ingest");
     let options = StoreOptions {
         durability,
@@ -272,7 +307,10 @@ async fn events(n: u64) -> (u64, Duration) {
             })
             .collect();
         id += events.len() as u64;
-        store.append_events("q", events, None).await.expect("stored");
+        store
+            .append_events("q", events, None)
+            .await
+            .expect("stored");
     }
     let took = start.elapsed();
     store.close();

@@ -9,7 +9,11 @@
 //! - The **writer** commits whatever callers have queued as one
 //!   transaction (group commit) and answers each caller only after the
 //!   `COMMIT` returned. Its queue is bounded: when the disk is slower than
-//!   the callers, they wait (backpressure) rather than memory growing.
+//!   the callers, they wait (backpressure) rather than memory growing. An
+//!   ingest call's instants are encoded by the caller and logged as one row.
+//! - The **checkpointer** copies the write-ahead log into the database on
+//!   a thread and connection of its own, so that no caller waits for that
+//!   copy and its fsyncs; the log stays bounded.
 //! - The **records**: a registration ([`NewQuery`]) with its status; per
 //!   query its result events ([`StoredEvent`]), of which the last ones form
 //!   the replay ring (bounded in count and bytes, trimmed in the same
@@ -107,7 +111,14 @@
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_events`] the new ones (with a checkpoint when the engine has one), then `Fanout::push` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
 //! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |
-//! | shutdown | [`Store::close`] after every pump has ended |
+//! | shutdown | [`Store::close`] after every pump has ended (it blocks: `spawn_blocking`) |
+//!
+//! A query deleted while its pump still runs: the pump's last
+//! [`Store::append_events`] or [`Store::set_status`] gets
+//! [`StoreErrorKind::UnknownQuery`], which it can ignore. [`Store::queries`]
+//! and [`Store::instants`] block too: call them before serving, or from
+//! `spawn_blocking`. Set [`StoreOptions::ring_events`] to the server's
+//! `replay`, so that the ring restored is the ring that was served.
 //!
 //! # Bounds
 //!
@@ -150,6 +161,7 @@ mod error;
 mod record;
 mod restore;
 mod schema;
+mod wal;
 mod writer;
 
 #[cfg(test)]
@@ -255,7 +267,9 @@ impl Store {
             ring_events: options.ring_events.max(1),
             ring_bytes: options.ring_bytes,
         };
-        let writer = Writer::new(conn, bounds).map_err(|kind| StoreError::new(&dir, kind))?;
+        let checkpointer = wal::Checkpointer::start(&dir)?;
+        let writer =
+            Writer::new(conn, checkpointer, bounds).map_err(|kind| StoreError::new(&dir, kind))?;
         let reader = schema::open_reader(&dir)?;
         let (jobs, queue) = mpsc::channel(options.queue.max(1));
         let writer = std::thread::Builder::new()

@@ -205,7 +205,10 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
     store.register(query("q2")).await.unwrap();
     // One call each: the log is trimmed a whole call at a time.
     for i in 0..10 {
-        let seqs = store.append_instants(&speed(), &[instant(i)]).await.unwrap();
+        let seqs = store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
         assert_eq!(seqs, i as u64 + 1..i as u64 + 2);
     }
     let checkpoint = |after_seq, last_event_id| Checkpoint {

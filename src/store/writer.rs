@@ -19,6 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::error::{StoreErrorKind, classify};
 use super::record::{Checkpoint, NewQuery, PropertyPath, StoredEvent};
+use super::wal::Checkpointer;
 use crate::vocab::QueryStatus;
 
 /// The most jobs one transaction takes.
@@ -63,6 +64,18 @@ pub(crate) enum Job {
     },
 }
 
+impl Job {
+    /// About the bytes the job writes to the log.
+    fn size(&self) -> usize {
+        match self {
+            Job::Register { query, .. } => query.spec.len() + 128,
+            Job::Status { .. } | Job::Delete { .. } => 128,
+            Job::Events { events, .. } => events.iter().map(|e| e.size() + 32).sum(),
+            Job::Instants { data, .. } => data.len() + 32,
+        }
+    }
+}
+
 /// The bounds the writer keeps.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bounds {
@@ -83,6 +96,7 @@ struct QueryState {
 
 pub(crate) struct Writer {
     conn: Connection,
+    checkpointer: Checkpointer,
     bounds: Bounds,
     next_seq: u64,
     /// The next sequence number as last written to `meta`.
@@ -124,9 +138,14 @@ fn db(e: rusqlite::Error) -> StoreErrorKind {
 
 impl Writer {
     /// A writer on `conn`, its cache loaded from the database.
-    pub(crate) fn new(conn: Connection, bounds: Bounds) -> Result<Writer, StoreErrorKind> {
+    pub(crate) fn new(
+        conn: Connection,
+        checkpointer: Checkpointer,
+        bounds: Bounds,
+    ) -> Result<Writer, StoreErrorKind> {
         let mut writer = Writer {
             conn,
+            checkpointer,
             bounds,
             next_seq: 1,
             stored_next_seq: 1,
@@ -146,9 +165,11 @@ impl Writer {
             })
             .map_err(db)?;
         let (min, max): (Option<i64>, Option<i64>) = conn
-            .query_row("SELECT min(first_seq), max(last_seq) FROM instants", [], |r| {
-                Ok((r.get(0)?, r.get(1)?))
-            })
+            .query_row(
+                "SELECT min(first_seq), max(last_seq) FROM instants",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(db)?;
         let next_seq = (stored.max(max.unwrap_or(0) + 1)).max(1) as u64;
         let mut queries = HashMap::new();
@@ -221,6 +242,7 @@ impl Writer {
             }
             self.commit(&mut batch);
         }
+        self.checkpointer.stop();
         // Leave a small WAL behind: the next open starts quickly.
         if let Err(e) = self.conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)") {
             tracing::debug!("no checkpoint of the state store's log at close: {e}");
@@ -238,8 +260,10 @@ impl Writer {
             return;
         }
         let mut ingested = false;
+        let mut bytes = 0;
         for job in batch.drain(..) {
             ingested |= matches!(job, Job::Instants { .. });
+            bytes += job.size();
             replies.push(self.apply_in_savepoint(job));
         }
         let result = self
@@ -248,6 +272,7 @@ impl Writer {
         match result {
             Ok(()) => {
                 self.stored_next_seq = self.next_seq;
+                self.checkpointer.committed(&self.conn, bytes);
                 for reply in replies {
                     reply(None);
                 }
