@@ -2,7 +2,7 @@
 //!
 //! The test re-runs this test binary as a child that ingests instants and
 //! stores events from several tasks at once, printing a line for each
-//! acknowledgement; the parent kills it with SIGKILL after a few hundred
+//! acknowledgement; the parent kills it with SIGKILL after two thousand
 //! acknowledgements (while others are in flight), then reopens the store
 //! and looks for every acknowledged record.
 
@@ -18,8 +18,9 @@ use crate::vocab::{Instant, Value};
 /// Where the child writes; unset outside the crash test.
 const DIR_VAR: &str = "MFSTREAM_STORE_CRASH_DIR";
 
-/// The acknowledgements the parent waits for before it kills the child.
-const KILL_AFTER: usize = 400;
+/// The acknowledgements the parent waits for before it kills the child:
+/// enough instants (about 200,000, 8 MiB) that the checkpointer has run.
+const KILL_AFTER: usize = 2000;
 
 /// Ingesting tasks in the child.
 const TASKS: u64 = 8;
@@ -57,7 +58,7 @@ fn helper_writes_until_killed() {
             let store = store.clone();
             tasks.spawn(async move {
                 for batch in 0..MAX_BATCHES {
-                    let n = batch % 20 + 1;
+                    let n = batch % 200 + 1;
                     let instants: Vec<_> = (0..n)
                         .map(|i| {
                             Instant::number(datetime(task, batch, i), (batch * 100 + i) as f64)
