@@ -32,11 +32,12 @@
 //! source so no system library is needed) gives atomic multi-table
 //! transactions, a write-ahead log whose durability level is one pragma,
 //! detection of a damaged file (`SQLITE_NOTADB`, `SQLITE_CORRUPT`), and a
-//! file any operator can open with the `sqlite3` shell. An LSM key-value
-//! store (fjall, sled) would ingest a little faster but offers no
-//! cross-table transactions, and redb's single-writer commits fsync each
-//! time unless durability is lowered globally; neither is as easy to
-//! inspect in production.
+//! file any operator can open with the `sqlite3` shell. The embedded
+//! key-value stores (redb, fjall, sled) would need the three kinds of
+//! record hand-encoded into keys, with no query language to look at them
+//! with, for no gain here: ingest is logged as one row per call, and
+//! SQLite's group commit keeps up with the rest of the server (see
+//! `benches/store.rs`).
 //!
 //! # Durability: `synchronous = NORMAL`
 //!
@@ -59,7 +60,10 @@
 //!    them to any query and before it answers 202. So every instant an
 //!    engine ever saw, and every instant acknowledged, is in the log, with a
 //!    sequence number that orders it as it was delivered (the server calls
-//!    this with the property's lock held, which fixes the order).
+//!    this with the property's lock held, which fixes the order). And only
+//!    what was delivered is logged: the server logs a chunk once it holds
+//!    room for it in every query's buffer, so a chunk is logged and
+//!    delivered to every running query of the property, or neither.
 //! 2. **Store before send.** A query's results get consecutive ids and are
 //!    stored ([`Store::append_events`]) before the fan-out sends them. The
 //!    store refuses a gap or a repeat in the ids.
@@ -107,7 +111,7 @@
 //! |---|---|
 //! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
 //! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held; keep the returned [`Checkpoint`] |
-//! | `POST …/ingest` | [`Store::append_instants`] after the body is checked, with the property's lock held, before delivering; answer 202 only after it returned `Ok` |
+//! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_events`] the new ones (with a checkpoint when the engine has one), then `Fanout::push` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
 //! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |
