@@ -8,8 +8,9 @@
 //!   thread that owns the database connection.
 //! - The **writer** commits whatever callers have queued as one
 //!   transaction (group commit) and answers each caller only after the
-//!   `COMMIT` returned. Its queue is bounded: when the disk is slower than
-//!   the callers, they wait (backpressure) rather than memory growing. An
+//!   `COMMIT` returned. Its queue is bounded in calls and in bytes: when
+//!   the disk is slower than the callers, they wait (backpressure) rather
+//!   than memory growing. An
 //!   ingest call's instants are encoded by the caller and logged as one row.
 //! - The **checkpointer** copies the write-ahead log into the database on
 //!   a thread and connection of its own, so that no caller waits for that
@@ -224,6 +225,9 @@ pub struct StoreOptions {
     pub max_state_bytes: usize,
     /// The calls queued for the writer before callers wait.
     pub queue: usize,
+    /// The bytes of records queued or being written before callers wait:
+    /// the writer's memory bound, whatever the size of each call.
+    pub queue_bytes: usize,
 }
 
 impl Default for StoreOptions {
@@ -239,6 +243,7 @@ impl Default for StoreOptions {
             max_batch: 65_536,
             max_state_bytes: 16 * 1024 * 1024,
             queue: 1024,
+            queue_bytes: 64 * 1024 * 1024,
         }
     }
 }
@@ -255,6 +260,9 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
     writer: JoinHandle<()>,
     reader: Mutex<Connection>,
+    /// The bytes that may be queued (`queue_bytes`), in permits.
+    budget: tokio::sync::Semaphore,
+    budget_max: u32,
 }
 
 impl Store {
@@ -284,7 +292,10 @@ impl Store {
                 writer.run(queue);
             })
             .map_err(|e| StoreError::new(&dir, StoreErrorKind::Database(e.to_string())))?;
+        let budget_max = u32::try_from(options.queue_bytes.max(1)).unwrap_or(u32::MAX);
         Ok(Store {
+            budget: tokio::sync::Semaphore::new(budget_max as usize),
+            budget_max,
             dir,
             options,
             jobs,
@@ -320,8 +331,19 @@ impl Store {
     /// waits.
     async fn submit<T>(&self, job: impl FnOnce(writer::Ack<T>) -> Job) -> Result<T, StoreError> {
         let (ack, answer) = oneshot::channel();
+        let job = job(ack);
+        // The budget is held until the job is answered: a call larger than
+        // the whole budget takes all of it, and waits alone.
+        let cost = u32::try_from(job.size())
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.budget_max);
+        let _budget = self
+            .budget
+            .acquire_many(cost)
+            .await
+            .map_err(|_| self.error(StoreErrorKind::Closed))?;
         self.jobs
-            .send(job(ack))
+            .send(job)
             .await
             .map_err(|_| self.error(StoreErrorKind::Closed))?;
         match answer.await {

@@ -433,6 +433,29 @@ async fn concurrent_ingests_get_disjoint_ranges_that_cover_the_log() {
     std::sync::Arc::into_inner(store).unwrap().close();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_over_the_byte_budget_wait_their_turn_and_a_call_larger_than_it_goes_alone() {
+    let dir = TempDir::new("budget");
+    let options = StoreOptions {
+        queue_bytes: 1000,
+        ..StoreOptions::default()
+    };
+    let store = std::sync::Arc::new(Store::open(dir.path(), options).unwrap());
+    let mut tasks = tokio::task::JoinSet::new();
+    for t in 0..8u64 {
+        let store = store.clone();
+        tasks.spawn(async move {
+            // About 2,000 bytes a call: twice the budget.
+            let batch: Vec<_> = (0..50).map(|i| instant(i + t as usize)).collect();
+            store.append_instants(&speed(), &batch).await.unwrap()
+        });
+    }
+    let total: u64 = tasks.join_all().await.iter().map(|r| r.end - r.start).sum();
+    assert_eq!(total, 400);
+    assert_eq!(store.instants(&speed(), 0, 1000).unwrap().len(), 400);
+    std::sync::Arc::into_inner(store).unwrap().close();
+}
+
 #[tokio::test]
 async fn a_deleted_query_is_gone_after_a_reopen_with_its_events() {
     let dir = TempDir::new("delete");

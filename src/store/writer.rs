@@ -65,8 +65,8 @@ pub(crate) enum Job {
 }
 
 impl Job {
-    /// About the bytes the job writes to the log.
-    fn size(&self) -> usize {
+    /// About the bytes the job holds and writes to the log.
+    pub(crate) fn size(&self) -> usize {
         match self {
             Job::Register { query, .. } => query.spec.len() + 128,
             Job::Status { .. } | Job::Delete { .. } => 128,
