@@ -65,6 +65,7 @@ mod registry;
 mod server;
 mod spec;
 mod spec_error;
+pub mod store;
 mod vocab;
 
 pub use crate::aggregate::{Aggregate, TimeUnit, Window};

@@ -1,0 +1,127 @@
+//! The ingest log's batches: the instants of one ingest call, encoded as
+//! one row, so that logging costs one row per call, not per instant.
+//!
+//! Each instant is its datetime (a `u32` length and UTF-8 bytes, little
+//! endian), a tag, and the value: a number's exact `f64` bits (so `-0` and
+//! every last bit come back as they went in), a text's length and bytes,
+//! or nothing for a boolean (its tag says which). Decoding checks every
+//! length against what is left, so a damaged row is an error, never a
+//! panic or a read past its end.
+
+use crate::vocab::{Instant, Value};
+
+const NUMBER: u8 = 0;
+const TEXT: u8 = 1;
+const FALSE: u8 = 2;
+const TRUE: u8 = 3;
+
+/// Appends `instants` to `out`.
+pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
+    for instant in instants {
+        put_str(&instant.datetime, out);
+        match &instant.value {
+            Value::Number(v) => {
+                out.push(NUMBER);
+                out.extend_from_slice(&v.to_bits().to_le_bytes());
+            }
+            Value::Text(s) => {
+                out.push(TEXT);
+                put_str(s, out);
+            }
+            Value::Bool(false) => out.push(FALSE),
+            Value::Bool(true) => out.push(TRUE),
+        }
+    }
+}
+
+fn put_str(s: &str, out: &mut Vec<u8>) {
+    // Strings are bounded far below 4 GiB before they get here.
+    let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+    out.extend_from_slice(&len.to_le_bytes());
+    out.extend_from_slice(&s.as_bytes()[..len as usize]);
+}
+
+/// Decodes a batch, calling `each` with every instant in order.
+pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(), String> {
+    while !data.is_empty() {
+        let datetime = take_str(&mut data)?;
+        let value = match take(&mut data, 1)?[0] {
+            NUMBER => {
+                let bits: [u8; 8] = take(&mut data, 8)?
+                    .try_into()
+                    .map_err(|_| "a short number".to_owned())?;
+                Value::Number(f64::from_bits(u64::from_le_bytes(bits)))
+            }
+            TEXT => Value::Text(take_str(&mut data)?),
+            FALSE => Value::Bool(false),
+            TRUE => Value::Bool(true),
+            tag => return Err(format!("unknown value tag {tag}")),
+        };
+        each(Instant { datetime, value });
+    }
+    Ok(())
+}
+
+fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
+    if data.len() < n {
+        return Err(format!("{n} bytes expected, {} left", data.len()));
+    }
+    let (head, rest) = data.split_at(n);
+    *data = rest;
+    Ok(head)
+}
+
+fn take_str(data: &mut &[u8]) -> Result<String, String> {
+    let len: [u8; 4] = take(data, 4)?
+        .try_into()
+        .map_err(|_| "a short length".to_owned())?;
+    let bytes = take(data, u32::from_le_bytes(len) as usize)?;
+    String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_value_round_trips_bit_for_bit() {
+        let instants = vec![
+            Instant::number("t1", -0.0),
+            Instant::number("t2", 0.1 + 0.2),
+            Instant {
+                datetime: "2026-01-01T00:00:00Z".into(),
+                value: Value::Text("ahead \u{1F6A2}".into()),
+            },
+            Instant {
+                datetime: String::new(),
+                value: Value::Bool(true),
+            },
+            Instant {
+                datetime: "t".into(),
+                value: Value::Bool(false),
+            },
+        ];
+        let mut data = Vec::new();
+        encode(&instants, &mut data);
+        let mut back = Vec::new();
+        decode(&data, |i| back.push(i)).unwrap();
+        assert_eq!(back, instants);
+        let Value::Number(zero) = back[0].value else {
+            panic!("a number")
+        };
+        assert!(zero.is_sign_negative());
+    }
+
+    #[test]
+    fn a_truncated_or_damaged_batch_is_an_error() {
+        let mut data = Vec::new();
+        encode(&[Instant::number("t", 1.0)], &mut data);
+        for cut in 0..data.len() {
+            let mut n = 0;
+            let result = decode(&data[..cut], |_| n += 1);
+            assert!(cut == 0 || result.is_err(), "cut at {cut}");
+        }
+        data[5] = 9;
+        assert!(decode(&data, |_| {}).unwrap_err().contains("tag 9"));
+    }
+}

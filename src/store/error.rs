@@ -1,0 +1,133 @@
+//! Why the store could not do what it was asked: always with the store's
+//! path, so that a message on its own says which directory to look at.
+
+use std::path::{Path, PathBuf};
+
+/// An error of the store: the store's directory and what went wrong there.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("state store {}: {kind}", path.display())]
+pub struct StoreError {
+    path: PathBuf,
+    kind: StoreErrorKind,
+}
+
+impl StoreError {
+    pub(crate) fn new(path: &Path, kind: StoreErrorKind) -> StoreError {
+        StoreError {
+            path: path.to_owned(),
+            kind,
+        }
+    }
+
+    /// The store's directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What went wrong.
+    pub fn kind(&self) -> &StoreErrorKind {
+        &self.kind
+    }
+}
+
+/// What went wrong in a store.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreErrorKind {
+    /// The directory does not exist and the store was opened without
+    /// `create`.
+    #[error("no such directory: create it, or start once with a new store")]
+    Missing,
+    /// The path exists but is not a directory.
+    #[error("not a directory: give --state a directory")]
+    NotADirectory,
+    /// The directory could not be created.
+    #[error("cannot create the directory: {0}")]
+    Create(String),
+    /// Another process holds the store.
+    #[error("in use by another process: only one server may use a state directory")]
+    Locked,
+    /// The database could not be opened or written (permissions, a full
+    /// disk, a read-only file system).
+    #[error("cannot open or write the database: {0}")]
+    Unwritable(String),
+    /// The database file is damaged or is not a database.
+    #[error("the database is corrupt ({0}): restore it from a backup or move it away")]
+    Corrupt(String),
+    /// The database was written by a version of mfstream with another
+    /// schema.
+    #[error(
+        "the database has schema version {found}, but this mfstream reads version {expected}: \
+         use the mfstream that wrote it, or a new directory"
+    )]
+    SchemaVersion {
+        /// The version found.
+        found: i64,
+        /// The version this build reads and writes.
+        expected: i64,
+    },
+    /// The database holds something else.
+    #[error("the database is not an mfstream state store: give --state a directory of its own")]
+    NotAStore,
+    /// A record is over its bound.
+    #[error("{what} is {size} bytes or items, more than the {max} allowed")]
+    TooLarge {
+        /// What was too large.
+        what: &'static str,
+        /// Its size.
+        size: usize,
+        /// The bound.
+        max: usize,
+    },
+    /// A record is not what the store accepts (not JSON, a NaN, …).
+    #[error("{0}")]
+    Invalid(String),
+    /// No query has this id.
+    #[error("no query {0:?}")]
+    UnknownQuery(String),
+    /// A query with this id is registered already.
+    #[error("the query {0:?} is registered already")]
+    DuplicateQuery(String),
+    /// Events must continue a query's ids without a gap or a repeat.
+    #[error(
+        "the events of query {query:?} continue from event {last}, but the next given is {got}"
+    )]
+    EventOutOfOrder {
+        /// The query.
+        query: String,
+        /// The last event id stored.
+        last: u64,
+        /// The id given.
+        got: u64,
+    },
+    /// A checkpoint may not move backwards or past the events stored.
+    #[error("checkpoint of query {query:?} rejected: {why}")]
+    BadCheckpoint {
+        /// The query.
+        query: String,
+        /// Why.
+        why: String,
+    },
+    /// A stored row could not be read back.
+    #[error("a stored record is malformed: {0}")]
+    Malformed(String),
+    /// The database failed.
+    #[error("database error: {0}")]
+    Database(String),
+    /// The store's writer has stopped (the store was closed, or its
+    /// database failed for good).
+    #[error("the store is closed")]
+    Closed,
+}
+
+/// The kind of a SQLite error: damage, permissions, or anything else.
+pub(crate) fn classify(e: &rusqlite::Error) -> StoreErrorKind {
+    use rusqlite::ErrorCode as C;
+    match e.sqlite_error_code() {
+        Some(C::NotADatabase | C::DatabaseCorrupt) => StoreErrorKind::Corrupt(e.to_string()),
+        Some(
+            C::ReadOnly | C::CannotOpen | C::PermissionDenied | C::DiskFull | C::SystemIoFailure,
+        ) => StoreErrorKind::Unwritable(e.to_string()),
+        _ => StoreErrorKind::Database(e.to_string()),
+    }
+}

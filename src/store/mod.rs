@@ -1,0 +1,509 @@
+//! The control plane's durable state: what `mfstream serve --state DIR`
+//! keeps so that its queries survive a restart, a crash, or `kill -9`.
+//!
+//! # The roles
+//!
+//! - [`Store`] is one state directory: a SQLite database in write-ahead-log
+//!   mode, a lock file that keeps a second server out, and one writer
+//!   thread that owns the database connection.
+//! - The **writer** commits whatever callers have queued as one
+//!   transaction (group commit) and answers each caller only after the
+//!   `COMMIT` returned. Its queue is bounded in calls and in bytes: when
+//!   the disk is slower than the callers, they wait (backpressure) rather
+//!   than memory growing. An
+//!   ingest call's instants are encoded by the caller and logged as one row.
+//! - The **checkpointer** copies the write-ahead log into the database on
+//!   a thread and connection of its own, so that no caller waits for that
+//!   copy and its fsyncs; the log stays bounded.
+//! - The **records**: a registration ([`NewQuery`]) with its status; per
+//!   query its result events ([`StoredEvent`]), of which the last ones form
+//!   the replay ring (bounded in count and bytes, trimmed in the same
+//!   transaction that adds to it), and its [`Checkpoint`]; and the
+//!   **ingest log**, every instant ingested per property with a sequence
+//!   number ([`LoggedInstant`]), trimmed below the low-water mark of every
+//!   running query.
+//! - **Restore** ([`Store::queries`], [`Store::instants`]) reads it all
+//!   back, and [`EventIds`] gives a resumed query's results the ids they had
+//!   before the restart.
+//!
+//! # Why SQLite
+//!
+//! The state is a handful of small tables read at start-up and appended to
+//! while serving: SQLite (through `rusqlite`, built from its bundled C
+//! source so no system library is needed) gives atomic multi-table
+//! transactions, a write-ahead log whose durability level is one pragma,
+//! detection of a damaged file (`SQLITE_NOTADB`, `SQLITE_CORRUPT`), and a
+//! file any operator can open with the `sqlite3` shell. The embedded
+//! key-value stores (redb, fjall, sled) would need the three kinds of
+//! record hand-encoded into keys, with no query language to look at them
+//! with, for no gain here: ingest is logged as one row per call, and
+//! SQLite's group commit keeps up with the rest of the server (see
+//! `benches/store.rs`).
+//!
+//! # Durability: `synchronous = NORMAL`
+//!
+//! A commit in WAL mode writes its pages to the log file with `write(2)`
+//! before `COMMIT` returns. With `synchronous = NORMAL` ([`Durability::Process`],
+//! the default) the log is fsynced only at checkpoints, not at every commit.
+//! A process killed with `SIGKILL` loses nothing it committed: the kernel
+//! has the written pages and the next open replays the log. What NORMAL
+//! can lose is the last commits before a power failure or a kernel crash;
+//! [`Durability::Power`] (`synchronous = FULL`) fsyncs the log at every
+//! commit and covers that too, at the price of one fsync per group commit.
+//! "An ingest answered 202 survives `kill -9`" needs NORMAL, not FULL.
+//!
+//! # What is written when: the exactly-once argument
+//!
+//! Four rules, each one transaction or part of one:
+//!
+//! 1. **Log before delivery.** An ingest appends its instants to the log
+//!    ([`Store::append_instants`]) and waits for the commit before it hands
+//!    them to any query and before it answers 202. So every instant an
+//!    engine ever saw, and every instant acknowledged, is in the log, with a
+//!    sequence number that orders it as it was delivered (the server calls
+//!    this with the property's lock held, which fixes the order). And only
+//!    what was delivered is logged: the server logs a chunk once it holds
+//!    room for it in every query's buffer, so a chunk is logged and
+//!    delivered to every running query of the property, or neither.
+//! 2. **Store before send.** A query's results get consecutive ids and are
+//!    stored ([`Store::append_events`]) before the fan-out sends them. The
+//!    store refuses a gap or a repeat in the ids.
+//! 3. **Checkpoints move with their events.** A [`Checkpoint`] `(after_seq,
+//!    last_event_id, state)` says "an engine in `state`, fed the instants
+//!    after `after_seq`, produces as its `k`-th result the event
+//!    `last_event_id + k`". It is stored in the same transaction as (or after)
+//!    the events up to `last_event_id`, and never moves back. A transform
+//!    (one result per instant, no state) can checkpoint after every batch;
+//!    a windowed aggregate checkpoints with its open windows as `state`, or
+//!    with `state: None` at an instant where no window is open.
+//! 4. **Trim below every low-water mark.** Instants at or below the smallest
+//!    `after_seq` of the running queries are deleted; no checkpoint needs
+//!    them.
+//!
+//! On restart each running query's engine is put in its checkpoint's state
+//! and fed the instants after `after_seq`, in log order. [`EventIds`] numbers
+//! its results from `last_event_id + 1`: a result whose id is at most the
+//! last stored one was stored (and perhaps sent) before the crash and is
+//! dropped; the rest are new and go through rule 2. A crash at any point:
+//!
+//! - before an ingest's commit: not answered 202, not delivered; no result
+//!   depends on it (the client retries);
+//! - after the commit, before 202: in the log, so it is replayed; a client
+//!   that retries ingests it twice (as with any at-least-once HTTP API);
+//! - after results were computed, before they were stored: never sent;
+//!   replay computes them again, with the same ids;
+//! - after they were stored, before or after they were sent: replay
+//!   computes them again, and they are dropped as duplicates; the restored
+//!   ring gives a reconnecting subscriber exactly the events after its
+//!   `Last-Event-ID`, or `lagged` with the exact count.
+//!
+//! Nothing is lost (rule 1 and 4: every instant a result may depend on is
+//! in the log until a checkpoint covers it), and nothing is counted twice
+//! (rule 3: replay starts from a state that reflects exactly the instants up
+//! to `after_seq`). This assumes what every engine of mfstream provides for
+//! event-time work: the same instants in the same order from the same state
+//! give the same results. A window closed by the wall clock (issue 12,
+//! part 1) is not a function of the instants alone; to keep it exactly
+//! once, checkpoint right after each such window is emitted.
+//!
+//! # Wiring it into `mfstream serve --state DIR`
+//!
+//! | server event | store call |
+//! |---|---|
+//! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
+//! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held; keep the returned [`Checkpoint`] |
+//! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
+//! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_events`] the new ones (with a checkpoint when the engine has one), then `Fanout::push` |
+//! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
+//! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |
+//! | shutdown | [`Store::close`] after every pump has ended (it blocks: `spawn_blocking`) |
+//!
+//! A query deleted while its pump still runs: the pump's last
+//! [`Store::append_events`] or [`Store::set_status`] gets
+//! [`StoreErrorKind::UnknownQuery`], which it can ignore. [`Store::queries`]
+//! and [`Store::instants`] block too: call them before serving, or from
+//! `spawn_blocking`. Set [`StoreOptions::ring_events`] to the server's
+//! `replay`, so that the ring restored is the ring that was served.
+//!
+//! # Bounds
+//!
+//! Every record is bounded ([`StoreOptions`]): ids, datetimes and texts,
+//! registration bodies, event data, checkpoint state, and the instants or
+//! events of one call. A record over its bound is refused with
+//! [`StoreErrorKind::TooLarge`], never truncated, except a failure reason,
+//! which is cut to its bound (a status must not be lost to a long stderr).
+//!
+//! ```
+//! use mfstream::store::{NewQuery, PropertyPath, Store, StoreOptions};
+//! use mfstream::Instant;
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let dir = std::env::temp_dir().join(format!("mfstream-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let store = Store::open(&dir, StoreOptions::default()).unwrap();
+//! let speed = PropertyPath { collection: "ships".into(), feature: "a".into(), property: "speed".into() };
+//! store.register(NewQuery {
+//!     id: "q1".into(),
+//!     property: speed.clone(),
+//!     spec: r#"{"operation":"abs"}"#.into(),
+//!     engine: "local".into(),
+//!     created: std::time::SystemTime::now(),
+//! }).await.unwrap();
+//! let seqs = store.append_instants(&speed, &[Instant::number("2026-01-01T00:00:00Z", -1.5)]).await.unwrap();
+//! assert_eq!(seqs, 1..2);
+//! store.close();
+//!
+//! let store = Store::open(&dir, StoreOptions::default()).unwrap();
+//! assert_eq!(store.queries().unwrap()[0].id, "q1");
+//! assert_eq!(store.instants(&speed, 0, 10).unwrap()[0].instant.datetime, "2026-01-01T00:00:00Z");
+//! # store.close();
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # });
+//! ```
+
+mod batch;
+mod error;
+mod record;
+mod restore;
+mod schema;
+mod wal;
+mod writer;
+
+#[cfg(test)]
+mod tests;
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+pub use self::error::{StoreError, StoreErrorKind};
+pub use self::record::{
+    Assigned, Checkpoint, EventIds, LoggedInstant, NewQuery, PropertyPath, RestoredQuery,
+    StoredEvent,
+};
+use self::writer::{Bounds, Job, Writer};
+use crate::vocab::{Instant, QueryStatus, Value};
+
+/// How far a commit is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// Survives the process being killed (`SIGKILL`, a panic, an OOM kill):
+    /// `synchronous = NORMAL`. The default.
+    #[default]
+    Process,
+    /// Survives a power failure or a kernel crash too: `synchronous = FULL`,
+    /// one fsync per group commit.
+    Power,
+}
+
+/// How a store is opened, and what it bounds.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Create the directory when it is missing (default); when false, a
+    /// missing directory is an error ([`StoreErrorKind::Missing`]).
+    pub create: bool,
+    /// How far a commit is durable.
+    pub durability: Durability,
+    /// The events each query's replay ring keeps (the server's `replay`).
+    pub ring_events: usize,
+    /// The bytes (event names and data) each ring keeps.
+    pub ring_bytes: usize,
+    /// The largest event data.
+    pub max_event_bytes: usize,
+    /// The largest registration body.
+    pub max_spec_bytes: usize,
+    /// The longest id, engine name, property path segment, datetime, text
+    /// value or failure reason.
+    pub max_text_bytes: usize,
+    /// The most instants or events one call takes.
+    pub max_batch: usize,
+    /// The largest checkpoint state.
+    pub max_state_bytes: usize,
+    /// The calls queued for the writer before callers wait.
+    pub queue: usize,
+    /// The bytes of records queued or being written before callers wait:
+    /// the writer's memory bound, whatever the size of each call.
+    pub queue_bytes: usize,
+}
+
+impl Default for StoreOptions {
+    fn default() -> StoreOptions {
+        StoreOptions {
+            create: true,
+            durability: Durability::Process,
+            ring_events: 4096,
+            ring_bytes: 16 * 1024 * 1024,
+            max_event_bytes: 256 * 1024,
+            max_spec_bytes: 64 * 1024,
+            max_text_bytes: 64 * 1024,
+            max_batch: 65_536,
+            max_state_bytes: 16 * 1024 * 1024,
+            queue: 1024,
+            queue_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// An open state directory.
+///
+/// Writes are `async` and return once committed; reads are blocking and
+/// meant for start-up (or `spawn_blocking`). Dropping the store lets the
+/// writer finish what is queued; [`Store::close`] also waits for it.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    options: StoreOptions,
+    jobs: mpsc::Sender<Job>,
+    writer: JoinHandle<()>,
+    reader: Mutex<Connection>,
+    /// The bytes that may be queued (`queue_bytes`), in permits.
+    budget: tokio::sync::Semaphore,
+    budget_max: u32,
+}
+
+impl Store {
+    /// Opens (or creates) the store in `dir`.
+    ///
+    /// Fails, naming `dir`, when it is not a directory, cannot be created or
+    /// written, is held by another process, or holds a damaged database, a
+    /// database of another schema version, or something else than a store.
+    pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
+        let dir = dir.as_ref().to_owned();
+        let lock = schema::lock_dir(&dir, &options)?;
+        let conn = schema::open_writer(&dir, &options)?;
+        let bounds = Bounds {
+            ring_events: options.ring_events.max(1),
+            ring_bytes: options.ring_bytes,
+        };
+        let checkpointer = wal::Checkpointer::start(&dir)?;
+        let writer =
+            Writer::new(conn, checkpointer, bounds).map_err(|kind| StoreError::new(&dir, kind))?;
+        let reader = schema::open_reader(&dir)?;
+        let (jobs, queue) = mpsc::channel(options.queue.max(1));
+        let writer = std::thread::Builder::new()
+            .name("mfstream-store".into())
+            .spawn(move || {
+                // The lock is held until the last write is done.
+                let _lock = lock;
+                writer.run(queue);
+            })
+            .map_err(|e| StoreError::new(&dir, StoreErrorKind::Database(e.to_string())))?;
+        let budget_max = u32::try_from(options.queue_bytes.max(1)).unwrap_or(u32::MAX);
+        Ok(Store {
+            budget: tokio::sync::Semaphore::new(budget_max as usize),
+            budget_max,
+            dir,
+            options,
+            jobs,
+            writer,
+            reader: Mutex::new(reader),
+        })
+    }
+
+    /// The store's directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Waits for every queued write to be committed, then closes the
+    /// database and releases the directory.
+    pub fn close(self) {
+        let Store { jobs, writer, .. } = self;
+        drop(jobs);
+        if writer.join().is_err() {
+            tracing::error!("the state store's writer panicked");
+        }
+    }
+
+    fn error(&self, kind: StoreErrorKind) -> StoreError {
+        StoreError::new(&self.dir, kind)
+    }
+
+    /// Queues a job and waits for its commit.
+    ///
+    /// # Cancel safety
+    ///
+    /// Once queued, a job is committed whether or not its caller still
+    /// waits.
+    async fn submit<T>(&self, job: impl FnOnce(writer::Ack<T>) -> Job) -> Result<T, StoreError> {
+        let (ack, answer) = oneshot::channel();
+        let job = job(ack);
+        // The budget is held until the job is answered: a call larger than
+        // the whole budget takes all of it, and waits alone.
+        let cost = u32::try_from(job.size())
+            .unwrap_or(u32::MAX)
+            .clamp(1, self.budget_max);
+        let _budget = self
+            .budget
+            .acquire_many(cost)
+            .await
+            .map_err(|_| self.error(StoreErrorKind::Closed))?;
+        self.jobs
+            .send(job)
+            .await
+            .map_err(|_| self.error(StoreErrorKind::Closed))?;
+        match answer.await {
+            Ok(result) => result.map_err(|kind| self.error(kind)),
+            Err(_) => Err(self.error(StoreErrorKind::Closed)),
+        }
+    }
+
+    fn check_len(&self, what: &'static str, size: usize, max: usize) -> Result<(), StoreError> {
+        if size > max {
+            return Err(self.error(StoreErrorKind::TooLarge { what, size, max }));
+        }
+        Ok(())
+    }
+
+    fn check_text(&self, what: &'static str, text: &str) -> Result<(), StoreError> {
+        self.check_len(what, text.len(), self.options.max_text_bytes)
+    }
+
+    fn check_property(&self, property: &PropertyPath) -> Result<(), StoreError> {
+        self.check_text("a collection id", &property.collection)?;
+        self.check_text("a feature id", &property.feature)?;
+        self.check_text("a property name", &property.property)
+    }
+
+    /// Records a new query, running, and returns its first checkpoint: it
+    /// reads the instants logged after this call.
+    pub async fn register(&self, query: NewQuery) -> Result<Checkpoint, StoreError> {
+        self.check_text("a query id", &query.id)?;
+        self.check_text("an engine name", &query.engine)?;
+        self.check_property(&query.property)?;
+        let o = &self.options;
+        self.check_len("a registration body", query.spec.len(), o.max_spec_bytes)?;
+        if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&query.spec) {
+            return Err(self.error(StoreErrorKind::Invalid(format!(
+                "the registration of query {:?} is not JSON: {e}",
+                query.id
+            ))));
+        }
+        self.submit(|ack| Job::Register { query, ack }).await
+    }
+
+    /// Records a query's status (and a failure's reason, cut to
+    /// `max_text_bytes`).
+    pub async fn set_status(&self, id: &str, status: &QueryStatus) -> Result<(), StoreError> {
+        let status = match status {
+            QueryStatus::Failed { reason } => QueryStatus::Failed {
+                reason: cut(reason, self.options.max_text_bytes).to_owned(),
+            },
+            other => other.clone(),
+        };
+        let id = id.to_owned();
+        self.submit(|ack| Job::Status { id, status, ack }).await
+    }
+
+    /// Stores a query's next results, each id one more than the last
+    /// stored, and trims its ring; with `checkpoint`, moves its checkpoint
+    /// forward in the same transaction (events may be empty to move the
+    /// checkpoint alone).
+    pub async fn append_events(
+        &self,
+        id: &str,
+        events: Vec<StoredEvent>,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), StoreError> {
+        let o = &self.options;
+        self.check_len("a batch of events", events.len(), o.max_batch)?;
+        for event in &events {
+            self.check_len("an event", event.size(), o.max_event_bytes)?;
+        }
+        if let Some(state) = checkpoint.as_ref().and_then(|c| c.state.as_ref()) {
+            self.check_len("a checkpoint state", state.len(), o.max_state_bytes)?;
+        }
+        let id = id.to_owned();
+        self.submit(|ack| Job::Events {
+            id,
+            events,
+            checkpoint,
+            ack,
+        })
+        .await
+    }
+
+    /// Forgets a query: its registration, events and checkpoint.
+    pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
+        let id = id.to_owned();
+        self.submit(|ack| Job::Delete { id, ack }).await
+    }
+
+    /// Appends instants to the ingest log of `property` and returns their
+    /// sequence numbers, once committed: an instant acknowledged after this
+    /// returned survives a crash of the process.
+    pub async fn append_instants(
+        &self,
+        property: &PropertyPath,
+        instants: &[Instant],
+    ) -> Result<Range<u64>, StoreError> {
+        self.check_property(property)?;
+        self.check_len(
+            "a batch of instants",
+            instants.len(),
+            self.options.max_batch,
+        )?;
+        for instant in instants {
+            self.check_text("a datetime", &instant.datetime)?;
+            match &instant.value {
+                Value::Text(text) => self.check_text("a text value", text)?,
+                Value::Number(v) if !v.is_finite() => {
+                    return Err(self.error(StoreErrorKind::Invalid(format!(
+                        "the instant at {} has the value {v}: only finite numbers are kept",
+                        instant.datetime
+                    ))));
+                }
+                Value::Number(_) | Value::Bool(_) => {}
+            }
+        }
+        let property = property.clone();
+        let mut data = Vec::with_capacity(instants.len() * 32);
+        batch::encode(instants, &mut data);
+        self.submit(|ack| Job::Instants {
+            property,
+            count: instants.len() as u64,
+            data,
+            ack,
+        })
+        .await
+    }
+
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        // A reader holds no state between calls: a poisoned one is usable.
+        self.reader.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Every query, oldest registration first, with its status, ring and
+    /// checkpoint, as last committed. Blocking.
+    pub fn queries(&self) -> Result<Vec<RestoredQuery>, StoreError> {
+        restore::queries(&mut self.reader()).map_err(|kind| self.error(kind))
+    }
+
+    /// Up to `limit` instants of `property` logged after the sequence number
+    /// `after`, in order: call again with the last one's `seq` for the next
+    /// page. Blocking.
+    pub fn instants(
+        &self,
+        property: &PropertyPath,
+        after: u64,
+        limit: usize,
+    ) -> Result<Vec<LoggedInstant>, StoreError> {
+        restore::instants(&self.reader(), property, after, limit).map_err(|kind| self.error(kind))
+    }
+}
+
+/// `text` cut to at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
