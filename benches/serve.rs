@@ -4,6 +4,7 @@
 //! ```text
 //! cargo bench --bench serve                      # 100 queries x 10 subscribers, 1,000 instants/s each, 10 s
 //! cargo bench --bench serve -- 20 5 1000 10      # QUERIES SUBSCRIBERS RATE SECONDS
+//! MFSTREAM_BENCH_BIN=/path/to/mfstream cargo bench --bench serve   # another build, same load
 //! ```
 //!
 //! The release binary serves on a loopback port; this process is the load:
@@ -43,15 +44,29 @@ fn main() {
         rate: arg(2, 1000),
         seconds: arg(3, 10),
     };
-    let mut server = Command::new(env!("CARGO_BIN_EXE_mfstream"))
+    // MFSTREAM_BENCH_BIN runs another build (say, an older commit's) under
+    // the same load, for a side-by-side comparison.
+    let binary = std::env::var("MFSTREAM_BENCH_BIN")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mfstream").into());
+    let mut server = Command::new(&binary);
+    server
         .args(["serve", "--addr", "127.0.0.1:0", "--replay", "16384"])
-        .args(["--max-subscribers", &(load.subscribers + 1).to_string()])
-        .args(["--replay-bytes", &(64 << 20).to_string()])
+        .args(["--max-subscribers", &(load.subscribers + 1).to_string()]);
+    // Bounds an older build may not have: given only where it has them.
+    let help = Command::new(&binary)
+        .args(["serve", "--help"])
+        .output()
+        .expect("mfstream serve --help runs");
+    let help = String::from_utf8_lossy(&help.stdout);
+    if help.contains("--replay-bytes") {
+        server.args(["--replay-bytes", &(64 << 20).to_string()]);
+    }
+    if help.contains("--max-connections") {
         // Every subscriber and feeder holds a connection.
-        .args([
-            "--max-connections",
-            &(load.queries * (load.subscribers + 2) + 64).to_string(),
-        ])
+        let connections = load.queries * (load.subscribers + 2) + 64;
+        server.args(["--max-connections", &connections.to_string()]);
+    }
+    let mut server = server
         .env("RUST_LOG", "warn")
         .env_remove("MFSTREAM_CONFIG")
         .env_remove("MFAPI_STREAM_ENGINE")
