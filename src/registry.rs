@@ -339,18 +339,51 @@ fn add_plugin(
     libraries: &mut HashMap<String, PathBuf>,
     errors: &mut Vec<PluginError>,
 ) {
-    let not_ready = |name: String, error: &PluginError, description: String| {
-        Slot::NotReady(EngineInfo {
-            name,
-            kind: EngineKind::Plugin,
-            ready: false,
-            reason: Some(error.to_string()),
-            description,
-            serves: Serves::NONE,
-            aggregates_in: AggregatesIn::Host,
-        })
+    let engines = match plugin_engines(def, env) {
+        Ok(engines) => engines,
+        Err(mut error) => {
+            error.line = Some(def.line);
+            slots.push(not_ready_plugin(
+                def.written.clone(),
+                &error,
+                "plugin library (not loaded)".into(),
+            ));
+            errors.push(error);
+            return;
+        }
     };
-    let engines: Result<Vec<Arc<dyn StreamEngine>>, PluginError> = match def.isolation {
+    for engine in engines {
+        let own = engine.describe();
+        if let Some(taken) = slots.iter().find(|slot| slot_name(slot) == own.name) {
+            let error = PluginError {
+                path: def.path.clone(),
+                line: Some(def.line),
+                kind: PluginErrorKind::Clash {
+                    name: own.name.clone(),
+                    other: owner(&taken.info(), file, libraries),
+                },
+            };
+            slots.push(not_ready_plugin(own.name, &error, own.description));
+            errors.push(error);
+            continue;
+        }
+        libraries.insert(own.name.clone(), def.path.clone());
+        // An engine whose `ready` said no is listed with its reason.
+        slots.push(if own.ready {
+            Slot::Ready(engine)
+        } else {
+            Slot::NotReady(own)
+        });
+    }
+}
+
+/// The engines of the plugin library `def`: loaded in process, or described
+/// by a child for `isolation = "process"`.
+fn plugin_engines(
+    def: &crate::config::PluginDef,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<Arc<dyn StreamEngine>>, PluginError> {
+    match def.isolation {
         Isolation::InProcess => plugin::load(&def.path).map(|loaded| {
             let library = loaded.library;
             loaded
@@ -370,54 +403,31 @@ fn add_plugin(
                     .map(|engine| Arc::new(engine) as Arc<dyn StreamEngine>)
                     .collect()
             }),
-    };
-    let engines = match engines {
-        Ok(engines) => engines,
-        Err(mut error) => {
-            error.line = Some(def.line);
-            slots.push(not_ready(
-                def.written.clone(),
-                &error,
-                "plugin library (not loaded)".into(),
-            ));
-            errors.push(error);
-            return;
-        }
-    };
-    for engine in engines {
-        let own = engine.describe();
-        let taken = slots.iter().find(|slot| slot_name(slot) == own.name);
-        if let Some(taken) = taken {
-            let info = taken.info();
-            let other = match info.kind {
-                EngineKind::Builtin => format!("the built-in engine {:?}", info.name),
-                EngineKind::Bridge => format!("the bridge engine {:?} of {file}", info.name),
-                EngineKind::Plugin => match libraries.get(&info.name) {
-                    Some(path) => {
-                        format!("the engine {:?} of plugin {}", info.name, path.display())
-                    }
-                    None => format!("the plugin engine {:?}", info.name),
-                },
-            };
-            let error = PluginError {
-                path: def.path.clone(),
-                line: Some(def.line),
-                kind: PluginErrorKind::Clash {
-                    name: own.name.clone(),
-                    other,
-                },
-            };
-            slots.push(not_ready(own.name, &error, own.description));
-            errors.push(error);
-            continue;
-        }
-        libraries.insert(own.name.clone(), def.path.clone());
-        // An engine whose `ready` said no is listed with its reason.
-        slots.push(if own.ready {
-            Slot::Ready(engine)
-        } else {
-            Slot::NotReady(own)
-        });
+    }
+}
+
+/// A plugin engine (or library) listed, not ready, with `error` as reason.
+fn not_ready_plugin(name: String, error: &PluginError, description: String) -> Slot {
+    Slot::NotReady(EngineInfo {
+        name,
+        kind: EngineKind::Plugin,
+        ready: false,
+        reason: Some(error.to_string()),
+        description,
+        serves: Serves::NONE,
+        aggregates_in: AggregatesIn::Host,
+    })
+}
+
+/// Who already has the engine `info` names, for a clash's message.
+fn owner(info: &EngineInfo, file: &str, libraries: &HashMap<String, PathBuf>) -> String {
+    match info.kind {
+        EngineKind::Builtin => format!("the built-in engine {:?}", info.name),
+        EngineKind::Bridge => format!("the bridge engine {:?} of {file}", info.name),
+        EngineKind::Plugin => match libraries.get(&info.name) {
+            Some(path) => format!("the engine {:?} of plugin {}", info.name, path.display()),
+            None => format!("the plugin engine {:?}", info.name),
+        },
     }
 }
 
