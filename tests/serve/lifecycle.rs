@@ -3,7 +3,9 @@
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 
-use crate::util::wait_gone;
+use std::os::unix::fs::PermissionsExt;
+
+use crate::util::{entry, plugin_library, wait_gone};
 
 use super::*;
 
@@ -205,4 +207,55 @@ async fn sigterm_with_a_half_sent_request_and_a_stalled_subscriber_exits_within_
         ("end", Some("stopped"))
     );
     drop(stalled);
+}
+
+/// Issue 11: a plugin file cut short in place (a half-finished copy, a full
+/// disk) used to take the whole server down with SIGBUS on the next reload.
+/// Now the reload lists the plugin's engine as not ready, with the reason,
+/// and the query already running on the library it loaded goes on.
+#[tokio::test]
+async fn sighup_after_a_plugin_file_is_cut_short_keeps_the_server_and_its_queries() {
+    let mut server = Serve::start("serve-reload-cut-plugin", &[], &[]);
+    let mut client = server.client();
+    let library = server.config().with_file_name("libscale.so");
+    std::fs::copy(plugin_library("mfstream-plugin-scale"), &library).unwrap();
+    std::fs::set_permissions(&library, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let config = server.config();
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("{text}\n{}", entry(&library))).unwrap();
+    server.signal(libc::SIGHUP);
+    assert!(server.next_line().starts_with("mfstream: reloaded "));
+    let running = register(
+        &mut client,
+        P,
+        r#"{"operation":"mul","arg":2,"engine":"scale"}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{running}/stream"), &[]).await;
+
+    // Cut the file where it lies: the loaded copy is the host's own.
+    let bytes = std::fs::read(&library).unwrap();
+    std::fs::write(&library, &bytes[..64 * 1024]).unwrap();
+    server.signal(libc::SIGHUP);
+    assert!(server.next_line().starts_with("mfstream: reloaded "));
+
+    let engines = client.get("/engines").await.json();
+    let scale = engines
+        .as_array()
+        .unwrap()
+        .iter()
+        // A library that cannot be loaded is listed under its path.
+        .find(|e| e["name"].as_str().unwrap().ends_with("/libscale.so"))
+        .unwrap_or_else(|| panic!("the plugin is listed: {engines}"));
+    assert_eq!(scale["ready"], false, "{scale}");
+    assert!(
+        scale["reason"].as_str().unwrap().contains("cut short"),
+        "{scale}"
+    );
+    // The running query still answers, on the library it loaded.
+    let response = client.post(&format!("{P}/ingest"), &lines(3, 1)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    let events = take(&mut sse, 1).await;
+    assert_eq!(values(&events), [6.0]);
+    assert_eq!(client.get(&running).await.json()["status"], "running");
 }
