@@ -393,6 +393,7 @@ impl<'a> Run<'a> {
                 self.driver.feed_held(&mut self.wbuf);
             }
             let want_source = self.wants_source();
+            let want_tick = self.wants_tick();
             let want_write = self.stdin.is_some() && self.wpos < self.wbuf.len();
             let clock_at = if self.stdin.is_some() && self.driver.ending.is_none() {
                 self.driver.clock_deadline(self.last_io)
@@ -422,12 +423,24 @@ impl<'a> Run<'a> {
                 _ = sleep_until(self.drain_deadline), if self.exit.is_some() && self.stdout_open => {
                     self.stdout_open = false;
                 }
-                _ = self.tick.tick(), if self.exit.is_none() && d.ending.is_none() => self.on_tick(),
+                _ = self.tick.tick(), if want_tick => self.on_tick(),
                 _ = crate::plan::sleep_until(clock_at), if clock_at.is_some() => self.on_clock().await,
             }
             self.after_step();
         }
         self.verdict().await
+    }
+
+    /// Whether the progress checks run: while the job runs and a timeout
+    /// is set, or a full in-flight window may need reporting. (No timer
+    /// runs for nothing: a paused test clock jumps to the next one.)
+    fn wants_tick(&self) -> bool {
+        let d = &self.driver;
+        self.exit.is_none()
+            && d.ending.is_none()
+            && (d.options.no_progress_timeout.is_some()
+                || (d.options.framing == Framing::Value
+                    && d.answers.pending.len() >= d.options.max_in_flight))
     }
 
     /// Whether to read the source now.
