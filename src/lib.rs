@@ -69,8 +69,8 @@ mod spec_error;
 mod vocab;
 
 pub use crate::aggregate::{Aggregate, TimeUnit, Window};
-pub use crate::clock::WallClock;
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
+pub use crate::clock::WallClock;
 pub use crate::config::{Config, ConfigError};
 pub use crate::engine::{
     AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, ProgressSnapshot, QueryHandle,

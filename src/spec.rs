@@ -619,7 +619,9 @@ mod tests {
         assert_eq!(json["grace"], 5);
         assert_eq!(QuerySpec::from_json(&ok.to_json()).unwrap().kind, ok.kind);
         // COUNT with grace 0 is fine: nothing to refuse.
-        assert!(spec(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":3},"grace":0}"#).is_ok());
+        assert!(
+            spec(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":3},"grace":0}"#).is_ok()
+        );
     }
 
     #[test]

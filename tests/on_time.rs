@@ -20,7 +20,11 @@ const MIDNIGHT: u64 = 1_767_225_600;
 
 /// `2026-01-01T00:00:SS.mmmZ` for `millis` after midnight.
 fn at(millis: u64) -> String {
-    format!("2026-01-01T00:00:{:02}.{:03}Z", millis / 1000, millis % 1000)
+    format!(
+        "2026-01-01T00:00:{:02}.{:03}Z",
+        millis / 1000,
+        millis % 1000
+    )
 }
 
 /// A clock that reads `millis` after midnight now.
@@ -148,7 +152,10 @@ async fn a_live_count_window_does_not_close_on_the_clock() {
     assert!(waited.is_err(), "a COUNT window closed on the clock");
     drop(sender);
     let event = window(handle.next().await.unwrap());
-    assert_eq!((&event["count"], &event["partial"]), (&2.into(), &true.into()));
+    assert_eq!(
+        (&event["count"], &event["partial"]),
+        (&2.into(), &true.into())
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -158,7 +165,10 @@ async fn a_query_that_is_not_live_closes_windows_on_records_alone() {
     let (sender, mut handle) = start(&LocalEngine::new(), spec).await;
     sender.send(Instant::number(at(0), 1.0)).await.unwrap();
     let waited = tokio::time::timeout(Duration::from_secs(3600), handle.next()).await;
-    assert!(waited.is_err(), "a window closed on the clock of a file query");
+    assert!(
+        waited.is_err(),
+        "a window closed on the clock of a file query"
+    );
     sender.send(Instant::number(at(1000), 2.0)).await.unwrap();
     assert_eq!(window(handle.next().await.unwrap())["value"], 1);
 }
@@ -210,13 +220,12 @@ async fn a_live_window_over_an_isolated_plugins_outputs_closes_once_the_job_sett
 async fn json_transform_closes_on_time(engine: &dyn StreamEngine) {
     let now = SystemTime::now();
     let spec = live_spec(&tumbling(0), WallClock::starting_at(now));
-    let stamp = |t: SystemTime| {
-        let ms = t.duration_since(UNIX_EPOCH).unwrap().as_millis() as i64;
-        mfstream_test_datetime(ms)
-    };
     let (sender, mut handle) = start(engine, spec).await;
     sender
-        .send_batch(vec![Instant::number(stamp(now), 1.0), Instant::number(stamp(now), 2.0)])
+        .send_batch(vec![
+            Instant::number(rfc3339(now), 1.0),
+            Instant::number(rfc3339(now), 2.0),
+        ])
         .await
         .unwrap();
     let event = tokio::time::timeout(Duration::from_secs(30), handle.next())
@@ -224,32 +233,12 @@ async fn json_transform_closes_on_time(engine: &dyn StreamEngine) {
         .expect("the window within 30 s, without a later record")
         .expect("an event");
     let event = window(event);
-    assert_eq!((&event["value"], &event["count"]), (&3.into(), &2.into()), "{event}");
+    assert_eq!(
+        (&event["value"], &event["count"]),
+        (&3.into(), &2.into()),
+        "{event}"
+    );
     drop(sender);
     let (rest, _) = collect(handle).await;
     assert!(rest.is_empty(), "{rest:?}");
-}
-
-/// `ms` since the epoch as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-fn mfstream_test_datetime(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    // Days to a civil date (H. Hinnant).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
 }

@@ -359,7 +359,12 @@ impl TimeWindows {
     /// ending at or before it that holds records. Boundaries whose windows
     /// hold none are skipped, not visited, so the work is bounded by the
     /// buckets, however far `w` moves.
-    fn advance(&mut self, w: i64, emitter: &mut Emitter, out: &mut Vec<Event>) -> Result<(), String> {
+    fn advance(
+        &mut self,
+        w: i64,
+        emitter: &mut Emitter,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
         if self.watermark.is_some_and(|m| m >= w) {
             return Ok(());
         }

@@ -28,8 +28,8 @@ use tokio::process::ChildStdin;
 use tokio::time::{Instant as Clock, Interval, MissedTickBehavior};
 
 use super::framing::{self, JobEvent};
-use super::watermark::{Due, Watermarks};
 use super::job::{Job, JobCommand, describe_exit};
+use super::watermark::{Due, Watermarks};
 use super::{BridgeOptions, Framing};
 use crate::aggregate::Windower;
 use crate::engine::{QueryOutput, Source, SourceError};

@@ -356,7 +356,11 @@ fn hopping_state_stays_within_span_over_gcd_buckets() {
     for i in 0..100_000 {
         windower.push(num(i / 10, 1.0), &mut out).unwrap();
         if let Mode::Time(time) = &windower.mode {
-            assert!(time.buckets.len() <= 6 / 2 + 1, "{} buckets", time.buckets.len());
+            assert!(
+                time.buckets.len() <= 6 / 2 + 1,
+                "{} buckets",
+                time.buckets.len()
+            );
         }
     }
     // Boundaries 4, 8, …, 9996 have closed.
