@@ -242,3 +242,18 @@ async fn json_transform_closes_on_time(engine: &dyn StreamEngine) {
     let (rest, _) = collect(handle).await;
     assert!(rest.is_empty(), "{rest:?}");
 }
+
+/// The Flink job computes the windows (`aggregates = true`): the host's
+/// watermark line closes the live window, the grace delays it, and a record
+/// in it after that is late, as on `local`.
+#[tokio::test(start_paused = true)]
+#[ignore = "needs flink: eval \"$(jobs/flink/setup.sh)\""]
+async fn a_flink_job_closes_a_live_window_on_the_hosts_watermark_line() {
+    let argv = crate::runtimes::runtime_command("MFAPI_FLINK_CMD", "jobs/flink/setup.sh");
+    let mut options = BridgeOptions::new("flink", argv);
+    options.framing = Framing::Json;
+    options.aggregates = true;
+    options.no_progress_timeout = None;
+    let flink = BridgeEngine::new(options);
+    closes_on_time(&flink, 1).await;
+}
