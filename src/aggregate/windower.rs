@@ -5,17 +5,20 @@
 //! # Semantics (the Go tier's)
 //!
 //! - `COUNT n`: a result every `n` records. Datetimes are carried, not read.
-//! - `TUMBLING size unit`: epoch-aligned windows `[end − span, end)`, with
-//!   `end = t − t mod span + span` for the record that opens one. A record at
-//!   or past the open window's end first closes it (its event is emitted),
-//!   then opens its own window. Windows without records are not emitted.
+//! - `TUMBLING size unit`: epoch-aligned windows `[end − span, end)`; it is
+//!   the `HOPPING` window whose hop is its span.
 //! - `HOPPING size unit hop hopUnit`: results at the epoch-aligned multiples
-//!   `b` of the hop, each over the records in `[b − span, b)`, emitted when a
-//!   record at or past `b` arrives; windows without records are not emitted.
-//!   Records are kept as partial aggregates in buckets of
-//!   `gcd(span, hop)` seconds, combined at each boundary, and evicted once
-//!   no window still to come holds them: state is bounded by
-//!   `span / gcd(span, hop)` buckets, whatever the rate.
+//!   `b` of the hop, each over the records in `[b − span, b)`; windows
+//!   without records are not emitted. Records are kept as partial
+//!   aggregates in buckets of `gcd(span, hop)` seconds, combined at each
+//!   boundary, and evicted once no window still to come holds them.
+//! - **The watermark**: event time less the grace (the aggregate's
+//!   allowed lateness, 0 by default). Event time is the latest record's
+//!   datetime and, for a live query, the wall clock too
+//!   ([`Windower::advance`]). A window `[start, end)` is emitted once the
+//!   watermark reaches `end`: with grace 0 and no clock, when a record at or
+//!   past `end` arrives (the Go tier's rule). [`Windower::deadline`] says when
+//!   the clock will close the next window that holds records.
 //! - Event time is the instants' datetimes (see [`crate::datetime`] for the
 //!   forms accepted); an unparsable one fails the query, naming the record.
 //! - `windowStart` and `windowEnd` are the datetimes of the window's first
@@ -23,18 +26,18 @@
 //!
 //! # Late records
 //!
-//! A record that belongs to no window still to be emitted (`TUMBLING`: it is
-//! older than the open window; `HOPPING`: every window holding it has been
-//! emitted) is skipped and counted in the `late` field of the next event. A
-//! record out of order but still inside a window to come is aggregated as
-//! usual. So state never grows for late data, and no result already emitted
-//! is ever revised.
+//! A record every window of which ends at or before the watermark (they
+//! have been emitted) is skipped and counted in the `late` field of the
+//! next event. A record out of order but still inside a window to come is
+//! aggregated as usual. So state never grows for late data, and no result
+//! already emitted is ever revised.
 //!
 //! # Bounds
 //!
-//! A `HOPPING` window keeps at most [`MAX_WINDOW_BUCKETS`] buckets
-//! ([`Windower::new`] refuses more), so a record falls in at most that many
-//! windows and one push emits at most that many events, however far the
+//! A time window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, grace
+//! included (`(span + grace) / gcd(span, hop)`; [`Windower::new`] refuses
+//! more), so a record falls in at most that many windows and one push or
+//! advance emits at most that many events, however far the
 //! record is from the one before: boundaries whose windows hold no record
 //! are skipped, not computed. Callers deliver the events in bounded chunks
 //! (`plan::window`). Combining a window's buckets at a boundary costs a few
@@ -46,8 +49,8 @@
 //!
 //! [`Windower::finish`] emits the windows still open as partial events
 //! (`"partial": true`) unless the aggregate says `emit_partial: false`:
-//! the records of a `COUNT` window not yet full, the open `TUMBLING` window,
-//! and for `HOPPING` each boundary still to come whose window holds records.
+//! the records of a `COUNT` window not yet full, and for a time window each
+//! boundary still to come whose window holds records.
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -225,10 +225,10 @@ impl StreamEngine for BridgeEngine {
             env,
             property,
             results,
-            watermarks,
             source,
             output,
-        );
+        )
+        .with_watermarks(watermarks);
         let job = driver.spawn().map_err(|e| EngineError::Start {
             engine: name.clone(),
             reason: format!(

@@ -132,7 +132,6 @@ impl Driver {
         env: Vec<(String, String)>,
         property: Arc<str>,
         results: Results,
-        watermarks: Option<Watermarks>,
         source: Source,
         output: QueryOutput,
     ) -> Driver {
@@ -153,9 +152,15 @@ impl Driver {
             source_done: false,
             held: VecDeque::new(),
             since_output: 0,
-            watermarks,
+            watermarks: None,
             ending: None,
         }
+    }
+
+    /// A live query: its windows close on the clock (`watermark` module).
+    pub fn with_watermarks(mut self, watermarks: Option<Watermarks>) -> Driver {
+        self.watermarks = watermarks;
+        self
     }
 
     /// Starts a job for this query.
