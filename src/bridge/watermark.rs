@@ -77,6 +77,9 @@ enum Kind {
         grace: i64,
         /// The last boundary W was told to have crossed.
         crossed: i64,
+        /// The end of the first window holding a record sent, while W has
+        /// not reached it: no line is due before then.
+        open_from: Option<i64>,
         /// The end of the last window holding a record sent (seconds).
         open_until: Option<i64>,
     },
@@ -130,6 +133,7 @@ impl Watermarks {
                 span: span.max(1),
                 grace,
                 crossed: w - w.rem_euclid(step),
+                open_from: None,
                 open_until: None,
             },
         })
@@ -151,11 +155,13 @@ impl Watermarks {
                 step,
                 grace,
                 crossed,
+                open_from,
                 open_until,
                 ..
             } => {
                 let open = open_until.is_some_and(|end| end > *crossed);
-                open.then(|| self.clock.instant_at(crossed + step + grace))
+                let next = (crossed + step).max(open_from.unwrap_or(i64::MIN));
+                open.then(|| self.clock.instant_at(next + grace))
             }
         }
     }
@@ -177,6 +183,8 @@ impl Watermarks {
             Kind::Lines {
                 step,
                 span,
+                crossed,
+                open_from,
                 open_until,
                 ..
             } => {
@@ -184,10 +192,15 @@ impl Watermarks {
                 for instant in batch {
                     // A datetime that does not parse fails the job, not this.
                     if let Some(t) = crate::datetime::parse(&instant.datetime) {
-                        // The end of the last window holding the record.
+                        // The ends of the first and the last window holding
+                        // the record.
+                        let first = t.secs - t.secs.rem_euclid(step) + step;
                         let after = t.secs + span;
-                        let end = after - after.rem_euclid(step);
-                        *open_until = Some(open_until.map_or(end, |e| e.max(end)));
+                        let last = after - after.rem_euclid(step);
+                        if first > *crossed {
+                            *open_from = Some(open_from.map_or(first, |f| f.min(first)));
+                        }
+                        *open_until = Some(open_until.map_or(last, |e| e.max(last)));
                     }
                 }
                 self.line_if_crossed(wbuf);
@@ -245,6 +258,7 @@ impl Watermarks {
             step,
             grace,
             crossed,
+            open_from,
             ..
         } = &mut self.kind
         else {
@@ -256,6 +270,7 @@ impl Watermarks {
             return;
         }
         *crossed = secs - secs.rem_euclid(*step);
+        *open_from = open_from.filter(|first| *first > *crossed);
         wbuf.extend_from_slice(b"{\"watermark\":\"");
         wbuf.extend_from_slice(rfc3339_millis(w).as_bytes());
         wbuf.extend_from_slice(b"\"}\n");
@@ -324,5 +339,82 @@ async fn advance(
     match failure {
         Some(reason) => Err(QueryStatus::Failed { reason }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::aggregate::{Aggregation, TimeUnit};
+
+    fn clock_at(millis: u64) -> WallClock {
+        WallClock::starting_at(UNIX_EPOCH + Duration::from_millis(millis))
+    }
+
+    fn tumbling(size: u64, grace: u64) -> Aggregate {
+        let window = Window::Tumbling {
+            size,
+            unit: TimeUnit::Seconds,
+        };
+        Aggregate::new(Aggregation::Count, window).with_grace(grace)
+    }
+
+    fn text(due: Due) -> String {
+        match due {
+            Due::Write(line) => String::from_utf8(line).unwrap(),
+            Due::Nothing => "nothing".into(),
+            Due::Advance => "advance".into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watermark_line_is_written_once_per_boundary_crossed_never_more_often() {
+        let start = Clock::now();
+        let mut marks = Watermarks::job(clock_at(10_500), &tumbling(1, 2)).unwrap();
+        assert_eq!(marks.deadline(None, start), None, "no record: nothing open");
+        let mut wbuf = Vec::new();
+        let record = Instant::number("1970-01-01T00:00:10.5Z", 1.0);
+        marks.before_batch(std::slice::from_ref(&record), &mut wbuf);
+        assert!(wbuf.is_empty(), "W has crossed no boundary yet");
+        // [10 s, 11 s) is due at 11 s + 2 s of grace.
+        let due = marks.deadline(None, start).unwrap();
+        assert_eq!(due - start, Duration::from_millis(2500));
+        tokio::time::advance(Duration::from_millis(2500)).await;
+        assert_eq!(
+            text(marks.on_deadline(0, 0, start)),
+            "{\"watermark\":\"1970-01-01T00:00:11.000Z\"}\n"
+        );
+        assert_eq!(marks.deadline(None, start), None, "nothing open past W");
+        // An hour later a batch comes: one line, W now, not one per second.
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        marks.before_batch(&[record], &mut wbuf);
+        assert_eq!(
+            String::from_utf8(wbuf).unwrap(),
+            "{\"watermark\":\"1970-01-01T01:00:11.000Z\"}\n"
+        );
+        assert!(
+            Watermarks::job(
+                clock_at(0),
+                &Aggregate::new(Aggregation::Count, Window::Count { size: 2 })
+            )
+            .is_none()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_json_jobs_watermark_waits_until_it_has_read_everything_and_settled() {
+        let mut marks = Watermarks::host(clock_at(0), true);
+        let start = Clock::now();
+        assert_eq!(text(marks.on_deadline(0, 10, start)), "nothing");
+        tokio::time::advance(SETTLE).await;
+        // Input still in the pipe: not yet.
+        assert_eq!(text(marks.on_deadline(5, 10, start)), "nothing");
+        tokio::time::advance(SETTLE).await;
+        // It read more since: quiet from now.
+        assert_eq!(text(marks.on_deadline(0, 15, start)), "nothing");
+        tokio::time::advance(SETTLE).await;
+        assert_eq!(text(marks.on_deadline(0, 15, start)), "advance");
     }
 }
