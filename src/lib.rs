@@ -53,6 +53,7 @@
 // `config` and `ops` for their entries, options and errors.
 pub mod aggregate;
 mod bridge;
+mod clock;
 pub mod config;
 mod datetime;
 pub mod engine;
@@ -70,6 +71,7 @@ mod vocab;
 
 pub use crate::aggregate::{Aggregate, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
+pub use crate::clock::WallClock;
 pub use crate::config::{Config, ConfigError};
 pub use crate::engine::{
     AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, ProgressSnapshot, QueryHandle,

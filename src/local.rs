@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tracing::Instrument;
 
 use crate::aggregate::Windower;
+use crate::clock::WallClock;
 use crate::engine::{
     AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Serves,
     Source, StreamEngine,
@@ -71,6 +72,10 @@ pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Sour
         } => Work::new(Some(transform), windower, property),
         Plan::Host(windower) => Work::new(None, Some(windower), property),
     };
+    let work = Work {
+        clock: spec.clock,
+        ..work
+    };
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
@@ -85,6 +90,8 @@ struct Work {
     windower: Option<Box<Windower>>,
     property: Arc<str>,
     operation: Arc<str>,
+    /// A live query's wall clock, which closes windows on time.
+    clock: Option<WallClock>,
 }
 
 impl Work {
@@ -98,6 +105,15 @@ impl Work {
             windower,
             property,
             operation: transform.map_or("", |t| t.op.name()).into(),
+            clock: None,
+        }
+    }
+
+    /// A live query's windows, advanced to the wall clock.
+    async fn tick(&mut self, output: &QueryOutput) -> Result<(), QueryStatus> {
+        match (self.windower.as_deref_mut(), &self.clock) {
+            (Some(windower), Some(clock)) => plan::advance(windower, clock, output).await,
+            _ => Ok(()),
         }
     }
 
@@ -147,18 +163,31 @@ async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Op
         .then_some(QueryStatus::Stopped)
 }
 
+/// A live query advances its windows on the wall clock: before each batch
+/// (so that records the clock has passed are late), and at the deadline of
+/// the next window holding records, without a later record.
 async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
     let status = loop {
+        let deadline = plan::deadline(work.windower.as_deref(), work.clock.as_ref());
         let batch = tokio::select! {
             biased;
             _ = output.stopping() => break QueryStatus::Stopped,
             batch = source.next_batch() => batch,
+            _ = plan::sleep_until(deadline), if deadline.is_some() => {
+                if let Err(status) = work.tick(&output).await {
+                    break status;
+                }
+                continue;
+            }
         };
         match batch {
             None => break QueryStatus::Completed,
             Some(Err(e)) => break QueryStatus::Failed { reason: e.0 },
             Some(Ok(batch)) => {
                 output.progress().add_in(batch.len());
+                if let Err(status) = work.tick(&output).await {
+                    break status;
+                }
                 if let Some(status) = apply(&mut work, batch, &output).await {
                     break status;
                 }

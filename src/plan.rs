@@ -11,6 +11,7 @@
 use std::sync::Arc;
 
 use crate::aggregate::Windower;
+use crate::clock::WallClock;
 use crate::engine::{BATCH, QueryOutput};
 use crate::ops::Transform;
 use crate::spec::{QueryKind, QuerySpec};
@@ -97,6 +98,44 @@ pub(crate) async fn window(
         }
     }
     output.emit(events).await.map_err(|_| QueryStatus::Stopped)
+}
+
+/// Advances `windower` to the wall clock's time now (a live query), and
+/// delivers the events of the windows that closes. An error is the query's
+/// end, as for [`window`].
+pub(crate) async fn advance(
+    windower: &mut Windower,
+    clock: &WallClock,
+    output: &QueryOutput,
+) -> Result<(), QueryStatus> {
+    let mut events = Vec::new();
+    let failure = windower.advance(clock.now_secs(), &mut events).err();
+    output
+        .emit(events)
+        .await
+        .map_err(|_| QueryStatus::Stopped)?;
+    match failure {
+        Some(reason) => Err(QueryStatus::Failed { reason }),
+        None => Ok(()),
+    }
+}
+
+/// When a live query's wall clock closes the next window of `windower`
+/// that holds records (its end plus the grace), as a tokio instant to sleep
+/// until; `None` when the query is not live or no window holds records.
+pub(crate) fn deadline(
+    windower: Option<&Windower>,
+    clock: Option<&WallClock>,
+) -> Option<tokio::time::Instant> {
+    Some(clock?.instant_at(windower?.deadline()?))
+}
+
+/// Sleeps until `at`; forever when there is no deadline.
+pub(crate) async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The end of a query, the same on every path: once the source has ended

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
+use crate::clock::WallClock;
 use crate::ops::{OpError, Transform};
 pub(crate) use crate::spec_error::SpecError;
 use crate::vocab::PropertyType;
@@ -34,6 +35,12 @@ pub struct QuerySpec {
     pub property_type: PropertyType,
     /// What it computes.
     pub kind: QueryKind,
+    /// How event time advances: from the records alone (`None`: a file, a
+    /// replay), or, for a live query, on this wall clock too, so that a
+    /// time window closes on time when no later record comes (see
+    /// [`Aggregate::grace`]). How a query is run, not part of its body:
+    /// `mfstream serve` runs every query live, `mfstream run --live` one.
+    pub clock: Option<WallClock>,
 }
 
 impl QuerySpec {
@@ -44,7 +51,20 @@ impl QuerySpec {
             property: property.into(),
             property_type: PropertyType::TReal,
             kind: QueryKind::Transform(transform),
+            clock: None,
         }
+    }
+
+    /// The same query, live on the system's wall clock
+    /// ([`clock`](QuerySpec::clock)).
+    pub fn live(self) -> QuerySpec {
+        self.live_on(WallClock::system())
+    }
+
+    /// The same query, live on `clock` (a test's clock, for one).
+    pub fn live_on(mut self, clock: WallClock) -> QuerySpec {
+        self.clock = Some(clock);
+        self
     }
 
     /// A windowed aggregate on a property of `property_type`, of its
@@ -63,6 +83,7 @@ impl QuerySpec {
                 transform,
                 aggregate,
             },
+            clock: None,
         }
     }
 
@@ -94,7 +115,7 @@ impl QuerySpec {
         }
         if let QueryKind::Aggregate { aggregate, .. } = &self.kind {
             check_allowed(aggregate.aggregation, self.value_type())?;
-            aggregate.window.validate()?;
+            aggregate.validate()?;
         }
         Ok(())
     }
@@ -112,7 +133,8 @@ impl QuerySpec {
 
     /// The spec as the JSON object bridge jobs receive in `MFSTREAM_QUERY`:
     /// `id`, `property`, `type`, then `operation` and `arg` for a transform,
-    /// then `aggregation`, `window` and `emitPartial` for an aggregate.
+    /// then `aggregation`, `window`, `emitPartial` and `grace` (seconds) for
+    /// an aggregate.
     pub fn to_json(&self) -> String {
         let mut obj = serde_json::Map::new();
         obj.insert("id".into(), self.id.clone().into());
@@ -138,6 +160,7 @@ impl QuerySpec {
                 serde_json::to_value(&a.window).unwrap_or_default(),
             );
             obj.insert("emitPartial".into(), a.emit_partial.into());
+            obj.insert("grace".into(), a.grace.into());
         }
         serde_json::Value::Object(obj).to_string()
     }
@@ -182,6 +205,8 @@ pub struct Registration {
     /// source as partial results; true when absent.
     #[serde(rename = "emitPartial")]
     pub emit_partial: Option<bool>,
+    /// Allowed lateness of a time window, in whole seconds; 0 when absent.
+    pub grace: Option<u64>,
     /// The engine to run on; the registry's default when absent.
     pub engine: Option<String>,
     /// The property's type; `TReal` when absent.
@@ -197,7 +222,7 @@ impl Registration {
         // A wrong type is named by its field (`arg: expected a number`), not
         // as a body error. `null` is an absent value, except for emitPartial.
         type Is = fn(&serde_json::Value) -> bool;
-        let types: [(&str, Is, &str); 6] = [
+        let types: [(&str, Is, &str); 7] = [
             ("operation", |v| v.is_string() || v.is_null(), "a string"),
             ("arg", |v| v.is_number() || v.is_null(), "a number"),
             ("aggregation", |v| v.is_string() || v.is_null(), "a string"),
@@ -205,6 +230,11 @@ impl Registration {
                 "emitPartial",
                 serde_json::Value::is_boolean,
                 "true or false",
+            ),
+            (
+                "grace",
+                |v| v.is_u64() || v.is_null(),
+                "a non-negative integer number of seconds",
             ),
             ("engine", |v| v.is_string() || v.is_null(), "a string"),
             ("type", |v| v.is_string() || v.is_null(), "a string"),
@@ -234,6 +264,7 @@ impl Registration {
             property: property.into(),
             property_type,
             kind: self.into_kind()?,
+            clock: None,
         };
         spec.validate()?;
         Ok(spec)
@@ -260,6 +291,7 @@ impl Registration {
                 aggregation: parse_aggregation(&name)?,
                 window: Window::from_json(&window)?,
                 emit_partial: self.emit_partial.unwrap_or(true),
+                grace: self.grace.unwrap_or(0),
             }),
             (Some(_), None) => {
                 return Err(SpecError::new(
@@ -279,6 +311,12 @@ impl Registration {
                     "`emitPartial` goes with an `aggregation` and a `window`",
                 ));
             }
+            (None, None) if self.grace.is_some() => {
+                return Err(SpecError::new(
+                    "grace",
+                    "`grace` goes with an `aggregation` over a TUMBLING or HOPPING `window`",
+                ));
+            }
             (None, None) => None,
         };
         let kind = match (transform, aggregate) {
@@ -296,7 +334,7 @@ impl Registration {
             }
         };
         if let QueryKind::Aggregate { aggregate, .. } = &kind {
-            aggregate.window.validate()?;
+            aggregate.validate()?;
         }
         Ok(kind)
     }
@@ -353,6 +391,7 @@ impl Registration {
             property: property.to_owned(),
             property_type,
             kind,
+            clock: None,
         };
         spec.validate().map_err(RegistrationError::Invalid)?;
         Ok(spec)
@@ -533,6 +572,7 @@ mod tests {
                     aggregation: crate::Aggregation::Avg,
                     window: Window::Count { size: 3 },
                     emit_partial: false,
+                    grace: 0,
                 },
             }
         );
@@ -549,7 +589,38 @@ mod tests {
             json,
             serde_json::json!({"id":"","property":"speed","type":"TReal","aggregation":"AVG",
                 "window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"},
-                "emitPartial":true})
+                "emitPartial":true,"grace":0})
+        );
+    }
+
+    #[test]
+    fn grace_is_refused_naming_the_field_where_nothing_closes_on_time() {
+        let field = |body: &str| spec(body).unwrap_err().field;
+        assert_eq!(field(r#"{"operation":"ln","grace":1}"#), "grace");
+        assert_eq!(
+            field(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":3},"grace":1}"#),
+            "grace"
+        );
+        let tumbling = |grace: &str| {
+            format!(
+                r#"{{"aggregation":"AVG","window":{{"type":"TUMBLING","size":1,"unit":"SECONDS"}},"grace":{grace}}}"#
+            )
+        };
+        assert_eq!(field(&tumbling("-1")), "grace");
+        assert_eq!(field(&tumbling("1.5")), "grace");
+        assert_eq!(field(&tumbling("\"5\"")), "grace");
+        let too_long = spec(&tumbling("86401")).unwrap_err();
+        assert_eq!(too_long.field, "grace");
+        assert!(too_long.message.contains("86400"), "{too_long}");
+        let too_many = spec(&tumbling("20000")).unwrap_err();
+        assert!(too_many.message.contains("10000"), "{too_many}");
+        let ok = spec(&tumbling("5")).unwrap();
+        let json: serde_json::Value = serde_json::from_str(&ok.to_json()).unwrap();
+        assert_eq!(json["grace"], 5);
+        assert_eq!(QuerySpec::from_json(&ok.to_json()).unwrap().kind, ok.kind);
+        // COUNT with grace 0 is fine: nothing to refuse.
+        assert!(
+            spec(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":3},"grace":0}"#).is_ok()
         );
     }
 

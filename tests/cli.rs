@@ -610,3 +610,41 @@ fn the_readmes_engines_example_is_what_mfstream_engines_prints() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output), shown);
 }
+
+#[test]
+fn run_live_emits_a_tumbling_window_on_time_while_stdin_stays_open() {
+    let dir = TempDir::new("cli-run-live");
+    let query = r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#;
+    let mut child = mfstream_command(dir.path())
+        .args(["run", "--live", "--query", query])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let _ = tx.send(line.unwrap());
+        }
+    });
+    let now = rfc3339(std::time::SystemTime::now());
+    writeln!(stdin, "{{\"datetime\":\"{now}\",\"value\":1}}").unwrap();
+    writeln!(stdin, "{{\"datetime\":\"{now}\",\"value\":2}}").unwrap();
+    stdin.flush().unwrap();
+    // stdin stays open: the clock, not a later record, closes the window.
+    let line = rx
+        .recv_timeout(Duration::from_secs(20))
+        .unwrap_or_else(|_| panic!("no window within 20 s of two instants at {now}"));
+    let window: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(
+        (&window["value"], &window["count"]),
+        (&3.into(), &2.into()),
+        "{line}"
+    );
+    assert!(window.get("partial").is_none(), "{line}");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+    assert!(rx.recv().is_err(), "nothing after the end");
+}

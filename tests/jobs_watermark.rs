@@ -88,7 +88,73 @@ on_every_job!(
     watermarks_at_each_next_record_give_the_local_engines_hopping_windows,
     count_windows_ignore_watermarks,
     a_watermark_that_is_not_a_datetime_fails_the_job_with_its_line,
+    grace_keeps_a_window_open_until_a_record_passes_its_end_plus_grace,
+    with_grace_out_of_order_records_give_the_local_engines_windows,
 );
+
+/// TUMBLING 5 s SUM with 3 s of grace: a record at t closes the windows
+/// ending by t − 3; a watermark line (the host has subtracted the grace)
+/// closes those ending by it.
+fn grace_keeps_a_window_open_until_a_record_passes_its_end_plus_grace(job: &Launcher) {
+    let spec = spec(
+        r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":5,"unit":"SECONDS"},"grace":3}"#,
+    );
+    let mut s = Session::start(job, &spec);
+    s.instant("2026-01-01T00:00:01Z", 1.0);
+    s.instant("2026-01-01T00:00:06Z", 2.0); // 6 − 3 < 5: [0, 5) stays open
+    s.instant("2026-01-01T00:00:04Z", 4.0); // on time, within the grace
+    s.instant("2026-01-01T00:00:08Z", 8.0); // 8 − 3 = 5: [0, 5) closes
+    s.expect(
+        json!({"windowStart":"2026-01-01T00:00:01Z","windowEnd":"2026-01-01T00:00:04Z",
+        "value":5.0,"count":2}),
+    );
+    s.instant("2026-01-01T00:00:03Z", 100.0); // late now
+    s.watermark("2026-01-01T00:00:10Z");
+    s.expect(
+        json!({"windowStart":"2026-01-01T00:00:06Z","windowEnd":"2026-01-01T00:00:08Z",
+        "value":10.0,"count":2,"late":1}),
+    );
+    s.instant("2026-01-01T00:00:12Z", 16.0);
+    let rest = s.finish();
+    let partial = json!({"windowStart":"2026-01-01T00:00:12Z","windowEnd":"2026-01-01T00:00:12Z",
+        "value":16.0,"count":1,"partial":true});
+    assert_lines(
+        &rest,
+        &[partial],
+        &format!("{}: at the end of input", job.name),
+    );
+}
+
+/// Records out of order by up to 8 s, no watermark lines: with grace, the
+/// job's windows are the `local` engine's (the same records late, the same
+/// windows open at once).
+fn with_grace_out_of_order_records_give_the_local_engines_windows(job: &Launcher) {
+    let bodies = [
+        r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":2,"unit":"SECONDS"},"grace":2}"#,
+        r#"{"aggregation":"COUNT","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"},"grace":1}"#,
+    ];
+    for body in bodies {
+        let spec = spec(body);
+        let input: Vec<Instant> = (0..60u64)
+            .map(|i| {
+                let jitter = (i * 7919) % 8000;
+                let ms = (10_000 + i * 400).saturating_sub(jitter);
+                Instant::number(datetime(ms, i as usize), (i % 13) as f64)
+            })
+            .collect();
+        let want = local(&spec, &input);
+        assert!(
+            want.iter().any(|e| e["late"].as_u64() > Some(0)) && want.len() > 5,
+            "{body}: a dull session: {want:#?}"
+        );
+        let lines: Vec<String> = input
+            .iter()
+            .map(|i| json!({"datetime": i.datetime, "value": i.value.as_f64()}).to_string())
+            .collect();
+        let got = run_to_end(job, &spec, &lines);
+        assert_lines(&got, &want, &format!("{}: {body}", job.name));
+    }
+}
 
 /// TUMBLING 5 s SUM, step by step; each result is read before stdin closes.
 fn a_watermark_closes_windows_before_the_end_of_input(job: &Launcher) {
@@ -266,6 +332,7 @@ fn flink_gives_the_reference_jobs_results_on_sessions_with_random_watermarks() {
         r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":2,"unit":"SECONDS"}}"#,
         r#"{"aggregation":"MAX","window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"}}"#,
         r#"{"aggregation":"COUNT","window":{"type":"HOPPING","size":5,"unit":"SECONDS","hop":2,"hopUnit":"SECONDS"},"emitPartial":false}"#,
+        r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":2,"unit":"SECONDS"},"grace":3}"#,
     ];
     for (n, body) in bodies.iter().enumerate() {
         let spec = spec(body);
@@ -403,8 +470,7 @@ struct Session {
 
 impl Session {
     fn start(job: &Launcher, spec: &QuerySpec) -> Session {
-        let mut query: Json = serde_json::from_str(&spec.to_json()).unwrap();
-        query["grace"] = json!(0);
+        let query: Json = serde_json::from_str(&spec.to_json()).unwrap();
         let aggregation = query["aggregation"].as_str().unwrap().to_owned();
         let mut child = Command::new(&job.argv[0])
             .args(&job.argv[1..])

@@ -9,10 +9,12 @@
 //   window ends on multiples of the hop (local's boundaries).
 // - Event time is the record's datetime in nanoseconds since the epoch
 //   (Flink's "milliseconds" are only a unit of account: windows are sized
-//   in the same nanoseconds). A watermark of (latest datetime - 1) follows
-//   every record, so a window closes when a record at or past its end
-//   arrives, as in local; the final watermark at the end of input closes
-//   the open windows, which are marked partial.
+//   in the same nanoseconds). A watermark of (latest datetime - grace - 1)
+//   follows every record (grace: the query's allowed lateness, "grace" in
+//   seconds, 0 when absent), so a window closes when a record at or past
+//   its end plus the grace arrives, as in local: Flink's bounded
+//   out-of-orderness, emitted per record; the final watermark at the end of
+//   input closes the open windows, which are marked partial.
 // - A watermark line from the host, {"watermark":W} (no record earlier than
 //   W follows), becomes a marker Rec that only the watermark generator
 //   sees: it emits Flink's Watermark(W - 1), the same as a record at W
@@ -81,6 +83,7 @@ final class Windows {
         long size;
         long span; // nanoseconds
         long hop; // nanoseconds
+        long grace; // nanoseconds of allowed lateness
         boolean emitPartial;
         LiftedOperation operation; // null when none comes first
 
@@ -157,6 +160,13 @@ final class Windows {
                     throw usage("window.type must be COUNT, TUMBLING or HOPPING, got " + w.path("type"));
             }
             s.emitPartial = q.path("emitPartial").asBoolean(true);
+            JsonNode grace = q.path("grace");
+            if (!grace.isMissingNode() && !grace.isNull()) {
+                if (!grace.canConvertToLong() || !grace.isIntegralNumber() || grace.asLong() < 0) {
+                    throw usage("grace must be a non-negative integer number of seconds, got " + grace);
+                }
+                s.grace = grace.asLong() * 1_000_000_000L;
+            }
             return s;
         }
 
@@ -183,7 +193,7 @@ final class Windows {
     static final class Parse implements MapFunction<String, Rec> {
         private final Spec spec;
         private long number;
-        private long latest = Long.MIN_VALUE; // the latest event time seen
+        private long latest = Long.MIN_VALUE; // event time so far, less the grace
 
         Parse(Spec spec) {
             this.spec = spec;
@@ -251,7 +261,7 @@ final class Windows {
                 if (latest != Long.MIN_VALUE && spec.lastEnd(t) <= latest) {
                     late++;
                 }
-                latest = Math.max(latest, t);
+                latest = Math.max(latest, t - spec.grace);
             }
             return r;
         }
@@ -276,16 +286,18 @@ final class Windows {
     }
 
     /**
-     * A watermark of (latest event time - 1) after every record, and of
-     * (W - 1) after the host's watermark W (not for COUNT windows): never
-     * backwards.
+     * A watermark of (latest event time - grace - 1) after every record, and
+     * of (W - 1) after the host's watermark W, which comes with the grace
+     * subtracted (not for COUNT windows): never backwards.
      */
     static final class EveryRecord implements WatermarkGenerator<Rec> {
         private final boolean count;
+        private final long grace;
         private long latest = Long.MIN_VALUE;
 
-        EveryRecord(boolean count) {
+        EveryRecord(boolean count, long grace) {
             this.count = count;
+            this.grace = grace;
         }
 
         @Override
@@ -293,8 +305,9 @@ final class Windows {
             if (r.watermark && count) {
                 return;
             }
-            if (timestamp > latest) {
-                latest = timestamp;
+            long w = r.watermark ? timestamp : timestamp - grace;
+            if (w > latest) {
+                latest = w;
                 out.emitWatermark(new Watermark(latest - 1));
             }
         }
@@ -418,7 +431,7 @@ final class Windows {
     static DataStream<String> pipeline(DataStream<String> lines, Spec spec) {
         boolean count = spec.kind.equals("COUNT");
         DataStream<Rec> recs = lines.map(new Parse(spec)).name("parse")
-                .assignTimestampsAndWatermarks(WatermarkStrategy.<Rec>forGenerator(ctx -> new EveryRecord(count))
+                .assignTimestampsAndWatermarks(WatermarkStrategy.<Rec>forGenerator(ctx -> new EveryRecord(count, spec.grace))
                         .withTimestampAssigner((r, ts) -> r.t))
                 .name("event time")
                 // The generator has turned the host's watermarks into Flink's.

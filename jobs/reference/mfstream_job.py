@@ -21,7 +21,9 @@ The protocol in brief (jobs/README.md has it in full):
   key order; one event per line out, {"datetime":<the same>,"value":<result>}.
   A windowed aggregate answers with a line per window when it closes, and
   also takes watermark lines, {"watermark":"..."}: no record earlier than it
-  follows, so every window ending at or before it is emitted at once.
+  follows, so every window ending at or before it is emitted at once. With
+  "grace" (seconds) in MFSTREAM_QUERY, a record at t closes only the windows
+  ending at or before t - grace (watermark lines come with it subtracted).
 - Exactly one output per input, in order. Results are finite numbers in their
   shortest round-trip form (repr of a float).
 - Errors go to stderr and end the job with status 2: bad usage (before

@@ -13,14 +13,19 @@ input, marked `"partial": true` (unless the query says `"emitPartial": false`).
 - HOPPING size unit hop hopUnit: results at epoch-aligned multiples b of the
   hop, each over the records in [b - span, b), emitted when a record at or
   past b arrives; windows without records are not emitted.
+- Grace (the query's "grace", seconds, 0 when absent): event time is the
+  latest record's datetime less the grace, so a record at t closes the
+  windows ending at or before t - grace, and several TUMBLING windows may be
+  open at once.
 - Watermarks (time windows only; COUNT ignores them): a watermark W says no
-  record earlier than W follows. It emits every window [start, end) with
-  end <= W that holds records, as a record at W would have, without adding
-  one. A smaller watermark than the largest seen changes nothing.
-- Late records: a record that belongs to no window still to be emitted (for
-  TUMBLING, older than the open window; for HOPPING, its last window's
-  boundary has passed; for both, every window holding it ends at or before
-  the watermark) is skipped and counted in the next event's "late".
+  record earlier than W follows (the host has already subtracted the grace).
+  It emits every window [start, end) with end <= W that holds records, as a
+  record at W + grace would have, without adding one. A watermark not later
+  than event time so far (from records or watermarks) changes nothing.
+- Late records: a record every window of which ends at or before event time
+  so far (its windows were emitted) is skipped and counted in the next
+  event's "late".
+- TUMBLING is HOPPING with the hop equal to the span.
 - windowStart and windowEnd are the datetimes of the window's first and last
   record (in arrival order), verbatim.
 """
@@ -134,6 +139,7 @@ class Windower:
             self.span = None
         elif self.kind == "TUMBLING":
             self.span = self.size * unit(window, "unit")
+            self.hop = self.span
         elif self.kind == "HOPPING":
             self.span = self.size * unit(window, "unit")
             self.hop = positive(window, "hop") * unit(window, "hopUnit")
@@ -142,10 +148,13 @@ class Windower:
         else:
             raise ValueError(f"window.type must be COUNT, TUMBLING or HOPPING, got {self.kind!r}")
         self.emit_partial = query.get("emitPartial", True)
+        grace = query.get("grace", 0)
+        if type(grace) is not int or grace < 0:
+            raise ValueError(f"grace must be a non-negative integer, got {grace!r}")
+        self.grace = grace * 10**9
         self.records = []  # (nanos, datetime, value) in arrival order
-        self.window_end = None  # TUMBLING: the open window's end
-        self.boundary = None  # HOPPING: the next boundary to emit
-        self.watermark = None  # the largest watermark seen
+        self.boundary = None  # the next boundary to emit
+        self.watermark = None  # event time so far, less the grace
         self.late = 0
 
     def value_of(self, datetime, value):
@@ -188,70 +197,54 @@ class Windower:
         if t is None:
             raise ValueError(f"record at {datetime!r}: not a datetime")
         if self.watermark is not None and self.last_end(t) <= self.watermark:
-            self.late += 1  # every window holding it was closed by a watermark
+            self.late += 1  # every window holding it has been emitted
             return []
-        if self.kind == "TUMBLING":
-            return self.push_tumbling(t, datetime, value)
-        return self.push_hopping(t, datetime, value)
+        events = self.advance_to(t - self.grace)
+        self.records.append((t, datetime, value))
+        return events
 
     def last_end(self, t):
         """The end of the last window holding time t."""
-        if self.kind == "TUMBLING":
-            return t - t % self.span + self.span
         return (t + self.span) - (t + self.span) % self.hop
 
     def advance(self, datetime):
         """Takes a watermark: no record earlier than `datetime` follows.
         Returns the events of the windows ending at or before it, as a
-        record at `datetime` would have closed them (COUNT: none)."""
+        record at `datetime` plus the grace would have closed them (COUNT:
+        none)."""
         w = parse_datetime(datetime)
         if w is None:
             raise ValueError(f"watermark {datetime!r}: not a datetime")
-        if self.kind == "COUNT" or (self.watermark is not None and w <= self.watermark):
+        if self.kind == "COUNT":
+            return []
+        return self.advance_to(w)
+
+    def advance_to(self, w):
+        """Moves event time to w, when later, emitting every window ending
+        at or before it that holds records (empty ones are skipped)."""
+        if self.watermark is not None and w <= self.watermark:
             return []
         self.watermark = w
-        events = []
-        if self.kind == "TUMBLING":
-            if self.window_end is not None and self.window_end <= w:
-                events.append(self.event(self.records))
-                self.records = []
-                self.window_end = None
-            return events
-        next_boundary = w - w % self.hop + self.hop
-        while self.boundary is not None and self.boundary <= w and self.records:
-            events.extend(self.emit_boundary(partial=False))
-        # Past every window that ends by w: the next to emit ends after it.
-        self.boundary = max(self.boundary or next_boundary, next_boundary)
-        return events
-
-    def push_tumbling(self, t, datetime, value):
-        events = []
-        if self.window_end is not None:
-            if t < self.window_end - self.span:
-                self.late += 1
-                return events
-            if t >= self.window_end:
-                events.append(self.event(self.records))
-                self.records = []
-                self.window_end = None
-        if self.window_end is None:
-            self.window_end = t - t % self.span + self.span
-        self.records.append((t, datetime, value))
-        return events
-
-    def push_hopping(self, t, datetime, value):
-        events = []
+        after = w - w % self.hop + self.hop  # the first boundary after w
         if self.boundary is None:
-            self.boundary = t - t % self.hop + self.hop
-        if (t + self.span) - (t + self.span) % self.hop < self.boundary:
-            self.late += 1  # every window holding it has been emitted
-            return events
-        while self.boundary <= t:
+            self.boundary = after
+        events = []
+        while self.records:
+            self.skip_empty()
+            b = min(self.boundary, after)
+            if b > w:
+                self.boundary = b
+                return events
+            self.boundary = b
             events.extend(self.emit_boundary(partial=False))
-            if not self.records:
-                self.boundary = max(self.boundary, t - t % self.hop + self.hop)
-        self.records.append((t, datetime, value))
+        self.boundary = max(self.boundary, after)
         return events
+
+    def skip_empty(self):
+        """Moves the next boundary past those whose windows hold no record:
+        to the first window of the oldest record."""
+        oldest = min(r[0] for r in self.records)
+        self.boundary = max(self.boundary, oldest - oldest % self.hop + self.hop)
 
     def emit_boundary(self, partial):
         """The event of the window ending at the next boundary, if it holds
@@ -266,8 +259,9 @@ class Windower:
     def finish(self):
         """The open windows at the end of input, as partial results."""
         events = []
-        if self.kind == "HOPPING":
+        if self.kind != "COUNT":
             while self.records:
+                self.skip_empty()
                 events.extend(self.emit_boundary(partial=True))
         elif self.records:
             events.append(self.event(self.records, partial=True))

@@ -44,6 +44,11 @@ pub struct Aggregate {
     /// Whether the windows still open when the source ends are emitted, as
     /// partial results (the default).
     pub emit_partial: bool,
+    /// Allowed lateness, in seconds: a time window `[start, end)` closes
+    /// once event time (the latest record's datetime, or the wall clock of
+    /// a live query) minus the grace reaches `end`. 0 by default; always 0
+    /// for a `COUNT` window, which does not close on time.
+    pub grace: u64,
 }
 
 impl Aggregate {
@@ -53,9 +58,60 @@ impl Aggregate {
             aggregation,
             window,
             emit_partial: true,
+            grace: 0,
         }
     }
+
+    /// The same aggregate with `grace` seconds of allowed lateness.
+    pub fn with_grace(mut self, grace: u64) -> Aggregate {
+        self.grace = grace;
+        self
+    }
+
+    /// Checks the window ([`Window::validate`]) and the grace: none on a
+    /// `COUNT` window; at most [`MAX_GRACE`] seconds; and the buckets a
+    /// window keeps while records may still come for it
+    /// (`(span + grace) / gcd(span, hop)`) at most [`MAX_WINDOW_BUCKETS`].
+    pub fn validate(&self) -> Result<(), SpecError> {
+        self.window.validate()?;
+        if self.grace == 0 {
+            return Ok(());
+        }
+        let Some((span, hop)) = self.window.spans() else {
+            return Err(SpecError::new(
+                "grace",
+                "a COUNT window does not close on time: `grace` goes with a TUMBLING or \
+                 HOPPING window",
+            ));
+        };
+        if self.grace > MAX_GRACE {
+            return Err(SpecError::new(
+                "grace",
+                format!(
+                    "at most {MAX_GRACE} seconds (24 hours) are allowed, got {}",
+                    self.grace
+                ),
+            ));
+        }
+        let (span, hop) = (span.max(1) as u64, hop.max(1) as u64);
+        let buckets = (span + self.grace).div_ceil(window::gcd(span, hop));
+        if buckets > MAX_WINDOW_BUCKETS {
+            return Err(SpecError::new(
+                "grace",
+                format!(
+                    "with a grace of {} seconds the window keeps up to {buckets} buckets (span \
+                     plus grace over gcd(span, hop), in seconds): at most {MAX_WINDOW_BUCKETS} \
+                     are allowed; use a shorter grace or a longer hop",
+                    self.grace
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
+
+/// The longest grace (allowed lateness) a query may ask for: 24 hours.
+pub const MAX_GRACE: u64 = 86_400;
 
 /// Checks `aggregation` is defined for values of type `t`.
 pub(crate) fn check_allowed(aggregation: Aggregation, t: PropertyType) -> Result<(), SpecError> {

@@ -5,17 +5,20 @@
 //! # Semantics (the Go tier's)
 //!
 //! - `COUNT n`: a result every `n` records. Datetimes are carried, not read.
-//! - `TUMBLING size unit`: epoch-aligned windows `[end − span, end)`, with
-//!   `end = t − t mod span + span` for the record that opens one. A record at
-//!   or past the open window's end first closes it (its event is emitted),
-//!   then opens its own window. Windows without records are not emitted.
+//! - `TUMBLING size unit`: epoch-aligned windows `[end − span, end)`; it is
+//!   the `HOPPING` window whose hop is its span.
 //! - `HOPPING size unit hop hopUnit`: results at the epoch-aligned multiples
-//!   `b` of the hop, each over the records in `[b − span, b)`, emitted when a
-//!   record at or past `b` arrives; windows without records are not emitted.
-//!   Records are kept as partial aggregates in buckets of
-//!   `gcd(span, hop)` seconds, combined at each boundary, and evicted once
-//!   no window still to come holds them: state is bounded by
-//!   `span / gcd(span, hop)` buckets, whatever the rate.
+//!   `b` of the hop, each over the records in `[b − span, b)`; windows
+//!   without records are not emitted. Records are kept as partial
+//!   aggregates in buckets of `gcd(span, hop)` seconds, combined at each
+//!   boundary, and evicted once no window still to come holds them.
+//! - **The watermark**: event time less the grace (the aggregate's
+//!   allowed lateness, 0 by default). Event time is the latest record's
+//!   datetime and, for a live query, the wall clock too
+//!   ([`Windower::advance`]). A window `[start, end)` is emitted once the
+//!   watermark reaches `end`: with grace 0 and no clock, when a record at or
+//!   past `end` arrives (the Go tier's rule). [`Windower::deadline`] says when
+//!   the clock will close the next window that holds records.
 //! - Event time is the instants' datetimes (see [`crate::datetime`] for the
 //!   forms accepted); an unparsable one fails the query, naming the record.
 //! - `windowStart` and `windowEnd` are the datetimes of the window's first
@@ -23,18 +26,18 @@
 //!
 //! # Late records
 //!
-//! A record that belongs to no window still to be emitted (`TUMBLING`: it is
-//! older than the open window; `HOPPING`: every window holding it has been
-//! emitted) is skipped and counted in the `late` field of the next event. A
-//! record out of order but still inside a window to come is aggregated as
-//! usual. So state never grows for late data, and no result already emitted
-//! is ever revised.
+//! A record every window of which ends at or before the watermark (they
+//! have been emitted) is skipped and counted in the `late` field of the
+//! next event. A record out of order but still inside a window to come is
+//! aggregated as usual. So state never grows for late data, and no result
+//! already emitted is ever revised.
 //!
 //! # Bounds
 //!
-//! A `HOPPING` window keeps at most [`MAX_WINDOW_BUCKETS`] buckets
-//! ([`Windower::new`] refuses more), so a record falls in at most that many
-//! windows and one push emits at most that many events, however far the
+//! A time window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, grace
+//! included (`(span + grace) / gcd(span, hop)`; [`Windower::new`] refuses
+//! more), so a record falls in at most that many windows and one push or
+//! advance emits at most that many events, however far the
 //! record is from the one before: boundaries whose windows hold no record
 //! are skipped, not computed. Callers deliver the events in bounded chunks
 //! (`plan::window`). Combining a window's buckets at a boundary costs a few
@@ -46,8 +49,8 @@
 //!
 //! [`Windower::finish`] emits the windows still open as partial events
 //! (`"partial": true`) unless the aggregate says `emit_partial: false`:
-//! the records of a `COUNT` window not yet full, the open `TUMBLING` window,
-//! and for `HOPPING` each boundary still to come whose window holds records.
+//! the records of a `COUNT` window not yet full, and for a time window each
+//! boundary still to come whose window holds records.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -105,23 +108,29 @@ enum Mode {
         size: u64,
         acc: Acc,
     },
-    Tumbling {
-        span: i64,
-        /// The open window's end, when one is open.
-        end: Option<i64>,
-        acc: Acc,
-    },
-    Hopping {
-        span: i64,
-        hop: i64,
-        /// The bucket width: gcd(span, hop).
-        grain: i64,
-        /// The next boundary to emit, once a record has come.
-        next: Option<i64>,
-        /// Non-empty buckets by start (seconds), in time order, each
-        /// before `next` and at or after `next − span`.
-        buckets: VecDeque<(i64, Acc)>,
-    },
+    /// `TUMBLING` is the case `hop == span`: one bucket per window.
+    Time(TimeWindows),
+}
+
+/// The state of a time window (`TUMBLING` or `HOPPING`).
+#[derive(Debug)]
+struct TimeWindows {
+    span: i64,
+    hop: i64,
+    /// The bucket width: gcd(span, hop).
+    grain: i64,
+    /// Allowed lateness, in seconds.
+    grace: i64,
+    /// Event time less the grace: every window ending at or before it has
+    /// been emitted (or held no record). `None` until a record or the
+    /// clock has set it.
+    watermark: Option<i64>,
+    /// The next boundary to emit: the first after the watermark, or
+    /// earlier while boundaries up to the watermark are being emitted.
+    next: i64,
+    /// Non-empty buckets by start (seconds), in time order, each at or
+    /// after `next − span`.
+    buckets: VecDeque<(i64, Acc)>,
 }
 
 /// The type of value a windower takes.
@@ -146,7 +155,6 @@ impl Windower {
     ///
     /// [`MAX_WINDOW_BUCKETS`]: super::MAX_WINDOW_BUCKETS
     pub fn new(aggregate: &Aggregate, property: Arc<str>) -> Result<Windower, SpecError> {
-        aggregate.window.validate()?;
         let expect = match aggregate.aggregation {
             Aggregation::Count => Expect::Any,
             Aggregation::Sum | Aggregation::Avg | Aggregation::Min | Aggregation::Max => {
@@ -158,26 +166,25 @@ impl Windower {
             | Aggregation::CountTrue
             | Aggregation::CountFalse => Expect::Bool,
         };
+        aggregate.validate()?;
         let mode = match (&aggregate.window, aggregate.window.spans()) {
             (Window::Count { size }, _) => Mode::Count {
                 size: *size,
                 acc: Acc::default(),
             },
-            (Window::Tumbling { .. }, Some((span, _))) => Mode::Tumbling {
-                span: span.max(1),
-                end: None,
-                acc: Acc::default(),
-            },
             (_, spans) => {
                 let (span, hop) = spans.unwrap_or((1, 1));
                 let (span, hop) = (span.max(1), hop.clamp(1, span.max(1)));
-                Mode::Hopping {
+                Mode::Time(TimeWindows {
                     span,
                     hop,
                     grain: gcd(span as u64, hop as u64) as i64,
-                    next: None,
+                    // Validated: at most a day.
+                    grace: aggregate.grace.min(super::MAX_GRACE) as i64,
+                    watermark: None,
+                    next: 0,
                     buckets: VecDeque::new(),
-                }
+                })
             }
         };
         Ok(Windower {
@@ -235,49 +242,55 @@ impl Windower {
                     out.push(emitter.event(acc, false)?);
                 }
             }
-            Mode::Tumbling { span, end, acc } => {
-                if let Some(e) = *end {
-                    if secs < e - *span {
-                        emitter.late += 1;
-                        return Ok(());
-                    }
-                    if secs >= e {
-                        out.push(emitter.event(acc, false)?);
-                        *end = None;
-                    }
-                }
-                if end.is_none() {
-                    *end = Some(boundary_after(secs, *span));
-                }
-                acc.add(aggregation, seq, instant.datetime, instant.value);
-            }
-            Mode::Hopping {
-                span,
-                hop,
-                grain,
-                next,
-                buckets,
-            } => {
-                let (span, hop) = (*span, *hop);
-                let boundary = next.get_or_insert_with(|| boundary_after(secs, hop));
-                // The last boundary whose window holds the record has passed.
-                if boundary_after(secs + span, hop) - hop < *boundary {
+            Mode::Time(time) => {
+                // Every window holding the record has been emitted.
+                if time.watermark.is_some_and(|w| time.last_end(secs) <= w) {
                     emitter.late += 1;
                     return Ok(());
                 }
-                while *boundary <= secs {
-                    emitter.emit_boundary(*boundary, buckets, false, out)?;
-                    *boundary += hop;
-                    evict(buckets, *boundary - span);
-                    if buckets.is_empty() {
-                        *boundary = (*boundary).max(boundary_after(secs, hop));
-                    }
-                }
-                let start = secs - secs.rem_euclid(*grain);
-                bucket(buckets, start).add(aggregation, seq, instant.datetime, instant.value);
+                time.advance(secs - time.grace, emitter, out)?;
+                let start = secs - secs.rem_euclid(time.grain);
+                bucket(&mut time.buckets, start).add(
+                    aggregation,
+                    seq,
+                    instant.datetime,
+                    instant.value,
+                );
             }
         }
         Ok(())
+    }
+
+    /// Advances event time on the wall clock of a live query: `now` is the
+    /// clock in seconds since the epoch; the watermark becomes `now − grace`
+    /// (when later than the one the records set), and the events of the
+    /// windows ending at or before it are pushed onto `out`, as a record at
+    /// that time would have closed them, without adding one. From then on a
+    /// record whose every window ends by the watermark is late. A `COUNT`
+    /// window ignores the clock.
+    ///
+    /// An error fails the query: a window that cannot be written.
+    pub fn advance(&mut self, now: i64, out: &mut Vec<Event>) -> Result<(), String> {
+        match &mut self.mode {
+            Mode::Count { .. } => Ok(()),
+            Mode::Time(time) => time.advance(now - time.grace, &mut self.emitter, out),
+        }
+    }
+
+    /// When the wall clock closes the next window that holds records: in
+    /// seconds since the epoch, the window's end plus the grace; `None`
+    /// when no window holds records (or for a `COUNT` window). A live query
+    /// sleeps until then and calls [`advance`](Windower::advance); records
+    /// that arrive meanwhile may move it.
+    pub fn deadline(&self) -> Option<i64> {
+        match &self.mode {
+            Mode::Count { .. } => None,
+            Mode::Time(time) => {
+                let (front, _) = time.buckets.front()?;
+                let first = boundary_after(*front, time.hop);
+                Some(first.max(time.next) + time.grace)
+            }
+        }
     }
 
     /// The end of the source: the windows still open are pushed onto `out`
@@ -289,27 +302,21 @@ impl Windower {
         let emit = self.emit_partial;
         let emitter = &mut self.emitter;
         match &mut self.mode {
-            Mode::Count { acc, .. } | Mode::Tumbling { acc, .. } => {
+            Mode::Count { acc, .. } => {
                 let mut open = std::mem::take(acc);
                 if emit && open.count > 0 {
                     out.push(emitter.event(&mut open, true)?);
                 }
             }
-            Mode::Hopping {
-                span,
-                hop,
-                next,
-                buckets,
-                ..
-            } => {
-                while emit && !buckets.is_empty() {
-                    let Some(boundary) = next.as_mut() else { break };
-                    let emitted = emitter.emit_boundary(*boundary, buckets, true, out);
-                    *boundary += *hop;
-                    evict(buckets, *boundary - *span);
+            Mode::Time(time) => {
+                while emit && !time.buckets.is_empty() {
+                    let boundary = time.first_boundary();
+                    let emitted = emitter.emit_boundary(boundary, &time.buckets, true, out);
+                    time.next = boundary + time.hop;
+                    evict(&mut time.buckets, time.next - time.span);
                     emitted?;
                 }
-                buckets.clear();
+                time.buckets.clear();
             }
         }
         Ok(())
@@ -332,6 +339,58 @@ impl Windower {
             "record at {} has value {}, but {} here takes {wanted}",
             instant.datetime, instant.value, self.emitter.aggregation
         ))
+    }
+}
+
+impl TimeWindows {
+    /// The end of the last window holding a record at `secs`.
+    fn last_end(&self, secs: i64) -> i64 {
+        boundary_after(secs + self.span, self.hop) - self.hop
+    }
+
+    /// The next boundary whose window may hold records: `next`, or, past
+    /// boundaries whose windows are empty, the first window of the oldest
+    /// bucket.
+    fn first_boundary(&self) -> i64 {
+        match self.buckets.front() {
+            Some((start, _)) => self.next.max(boundary_after(*start, self.hop)),
+            None => self.next,
+        }
+    }
+
+    /// Moves the watermark to `w` (when later) and emits every window
+    /// ending at or before it that holds records. Boundaries whose windows
+    /// hold none are skipped, not visited, so the work is bounded by the
+    /// buckets, however far `w` moves.
+    fn advance(
+        &mut self,
+        w: i64,
+        emitter: &mut Emitter,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        if self.watermark.is_some_and(|m| m >= w) {
+            return Ok(());
+        }
+        let after = boundary_after(w, self.hop);
+        if self.watermark.is_none() {
+            self.next = after;
+        }
+        self.watermark = Some(w);
+        loop {
+            if self.buckets.is_empty() {
+                self.next = self.next.max(after);
+                return Ok(());
+            }
+            let boundary = self.first_boundary().min(after);
+            if boundary > w {
+                self.next = boundary;
+                return Ok(());
+            }
+            let emitted = emitter.emit_boundary(boundary, &self.buckets, false, out);
+            self.next = boundary + self.hop;
+            evict(&mut self.buckets, self.next - self.span);
+            emitted?;
+        }
     }
 }
 

@@ -11,6 +11,7 @@
 mod framing;
 mod job;
 mod run;
+mod watermark;
 
 pub(crate) use self::job::describe_exit;
 pub(crate) use self::run::DEFAULT_NO_PROGRESS_TIMEOUT;
@@ -200,6 +201,16 @@ impl StreamEngine for BridgeEngine {
                 return Ok(crate::local::submit_as(name, plan, &spec, source));
             }
         };
+        let watermarks = match (&spec.kind, &results, spec.clock) {
+            (QueryKind::Aggregate { aggregate, .. }, Results::JobWindows { .. }, Some(clock)) => {
+                watermark::Watermarks::job(clock, aggregate)
+            }
+            (_, Results::HostWindows { .. }, Some(clock)) => Some(watermark::Watermarks::host(
+                clock,
+                self.options.framing == Framing::Json,
+            )),
+            _ => None,
+        };
         let source = source.typed(spec.property_type);
         let mut env = self.options.env.clone();
         env.push((
@@ -216,7 +227,8 @@ impl StreamEngine for BridgeEngine {
             results,
             source,
             output,
-        );
+        )
+        .with_watermarks(watermarks);
         let job = driver.spawn().map_err(|e| EngineError::Start {
             engine: name.clone(),
             reason: format!(

@@ -29,6 +29,7 @@ use tokio::time::{Instant as Clock, Interval, MissedTickBehavior};
 
 use super::framing::{self, JobEvent};
 use super::job::{Job, JobCommand, describe_exit};
+use super::watermark::{Due, Watermarks};
 use super::{BridgeOptions, Framing};
 use crate::aggregate::Windower;
 use crate::engine::{QueryOutput, Source, SourceError};
@@ -119,6 +120,8 @@ pub(crate) struct Driver {
     held: VecDeque<Instant>,
     /// `json` framing: records sent since the job last wrote a line.
     since_output: u64,
+    /// A live query's clock, when it has windows to close on time.
+    watermarks: Option<Watermarks>,
     ending: Option<Ending>,
 }
 
@@ -149,8 +152,15 @@ impl Driver {
             source_done: false,
             held: VecDeque::new(),
             since_output: 0,
+            watermarks: None,
             ending: None,
         }
+    }
+
+    /// A live query: its windows close on the clock (`watermark` module).
+    pub fn with_watermarks(mut self, watermarks: Option<Watermarks>) -> Driver {
+        self.watermarks = watermarks;
+        self
     }
 
     /// Starts a job for this query.
@@ -233,7 +243,33 @@ impl Driver {
             }),
             _ => None,
         });
-        crate::plan::window(windower, answers, &self.output).await
+        match &mut self.watermarks {
+            Some(watermarks) => {
+                watermarks
+                    .window(windower, answers.collect(), &self.output)
+                    .await
+            }
+            None => crate::plan::window(windower, answers, &self.output).await,
+        }
+    }
+
+    /// The host's windows advanced to the clock (a live query).
+    async fn advance_windows(&mut self) -> Result<(), QueryStatus> {
+        match (&mut self.answers.results, &mut self.watermarks) {
+            (Results::HostWindows { windower, .. }, Some(watermarks)) => {
+                watermarks.advance_now(windower, &self.output).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// When the clock wakes the query next, if it does.
+    fn clock_deadline(&self, last_io: Clock) -> Option<Clock> {
+        let windower = match &self.answers.results {
+            Results::HostWindows { windower, .. } => Some(&**windower),
+            _ => None,
+        };
+        self.watermarks.as_ref()?.deadline(windower, last_io)
     }
 
     /// Encodes a batch onto the write buffer, remembering what awaits an
@@ -309,6 +345,8 @@ struct Run<'a> {
     /// A full in-flight window was logged since the last answer.
     stall_reported: bool,
     tick: Interval,
+    /// The last time the job's stdout gave bytes or its stdin took some.
+    last_io: Clock,
 }
 
 impl<'a> Run<'a> {
@@ -343,6 +381,7 @@ impl<'a> Run<'a> {
             consumed: 0,
             stall_reported: false,
             tick,
+            last_io: Clock::now(),
         };
         if run.driver.ending.is_some() {
             // A restart raced a stop: end at once.
@@ -359,7 +398,13 @@ impl<'a> Run<'a> {
                 self.driver.feed_held(&mut self.wbuf);
             }
             let want_source = self.wants_source();
+            let want_tick = self.wants_tick();
             let want_write = self.stdin.is_some() && self.wpos < self.wbuf.len();
+            let clock_at = if self.stdin.is_some() && self.driver.ending.is_none() {
+                self.driver.clock_deadline(self.last_io)
+            } else {
+                None
+            };
             let d = &mut *self.driver;
             let job = &mut *self.job;
             tokio::select! {
@@ -383,11 +428,24 @@ impl<'a> Run<'a> {
                 _ = sleep_until(self.drain_deadline), if self.exit.is_some() && self.stdout_open => {
                     self.stdout_open = false;
                 }
-                _ = self.tick.tick(), if self.exit.is_none() && d.ending.is_none() => self.on_tick(),
+                _ = self.tick.tick(), if want_tick => self.on_tick(),
+                _ = crate::plan::sleep_until(clock_at), if clock_at.is_some() => self.on_clock().await,
             }
             self.after_step();
         }
         self.verdict().await
+    }
+
+    /// Whether the progress checks run: while the job runs and a timeout
+    /// is set, or a full in-flight window may need reporting. (No timer
+    /// runs for nothing: a paused test clock jumps to the next one.)
+    fn wants_tick(&self) -> bool {
+        let d = &self.driver;
+        self.exit.is_none()
+            && d.ending.is_none()
+            && (d.options.no_progress_timeout.is_some()
+                || (d.options.framing == Framing::Value
+                    && d.answers.pending.len() >= d.options.max_in_flight))
     }
 
     /// Whether to read the source now.
@@ -428,12 +486,20 @@ impl<'a> Run<'a> {
             return;
         }
         self.last_progress = Clock::now();
+        self.last_io = Clock::now();
         self.stall_reported = false;
         self.driver.since_output = 0;
         if let Err(reason) = self.take_lines() {
             self.fail(reason);
         }
-        let gone = match self.driver.deliver().await {
+        let delivered = self.driver.deliver().await;
+        self.delivered(delivered);
+    }
+
+    /// After events were delivered: a window that cannot be written fails
+    /// the query; a consumer that has gone stops it.
+    fn delivered(&mut self, delivered: Result<(), QueryStatus>) {
+        let gone = match delivered {
             Ok(()) => false,
             Err(QueryStatus::Failed { reason }) => {
                 self.fail(reason);
@@ -445,6 +511,31 @@ impl<'a> Run<'a> {
             self.driver.ending = Some(Ending::Stop);
             self.stdin = None;
             self.escalation = Some((Clock::now(), Escalation::Term));
+        }
+    }
+
+    /// The clock's deadline (a live query): a watermark line for a job
+    /// that aggregates, or the host's windows advanced once the answers
+    /// before it are in (`watermark` module).
+    async fn on_clock(&mut self) {
+        let unread = self.unread_in_pipe() + (self.wbuf.len() - self.wpos) as u64;
+        let consumed = self.written.saturating_sub(self.unread_in_pipe());
+        let Some(watermarks) = &mut self.driver.watermarks else {
+            return;
+        };
+        match watermarks.on_deadline(unread, consumed, self.last_io) {
+            Due::Nothing => {}
+            Due::Write(line) => {
+                if self.wpos > 0 {
+                    self.wbuf.drain(..self.wpos);
+                    self.wpos = 0;
+                }
+                self.wbuf.extend_from_slice(&line);
+            }
+            Due::Advance => {
+                let delivered = self.driver.advance_windows().await;
+                self.delivered(delivered);
+            }
         }
     }
 
@@ -462,6 +553,7 @@ impl<'a> Run<'a> {
     fn on_written(&mut self, written: std::io::Result<usize>) {
         match written {
             Ok(n) => {
+                self.last_io = Clock::now();
                 self.wpos += n;
                 self.written += n as u64;
                 if self.wpos == self.wbuf.len() {
@@ -491,6 +583,9 @@ impl<'a> Run<'a> {
                 if self.wpos > 0 {
                     self.wbuf.drain(..self.wpos);
                     self.wpos = 0;
+                }
+                if let Some(watermarks) = &mut self.driver.watermarks {
+                    watermarks.before_batch(&batch, &mut self.wbuf);
                 }
                 self.driver.feed(batch, &mut self.wbuf);
             }

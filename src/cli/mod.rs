@@ -199,6 +199,12 @@ pub struct RunArgs {
     /// The property's type: TReal, TInteger, TText or TBoolean.
     #[arg(long = "type", value_name = "TYPE", default_value = "TReal")]
     pub property_type: mfstream::PropertyType,
+    /// Live input (stdin kept open, a pipe): time windows also close on the
+    /// wall clock, once it passes their end plus the query's "grace",
+    /// without waiting for a later record. Without it, event time comes
+    /// from the records alone (a file).
+    #[arg(long)]
+    pub live: bool,
     /// One JSON instant per line, {"datetime":…,"value":…}; stdin when
     /// absent or "-".
     #[arg(value_name = "INPUT")]

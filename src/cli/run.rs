@@ -60,7 +60,7 @@ fn spec(args: &RunArgs) -> Result<QuerySpec> {
     };
     let mut spec = registration.into_spec(&args.property, args.property_type)?;
     spec.id = "run".into();
-    Ok(spec)
+    Ok(if args.live { spec.live() } else { spec })
 }
 
 /// Writes events to stdout as they come, until the query ends; a signal

@@ -138,6 +138,7 @@ impl StreamEngine for PluginEngine {
             property,
             operation: transform.op.name().into(),
             windower,
+            clock: spec.clock,
             source: source.typed(spec.property_type),
             output,
             runtime: tokio::runtime::Handle::current(),

@@ -17,6 +17,7 @@ use super::load::{EngineFns, Library};
 use std::cell::RefCell;
 
 use crate::aggregate::Windower;
+use crate::clock::WallClock;
 use crate::engine::{BATCH, QueryOutput, Source};
 use crate::plan;
 use crate::vocab::{Event, Instant, QueryStatus};
@@ -30,6 +31,8 @@ pub(crate) struct Start {
     pub operation: Arc<str>,
     /// Windows over the plugin's outputs, for an aggregate query.
     pub windower: Option<Box<Windower>>,
+    /// A live query's wall clock, which closes windows on time.
+    pub clock: Option<WallClock>,
     pub source: Source,
     pub output: QueryOutput,
     pub runtime: Handle,
@@ -50,7 +53,8 @@ pub(crate) fn spawn(
             spec,
             property,
             operation,
-            mut windower,
+            windower,
+            clock,
             source,
             output,
             runtime,
@@ -69,7 +73,10 @@ pub(crate) fn spawn(
             return;
         }
         let window_failure = RefCell::new(None);
-        let mut sink = |events: Vec<Event>| match windower.as_deref_mut() {
+        // Shared by the sink (the plugin's outputs) and the clock's ticks,
+        // which never run at once.
+        let windower = RefCell::new(windower);
+        let mut sink = |events: Vec<Event>| match windower.borrow_mut().as_deref_mut() {
             None => runtime.block_on(output.emit(events)).is_ok(),
             Some(windower) => {
                 let answers = events.into_iter().filter_map(|event| match event {
@@ -90,11 +97,16 @@ pub(crate) fn spawn(
             }
         };
         let collector = Collector::new(&mut sink, property, operation);
-        let mut status = run(state, source, collector, &output, &runtime);
+        let clocked = Clocked {
+            windower: &windower,
+            clock,
+        };
+        let mut status = run(state, source, collector, &clocked, &output, &runtime);
         if let Some(reason) = window_failure.into_inner() {
             status = QueryStatus::Failed { reason };
         }
         // The end of the source closes the windows still open.
+        let mut windower = windower.into_inner();
         let status = runtime.block_on(plan::finish(windower.as_deref_mut(), &output, status));
         tracing::debug!(%status, "query ended");
         output.finish(status);
@@ -102,28 +114,63 @@ pub(crate) fn spawn(
     Ok(())
 }
 
+/// The host's windows of a live query, with its wall clock.
+struct Clocked<'a> {
+    windower: &'a RefCell<Option<Box<Windower>>>,
+    clock: Option<WallClock>,
+}
+
+impl Clocked<'_> {
+    fn deadline(&self) -> Option<tokio::time::Instant> {
+        plan::deadline(self.windower.borrow().as_deref(), self.clock.as_ref())
+    }
+
+    /// Advances the windows to the wall clock. The plugin's outputs for
+    /// every batch before were windowed already: a batch is processed and
+    /// its events delivered before the next source read.
+    fn tick(&self, output: &QueryOutput, runtime: &Handle) -> Result<(), QueryStatus> {
+        let mut windower = self.windower.borrow_mut();
+        match (windower.as_deref_mut(), &self.clock) {
+            (Some(windower), Some(clock)) => {
+                runtime.block_on(plan::advance(windower, clock, output))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
 fn run(
     mut state: State,
     mut source: Source,
     mut collector: Collector<'_>,
+    clocked: &Clocked<'_>,
     output: &QueryOutput,
     runtime: &Handle,
 ) -> QueryStatus {
     let mut raw: Vec<MfsInstant> = Vec::with_capacity(BATCH);
     let status = loop {
+        let deadline = clocked.deadline();
         let next = runtime.block_on(async {
             tokio::select! {
                 biased;
                 _ = output.stopping() => None,
-                batch = source.next_batch() => Some(batch),
+                batch = source.next_batch() => Some(Some(batch)),
+                _ = plan::sleep_until(deadline), if deadline.is_some() => Some(None),
             }
         });
         let batch = match next {
             None => break QueryStatus::Stopped,
-            Some(None) => break QueryStatus::Completed,
-            Some(Some(Err(e))) => break QueryStatus::Failed { reason: e.0 },
-            Some(Some(Ok(batch))) => batch,
+            Some(None) => match clocked.tick(output, runtime) {
+                Ok(()) => continue,
+                Err(status) => break status,
+            },
+            Some(Some(None)) => break QueryStatus::Completed,
+            Some(Some(Some(Err(e)))) => break QueryStatus::Failed { reason: e.0 },
+            Some(Some(Some(Ok(batch)))) => batch,
         };
+        if let Err(status) = clocked.tick(output, runtime) {
+            break status;
+        }
         output.progress().add_in(batch.len());
         raw.extend(batch.iter().map(to_raw));
         let result = state.process(&raw, &mut collector);

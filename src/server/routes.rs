@@ -59,7 +59,10 @@ pub(crate) async fn register(
             )),
         })?;
     let mut state = reservation.property.state.lock().await;
-    let mut spec = registration.into_spec_on(&key.property, state.property_type)?;
+    // Every query of the server is live: its windows close on the clock.
+    let mut spec = registration
+        .into_spec_on(&key.property, state.property_type)?
+        .live();
     let id = new_id().map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,

@@ -213,3 +213,33 @@ async fn the_replay_buffer_is_bounded_in_bytes_and_a_resuming_subscriber_is_told
     let kept = take(&mut late, (100 - missed) as usize).await;
     assert_eq!(values(&kept).last(), Some(&100.0));
 }
+
+/// Real time: a TUMBLING window on a live query closes on the clock. Two
+/// instants stamped now, no later ingest: the window comes over SSE once
+/// the second it falls in has passed.
+#[tokio::test]
+async fn a_tumbling_window_is_emitted_on_time_without_a_later_ingest() {
+    let server = Serve::start("serve-on-time", &[], &[]);
+    let mut client = server.client();
+    let body = r#"{"aggregation":"COUNT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#;
+    let query = register(&mut client, P, body).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let now = rfc3339(std::time::SystemTime::now());
+    let two =
+        format!("{{\"datetime\":\"{now}\",\"value\":1}}\n{{\"datetime\":\"{now}\",\"value\":2}}\n");
+    let ingested = client.post(&format!("{P}/ingest"), &two).await;
+    assert_eq!(ingested.status, 202, "{ingested:?}");
+    // The window ends within a second; PATIENCE bounds a failure.
+    let event = tokio::time::timeout(PATIENCE, sse.next())
+        .await
+        .unwrap_or_else(|_| {
+            panic!("no window within {PATIENCE:?} of ingesting two instants at {now}")
+        })
+        .expect("the stream goes on");
+    assert_eq!(event.event, "window", "{event:?}");
+    let window = event.json();
+    assert_eq!(window["count"], 2, "{window}");
+    assert_eq!(window["windowStart"], now.as_str());
+    assert!(window.get("partial").is_none(), "{window}");
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+}

@@ -355,8 +355,12 @@ fn hopping_state_stays_within_span_over_gcd_buckets() {
     let mut out = Vec::new();
     for i in 0..100_000 {
         windower.push(num(i / 10, 1.0), &mut out).unwrap();
-        if let Mode::Hopping { buckets, .. } = &windower.mode {
-            assert!(buckets.len() <= 6 / 2 + 1, "{} buckets", buckets.len());
+        if let Mode::Time(time) = &windower.mode {
+            assert!(
+                time.buckets.len() <= 6 / 2 + 1,
+                "{} buckets",
+                time.buckets.len()
+            );
         }
     }
     // Boundaries 4, 8, …, 9996 have closed.
@@ -376,4 +380,84 @@ fn a_windower_refuses_a_window_over_the_bucket_cap_even_unregistered() {
     let e = Windower::new(&Aggregate::new(Aggregation::Avg, century), "p".into()).unwrap_err();
     assert_eq!(e.field, "window.hop");
     assert!(e.message.contains("at most 10000"), "{e}");
+}
+
+/// Seconds since the epoch of `at(second)`.
+fn epoch(second: i64) -> i64 {
+    1_767_225_600 + second
+}
+
+fn windows(out: Vec<Event>) -> Vec<WindowEvent> {
+    out.into_iter()
+        .map(|e| match e {
+            Event::Window(w) => w,
+            other => panic!("expected a window event, got {other:?}"),
+        })
+        .collect()
+}
+
+#[test]
+fn with_grace_a_tumbling_window_closes_only_once_a_record_passes_its_end_plus_grace() {
+    let aggregate = Aggregate::new(Aggregation::Sum, seconds(5)).with_grace(3);
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let mut out = Vec::new();
+    windower.push(num(1, 1.0), &mut out).unwrap();
+    windower.push(num(6, 2.0), &mut out).unwrap(); // [0, 5) stays open: 6 − 3 < 5
+    windower.push(num(4, 4.0), &mut out).unwrap(); // on time, within the grace
+    assert!(out.is_empty());
+    windower.push(num(8, 8.0), &mut out).unwrap(); // 8 − 3 = 5 closes [0, 5)
+    windower.push(num(3, 100.0), &mut out).unwrap(); // late now
+    windower.push(num(13, 16.0), &mut out).unwrap(); // closes [5, 10)
+    windower.finish(&mut out).unwrap();
+    let events = windows(out);
+    assert_eq!(numbers(&events), [(5.0, 2), (10.0, 2), (16.0, 1)]);
+    assert_eq!(events[1].late, 1);
+    assert!(events[2].partial);
+}
+
+#[test]
+fn the_clock_closes_a_window_without_a_later_record_and_makes_older_records_late() {
+    let aggregate = Aggregate::new(Aggregation::Sum, seconds(5)).with_grace(2);
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let mut out = Vec::new();
+    windower.push(num(1, 1.0), &mut out).unwrap();
+    windower.push(num(3, 2.0), &mut out).unwrap();
+    assert_eq!(windower.deadline(), Some(epoch(5) + 2));
+    windower.advance(epoch(6), &mut out).unwrap(); // 6 − 2 < 5: not yet
+    assert!(out.is_empty());
+    windower.advance(epoch(7), &mut out).unwrap();
+    assert_eq!(numbers(&windows(std::mem::take(&mut out))), [(3.0, 2)]);
+    assert_eq!(windower.deadline(), None, "no window holds records");
+    windower.push(num(4, 100.0), &mut out).unwrap(); // its window was emitted
+    windower.advance(epoch(30), &mut out).unwrap(); // nothing open: nothing to emit
+    windower.push(num(20, 7.0), &mut out).unwrap(); // [20, 25) ended by 30 − 2: late
+    windower.push(num(26, 9.0), &mut out).unwrap();
+    windower.finish(&mut out).unwrap();
+    let events = windows(out);
+    assert_eq!(numbers(&events), [(9.0, 1)]);
+    assert_eq!(events[0].late, 2);
+}
+
+#[test]
+fn the_clock_closes_each_hopping_boundary_that_holds_records() {
+    let aggregate = Aggregate::new(Aggregation::Sum, hopping(3, 1));
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let mut out = Vec::new();
+    windower.push(num(10, 1.0), &mut out).unwrap();
+    assert_eq!(windower.deadline(), Some(epoch(11)));
+    windower.advance(epoch(1000), &mut out).unwrap();
+    assert_eq!(numbers(&windows(out)), [(1.0, 1); 3]);
+    assert_eq!(windower.deadline(), None);
+}
+
+#[test]
+fn a_count_window_ignores_the_clock() {
+    let aggregate = Aggregate::new(Aggregation::Sum, Window::Count { size: 2 });
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let mut out = Vec::new();
+    windower.push(num(1, 1.0), &mut out).unwrap();
+    windower.advance(epoch(1000), &mut out).unwrap();
+    assert_eq!(windower.deadline(), None);
+    windower.push(num(0, 2.0), &mut out).unwrap();
+    assert_eq!(numbers(&windows(out)), [(3.0, 2)]);
 }

@@ -1,0 +1,420 @@
+//! Watermarks of a live bridge query: how the wall clock closes windows
+//! without a later record, when records are in flight to a job.
+//!
+//! The records a job has not answered yet must not be overtaken by the
+//! clock: a window closed while an answer that falls in it is still in
+//! the pipe would count that answer late. So each kind of query applies
+//! the clock in the input's order:
+//!
+//! - **Host windows, `value` framing**: answers pair with inputs, so a
+//!   watermark is a mark in the input order, "after the n-th record read":
+//!   one before each batch read from the source (so records the clock has
+//!   passed are late, as on `local`), and one at the deadline of the next
+//!   window holding records. A mark applies once the answers of the n
+//!   records before it are windowed. Exact.
+//! - **Host windows, `json` framing** (a transform job that may filter or
+//!   emit several lines per input, and isolated plugins): answers cannot be
+//!   paired. At the deadline, the watermark applies once the job has read
+//!   every byte written to it (the pipe holds none: `FIONREAD`) and has
+//!   neither read nor written anything for [`SETTLE`]. A job that holds an
+//!   answer longer than that (a micro-batch, an answer that waits for the
+//!   next input) may see it counted late.
+//! - **Job windows** (`aggregates = true`): the host writes a watermark
+//!   line, `{"watermark":"<RFC 3339 UTC>"}`, in the input's order, each time
+//!   W = wall clock − grace crosses the next window boundary (an
+//!   epoch-aligned multiple of the span for `TUMBLING`, of the hop for
+//!   `HOPPING`), never more often: at the deadline while records sent may
+//!   still be in a window the job holds open, and before the next batch.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use tokio::time::Instant as Clock;
+
+use crate::aggregate::{Aggregate, Window, Windower};
+use crate::clock::{WallClock, rfc3339_millis};
+use crate::engine::QueryOutput;
+use crate::vocab::{Instant, QueryStatus};
+
+/// How long a `json` job that transforms must have been quiet (read and
+/// written nothing, with nothing left unread) before the clock's watermark
+/// is applied to the host's windows.
+pub(crate) const SETTLE: Duration = Duration::from_millis(200);
+
+/// A live bridge query's clock.
+pub(super) struct Watermarks {
+    clock: WallClock,
+    kind: Kind,
+}
+
+enum Kind {
+    /// Host windows over a `value` job's answers.
+    Paired {
+        /// Watermarks waiting for answers: (records read before it, the
+        /// clock in seconds), in order.
+        marks: VecDeque<(u64, i64)>,
+        /// Records read from the source.
+        read: u64,
+        /// Answers windowed.
+        windowed: u64,
+    },
+    /// Host windows over a `json` job's lines.
+    Settled {
+        /// The deadline passed: the watermark waits for the job to settle.
+        due: bool,
+        /// Since when the job has been seen neither reading nor writing.
+        quiet_from: Clock,
+        /// The input it had consumed at the last look.
+        consumed: u64,
+    },
+    /// The job's windows: watermark lines.
+    Lines {
+        /// The window boundaries' step: the span, or the hop.
+        step: i64,
+        /// The window's span, in seconds.
+        span: i64,
+        /// The grace, in seconds.
+        grace: i64,
+        /// The last boundary W was told to have crossed.
+        crossed: i64,
+        /// The end of the first window holding a record sent, while W has
+        /// not reached it: no line is due before then.
+        open_from: Option<i64>,
+        /// The end of the last window holding a record sent (seconds).
+        open_until: Option<i64>,
+    },
+}
+
+/// What the driver does at the clock's deadline.
+pub(super) enum Due {
+    /// Nothing yet.
+    Nothing,
+    /// Advance the host's windows to the clock now.
+    Advance,
+    /// Write these bytes (a watermark line) to the job's stdin.
+    Write(Vec<u8>),
+}
+
+impl Watermarks {
+    /// For host windows over the answers of a job in `json` framing or
+    /// not.
+    pub fn host(clock: WallClock, json: bool) -> Watermarks {
+        let kind = if json {
+            Kind::Settled {
+                due: false,
+                quiet_from: Clock::now(),
+                consumed: 0,
+            }
+        } else {
+            Kind::Paired {
+                marks: VecDeque::new(),
+                read: 0,
+                windowed: 0,
+            }
+        };
+        Watermarks { clock, kind }
+    }
+
+    /// For a job that computes `aggregate`'s windows; `None` for a `COUNT`
+    /// window, which does not close on time.
+    pub fn job(clock: WallClock, aggregate: &Aggregate) -> Option<Watermarks> {
+        let (span, hop) = aggregate.window.spans()?;
+        let step = match aggregate.window {
+            Window::Tumbling { .. } => span,
+            _ => hop,
+        }
+        .max(1);
+        let grace = aggregate.grace as i64;
+        let w = clock.now_secs() - grace;
+        Some(Watermarks {
+            clock,
+            kind: Kind::Lines {
+                step,
+                span: span.max(1),
+                grace,
+                crossed: w - w.rem_euclid(step),
+                open_from: None,
+                open_until: None,
+            },
+        })
+    }
+
+    /// When to wake up next: the deadline of the next window holding
+    /// records (host windows: from `windower`), or when a settling job may
+    /// have settled; `None` when nothing waits on the clock.
+    pub fn deadline(&self, windower: Option<&Windower>, last_io: Clock) -> Option<Clock> {
+        match &self.kind {
+            Kind::Paired { marks, .. } if marks.is_empty() => {
+                crate::plan::deadline(windower, Some(&self.clock))
+            }
+            // The last mark has yet to be applied: it is the deadline's.
+            Kind::Paired { .. } => None,
+            Kind::Settled { due: false, .. } => crate::plan::deadline(windower, Some(&self.clock)),
+            Kind::Settled { quiet_from, .. } => Some((*quiet_from).max(last_io) + SETTLE),
+            Kind::Lines {
+                step,
+                grace,
+                crossed,
+                open_from,
+                open_until,
+                ..
+            } => {
+                let open = open_until.is_some_and(|end| end > *crossed);
+                let next = (crossed + step).max(open_from.unwrap_or(i64::MIN));
+                open.then(|| self.clock.instant_at(next + grace))
+            }
+        }
+    }
+
+    /// A batch of `n` records read from the source, before it is encoded:
+    /// the mark before it, or the watermark line before it when W has
+    /// crossed a boundary since the last one.
+    pub fn before_batch(&mut self, batch: &[Instant], wbuf: &mut Vec<u8>) {
+        let now = self.clock.now_secs();
+        match &mut self.kind {
+            Kind::Paired { marks, read, .. } => {
+                match marks.back_mut() {
+                    Some((at, secs)) if *at == *read => *secs = now,
+                    _ => marks.push_back((*read, now)),
+                }
+                *read += batch.len() as u64;
+            }
+            Kind::Settled { .. } => {}
+            Kind::Lines {
+                step,
+                span,
+                crossed,
+                open_from,
+                open_until,
+                ..
+            } => {
+                let (step, span) = (*step, *span);
+                for instant in batch {
+                    // A datetime that does not parse fails the job, not this.
+                    if let Some(t) = crate::datetime::parse(&instant.datetime) {
+                        // The ends of the first and the last window holding
+                        // the record.
+                        let first = t.secs - t.secs.rem_euclid(step) + step;
+                        let after = t.secs + span;
+                        let last = after - after.rem_euclid(step);
+                        if first > *crossed {
+                            *open_from = Some(open_from.map_or(first, |f| f.min(first)));
+                        }
+                        *open_until = Some(open_until.map_or(last, |e| e.max(last)));
+                    }
+                }
+                self.line_if_crossed(wbuf);
+            }
+        }
+    }
+
+    /// The clock's deadline has come: what to do.
+    pub fn on_deadline(&mut self, unread: u64, consumed: u64, last_io: Clock) -> Due {
+        let now = self.clock.now_secs();
+        match &mut self.kind {
+            Kind::Paired { marks, read, .. } => {
+                marks.push_back((*read, now));
+                Due::Advance
+            }
+            Kind::Settled {
+                due,
+                quiet_from,
+                consumed: seen,
+            } => {
+                if !*due {
+                    *due = true;
+                    *quiet_from = Clock::now();
+                    *seen = consumed;
+                    return Due::Nothing;
+                }
+                if consumed != *seen {
+                    *seen = consumed;
+                    *quiet_from = Clock::now();
+                }
+                let quiet = (*quiet_from).max(last_io);
+                if unread > 0 || quiet.elapsed() < SETTLE {
+                    *quiet_from = Clock::now().max(*quiet_from);
+                    return Due::Nothing;
+                }
+                *due = false;
+                Due::Advance
+            }
+            Kind::Lines { .. } => {
+                let mut line = Vec::new();
+                self.line_if_crossed(&mut line);
+                if line.is_empty() {
+                    Due::Nothing
+                } else {
+                    Due::Write(line)
+                }
+            }
+        }
+    }
+
+    /// Appends a watermark line when W has crossed a boundary since the
+    /// last one.
+    fn line_if_crossed(&mut self, wbuf: &mut Vec<u8>) {
+        let Kind::Lines {
+            step,
+            grace,
+            crossed,
+            open_from,
+            ..
+        } = &mut self.kind
+        else {
+            return;
+        };
+        let w = self.clock.now_millis() - *grace * 1000;
+        let secs = w.div_euclid(1000);
+        if secs < *crossed + *step {
+            return;
+        }
+        *crossed = secs - secs.rem_euclid(*step);
+        *open_from = open_from.filter(|first| *first > *crossed);
+        wbuf.extend_from_slice(b"{\"watermark\":\"");
+        wbuf.extend_from_slice(rfc3339_millis(w).as_bytes());
+        wbuf.extend_from_slice(b"\"}\n");
+    }
+
+    /// Windows `answers` (value framing: the next ones in order), applying
+    /// each mark once the answers before it are windowed; or, after the
+    /// job settled, the clock now.
+    pub async fn window(
+        &mut self,
+        windower: &mut Windower,
+        answers: Vec<Instant>,
+        output: &QueryOutput,
+    ) -> Result<(), QueryStatus> {
+        let Kind::Paired {
+            marks, windowed, ..
+        } = &mut self.kind
+        else {
+            return crate::plan::window(windower, answers, output).await;
+        };
+        let mut left = answers.len() as u64;
+        let mut answers = answers.into_iter();
+        loop {
+            while let Some(&(_, secs)) = marks.front().filter(|(at, _)| *at <= *windowed) {
+                marks.pop_front();
+                advance(windower, secs, output).await?;
+            }
+            if left == 0 {
+                return Ok(());
+            }
+            let take = marks
+                .front()
+                .map_or(left, |(at, _)| (at - *windowed).min(left));
+            crate::plan::window(windower, answers.by_ref().take(take as usize), output).await?;
+            *windowed += take;
+            left -= take;
+        }
+    }
+
+    /// Advances the host's windows to the clock now (after the job settled).
+    pub async fn advance_now(
+        &mut self,
+        windower: &mut Windower,
+        output: &QueryOutput,
+    ) -> Result<(), QueryStatus> {
+        if matches!(self.kind, Kind::Paired { .. }) {
+            // The deadline's mark applies once the answers before it are in.
+            return self.window(windower, Vec::new(), output).await;
+        }
+        crate::plan::advance(windower, &self.clock, output).await
+    }
+}
+
+/// Advances `windower` to `secs` on the clock, delivering what closes.
+async fn advance(
+    windower: &mut Windower,
+    secs: i64,
+    output: &QueryOutput,
+) -> Result<(), QueryStatus> {
+    let mut events = Vec::new();
+    let failure = windower.advance(secs, &mut events).err();
+    output
+        .emit(events)
+        .await
+        .map_err(|_| QueryStatus::Stopped)?;
+    match failure {
+        Some(reason) => Err(QueryStatus::Failed { reason }),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+    use crate::aggregate::{Aggregation, TimeUnit};
+
+    fn clock_at(millis: u64) -> WallClock {
+        WallClock::starting_at(UNIX_EPOCH + Duration::from_millis(millis))
+    }
+
+    fn tumbling(size: u64, grace: u64) -> Aggregate {
+        let window = Window::Tumbling {
+            size,
+            unit: TimeUnit::Seconds,
+        };
+        Aggregate::new(Aggregation::Count, window).with_grace(grace)
+    }
+
+    fn text(due: Due) -> String {
+        match due {
+            Due::Write(line) => String::from_utf8(line).unwrap(),
+            Due::Nothing => "nothing".into(),
+            Due::Advance => "advance".into(),
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_watermark_line_is_written_once_per_boundary_crossed_never_more_often() {
+        let start = Clock::now();
+        let mut marks = Watermarks::job(clock_at(10_500), &tumbling(1, 2)).unwrap();
+        assert_eq!(marks.deadline(None, start), None, "no record: nothing open");
+        let mut wbuf = Vec::new();
+        let record = Instant::number("1970-01-01T00:00:10.5Z", 1.0);
+        marks.before_batch(std::slice::from_ref(&record), &mut wbuf);
+        assert!(wbuf.is_empty(), "W has crossed no boundary yet");
+        // [10 s, 11 s) is due at 11 s + 2 s of grace.
+        let due = marks.deadline(None, start).unwrap();
+        assert_eq!(due - start, Duration::from_millis(2500));
+        tokio::time::advance(Duration::from_millis(2500)).await;
+        assert_eq!(
+            text(marks.on_deadline(0, 0, start)),
+            "{\"watermark\":\"1970-01-01T00:00:11.000Z\"}\n"
+        );
+        assert_eq!(marks.deadline(None, start), None, "nothing open past W");
+        // An hour later a batch comes: one line, W now, not one per second.
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        marks.before_batch(&[record], &mut wbuf);
+        assert_eq!(
+            String::from_utf8(wbuf).unwrap(),
+            "{\"watermark\":\"1970-01-01T01:00:11.000Z\"}\n"
+        );
+        assert!(
+            Watermarks::job(
+                clock_at(0),
+                &Aggregate::new(Aggregation::Count, Window::Count { size: 2 })
+            )
+            .is_none()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_json_jobs_watermark_waits_until_it_has_read_everything_and_settled() {
+        let mut marks = Watermarks::host(clock_at(0), true);
+        let start = Clock::now();
+        assert_eq!(text(marks.on_deadline(0, 10, start)), "nothing");
+        tokio::time::advance(SETTLE).await;
+        // Input still in the pipe: not yet.
+        assert_eq!(text(marks.on_deadline(5, 10, start)), "nothing");
+        tokio::time::advance(SETTLE).await;
+        // It read more since: quiet from now.
+        assert_eq!(text(marks.on_deadline(0, 15, start)), "nothing");
+        tokio::time::advance(SETTLE).await;
+        assert_eq!(text(marks.on_deadline(0, 15, start)), "advance");
+    }
+}
