@@ -243,13 +243,22 @@ impl Windower {
                 }
             }
             Mode::Time(time) => {
-                // Every window holding the record has been emitted.
-                if time.watermark.is_some_and(|w| time.last_end(secs) <= w) {
+                // Every window holding the record has been emitted. (The
+                // last one ends after `secs`: only an older record can be
+                // late, which spares the division for records in order.)
+                if time
+                    .watermark
+                    .is_some_and(|w| secs < w && time.last_end(secs) <= w)
+                {
                     emitter.late += 1;
                     return Ok(());
                 }
                 time.advance(secs - time.grace, emitter, out)?;
-                let start = secs - secs.rem_euclid(time.grain);
+                // Most records fall in the newest bucket.
+                let start = match time.buckets.back() {
+                    Some((start, _)) if (*start..*start + time.grain).contains(&secs) => *start,
+                    _ => secs - secs.rem_euclid(time.grain),
+                };
                 bucket(&mut time.buckets, start).add(
                     aggregation,
                     seq,
@@ -368,8 +377,16 @@ impl TimeWindows {
         emitter: &mut Emitter,
         out: &mut Vec<Event>,
     ) -> Result<(), String> {
-        if self.watermark.is_some_and(|m| m >= w) {
-            return Ok(());
+        if let Some(m) = self.watermark {
+            if m >= w {
+                return Ok(());
+            }
+            // `next` is the first boundary after the watermark: short of
+            // it, no window closes and only the watermark moves.
+            if w < self.next {
+                self.watermark = Some(w);
+                return Ok(());
+            }
         }
         let after = boundary_after(w, self.hop);
         if self.watermark.is_none() {
