@@ -1,0 +1,321 @@
+//! The server's durable side (`mfstream serve --state DIR`): how each query
+//! moves its checkpoint, and how its results are numbered, stored and only
+//! then sent. The store itself, and the exactly-once argument, are in
+//! [`crate::store`]; this module is the server's half of that table.
+//!
+//! # Checkpoints: replay from the oldest open window
+//!
+//! A checkpoint `(after_seq, last_event_id, None)` says that a *fresh*
+//! engine fed the instants after `after_seq` gives as its `k`-th result the
+//! event `last_event_id + k`. No engine state is serialised: the checkpoint
+//! is kept at an ingest sequence number where nothing is open, and after a
+//! restart the engine is fed the logged instants from there; results it had
+//! already stored get their old ids again and are dropped
+//! ([`EventIds`]). Each query's [`Ledger`] keeps the sequence numbers (and,
+//! for a time window, the event times) of the instants fed to it since its
+//! checkpoint, and each result moves the checkpoint by the [`Rule`] of the
+//! query's kind:
+//!
+//! - a transform gives one result per instant: the `k`-th result covers
+//!   the `k`-th instant fed;
+//! - a `COUNT n` window (of the instants or of a transform's outputs)
+//!   covers `n` instants;
+//! - a `TUMBLING` window `[end − span, end)` is emitted when the first
+//!   instant at or past `end` arrives, and that instant opens the next
+//!   window: the checkpoint moves to just before it. The instants before it
+//!   are in the window emitted or were late (their count is in that
+//!   window's event), so a fresh engine fed from there is where the
+//!   running one was;
+//! - a `HOPPING` window, whose windows overlap, and a query on a bridge or
+//!   plugin engine (whose job or library may filter, or emit several
+//!   results per instant) never move theirs: after a restart they are
+//!   replayed from their registration. That is exactly
+//!   once too, but their instants are kept in the log for as long as they
+//!   run.
+//!
+//! A window closed by the wall clock (`grace`, issue 12 part 1) is not a
+//! function of the instants alone: the checkpoint moves past every instant
+//! fed before it was emitted, so a restart neither loses nor doubles those,
+//! but records that arrive within the grace of a window emitted by a record
+//! may be counted in another window after a restart.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::http::StatusCode;
+
+use crate::aggregate::Window;
+use crate::engine::{EngineInfo, EngineKind};
+use crate::spec::{QueryKind, QuerySpec};
+use crate::store::{Assigned, Checkpoint, EventIds, PropertyPath, Store, StoreError, StoredEvent};
+use crate::vocab::{Event, Instant};
+
+use super::fanout::Fanout;
+use super::problem::Problem;
+use super::table::PropertyKey;
+
+/// How a query's results cover the instants fed to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rule {
+    /// Each result covers this many instants (a transform: 1; `COUNT n`: n).
+    Instants(u64),
+    /// Each result is a tumbling window of `span` seconds, epoch-aligned.
+    Tumbling { span: i64 },
+    /// The checkpoint never moves.
+    Never,
+}
+
+impl Rule {
+    /// The rule of `spec` on an engine described by `info`.
+    pub(crate) fn of(spec: &QuerySpec, info: &EngineInfo) -> Rule {
+        // Only the in-process engine is known to compute its results with
+        // mfstream's own operations and windower, one transform output per
+        // instant: a job or a plugin may filter or emit several.
+        if info.kind != EngineKind::Builtin {
+            return Rule::Never;
+        }
+        match &spec.kind {
+            QueryKind::Transform(_) => Rule::Instants(1),
+            QueryKind::Aggregate { aggregate, .. } => match aggregate.window {
+                Window::Count { size } => Rule::Instants(size.max(1)),
+                Window::Tumbling { size, unit } => {
+                    let span = size.saturating_mul(unit.seconds());
+                    match i64::try_from(span) {
+                        Ok(span) if span > 0 => Rule::Tumbling { span },
+                        _ => Rule::Never,
+                    }
+                }
+                _ => Rule::Never,
+            },
+        }
+    }
+}
+
+/// What one query was fed since its checkpoint, and where its checkpoint
+/// can move: shared by the ingest (which records what it feeds) and the
+/// query's pump (which moves the checkpoint as results come).
+#[derive(Debug)]
+pub(crate) struct Ledger {
+    inner: Mutex<LedgerInner>,
+}
+
+#[derive(Debug)]
+struct LedgerInner {
+    rule: Rule,
+    /// The instants fed and not yet covered by a result: sequence number
+    /// and event time (whole seconds; only a tumbling window reads it).
+    fed: VecDeque<(u64, i64)>,
+    /// The instants covered so far of the result being counted.
+    counted: u64,
+    /// The last instant covered by a result.
+    covered: u64,
+    /// The `after_seq` of the checkpoint last handed out.
+    stored: u64,
+    /// Whether the results stopped matching the rule (more results than
+    /// instants): the checkpoint stays where it is from then on.
+    lost: bool,
+}
+
+impl Ledger {
+    pub(crate) fn new(rule: Rule, after_seq: u64) -> Ledger {
+        Ledger {
+            inner: Mutex::new(LedgerInner {
+                rule,
+                fed: VecDeque::new(),
+                counted: 0,
+                covered: after_seq,
+                stored: after_seq,
+                lost: false,
+            }),
+        }
+    }
+
+    fn inner(&self) -> MutexGuard<'_, LedgerInner> {
+        // Every update is a few pushes and pops: a poisoned lock is usable.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records instants as fed, each with its sequence number in the log.
+    pub(crate) fn fed<'a>(&self, instants: impl Iterator<Item = (u64, &'a Instant)>) {
+        let mut inner = self.inner();
+        match inner.rule {
+            Rule::Never => {}
+            Rule::Instants(_) => inner.fed.extend(instants.map(|(seq, _)| (seq, 0))),
+            Rule::Tumbling { .. } => inner.fed.extend(instants.map(|(seq, i)| {
+                // Every datetime was checked when it was ingested.
+                let secs = crate::datetime::parse(&i.datetime).map_or(i64::MIN, |t| t.secs);
+                (seq, secs)
+            })),
+        }
+    }
+
+    /// Moves past the instants the next result covers.
+    pub(crate) fn result(&self, event: &Event) {
+        let mut inner = self.inner();
+        if inner.lost {
+            return;
+        }
+        match inner.rule {
+            Rule::Never => {}
+            Rule::Instants(n) => {
+                while inner.counted < n {
+                    let Some((seq, _)) = inner.fed.pop_front() else {
+                        tracing::warn!("a result without its instants: the checkpoint stays");
+                        inner.lost = true;
+                        return;
+                    };
+                    inner.covered = seq;
+                    inner.counted += 1;
+                }
+                inner.counted = 0;
+            }
+            Rule::Tumbling { span } => {
+                let Event::Window(window) = event else {
+                    inner.lost = true;
+                    return;
+                };
+                let Some(start) = crate::datetime::parse(&window.window_start) else {
+                    inner.lost = true;
+                    return;
+                };
+                let end = start.secs.div_euclid(span).saturating_mul(span) + span;
+                while let Some(&(seq, secs)) = inner.fed.front()
+                    && secs < end
+                {
+                    inner.fed.pop_front();
+                    inner.covered = seq;
+                }
+            }
+        }
+    }
+
+    /// The checkpoint at the last result, whose id is `last_event_id`, if
+    /// it moved since the last one handed out.
+    pub(crate) fn checkpoint(&self, last_event_id: u64) -> Option<Checkpoint> {
+        let mut inner = self.inner();
+        if inner.covered <= inner.stored || inner.counted != 0 {
+            return None;
+        }
+        inner.stored = inner.covered;
+        Some(Checkpoint {
+            after_seq: inner.covered,
+            last_event_id,
+            state: None,
+        })
+    }
+}
+
+/// A query's results on their way to the store and then the fan-out.
+#[derive(Debug)]
+pub(crate) struct Keeper {
+    pub(crate) store: Arc<Store>,
+    pub(crate) ids: EventIds,
+    pub(crate) ledger: Arc<Ledger>,
+}
+
+/// Whether an error of the store means the query was deleted meanwhile.
+pub(crate) fn is_unknown(e: &StoreError) -> bool {
+    matches!(e.kind(), crate::store::StoreErrorKind::UnknownQuery(_))
+}
+
+impl Keeper {
+    /// Numbers a batch of results, drops those stored before a restart,
+    /// stores the rest (with the checkpoint they reach), and only then hands
+    /// them to the fan-out.
+    pub(crate) async fn keep(
+        &mut self,
+        query: &str,
+        batch: &[Event],
+        fanout: &Fanout,
+    ) -> Result<(), StoreError> {
+        let mut new = Vec::with_capacity(batch.len());
+        for event in batch {
+            self.ledger.result(event);
+            match self.ids.assign() {
+                Assigned::Duplicate(_) => {}
+                Assigned::New(id) => new.push(StoredEvent::new(id, event)),
+            }
+        }
+        if new.is_empty() {
+            return Ok(());
+        }
+        let checkpoint = self.ledger.checkpoint(self.ids.last());
+        let frames = Fanout::render(&new);
+        self.store.append_events(query, new, checkpoint).await?;
+        fanout.push_frames(frames);
+        Ok(())
+    }
+}
+
+/// The store's name for a property.
+pub(crate) fn path(key: &PropertyKey) -> PropertyPath {
+    PropertyPath {
+        collection: key.collection.clone(),
+        feature: key.feature.clone(),
+        property: key.property.clone(),
+    }
+}
+
+/// The server's name for a stored property.
+pub(crate) fn key(path: &PropertyPath) -> PropertyKey {
+    PropertyKey {
+        collection: path.collection.clone(),
+        feature: path.feature.clone(),
+        property: path.property.clone(),
+    }
+}
+
+/// 503 for a write the state store refused or could not make: nothing of
+/// the request was acknowledged.
+pub(crate) fn unavailable(what: &str, e: &StoreError) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "StateStoreUnavailable",
+        format!("{what}: {e}"),
+    )
+}
+
+/// A registration being recorded: if the request is dropped before the
+/// query is in the table (the client went away while the store was
+/// committing), the record is deleted again, so that no query the client
+/// never saw starts after a restart.
+#[derive(Debug)]
+pub(crate) struct Recording {
+    store: Arc<Store>,
+    id: String,
+    armed: bool,
+}
+
+impl Recording {
+    pub(crate) fn new(store: Arc<Store>, id: String) -> Recording {
+        Recording {
+            store,
+            id,
+            armed: true,
+        }
+    }
+
+    /// The query is in the table: its record stays.
+    pub(crate) fn done(mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let store = self.store.clone();
+        let id = std::mem::take(&mut self.id);
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                if let Err(e) = store.delete(&id).await
+                    && !is_unknown(&e)
+                {
+                    tracing::warn!("cannot forget an abandoned registration: {e}");
+                }
+            });
+        }
+    }
+}
