@@ -319,3 +319,96 @@ impl Drop for Recording {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vocab::{Aggregation, InstantEvent, Value, WindowEvent};
+
+    fn instant(secs: u64) -> Instant {
+        Instant::number(
+            format!("2026-01-01T00:{:02}:{:02}Z", secs / 60, secs % 60),
+            1.0,
+        )
+    }
+
+    fn result() -> Event {
+        Event::Instant(InstantEvent {
+            datetime: "t".into(),
+            value: Value::Number(1.0),
+            property: "p".into(),
+            operation: "abs".into(),
+        })
+    }
+
+    fn window(start_secs: u64) -> Event {
+        Event::Window(WindowEvent {
+            window_start: instant(start_secs).datetime,
+            window_end: instant(start_secs).datetime,
+            property: "p".into(),
+            aggregation: Aggregation::Sum,
+            value: Value::Number(1.0),
+            count: 1,
+            partial: false,
+            late: 0,
+        })
+    }
+
+    fn feed(ledger: &Ledger, seqs: &[u64], secs: &[u64]) {
+        let instants: Vec<_> = secs.iter().map(|&s| instant(s)).collect();
+        ledger.fed(seqs.iter().copied().zip(&instants));
+    }
+
+    #[test]
+    fn a_transform_checkpoints_after_the_instant_of_each_result() {
+        let ledger = Ledger::new(Rule::Instants(1), 10);
+        // Sequence numbers of one property have gaps: others share the log.
+        feed(&ledger, &[11, 14, 15], &[0, 1, 2]);
+        assert_eq!(ledger.checkpoint(0), None, "no result yet");
+        ledger.result(&result());
+        ledger.result(&result());
+        let cp = ledger.checkpoint(2).unwrap();
+        assert_eq!((cp.after_seq, cp.last_event_id, cp.state), (14, 2, None));
+        assert_eq!(ledger.checkpoint(2), None, "it did not move");
+    }
+
+    #[test]
+    fn a_count_window_checkpoints_after_its_last_record_only() {
+        let ledger = Ledger::new(Rule::Instants(3), 0);
+        feed(&ledger, &[1, 2, 3, 4, 5], &[0, 1, 2, 3, 4]);
+        ledger.result(&window(0));
+        assert_eq!(ledger.checkpoint(1).unwrap().after_seq, 3);
+    }
+
+    #[test]
+    fn a_tumbling_window_checkpoints_before_the_record_that_closed_it() {
+        // 10 s windows: records at 1, 4, 12 (closes [0, 10)), 3 (late), 15.
+        let ledger = Ledger::new(Rule::Tumbling { span: 10 }, 0);
+        feed(&ledger, &[1, 2, 3, 4, 5], &[1, 4, 12, 3, 15]);
+        ledger.result(&window(1));
+        let cp = ledger.checkpoint(1).unwrap();
+        assert_eq!(cp.after_seq, 2, "replay starts at the record at 12 s");
+        // The late record after it stays to be replayed: its count belongs
+        // to the next window's event.
+        feed(&ledger, &[6], &[21]);
+        ledger.result(&window(12));
+        assert_eq!(ledger.checkpoint(2).unwrap().after_seq, 5);
+    }
+
+    #[test]
+    fn results_without_their_instants_freeze_the_checkpoint() {
+        let ledger = Ledger::new(Rule::Instants(1), 7);
+        ledger.result(&result());
+        feed(&ledger, &[8], &[0]);
+        ledger.result(&result());
+        assert_eq!(ledger.checkpoint(2), None);
+    }
+
+    #[test]
+    fn hopping_windows_and_engines_of_jobs_never_move_their_checkpoint() {
+        let ledger = Ledger::new(Rule::Never, 3);
+        feed(&ledger, &[4, 5], &[0, 1]);
+        ledger.result(&result());
+        assert_eq!(ledger.checkpoint(1), None);
+    }
+}

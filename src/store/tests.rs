@@ -249,6 +249,62 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
 }
 
 #[tokio::test]
+async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
+    let dir = TempDir::new("trim-idle");
+    let store = open(&dir);
+    let course = PropertyPath {
+        property: "course".into(),
+        ..speed()
+    };
+    // q1 reads speed; q2 reads course, which nobody ingests to.
+    store.register(query("q1")).await.unwrap();
+    store
+        .register(NewQuery {
+            property: course.clone(),
+            ..query("q2")
+        })
+        .await
+        .unwrap();
+    for i in 0..10 {
+        store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
+    }
+    let checkpoint = Checkpoint {
+        after_seq: 8,
+        last_event_id: 8,
+        state: None,
+    };
+    store
+        .append_events("q1", events(1..=8), Some(checkpoint))
+        .await
+        .unwrap();
+    assert_eq!(store.instants(&speed(), 0, 100).unwrap()[0].seq, 9);
+    // Once course has instants after q2's checkpoint, q2 needs them.
+    let seqs = store.append_instants(&course, &[instant(0)]).await.unwrap();
+    store
+        .append_events(
+            "q1",
+            events(9..=10),
+            Some(Checkpoint {
+                after_seq: 10,
+                last_event_id: 10,
+                state: None,
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.instants(&course, 0, 100).unwrap()[0].seq, seqs.start);
+    store.close();
+    // The same after a reopen, from what the database holds.
+    let store = open(&dir);
+    store.set_status("q1", &QueryStatus::Stopped).await.unwrap();
+    assert_eq!(store.instants(&course, 0, 100).unwrap().len(), 1);
+    store.close();
+}
+
+#[tokio::test]
 async fn a_page_may_start_and_end_inside_one_ingest_call() {
     let dir = TempDir::new("pages");
     let store = open(&dir);

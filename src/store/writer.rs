@@ -86,6 +86,8 @@ pub(crate) struct Bounds {
 #[derive(Debug, Default)]
 struct QueryState {
     running: bool,
+    /// The property it reads (its row id).
+    property: i64,
     last_event_id: u64,
     checkpoint_seq: u64,
     checkpoint_event_id: u64,
@@ -104,6 +106,8 @@ pub(crate) struct Writer {
     /// Every instant up to this sequence number has been deleted.
     trimmed: u64,
     properties: HashMap<PropertyPath, i64>,
+    /// The last sequence number logged for each property (by row id).
+    logged: HashMap<i64, u64>,
     queries: HashMap<String, QueryState>,
 }
 
@@ -151,6 +155,7 @@ impl Writer {
             stored_next_seq: 1,
             trimmed: 0,
             properties: HashMap::new(),
+            logged: HashMap::new(),
             queries: HashMap::new(),
         };
         writer.load()?;
@@ -175,7 +180,8 @@ impl Writer {
         let mut queries = HashMap::new();
         let mut stmt = conn
             .prepare(
-                "SELECT id, status, last_event_id, checkpoint_seq, checkpoint_event_id FROM queries",
+                "SELECT id, status, last_event_id, checkpoint_seq, checkpoint_event_id, property \
+                 FROM queries",
             )
             .map_err(db)?;
         let rows = stmt
@@ -187,6 +193,7 @@ impl Writer {
                         last_event_id: r.get(2)?,
                         checkpoint_seq: r.get(3)?,
                         checkpoint_event_id: r.get(4)?,
+                        property: r.get(5)?,
                         ..QueryState::default()
                     },
                 ))
@@ -218,6 +225,18 @@ impl Writer {
                 state.ring_bytes += size;
             }
         }
+        let mut logged = HashMap::new();
+        let mut stmt = conn
+            .prepare("SELECT property, max(last_seq) FROM instants GROUP BY property")
+            .map_err(db)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u64>(1)?)))
+            .map_err(db)?;
+        for row in rows {
+            let (property, last) = row.map_err(db)?;
+            logged.insert(property, last);
+        }
+        self.logged = logged;
         self.next_seq = next_seq;
         self.stored_next_seq = stored.max(1) as u64;
         self.trimmed = match min {
@@ -291,11 +310,18 @@ impl Writer {
     }
 
     /// Deletes what no query needs and records the next sequence number.
+    ///
+    /// A running query needs the instants of its property after its
+    /// checkpoint; one whose checkpoint is at or past the last instant
+    /// logged for its property needs none of the log (what it reads next is
+    /// logged later), so an idle query does not hold the log back.
     fn finish_batch(&mut self, ingested: bool) -> Result<(), StoreErrorKind> {
         let low = self
             .queries
             .values()
-            .filter(|q| q.running)
+            .filter(|q| {
+                q.running && q.checkpoint_seq < self.logged.get(&q.property).copied().unwrap_or(0)
+            })
             .map(|q| q.checkpoint_seq)
             .min()
             .unwrap_or(self.next_seq - 1);
@@ -395,11 +421,12 @@ impl Writer {
             return Err(StoreErrorKind::DuplicateQuery(query.id));
         }
         let result = self.insert_query(&query);
-        let checkpoint = self.undo_on_error(result)?;
+        let (checkpoint, property) = self.undo_on_error(result)?;
         self.queries.insert(
             query.id,
             QueryState {
                 running: true,
+                property,
                 checkpoint_seq: checkpoint.after_seq,
                 ..QueryState::default()
             },
@@ -407,7 +434,7 @@ impl Writer {
         Ok(checkpoint)
     }
 
-    fn insert_query(&mut self, query: &NewQuery) -> Result<Checkpoint, StoreErrorKind> {
+    fn insert_query(&mut self, query: &NewQuery) -> Result<(Checkpoint, i64), StoreErrorKind> {
         let property = self.property_id(&query.property)?;
         let created_ms = query
             .created
@@ -438,7 +465,7 @@ impl Writer {
                 ])
             })
             .map_err(db)?;
-        Ok(checkpoint)
+        Ok((checkpoint, property))
     }
 
     fn status(&mut self, id: &str, status: &QueryStatus) -> Result<(), StoreErrorKind> {
@@ -625,8 +652,11 @@ impl Writer {
         data: &[u8],
     ) -> Result<Range<u64>, StoreErrorKind> {
         let result = self.insert_instants(property, count, data);
-        let range = self.undo_on_error(result)?;
+        let (range, id) = self.undo_on_error(result)?;
         self.next_seq = range.end;
+        if let Some(id) = id {
+            self.logged.insert(id, range.end - 1);
+        }
         Ok(range)
     }
 
@@ -635,11 +665,11 @@ impl Writer {
         property: &PropertyPath,
         count: u64,
         data: &[u8],
-    ) -> Result<Range<u64>, StoreErrorKind> {
+    ) -> Result<(Range<u64>, Option<i64>), StoreErrorKind> {
         let first = self.next_seq;
         let end = first + count;
         if count == 0 {
-            return Ok(first..end);
+            return Ok((first..end, None));
         }
         let property = self.property_id(property)?;
         self.conn
@@ -648,6 +678,6 @@ impl Writer {
             )
             .and_then(|mut s| s.execute(params![first, end - 1, property, data]))
             .map_err(db)?;
-        Ok(first..end)
+        Ok((first..end, Some(property)))
     }
 }
