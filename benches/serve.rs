@@ -5,6 +5,7 @@
 //! cargo bench --bench serve                      # 100 queries x 10 subscribers, 1,000 instants/s each, 10 s
 //! cargo bench --bench serve -- 20 5 1000 10      # QUERIES SUBSCRIBERS RATE SECONDS
 //! cargo bench --bench serve -- --state 20 5 1000 10   # the same, memory-only and with --state, side by side
+//! cargo bench --bench serve -- --state 20 5 1000 10 100000   # ... and 100,000 unpaced instants per query
 //! ```
 //!
 //! With `--state`, the same load runs twice, on a memory-only server and on
@@ -53,6 +54,8 @@ fn main() {
         rate: arg(2, 1000),
         seconds: arg(3, 10),
     };
+    // The unpaced ingest's instants per query: UNPACED, else RATE x SECONDS.
+    let unpaced_each = arg(4, load.rate * load.seconds);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -80,7 +83,7 @@ fn main() {
         );
         let mut server = Serve::start(&load, state);
         ok &= runtime.block_on(run(server.addr, &load));
-        rates.push(runtime.block_on(unpaced(server.addr, &load)));
+        rates.push(runtime.block_on(unpaced(server.addr, &load, unpaced_each)));
         server.stop();
     }
     let _ = std::fs::remove_dir_all(&dir);
@@ -144,10 +147,10 @@ impl Serve {
 /// Instants per unpaced ingest request: one chunk of the server's.
 const UNPACED_BATCH: u64 = 256;
 
-/// Posts RATE x SECONDS instants per query as fast as they are
+/// Posts `total` instants per query as fast as they are
 /// acknowledged, to queries of their own that nobody subscribes to; the
 /// acknowledged instants per second.
-async fn unpaced(addr: SocketAddr, load: &Load) -> f64 {
+async fn unpaced(addr: SocketAddr, load: &Load, total: u64) -> f64 {
     let mut client = Client::new(addr);
     let mut properties = Vec::new();
     for q in 0..load.queries {
@@ -158,7 +161,6 @@ async fn unpaced(addr: SocketAddr, load: &Load) -> f64 {
         assert_eq!(response.status, 201, "{response:?}");
         properties.push(property);
     }
-    let total = load.rate * load.seconds;
     let start = Clock::now();
     let mut feeders = Vec::new();
     for property in properties {

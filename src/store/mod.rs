@@ -17,8 +17,10 @@
 //!   copy and its fsyncs; the log stays bounded.
 //! - The **records**: a registration ([`NewQuery`]) with its status; per
 //!   query its result events ([`StoredEvent`]), of which the last ones form
-//!   the replay ring (bounded in count and bytes, trimmed in the same
-//!   transaction that adds to it), and its [`Checkpoint`]; and the
+//!   the replay ring (bounded in count and bytes; stored one row per call,
+//!   so the rows kept hold the ring and at most one row more, trimmed in
+//!   the same transaction that adds to it, and read back trimmed to the
+//!   ring exactly), and its [`Checkpoint`]; and the
 //!   **ingest log**, every instant ingested per property with a sequence
 //!   number ([`LoggedInstant`]), trimmed below the low-water mark of every
 //!   running query.
@@ -480,7 +482,11 @@ impl Store {
     /// Every query, oldest registration first, with its status, ring and
     /// checkpoint, as last committed. Blocking.
     pub fn queries(&self) -> Result<Vec<RestoredQuery>, StoreError> {
-        restore::queries(&mut self.reader()).map_err(|kind| self.error(kind))
+        let bounds = Bounds {
+            ring_events: self.options.ring_events.max(1),
+            ring_bytes: self.options.ring_bytes,
+        };
+        restore::queries(&mut self.reader(), bounds).map_err(|kind| self.error(kind))
     }
 
     /// Up to `limit` instants of `property` logged after the sequence number

@@ -11,7 +11,7 @@ use super::error::{StoreError, StoreErrorKind, classify};
 use super::{Durability, StoreOptions};
 
 /// The schema version this build reads and writes.
-pub(crate) const SCHEMA_VERSION: i64 = 1;
+pub(crate) const SCHEMA_VERSION: i64 = 2;
 
 /// The database file inside the store directory.
 pub(crate) const DB_FILE: &str = "state.sqlite3";
@@ -45,12 +45,14 @@ CREATE TABLE queries (
     checkpoint_event_id INTEGER NOT NULL,
     checkpoint_state BLOB
 ) WITHOUT ROWID;
+-- One row per store call: the events first_id..=last_id of a query,
+-- encoded as the batch module says.
 CREATE TABLE events (
     query TEXT NOT NULL,
-    id INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    data TEXT NOT NULL,
-    PRIMARY KEY (query, id)
+    first_id INTEGER NOT NULL,
+    last_id INTEGER NOT NULL,
+    data BLOB NOT NULL,
+    PRIMARY KEY (query, first_id)
 ) WITHOUT ROWID;
 -- One row per ingest call: the instants with sequence numbers
 -- first_seq..=last_seq, encoded as the batch module says.

@@ -127,6 +127,40 @@ async fn the_ring_is_trimmed_by_count_and_by_bytes_in_the_store_too() {
 }
 
 #[tokio::test]
+async fn events_are_stored_one_row_per_call_and_the_rows_kept_stay_bounded() {
+    let dir = TempDir::new("ring-rows");
+    let options = StoreOptions {
+        ring_events: 5,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), options.clone()).unwrap();
+    store.register(query("q")).await.unwrap();
+    for call in 0..20u64 {
+        let ids = call * 3 + 1..=call * 3 + 3;
+        store.append_events("q", events(ids), None).await.unwrap();
+        let rows: (i64, i64) = rusqlite::Connection::open(dir.path().join(schema::DB_FILE))
+            .unwrap()
+            .query_row(
+                "SELECT count(*), sum(last_id - first_id + 1) FROM events",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        // The ring (5 events) and at most one row more.
+        assert!(rows.0 <= 3 && rows.1 <= 8, "after call {call}: {rows:?}");
+    }
+    assert_eq!(store.queries().unwrap()[0].ring, events(56..=60));
+    store.close();
+    let store = Store::open(dir.path(), options).unwrap();
+    store
+        .append_events("q", events(61..=61), None)
+        .await
+        .unwrap();
+    assert_eq!(store.queries().unwrap()[0].ring, events(57..=61));
+    store.close();
+}
+
+#[tokio::test]
 async fn an_event_larger_than_the_ring_keeps_only_itself() {
     let dir = TempDir::new("ring-one");
     let options = StoreOptions {

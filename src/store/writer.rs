@@ -5,7 +5,7 @@
 //! The queue is bounded, so callers wait (backpressure) instead of memory
 //! growing. The writer keeps a small cache of what it needs to check and
 //! trim without reading the database back: the next sequence number, each
-//! query's last event id, checkpoint and replay-ring sizes. A job is
+//! query's last event id, checkpoint and replay-ring rows and sizes. A job is
 //! checked against the cache, written inside a savepoint (so that one bad
 //! job fails alone), and only then applied to the cache. If a commit
 //! fails, every job of the batch gets the error and the cache is reloaded
@@ -17,6 +17,7 @@ use std::ops::Range;
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch;
 use super::error::{StoreErrorKind, classify};
 use super::record::{Checkpoint, NewQuery, PropertyPath, StoredEvent};
 use super::wal::Checkpointer;
@@ -91,8 +92,11 @@ struct QueryState {
     last_event_id: u64,
     checkpoint_seq: u64,
     checkpoint_event_id: u64,
-    /// The ring's events: id and size, oldest first.
-    ring: VecDeque<(u64, usize)>,
+    /// The ring's rows, oldest first: first event id, events, bytes (of
+    /// kinds and data).
+    ring: VecDeque<(u64, usize, usize)>,
+    /// The events in `ring`.
+    ring_len: usize,
     ring_bytes: usize,
 }
 
@@ -205,8 +209,8 @@ impl Writer {
         }
         let mut stmt = conn
             .prepare(
-                "SELECT query, id, length(CAST(kind AS BLOB)) + length(CAST(data AS BLOB)) \
-                 FROM events ORDER BY query, id",
+                "SELECT query, first_id, last_id, length(data) FROM events \
+                 ORDER BY query, first_id",
             )
             .map_err(db)?;
         let rows = stmt
@@ -214,15 +218,19 @@ impl Writer {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, u64>(1)?,
-                    r.get::<_, usize>(2)?,
+                    r.get::<_, u64>(2)?,
+                    r.get::<_, usize>(3)?,
                 ))
             })
             .map_err(db)?;
         for row in rows {
-            let (query, id, size) = row.map_err(db)?;
+            let (query, first, last, size) = row.map_err(db)?;
             if let Some(state) = queries.get_mut(&query) {
-                state.ring.push_back((id, size));
-                state.ring_bytes += size;
+                let len = (last + 1).saturating_sub(first) as usize;
+                let bytes = size.saturating_sub(len * batch::EVENT_OVERHEAD);
+                state.ring.push_back((first, len, bytes));
+                state.ring_len += len;
+                state.ring_bytes += bytes;
             }
         }
         let mut logged = HashMap::new();
@@ -553,26 +561,30 @@ impl Writer {
                 )));
             }
         }
-        // The ring after this job: the oldest events go while it is over a
-        // bound, but the newest always stays.
-        let sizes: Vec<usize> = events.iter().map(StoredEvent::size).collect();
-        let mut len = state.ring.len() + events.len();
-        let mut bytes = state.ring_bytes + sizes.iter().sum::<usize>();
+        // The ring after this job, in whole rows: the oldest row goes while
+        // the rows after it still hold every event the ring keeps (they
+        // reach one of its bounds alone); the newest row always stays. The
+        // rows kept hold the ring and at most one row more; reading them
+        // back trims to the ring exactly.
+        let size: usize = events.iter().map(StoredEvent::size).sum();
+        let mut len = state.ring_len + events.len();
+        let mut bytes = state.ring_bytes + size;
         let mut dropped = 0;
-        let all = state
-            .ring
-            .iter()
-            .copied()
-            .chain(events.iter().map(|e| e.id).zip(sizes.iter().copied()));
         let mut cut = None;
-        for (event_id, size) in all {
-            if len <= 1 || (len <= bounds.ring_events && bytes <= bounds.ring_bytes) {
-                cut = Some(event_id);
+        for &(first, n, b) in &state.ring {
+            if len - n < bounds.ring_events.max(1) && bytes - b < bounds.ring_bytes.max(1) {
+                cut = Some(first);
                 break;
             }
-            len -= 1;
-            bytes -= size;
+            if events.is_empty() && dropped + 1 == state.ring.len() {
+                break;
+            }
+            len -= n;
+            bytes -= b;
             dropped += 1;
+        }
+        if cut.is_none() && dropped > 0 {
+            cut = events.first().map(|e| e.id).or(Some(u64::MAX));
         }
         let result =
             self.write_events(id, events, checkpoint.as_ref(), last_event_id, cut, dropped);
@@ -580,13 +592,15 @@ impl Writer {
         let Some(state) = self.queries.get_mut(id) else {
             return Ok(());
         };
-        for (event, size) in events.iter().zip(sizes) {
-            state.ring.push_back((event.id, size));
+        if let Some(first) = events.first() {
+            state.ring.push_back((first.id, events.len(), size));
+            state.ring_len += events.len();
             state.ring_bytes += size;
         }
         for _ in 0..dropped {
-            if let Some((_, size)) = state.ring.pop_front() {
-                state.ring_bytes -= size;
+            if let Some((_, n, b)) = state.ring.pop_front() {
+                state.ring_len -= n;
+                state.ring_bytes -= b;
             }
         }
         state.last_event_id = last_event_id;
@@ -607,19 +621,25 @@ impl Writer {
         dropped: usize,
     ) -> Result<(), StoreErrorKind> {
         let conn = &self.conn;
-        let mut insert = conn
-            .prepare_cached("INSERT INTO events (query, id, kind, data) VALUES (?1, ?2, ?3, ?4)")
+        if let (Some(first), Some(last)) = (events.first(), events.last()) {
+            let mut data = Vec::with_capacity(
+                events
+                    .iter()
+                    .map(|e| e.size() + batch::EVENT_OVERHEAD)
+                    .sum(),
+            );
+            batch::encode_events(events, &mut data);
+            conn.prepare_cached(
+                "INSERT INTO events (query, first_id, last_id, data) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![id, first.id, last.id, data]))
             .map_err(db)?;
-        for event in events {
-            insert
-                .execute(params![id, event.id, event.kind, event.data])
-                .map_err(db)?;
         }
         if dropped > 0
             && let Some(cut) = cut
         {
-            conn.prepare_cached("DELETE FROM events WHERE query = ?1 AND id < ?2")
-                .and_then(|mut s| s.execute(params![id, cut]))
+            conn.prepare_cached("DELETE FROM events WHERE query = ?1 AND first_id < ?2")
+                .and_then(|mut s| s.execute(params![id, cut as i64]))
                 .map_err(db)?;
         }
         match checkpoint {
