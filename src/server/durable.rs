@@ -20,12 +20,14 @@
 //!   the `k`-th instant fed;
 //! - a `COUNT n` window (of the instants or of a transform's outputs)
 //!   covers `n` instants;
-//! - a `TUMBLING` window `[end − span, end)` is emitted when the first
-//!   instant at or past `end` arrives, and that instant opens the next
-//!   window: the checkpoint moves to just before it. The instants before it
-//!   are in the window emitted or were late (their count is in that
-//!   window's event), so a fresh engine fed from there is where the
-//!   running one was;
+//! - a `TUMBLING` window `[end − span, end)`: the instants fed before the
+//!   first one at or past `end` are in it, or were late (their count is in
+//!   its event), so the checkpoint moves to just before that first one,
+//!   from which a fresh engine is where the running one was; unless an
+//!   instant before `end` was fed after it (out of order, within a `grace`
+//!   or late), which a fresh engine might count again: then the checkpoint
+//!   stays where it was (still valid, it only replays more) until a later
+//!   window;
 //! - a `HOPPING` window, whose windows overlap, and a query on a bridge or
 //!   plugin engine (whose job or library may filter, or emit several
 //!   results per instant) never move theirs: after a restart they are
@@ -179,11 +181,22 @@ impl Ledger {
                     return;
                 };
                 let end = start.secs.div_euclid(span).saturating_mul(span) + span;
-                while let Some(&(seq, secs)) = inner.fed.front()
-                    && secs < end
-                {
-                    inner.fed.pop_front();
-                    inner.covered = seq;
+                // The instants before the first at or past the window's end
+                // are in it (or were late). If one before the end comes
+                // after that first (out of order: within a grace, or late),
+                // a fresh engine might count it in a window again: the
+                // checkpoint then stays where it is until a later window.
+                let open = inner.fed.iter().position(|&(_, secs)| secs >= end);
+                let clean = match open {
+                    None => true,
+                    Some(i) => inner.fed.iter().skip(i).all(|&(_, secs)| secs >= end),
+                };
+                if clean {
+                    let covered = open.unwrap_or(inner.fed.len());
+                    if let Some(&(seq, _)) = covered.checked_sub(1).and_then(|i| inner.fed.get(i)) {
+                        inner.covered = seq;
+                    }
+                    inner.fed.drain(..covered);
                 }
             }
         }
@@ -381,16 +394,27 @@ mod tests {
     }
 
     #[test]
-    fn a_tumbling_window_checkpoints_before_the_record_that_closed_it() {
+    fn a_tumbling_window_checkpoints_before_the_record_that_closed_it_unless_one_came_out_of_order()
+    {
         // 10 s windows: records at 1, 4, 12 (closes [0, 10)), 3 (late), 15.
         let ledger = Ledger::new(Rule::Tumbling { span: 10 }, 0);
         feed(&ledger, &[1, 2, 3, 4, 5], &[1, 4, 12, 3, 15]);
         ledger.result(&window(1));
-        let cp = ledger.checkpoint(1).unwrap();
-        assert_eq!(cp.after_seq, 2, "replay starts at the record at 12 s");
-        // The late record after it stays to be replayed: its count belongs
-        // to the next window's event.
+        // The record at 3 s came after the one at 12 s: replaying from 12 s
+        // could count it again, so the checkpoint stays.
+        assert_eq!(ledger.checkpoint(1), None);
+        // [10, 20) is emitted when 21 s comes: everything before it is
+        // below 20 s, so the checkpoint moves to just before it.
         feed(&ledger, &[6], &[21]);
+        ledger.result(&window(12));
+        assert_eq!(ledger.checkpoint(2).unwrap().after_seq, 5);
+        // In order: just before the record that closed the window.
+        let ledger = Ledger::new(Rule::Tumbling { span: 10 }, 0);
+        feed(&ledger, &[1, 2, 3, 4], &[1, 4, 12, 15]);
+        ledger.result(&window(1));
+        assert_eq!(ledger.checkpoint(1).unwrap().after_seq, 2);
+        // A window closed by the clock, before any record past its end.
+        feed(&ledger, &[5], &[18]);
         ledger.result(&window(12));
         assert_eq!(ledger.checkpoint(2).unwrap().after_seq, 5);
     }
