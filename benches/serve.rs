@@ -6,6 +6,7 @@
 //! cargo bench --bench serve -- 20 5 1000 10      # QUERIES SUBSCRIBERS RATE SECONDS
 //! cargo bench --bench serve -- --state 20 5 1000 10   # the same, memory-only and with --state, side by side
 //! cargo bench --bench serve -- --state 20 5 1000 10 100000   # ... and 100,000 unpaced instants per query
+//! MFSTREAM_BENCH_BIN=/path/to/mfstream cargo bench --bench serve   # another build, same load
 //! ```
 //!
 //! With `--state`, the same load runs twice, on a memory-only server and on
@@ -106,16 +107,32 @@ struct Serve {
 
 impl Serve {
     fn start(load: &Load, state: Option<&std::path::Path>) -> Serve {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
+        // MFSTREAM_BENCH_BIN runs another build (say, an older commit's)
+        // under the same load, for a side-by-side comparison.
+        let binary = std::env::var("MFSTREAM_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mfstream").into());
+        let mut cmd = Command::new(&binary);
         cmd.args(["serve", "--addr", "127.0.0.1:0", "--replay", "16384"])
-            .args(["--max-subscribers", &(load.subscribers + 1).to_string()])
-            .args(["--replay-bytes", &(64 << 20).to_string()])
+            .args(["--max-subscribers", &(load.subscribers + 1).to_string()]);
+        // Bounds an older build may not have: given only where it has them.
+        let help = Command::new(&binary)
+            .args(["serve", "--help"])
+            .output()
+            .expect("mfstream serve --help runs");
+        let help = String::from_utf8_lossy(&help.stdout);
+        if help.contains("--replay-bytes") {
+            cmd.args(["--replay-bytes", &(64 << 20).to_string()]);
+        }
+        if help.contains("--max-connections") {
             // Every subscriber and feeder holds a connection.
-            .args([
-                "--max-connections",
-                &(load.queries * (load.subscribers + 2) + 64).to_string(),
-            ])
-            .env("RUST_LOG", "warn")
+            let connections = load.queries * (load.subscribers + 2) + 64;
+            cmd.args(["--max-connections", &connections.to_string()]);
+        }
+        assert!(
+            state.is_none() || help.contains("--state"),
+            "{binary} has no --state"
+        );
+        cmd.env("RUST_LOG", "warn")
             .env_remove("MFSTREAM_CONFIG")
             .env_remove("MFAPI_STREAM_ENGINE")
             .stdout(Stdio::piped());
