@@ -49,7 +49,9 @@ use axum::http::StatusCode;
 use crate::aggregate::Window;
 use crate::engine::{EngineInfo, EngineKind};
 use crate::spec::{QueryKind, QuerySpec};
-use crate::store::{Assigned, Checkpoint, EventIds, PropertyPath, Store, StoreError, StoredEvent};
+use bytes::BytesMut;
+
+use crate::store::{Assigned, Checkpoint, EventBatch, EventIds, PropertyPath, Store, StoreError};
 use crate::vocab::{Event, Instant};
 
 use super::fanout::Fanout;
@@ -151,55 +153,18 @@ impl Ledger {
         }
     }
 
-    /// Moves past the instants the next result covers.
-    pub(crate) fn result(&self, event: &Event) {
+    /// Moves past the instants a batch of results covers.
+    pub(crate) fn results(&self, events: &[Event]) {
         let mut inner = self.inner();
-        if inner.lost {
-            return;
+        for event in events {
+            inner.result(event);
         }
-        match inner.rule {
-            Rule::Never => {}
-            Rule::Instants(n) => {
-                while inner.counted < n {
-                    let Some((seq, _)) = inner.fed.pop_front() else {
-                        tracing::warn!("a result without its instants: the checkpoint stays");
-                        inner.lost = true;
-                        return;
-                    };
-                    inner.covered = seq;
-                    inner.counted += 1;
-                }
-                inner.counted = 0;
-            }
-            Rule::Tumbling { span } => {
-                let Event::Window(window) = event else {
-                    inner.lost = true;
-                    return;
-                };
-                let Some(start) = crate::datetime::parse(&window.window_start) else {
-                    inner.lost = true;
-                    return;
-                };
-                let end = start.secs.div_euclid(span).saturating_mul(span) + span;
-                // The instants before the first at or past the window's end
-                // are in it (or were late). If one before the end comes
-                // after that first (out of order: within a grace, or late),
-                // a fresh engine might count it in a window again: the
-                // checkpoint then stays where it is until a later window.
-                let open = inner.fed.iter().position(|&(_, secs)| secs >= end);
-                let clean = match open {
-                    None => true,
-                    Some(i) => inner.fed.iter().skip(i).all(|&(_, secs)| secs >= end),
-                };
-                if clean {
-                    let covered = open.unwrap_or(inner.fed.len());
-                    if let Some(&(seq, _)) = covered.checked_sub(1).and_then(|i| inner.fed.get(i)) {
-                        inner.covered = seq;
-                    }
-                    inner.fed.drain(..covered);
-                }
-            }
-        }
+    }
+
+    /// Moves past the instants the next result covers.
+    #[cfg(test)]
+    pub(crate) fn result(&self, event: &Event) {
+        self.inner().result(event);
     }
 
     /// The checkpoint at the last result, whose id is `last_event_id`, if
@@ -215,6 +180,58 @@ impl Ledger {
             last_event_id,
             state: None,
         })
+    }
+}
+
+impl LedgerInner {
+    /// Moves past the instants the next result covers.
+    fn result(&mut self, event: &Event) {
+        if self.lost {
+            return;
+        }
+        match self.rule {
+            Rule::Never => {}
+            Rule::Instants(n) => {
+                while self.counted < n {
+                    let Some((seq, _)) = self.fed.pop_front() else {
+                        tracing::warn!("a result without its instants: the checkpoint stays");
+                        self.lost = true;
+                        return;
+                    };
+                    self.covered = seq;
+                    self.counted += 1;
+                }
+                self.counted = 0;
+            }
+            Rule::Tumbling { span } => {
+                let Event::Window(window) = event else {
+                    self.lost = true;
+                    return;
+                };
+                let Some(start) = crate::datetime::parse(&window.window_start) else {
+                    self.lost = true;
+                    return;
+                };
+                let end = start.secs.div_euclid(span).saturating_mul(span) + span;
+                // The instants before the first at or past the window's end
+                // are in it (or were late). If one before the end comes
+                // after that first (out of order: within a grace, or late),
+                // a fresh engine might count it in a window again: the
+                // checkpoint then stays where it is until a later window.
+                let open = self.fed.iter().position(|&(_, secs)| secs >= end);
+                let clean = match open {
+                    None => true,
+                    Some(i) => self.fed.iter().skip(i).all(|&(_, secs)| secs >= end),
+                };
+                if clean {
+                    let covered = open.unwrap_or(self.fed.len());
+                    if let Some(&(seq, _)) = covered.checked_sub(1).and_then(|i| self.fed.get(i)) {
+                        self.covered = seq;
+                    }
+                    self.fed.drain(..covered);
+                }
+            }
+        }
     }
 }
 
@@ -241,20 +258,26 @@ impl Keeper {
         batch: &[Event],
         fanout: &Fanout,
     ) -> Result<(), StoreError> {
-        let mut new = Vec::with_capacity(batch.len());
+        self.ledger.results(batch);
+        let mut new = None;
+        let mut frames = Vec::with_capacity(batch.len());
+        let mut buf = BytesMut::with_capacity(batch.len() * 160);
+        let mut json = Vec::with_capacity(128);
         for event in batch {
-            self.ledger.result(event);
-            match self.ids.assign() {
-                Assigned::Duplicate(_) => {}
-                Assigned::New(id) => new.push(StoredEvent::new(id, event)),
-            }
+            let Assigned::New(id) = self.ids.assign() else {
+                continue;
+            };
+            json.clear();
+            event.write_json(&mut json);
+            new.get_or_insert_with(|| EventBatch::new(id))
+                .push(event.kind(), &json);
+            frames.push(super::fanout::frame(&mut buf, id, event.kind(), &json));
         }
-        if new.is_empty() {
+        let Some(new) = new else {
             return Ok(());
-        }
+        };
         let checkpoint = self.ledger.checkpoint(self.ids.last());
-        let frames = Fanout::render(&new);
-        self.store.append_events(query, new, checkpoint).await?;
+        self.store.append_batch(query, new, checkpoint).await?;
         fanout.push_frames(frames);
         Ok(())
     }

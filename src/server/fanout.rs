@@ -222,7 +222,7 @@ impl Fanout {
 
 /// One SSE frame: `id:`, `event:`, `data:`, split off `buf` (the frames of
 /// a batch share one allocation).
-fn frame(buf: &mut BytesMut, id: u64, kind: &str, json: &[u8]) -> Bytes {
+pub(crate) fn frame(buf: &mut BytesMut, id: u64, kind: &str, json: &[u8]) -> Bytes {
     buf.extend_from_slice(b"id: ");
     buf.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
     buf.extend_from_slice(b"\nevent: ");

@@ -18,14 +18,6 @@ use crate::vocab::{Instant, Value};
 /// The bytes an event takes in a batch beyond its kind and data.
 pub(crate) const EVENT_OVERHEAD: usize = 8;
 
-/// Appends `events` (kind and data; the ids are the row's) to `out`.
-pub(crate) fn encode_events(events: &[StoredEvent], out: &mut Vec<u8>) {
-    for event in events {
-        put_str(&event.kind, out);
-        put_str(&event.data, out);
-    }
-}
-
 /// Decodes a batch of events whose first has the id `first_id`.
 pub(crate) fn decode_events(
     mut data: &[u8],
@@ -71,10 +63,15 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
 }
 
 fn put_str(s: &str, out: &mut Vec<u8>) {
+    put_bytes(s.as_bytes(), out);
+}
+
+/// Appends `bytes` with their length.
+pub(crate) fn put_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     // Strings are bounded far below 4 GiB before they get here.
-    let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&s.as_bytes()[..len as usize]);
+    out.extend_from_slice(&bytes[..len as usize]);
 }
 
 /// Decodes a batch, calling `each` with every instant in order.
@@ -162,8 +159,11 @@ mod tests {
                 data: String::new(),
             },
         ];
-        let mut data = Vec::new();
-        encode_events(&events, &mut data);
+        let mut batch = super::super::EventBatch::new(7);
+        for e in &events {
+            batch.push(&e.kind, e.data.as_bytes());
+        }
+        let data = batch.data().to_vec();
         assert_eq!(
             data.len(),
             events

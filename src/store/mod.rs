@@ -184,8 +184,8 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::error::{StoreError, StoreErrorKind};
 pub use self::record::{
-    Assigned, Checkpoint, EventIds, LoggedInstant, NewQuery, PropertyPath, RestoredQuery,
-    StoredEvent,
+    Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
+    RestoredQuery, StoredEvent,
 };
 use self::writer::{Bounds, Job, Writer};
 use crate::vocab::{Instant, QueryStatus, Value};
@@ -411,11 +411,31 @@ impl Store {
         events: Vec<StoredEvent>,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreError> {
+        let mut batch = EventBatch::new(events.first().map_or(0, |e| e.id));
+        for (i, event) in events.iter().enumerate() {
+            if i > 0 && event.id != events[i - 1].id + 1 {
+                return Err(self.error(StoreErrorKind::EventOutOfOrder {
+                    query: id.to_owned(),
+                    last: events[i - 1].id,
+                    got: event.id,
+                }));
+            }
+            batch.push(&event.kind, event.data.as_bytes());
+        }
+        self.append_batch(id, batch, checkpoint).await
+    }
+
+    /// [`Store::append_events`] for events already encoded (the server's
+    /// way: no `String` per event).
+    pub async fn append_batch(
+        &self,
+        id: &str,
+        events: EventBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), StoreError> {
         let o = &self.options;
         self.check_len("a batch of events", events.len(), o.max_batch)?;
-        for event in &events {
-            self.check_len("an event", event.size(), o.max_event_bytes)?;
-        }
+        self.check_len("an event", events.largest(), o.max_event_bytes)?;
         if let Some(state) = checkpoint.as_ref().and_then(|c| c.state.as_ref()) {
             self.check_len("a checkpoint state", state.len(), o.max_state_bytes)?;
         }

@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::batch;
 use super::error::{StoreErrorKind, classify};
-use super::record::{Checkpoint, NewQuery, PropertyPath, StoredEvent};
+use super::record::{Checkpoint, EventBatch, NewQuery, PropertyPath};
 use super::wal::Checkpointer;
 use crate::vocab::QueryStatus;
 
@@ -48,7 +48,7 @@ pub(crate) enum Job {
     },
     Events {
         id: String,
-        events: Vec<StoredEvent>,
+        events: EventBatch,
         checkpoint: Option<Checkpoint>,
         ack: Ack<()>,
     },
@@ -71,7 +71,7 @@ impl Job {
         match self {
             Job::Register { query, .. } => query.spec.len() + 128,
             Job::Status { .. } | Job::Delete { .. } => 128,
-            Job::Events { events, .. } => events.iter().map(|e| e.size() + 32).sum(),
+            Job::Events { events, .. } => events.data().len() + 32,
             Job::Instants { data, .. } => data.len() + 32,
         }
     }
@@ -518,7 +518,7 @@ impl Writer {
     fn events(
         &mut self,
         id: &str,
-        events: &[StoredEvent],
+        events: &EventBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreErrorKind> {
         let bounds = self.bounds;
@@ -526,14 +526,12 @@ impl Writer {
         let Some(state) = self.queries.get(id) else {
             return Err(StoreErrorKind::UnknownQuery(id.to_owned()));
         };
-        for (expected, event) in (state.last_event_id + 1..).zip(events) {
-            if event.id != expected {
-                return Err(StoreErrorKind::EventOutOfOrder {
-                    query: id.to_owned(),
-                    last: expected - 1,
-                    got: event.id,
-                });
-            }
+        if !events.is_empty() && events.first_id() != state.last_event_id + 1 {
+            return Err(StoreErrorKind::EventOutOfOrder {
+                query: id.to_owned(),
+                last: state.last_event_id,
+                got: events.first_id(),
+            });
         }
         let last_event_id = state.last_event_id + events.len() as u64;
         if let Some(cp) = &checkpoint {
@@ -566,7 +564,7 @@ impl Writer {
         // reach one of its bounds alone); the newest row always stays. The
         // rows kept hold the ring and at most one row more; reading them
         // back trims to the ring exactly.
-        let size: usize = events.iter().map(StoredEvent::size).sum();
+        let size = events.bytes();
         let mut len = state.ring_len + events.len();
         let mut bytes = state.ring_bytes + size;
         let mut dropped = 0;
@@ -584,7 +582,11 @@ impl Writer {
             dropped += 1;
         }
         if cut.is_none() && dropped > 0 {
-            cut = events.first().map(|e| e.id).or(Some(u64::MAX));
+            cut = Some(if events.is_empty() {
+                u64::MAX
+            } else {
+                events.first_id()
+            });
         }
         let result =
             self.write_events(id, events, checkpoint.as_ref(), last_event_id, cut, dropped);
@@ -592,8 +594,10 @@ impl Writer {
         let Some(state) = self.queries.get_mut(id) else {
             return Ok(());
         };
-        if let Some(first) = events.first() {
-            state.ring.push_back((first.id, events.len(), size));
+        if !events.is_empty() {
+            state
+                .ring
+                .push_back((events.first_id(), events.len(), size));
             state.ring_len += events.len();
             state.ring_bytes += size;
         }
@@ -614,25 +618,20 @@ impl Writer {
     fn write_events(
         &self,
         id: &str,
-        events: &[StoredEvent],
+        events: &EventBatch,
         checkpoint: Option<&Checkpoint>,
         last_event_id: u64,
         cut: Option<u64>,
         dropped: usize,
     ) -> Result<(), StoreErrorKind> {
         let conn = &self.conn;
-        if let (Some(first), Some(last)) = (events.first(), events.last()) {
-            let mut data = Vec::with_capacity(
-                events
-                    .iter()
-                    .map(|e| e.size() + batch::EVENT_OVERHEAD)
-                    .sum(),
-            );
-            batch::encode_events(events, &mut data);
+        if !events.is_empty() {
+            let first = events.first_id();
+            let last = first + events.len() as u64 - 1;
             conn.prepare_cached(
                 "INSERT INTO events (query, first_id, last_id, data) VALUES (?1, ?2, ?3, ?4)",
             )
-            .and_then(|mut s| s.execute(params![id, first.id, last.id, data]))
+            .and_then(|mut s| s.execute(params![id, first, last, events.data()]))
             .map_err(db)?;
         }
         if dropped > 0
