@@ -4,8 +4,18 @@
 //! ```text
 //! cargo bench --bench serve                      # 100 queries x 10 subscribers, 1,000 instants/s each, 10 s
 //! cargo bench --bench serve -- 20 5 1000 10      # QUERIES SUBSCRIBERS RATE SECONDS
+//! cargo bench --bench serve -- --state 20 5 1000 10   # the same, memory-only and with --state, side by side
+//! cargo bench --bench serve -- --state 20 5 1000 10 100000   # ... and 100,000 unpaced instants per query
 //! MFSTREAM_BENCH_BIN=/path/to/mfstream cargo bench --bench serve   # another build, same load
 //! ```
+//!
+//! With `--state`, the same load runs twice, on a memory-only server and on
+//! one with `--state` (a fresh directory under the system's temporary
+//! one), and then each takes an unpaced ingest: QUERIES feeders post
+//! batches of 256 instants as fast as they are acknowledged, RATE x SECONDS
+//! instants each, to queries nobody subscribes to; the acknowledged
+//! instants per second of each server are printed next to each other, with
+//! their ratio.
 //!
 //! The release binary serves on a loopback port; this process is the load:
 //! one feeder per query posting its instants (JSON lines, every 20 ms, at the
@@ -33,6 +43,7 @@ struct Load {
 }
 
 fn main() {
+    let state = std::env::args().any(|a| a == "--state");
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -44,54 +55,162 @@ fn main() {
         rate: arg(2, 1000),
         seconds: arg(3, 10),
     };
-    // MFSTREAM_BENCH_BIN runs another build (say, an older commit's) under
-    // the same load, for a side-by-side comparison.
-    let binary = std::env::var("MFSTREAM_BENCH_BIN")
-        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mfstream").into());
-    let mut server = Command::new(&binary);
-    server
-        .args(["serve", "--addr", "127.0.0.1:0", "--replay", "16384"])
-        .args(["--max-subscribers", &(load.subscribers + 1).to_string()]);
-    // Bounds an older build may not have: given only where it has them.
-    let help = Command::new(&binary)
-        .args(["serve", "--help"])
-        .output()
-        .expect("mfstream serve --help runs");
-    let help = String::from_utf8_lossy(&help.stdout);
-    if help.contains("--replay-bytes") {
-        server.args(["--replay-bytes", &(64 << 20).to_string()]);
-    }
-    if help.contains("--max-connections") {
-        // Every subscriber and feeder holds a connection.
-        let connections = load.queries * (load.subscribers + 2) + 64;
-        server.args(["--max-connections", &connections.to_string()]);
-    }
-    let mut server = server
-        .env("RUST_LOG", "warn")
-        .env_remove("MFSTREAM_CONFIG")
-        .env_remove("MFAPI_STREAM_ENGINE")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("mfstream serve starts");
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
-    let addr: SocketAddr = line
-        .trim()
-        .strip_prefix("mfstream: listening on http://")
-        .expect("the listening line")
-        .parse()
-        .unwrap();
+    // The unpaced ingest's instants per query: UNPACED, else RATE x SECONDS.
+    let unpaced_each = arg(4, load.rate * load.seconds);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
-    runtime.block_on(run(addr, load));
-    let _ = server.kill();
-    let _ = server.wait();
+    if !state {
+        let mut server = Serve::start(&load, None);
+        let ok = runtime.block_on(run(server.addr, &load));
+        server.stop();
+        if !ok {
+            std::process::exit(1);
+        }
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("mfstream-bench-state-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut ok = true;
+    let mut rates = Vec::new();
+    for state in [None, Some(dir.as_path())] {
+        println!(
+            "== {} ==",
+            match state {
+                None => "memory only".to_owned(),
+                Some(dir) => format!("--state {}", dir.display()),
+            }
+        );
+        let mut server = Serve::start(&load, state);
+        ok &= runtime.block_on(run(server.addr, &load));
+        rates.push(runtime.block_on(unpaced(server.addr, &load, unpaced_each)));
+        server.stop();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    println!(
+        "unpaced ingest: memory only {:.0} instants/s, --state {:.0} instants/s: {:.0}% of memory only",
+        rates[0],
+        rates[1],
+        100.0 * rates[1] / rates[0]
+    );
+    if !ok {
+        std::process::exit(1);
+    }
+}
+
+/// The release `mfstream serve`, killed when stopped.
+struct Serve {
+    child: std::process::Child,
+    addr: SocketAddr,
+}
+
+impl Serve {
+    fn start(load: &Load, state: Option<&std::path::Path>) -> Serve {
+        // MFSTREAM_BENCH_BIN runs another build (say, an older commit's)
+        // under the same load, for a side-by-side comparison.
+        let binary = std::env::var("MFSTREAM_BENCH_BIN")
+            .unwrap_or_else(|_| env!("CARGO_BIN_EXE_mfstream").into());
+        let mut cmd = Command::new(&binary);
+        cmd.args(["serve", "--addr", "127.0.0.1:0", "--replay", "16384"])
+            .args(["--max-subscribers", &(load.subscribers + 1).to_string()]);
+        // Bounds an older build may not have: given only where it has them.
+        let help = Command::new(&binary)
+            .args(["serve", "--help"])
+            .output()
+            .expect("mfstream serve --help runs");
+        let help = String::from_utf8_lossy(&help.stdout);
+        if help.contains("--replay-bytes") {
+            cmd.args(["--replay-bytes", &(64 << 20).to_string()]);
+        }
+        if help.contains("--max-connections") {
+            // Every subscriber and feeder holds a connection.
+            let connections = load.queries * (load.subscribers + 2) + 64;
+            cmd.args(["--max-connections", &connections.to_string()]);
+        }
+        assert!(
+            state.is_none() || help.contains("--state"),
+            "{binary} has no --state"
+        );
+        cmd.env("RUST_LOG", "warn")
+            .env_remove("MFSTREAM_CONFIG")
+            .env_remove("MFAPI_STREAM_ENGINE")
+            .stdout(Stdio::piped());
+        if let Some(dir) = state {
+            cmd.arg("--state").arg(dir);
+        }
+        let mut child = cmd.spawn().expect("mfstream serve starts");
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let addr: SocketAddr = line
+            .trim()
+            .strip_prefix("mfstream: listening on http://")
+            .expect("the listening line")
+            .parse()
+            .unwrap();
+        Serve { child, addr }
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Instants per unpaced ingest request: one chunk of the server's.
+const UNPACED_BATCH: u64 = 256;
+
+/// Posts `total` instants per query as fast as they are
+/// acknowledged, to queries of their own that nobody subscribes to; the
+/// acknowledged instants per second.
+async fn unpaced(addr: SocketAddr, load: &Load, total: u64) -> f64 {
+    let mut client = Client::new(addr);
+    let mut properties = Vec::new();
+    for q in 0..load.queries {
+        let property = format!("/collections/unpaced/items/f{q}/tproperties/speed");
+        let response = client
+            .post(&format!("{property}/queries"), r#"{"operation":"abs"}"#)
+            .await;
+        assert_eq!(response.status, 201, "{response:?}");
+        properties.push(property);
+    }
+    let start = Clock::now();
+    let mut feeders = Vec::new();
+    for property in properties {
+        feeders.push(tokio::spawn(async move {
+            let mut client = Client::new(addr);
+            let path = format!("{property}/ingest");
+            let mut sent = 0u64;
+            let mut body = String::new();
+            while sent < total {
+                let n = UNPACED_BATCH.min(total - sent);
+                body.clear();
+                for seq in sent..sent + n {
+                    body.push_str(&format!(
+                        "{{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":{seq}}}\n"
+                    ));
+                }
+                let response = client.post(&path, &body).await;
+                match response.status {
+                    202 => sent += n,
+                    503 => {}
+                    _ => panic!("{response:?}"),
+                }
+            }
+        }));
+    }
+    for feeder in feeders {
+        feeder.await.unwrap();
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let all = total * load.queries as u64;
+    let rate = all as f64 / secs;
+    println!("  unpaced ingest: {all} instants acknowledged in {secs:.2} s: {rate:.0}/s");
+    rate
 }
 
 /// What one subscriber saw.
@@ -102,7 +221,8 @@ struct Seen {
     latencies_us: Vec<u32>,
 }
 
-async fn run(addr: SocketAddr, load: Load) {
+/// The paced load; false when an event was lost or out of order.
+async fn run(addr: SocketAddr, load: &Load) -> bool {
     println!(
         "serve: {} queries x {} subscribers, {} instants/s each, {} s (local engine, abs)",
         load.queries, load.subscribers, load.rate, load.seconds
@@ -191,8 +311,9 @@ async fn run(addr: SocketAddr, load: Load) {
         for p in problems.iter().take(10) {
             println!("  PROBLEM: {p}");
         }
-        std::process::exit(1);
+        return false;
     }
+    true
 }
 
 /// Posts `total` instants to `property` at `rate` per second from `from`

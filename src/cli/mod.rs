@@ -266,4 +266,9 @@ pub struct ServeArgs {
     /// connections to take their last bytes, before they are closed.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     pub shutdown_grace_ms: u64,
+    /// Keep registrations, results and ingested instants in DIR (created
+    /// if missing), and resume the queries found there at start-up.
+    /// Without it, everything is in memory and a restart forgets it.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
 }

@@ -31,6 +31,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),
+        state: args.state,
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

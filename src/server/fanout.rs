@@ -19,6 +19,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
+use crate::store::StoredEvent;
 use crate::vocab::{Event, QueryStatus};
 
 /// The most bytes one read of a subscriber takes from the ring at once.
@@ -90,16 +91,25 @@ impl Fanout {
         for (id, event) in (first_id..).zip(events) {
             json.clear();
             event.write_json(&mut json);
-            buf.extend_from_slice(b"id: ");
-            buf.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
-            buf.extend_from_slice(b"\nevent: ");
-            buf.extend_from_slice(event.kind().as_bytes());
-            buf.extend_from_slice(b"\ndata: ");
-            buf.extend_from_slice(&json);
-            buf.extend_from_slice(b"\n\n");
-            // The frames share one allocation.
-            frames.push(buf.split().freeze());
+            frames.push(frame(&mut buf, id, event.kind(), &json));
         }
+        self.push_frames(frames);
+    }
+
+    /// Renders stored results (each with its id) into their frames, outside
+    /// any lock: hand them to [`Fanout::push_frames`] once stored.
+    pub(crate) fn render(events: &[StoredEvent]) -> Vec<Bytes> {
+        let size = events.iter().map(|e| e.data.len() + 32).sum();
+        let mut buf = BytesMut::with_capacity(size);
+        events
+            .iter()
+            .map(|e| frame(&mut buf, e.id, &e.kind, e.data.as_bytes()))
+            .collect()
+    }
+
+    /// Adds rendered frames, the first with the id the ring expects next
+    /// (the pump numbers them: [`crate::store::EventIds`]).
+    pub(crate) fn push_frames(&self, frames: Vec<Bytes>) {
         let mut ring = self.ring();
         for frame in frames {
             ring.bytes += frame.len();
@@ -117,6 +127,45 @@ impl Fanout {
         let next = ring.next;
         drop(ring);
         self.changed.send_replace(next);
+    }
+
+    /// A fan-out restored from the state store: its ring holds `ring` (the
+    /// last events stored, oldest first), and the next event's id is
+    /// `last_event_id + 1`. A subscriber resuming from an id before the
+    /// ring is told exactly how many it missed, as before the restart.
+    pub(crate) fn restore(
+        replay: usize,
+        replay_bytes: usize,
+        max_subscribers: usize,
+        ring: &[StoredEvent],
+        last_event_id: u64,
+    ) -> Fanout {
+        let fanout = Fanout::new(replay, replay_bytes, max_subscribers);
+        // Events stored before the ring's first were trimmed off it.
+        let first = ring.first().map_or(last_event_id + 1, |e| e.id);
+        {
+            let mut r = fanout.ring();
+            r.first = first;
+            r.next = first;
+        }
+        fanout.push_frames(Fanout::render(ring));
+        let mut r = fanout.ring();
+        if r.next != last_event_id + 1 {
+            // A ring that does not end at the last id (it cannot happen with
+            // a store the writer kept): start after the last id, so that no
+            // id is ever given twice.
+            tracing::warn!(
+                next = r.next,
+                last_event_id,
+                "restored ring does not end at the last event"
+            );
+            r.frames.clear();
+            r.bytes = 0;
+            r.first = last_event_id + 1;
+            r.next = last_event_id + 1;
+        }
+        drop(r);
+        fanout
     }
 
     /// Ends the results with the query's final status; the first call
@@ -169,6 +218,19 @@ impl Fanout {
             keep_alive,
         })
     }
+}
+
+/// One SSE frame: `id:`, `event:`, `data:`, split off `buf` (the frames of
+/// a batch share one allocation).
+pub(crate) fn frame(buf: &mut BytesMut, id: u64, kind: &str, json: &[u8]) -> Bytes {
+    buf.extend_from_slice(b"id: ");
+    buf.extend_from_slice(itoa::Buffer::new().format(id).as_bytes());
+    buf.extend_from_slice(b"\nevent: ");
+    buf.extend_from_slice(kind.as_bytes());
+    buf.extend_from_slice(b"\ndata: ");
+    buf.extend_from_slice(json);
+    buf.extend_from_slice(b"\n\n");
+    buf.split().freeze()
 }
 
 /// The `end` event's data: `{"status":"failed","reason":"…"}`.

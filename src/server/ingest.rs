@@ -11,9 +11,13 @@ use std::time::Duration;
 
 use tokio::time::Instant as Clock;
 
+use std::sync::Arc;
+
 use crate::engine::SourcePermit;
+use crate::store::{PropertyPath, Store};
 use crate::vocab::{Instant, PropertyType, Value};
 
+use super::durable::{Ledger, unavailable};
 use super::problem::Problem;
 use super::table::Property;
 
@@ -145,10 +149,18 @@ pub(crate) struct Delivered {
 
 /// Hands `instants` to every running query on `property`, in order, holding
 /// back up to `wait` while a query's buffer is full.
+///
+/// With a state store (`log`), each chunk is appended to the ingest log
+/// once room for it is reserved in every query's buffer and before any
+/// query gets it: so a chunk is logged and delivered, or neither, and a
+/// chunk acknowledged is durable. Call it from a task of its own (the
+/// route spawns one): were it dropped between the log's commit and the
+/// send, the log would hold instants no query was given.
 pub(crate) async fn deliver(
     property: &Property,
     instants: Vec<Instant>,
     wait: Duration,
+    log: Option<(&Store, &PropertyPath)>,
 ) -> Result<Delivered, Problem> {
     let deadline = Clock::now() + wait;
     let total = instants.len();
@@ -176,7 +188,8 @@ pub(crate) async fn deliver(
         .collect();
     let mut accepted = 0;
     for chunk in instants.chunks(CHUNK) {
-        let mut permits: Vec<SourcePermit<'_>> = Vec::with_capacity(feeds.len());
+        let mut permits: Vec<(SourcePermit<'_>, Option<&Arc<Ledger>>)> =
+            Vec::with_capacity(feeds.len());
         for feed in &feeds {
             let reserve = async {
                 tokio::select! {
@@ -186,7 +199,7 @@ pub(crate) async fn deliver(
                 }
             };
             match tokio::time::timeout_at(deadline, reserve).await {
-                Ok(Some(permit)) => permits.push(permit),
+                Ok(Some(permit)) => permits.push((permit, feed.ledger.as_ref())),
                 // The query has ended or is stopping: it takes no more.
                 Ok(None) => {}
                 Err(_elapsed) => {
@@ -200,7 +213,26 @@ pub(crate) async fn deliver(
                 }
             }
         }
-        for permit in permits {
+        if let Some((store, path)) = log
+            && !permits.is_empty()
+        {
+            let seqs = store.append_instants(path, chunk).await.map_err(|e| {
+                tracing::error!(accepted, total, "ingest gave up: {e}");
+                unavailable(
+                    &format!(
+                        "accepted {accepted} of {total} instants: the rest could not be logged"
+                    ),
+                    &e,
+                )
+                .with_accepted(accepted)
+            })?;
+            for (_, ledger) in &permits {
+                if let Some(ledger) = ledger {
+                    ledger.fed(seqs.clone().zip(chunk));
+                }
+            }
+        }
+        for (permit, _) in permits {
             permit.send_batch(chunk.to_vec());
         }
         accepted += chunk.len();

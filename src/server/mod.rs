@@ -17,6 +17,10 @@
 //!   (`request`), and every error, hyper's own included (`parse_errors`),
 //!   is JSON.
 //!
+//! - with `--state DIR` ([`ServeOptions::state`]), the durable side
+//!   (`durable`, `restore`) keeps every registration, result and ingest in
+//!   a [`Store`] as its table says, and restores the queries at start-up.
+//!
 //! [`Server::bind`] binds the address (loopback by default); [`Server::run`]
 //! serves until its shutdown future resolves, then stops every query,
 //! ends every stream with its `end` event, and returns within twice the
@@ -24,17 +28,20 @@
 
 mod auth;
 mod connections;
+mod durable;
 mod fanout;
 mod ingest;
 mod page;
 mod parse_errors;
 mod problem;
 mod request;
+mod restore;
 mod routes;
 mod table;
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -43,6 +50,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
 use crate::registry::Registry;
+use crate::store::{Store, StoreError, StoreOptions};
 
 use self::connections::{Connections, Limits};
 use self::table::Table;
@@ -83,6 +91,10 @@ pub struct ServeOptions {
     /// How long a shutdown waits for queries to end, and then for
     /// connections to take their last bytes, before closing them.
     pub shutdown_grace: Duration,
+    /// The state directory (`--state DIR`): registrations, results and
+    /// ingests are kept there and restored at start-up. `None` (the
+    /// default): everything is in memory and a restart forgets it.
+    pub state: Option<PathBuf>,
 }
 
 impl Default for ServeOptions {
@@ -103,6 +115,7 @@ impl Default for ServeOptions {
             ingest_wait: Duration::from_secs(5),
             keep_alive: Duration::from_secs(15),
             shutdown_grace: Duration::from_secs(10),
+            state: None,
         }
     }
 }
@@ -122,6 +135,9 @@ pub enum ServeError {
     /// Serving failed.
     #[error("the server failed: {0}")]
     Io(#[from] std::io::Error),
+    /// The state directory could not be opened or restored from.
+    #[error(transparent)]
+    State(#[from] StoreError),
     /// A token was given, but empty: it would protect nothing.
     #[error("the token is empty: give a non-empty --token (or MFSTREAM_TOKEN), or none")]
     EmptyToken,
@@ -133,6 +149,8 @@ pub(crate) struct App {
     pub(crate) registry: Arc<Registry>,
     pub(crate) options: ServeOptions,
     pub(crate) table: Table,
+    /// The state store, with `--state`.
+    pub(crate) store: Option<Arc<Store>>,
     /// The address bound, for links when a request has no usable `Host`.
     pub(crate) local_addr: SocketAddr,
 }
@@ -158,20 +176,44 @@ impl Server {
         {
             return Err(ServeError::EmptyToken);
         }
+        let store = match &options.state {
+            Some(dir) => {
+                let store_options = StoreOptions {
+                    ring_events: options.replay,
+                    ring_bytes: options.replay_bytes,
+                    ..StoreOptions::default()
+                };
+                let dir = dir.clone();
+                let store = tokio::task::spawn_blocking(move || Store::open(dir, store_options))
+                    .await
+                    .map_err(std::io::Error::other)??;
+                Some(Arc::new(store))
+            }
+            None => None,
+        };
         let addr = options.addr;
         let listener = TcpListener::bind(addr)
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
-        Ok(Server {
-            listener,
-            app: Arc::new(App {
-                registry,
-                options,
-                table: Table::default(),
-                local_addr,
-            }),
-        })
+        let app = Arc::new(App {
+            registry,
+            options,
+            table: Table::default(),
+            store,
+            local_addr,
+        });
+        if let Some(store) = &app.store {
+            let restored = restore::restore(&app, store).await?;
+            tracing::info!(
+                running = restored.running,
+                ended = restored.ended,
+                replayed = restored.replayed,
+                dir = %store.dir().display(),
+                "state restored"
+            );
+        }
+        Ok(Server { listener, app })
     }
 
     /// The address bound.
@@ -210,6 +252,19 @@ impl Server {
         connections.close().await;
         if let Err(e) = accept.await {
             tracing::warn!("the accept loop ended badly: {e}");
+        }
+        if let Some(store) = app.store.clone() {
+            drop(app);
+            // Every pump has ended: what they queued is committed before
+            // the directory is released.
+            match Arc::try_unwrap(store) {
+                Ok(store) => {
+                    if let Err(e) = tokio::task::spawn_blocking(move || store.close()).await {
+                        tracing::warn!("the state store did not close cleanly: {e}");
+                    }
+                }
+                Err(_) => tracing::warn!("the state store is still in use at the shutdown"),
+            }
         }
         Ok(())
     }

@@ -82,6 +82,15 @@ impl Problem {
         )
     }
 
+    /// The same answer, saying how many instants of an ingest were
+    /// accepted before it failed.
+    pub(crate) fn with_accepted(self, accepted: usize) -> Problem {
+        Problem {
+            accepted: Some(accepted),
+            ..self
+        }
+    }
+
     /// 503 for an ingest that could not hand every instant over in time.
     pub(crate) fn ingest_busy(accepted: usize, total: usize, waited_ms: u128) -> Problem {
         Problem {

@@ -14,9 +14,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::engine::Source;
 use crate::spec::Registration;
-use crate::vocab::QueryStatus;
+use crate::store::{EventIds, NewQuery};
+use crate::vocab::{PropertyType, QueryStatus};
 
 use super::App;
+use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
@@ -74,8 +76,41 @@ pub(crate) async fn register(
     let operation = spec.operation_name().to_owned();
     let kind = Kind::from(&spec.kind);
     let property_type = spec.property_type;
+    let rule = app
+        .store
+        .as_ref()
+        .map(|_| Rule::of(&spec, &engine.describe()));
     let (sender, source) = Source::channel(app.options.source_buffer);
     let handle = engine.submit(spec, source).await?;
+    // Recorded with the property's lock held: the query reads exactly the
+    // instants logged after this, and a crash before the 201 leaves a
+    // query that the client never heard of but that runs after a restart
+    // (as any request whose answer was lost).
+    let mut recording = None;
+    let (keeper, ledger) = match (&app.store, rule) {
+        (Some(store), Some(rule)) => {
+            recording = Some(Recording::new(store.clone(), id.clone()));
+            let record = NewQuery {
+                id: id.clone(),
+                property: durable::path(&key),
+                spec: stored_spec(text, engine.name(), property_type),
+                engine: engine.name().to_owned(),
+                created: std::time::SystemTime::now(),
+            };
+            let checkpoint = store
+                .register(record)
+                .await
+                .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
+            let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq));
+            let keeper = Keeper {
+                store: store.clone(),
+                ids: EventIds::new(),
+                ledger: ledger.clone(),
+            };
+            (Some(keeper), Some(ledger))
+        }
+        _ => (None, None),
+    };
     state.property_type = Some(property_type);
     let query = Arc::new(Query {
         id,
@@ -95,9 +130,13 @@ pub(crate) async fn register(
         query_id: query.id.clone(),
         sender,
         stop: query.stop.clone(),
+        ledger,
     });
     drop(state);
-    app.table.insert(reservation, query.clone(), handle);
+    app.table.insert(reservation, query.clone(), handle, keeper);
+    if let Some(recording) = recording {
+        recording.done();
+    }
     tracing::info!(id = %query.id, engine = %query.engine, path = %query.path(), "query registered");
     let origin = origin(&app, &headers);
     let mut response = (StatusCode::CREATED, Json(link(&query, &origin))).into_response();
@@ -105,6 +144,20 @@ pub(crate) async fn register(
         response.headers_mut().insert(header::LOCATION, location);
     }
     Ok(response)
+}
+
+/// The registration as the store keeps it: the body, with the engine and
+/// the property's type it was resolved to, so that a restart resolves it
+/// the same way whatever the default engine and the property's first
+/// ingest then.
+fn stored_spec(body: &str, engine: &str, property_type: PropertyType) -> String {
+    let mut object = match serde_json::from_str::<serde_json::Value>(body) {
+        Ok(serde_json::Value::Object(object)) => object,
+        _ => serde_json::Map::new(),
+    };
+    object.insert("engine".into(), engine.into());
+    object.insert("type".into(), property_type.as_str().into());
+    serde_json::Value::Object(object).to_string()
 }
 
 /// `scheme://host` of the links: the request's `Host` (else the address the
@@ -212,6 +265,23 @@ pub(crate) async fn delete(
     QueryAt(key, qid): QueryAt,
 ) -> Result<StatusCode, Problem> {
     if app.table.remove(&key, &qid) {
+        if let Some(store) = app.store.clone() {
+            // On a task of its own: the deletion is recorded even if the
+            // client goes away meanwhile.
+            let id = qid.clone();
+            let forgotten = tokio::spawn(async move { store.delete(&id).await }).await;
+            match forgotten {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) if durable::is_unknown(&e) => {}
+                Ok(Err(e)) => {
+                    return Err(durable::unavailable(
+                        "the query was stopped but its deletion could not be recorded",
+                        &e,
+                    ));
+                }
+                Err(e) => tracing::error!("the deletion's task failed: {e}"),
+            }
+        }
         tracing::info!(id = %qid, "query deleted");
         Ok(StatusCode::NO_CONTENT)
     } else {
@@ -284,9 +354,26 @@ pub(crate) async fn ingest(
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let instants = ingest::parse(&body)?;
-    let delivered = match app.table.property(&key) {
-        Some(property) => ingest::deliver(&property, instants, app.options.ingest_wait).await?,
-        None => ingest::check_alone(&instants)?,
+    let wait = app.options.ingest_wait;
+    let delivered = match (app.table.property(&key), app.store.clone()) {
+        (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,
+        // On a task of its own, so that a client going away cannot leave a
+        // chunk logged but not delivered (see `ingest::deliver`).
+        (Some(property), Some(store)) => {
+            let path = durable::path(&key);
+            tokio::spawn(async move {
+                ingest::deliver(&property, instants, wait, Some((&store, &path))).await
+            })
+            .await
+            .map_err(|e| {
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "IngestFailed",
+                    format!("the ingest's task failed: {e}"),
+                )
+            })??
+        }
+        (None, _) => ingest::check_alone(&instants)?,
     };
     Ok((
         StatusCode::ACCEPTED,

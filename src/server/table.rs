@@ -20,6 +20,7 @@ use crate::engine::{QueryHandle, SourceSender};
 use crate::spec::QueryKind;
 use crate::vocab::{PropertyType, QueryStatus};
 
+use super::durable::{Keeper, Ledger, is_unknown};
 use super::fanout::Fanout;
 
 /// A temporal property: `/collections/{cid}/items/{fid}/tproperties/{pname}`.
@@ -74,6 +75,8 @@ pub(crate) struct Feed {
     pub(crate) query_id: String,
     pub(crate) sender: SourceSender,
     pub(crate) stop: CancellationToken,
+    /// What the query was fed since its checkpoint (with `--state`).
+    pub(crate) ledger: Option<Arc<Ledger>>,
 }
 
 /// The two kinds of continuous query, as the link object names them.
@@ -278,18 +281,28 @@ impl Table {
 
     /// Adds a started query in its reserved slot: its pump starts
     /// delivering its results.
+    /// With `--state`, `keeper` stores each result before it is sent.
     pub(crate) fn insert(
         &self,
         mut reservation: Reservation<'_>,
         query: Arc<Query>,
         handle: QueryHandle,
+        keeper: Option<Keeper>,
     ) {
         reservation.taken = true;
         let property = reservation.property.clone();
         self.inner().queries.insert(query.id.clone(), query.clone());
         let span = tracing::info_span!("query", id = %query.id, engine = %query.engine);
+        let closing = self.closing.clone();
         self.pumps
-            .spawn(pump(query, handle, property).instrument(span));
+            .spawn(pump(query, handle, property, keeper, closing).instrument(span));
+    }
+
+    /// Adds a query that had ended before a restart, with its results and
+    /// final status, in its reserved slot.
+    pub(crate) fn insert_ended(&self, mut reservation: Reservation<'_>, query: Arc<Query>) {
+        reservation.taken = true;
+        self.inner().queries.insert(query.id.clone(), query);
     }
 
     /// Stops and removes the query `id` under `key`, freeing its slot (and
@@ -330,13 +343,39 @@ impl Table {
 
 /// Moves a query's results into its fanout until it ends, then records the
 /// end and takes its feed off the property.
-async fn pump(query: Arc<Query>, mut handle: QueryHandle, property: Arc<Property>) {
+///
+/// With `--state` (a `keeper`), each batch is stored before it is sent, and
+/// the final status is stored before the `end` event, except a stop by the
+/// server's shutdown: the query is still running as far as the next start
+/// is concerned, and the results it gives after the stop are dropped (they
+/// are computed again after the restart, from its checkpoint).
+async fn pump(
+    query: Arc<Query>,
+    mut handle: QueryHandle,
+    property: Arc<Property>,
+    mut keeper: Option<Keeper>,
+    closing: CancellationToken,
+) {
     tracing::debug!("query started");
     let mut stop_sent = false;
+    let mut failure: Option<String> = None;
     loop {
         tokio::select! {
             batch = handle.next_batch() => match batch {
-                Some(batch) => query.fanout.push(&batch),
+                Some(batch) => match &mut keeper {
+                    None => query.fanout.push(&batch),
+                    Some(_) if failure.is_some() || (stop_sent && closing.is_cancelled()) => {}
+                    Some(keeper) => {
+                        if let Err(e) = keeper.keep(&query.id, &batch, &query.fanout).await {
+                            if !is_unknown(&e) {
+                                tracing::error!("cannot store the query's results: {e}");
+                                failure = Some(format!("cannot store the results: {e}"));
+                            }
+                            handle.stop();
+                            stop_sent = true;
+                        }
+                    }
+                },
                 None => break,
             },
             _ = query.stop.cancelled(), if !stop_sent => {
@@ -345,7 +384,18 @@ async fn pump(query: Arc<Query>, mut handle: QueryHandle, property: Arc<Property
             }
         }
     }
-    let status = handle.status();
+    let status = match failure {
+        Some(reason) => QueryStatus::Failed { reason },
+        None => handle.status(),
+    };
+    let shut_down = closing.is_cancelled() && status == QueryStatus::Stopped;
+    if let Some(keeper) = &keeper
+        && !shut_down
+        && let Err(e) = keeper.store.set_status(&query.id, &status).await
+        && !is_unknown(&e)
+    {
+        tracing::error!("cannot store the query's status: {e}");
+    }
     query.fanout.finish(&status);
     property
         .state

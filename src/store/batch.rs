@@ -1,5 +1,9 @@
-//! The ingest log's batches: the instants of one ingest call, encoded as
-//! one row, so that logging costs one row per call, not per instant.
+//! The store's batches: the instants of one ingest call, and the result
+//! events of one store call, each encoded as one row, so that logging costs
+//! one row per call, not per instant or event.
+//!
+//! An event is its kind and its JSON data, each a `u32` length and UTF-8
+//! bytes; its id is the row's first id plus its place in the row.
 //!
 //! Each instant is its datetime (a `u32` length and UTF-8 bytes, little
 //! endian), a tag, and the value: a number's exact `f64` bits (so `-0` and
@@ -8,7 +12,31 @@
 //! length against what is left, so a damaged row is an error, never a
 //! panic or a read past its end.
 
+use super::record::StoredEvent;
 use crate::vocab::{Instant, Value};
+
+/// The bytes an event takes in a batch beyond its kind and data.
+pub(crate) const EVENT_OVERHEAD: usize = 8;
+
+/// Decodes a batch of events whose first has the id `first_id`.
+pub(crate) fn decode_events(
+    mut data: &[u8],
+    first_id: u64,
+    mut each: impl FnMut(StoredEvent),
+) -> Result<(), String> {
+    let mut id = first_id;
+    while !data.is_empty() {
+        let kind = take_str(&mut data)?;
+        let data_ = take_str(&mut data)?;
+        each(StoredEvent {
+            id,
+            kind,
+            data: data_,
+        });
+        id += 1;
+    }
+    Ok(())
+}
 
 const NUMBER: u8 = 0;
 const TEXT: u8 = 1;
@@ -35,10 +63,15 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
 }
 
 fn put_str(s: &str, out: &mut Vec<u8>) {
+    put_bytes(s.as_bytes(), out);
+}
+
+/// Appends `bytes` with their length.
+pub(crate) fn put_bytes(bytes: &[u8], out: &mut Vec<u8>) {
     // Strings are bounded far below 4 GiB before they get here.
-    let len = u32::try_from(s.len()).unwrap_or(u32::MAX);
+    let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
     out.extend_from_slice(&len.to_le_bytes());
-    out.extend_from_slice(&s.as_bytes()[..len as usize]);
+    out.extend_from_slice(&bytes[..len as usize]);
 }
 
 /// Decodes a batch, calling `each` with every instant in order.
@@ -110,6 +143,38 @@ mod tests {
             panic!("a number")
         };
         assert!(zero.is_sign_negative());
+    }
+
+    #[test]
+    fn events_round_trip_with_their_ids_from_the_first() {
+        let events = vec![
+            StoredEvent {
+                id: 7,
+                kind: "instant".into(),
+                data: "{\"value\":1}".into(),
+            },
+            StoredEvent {
+                id: 8,
+                kind: "window".into(),
+                data: String::new(),
+            },
+        ];
+        let mut batch = super::super::EventBatch::new(7);
+        for e in &events {
+            batch.push(&e.kind, e.data.as_bytes());
+        }
+        let data = batch.data().to_vec();
+        assert_eq!(
+            data.len(),
+            events
+                .iter()
+                .map(|e| e.size() + EVENT_OVERHEAD)
+                .sum::<usize>()
+        );
+        let mut back = Vec::new();
+        decode_events(&data, 7, |e| back.push(e)).unwrap();
+        assert_eq!(back, events);
+        assert!(decode_events(&data[..data.len() - 1], 7, |_| {}).is_err());
     }
 
     #[test]

@@ -17,8 +17,10 @@
 //!   copy and its fsyncs; the log stays bounded.
 //! - The **records**: a registration ([`NewQuery`]) with its status; per
 //!   query its result events ([`StoredEvent`]), of which the last ones form
-//!   the replay ring (bounded in count and bytes, trimmed in the same
-//!   transaction that adds to it), and its [`Checkpoint`]; and the
+//!   the replay ring (bounded in count and bytes; stored one row per call,
+//!   so the rows kept hold the ring and at most one row more, trimmed in
+//!   the same transaction that adds to it, and read back trimmed to the
+//!   ring exactly), and its [`Checkpoint`]; and the
 //!   **ingest log**, every instant ingested per property with a sequence
 //!   number ([`LoggedInstant`]), trimmed below the low-water mark of every
 //!   running query.
@@ -182,8 +184,8 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::error::{StoreError, StoreErrorKind};
 pub use self::record::{
-    Assigned, Checkpoint, EventIds, LoggedInstant, NewQuery, PropertyPath, RestoredQuery,
-    StoredEvent,
+    Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
+    RestoredQuery, StoredEvent,
 };
 use self::writer::{Bounds, Job, Writer};
 use crate::vocab::{Instant, QueryStatus, Value};
@@ -409,11 +411,31 @@ impl Store {
         events: Vec<StoredEvent>,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreError> {
+        let mut batch = EventBatch::new(events.first().map_or(0, |e| e.id));
+        for (i, event) in events.iter().enumerate() {
+            if i > 0 && event.id != events[i - 1].id + 1 {
+                return Err(self.error(StoreErrorKind::EventOutOfOrder {
+                    query: id.to_owned(),
+                    last: events[i - 1].id,
+                    got: event.id,
+                }));
+            }
+            batch.push(&event.kind, event.data.as_bytes());
+        }
+        self.append_batch(id, batch, checkpoint).await
+    }
+
+    /// [`Store::append_events`] for events already encoded (the server's
+    /// way: no `String` per event).
+    pub async fn append_batch(
+        &self,
+        id: &str,
+        events: EventBatch,
+        checkpoint: Option<Checkpoint>,
+    ) -> Result<(), StoreError> {
         let o = &self.options;
         self.check_len("a batch of events", events.len(), o.max_batch)?;
-        for event in &events {
-            self.check_len("an event", event.size(), o.max_event_bytes)?;
-        }
+        self.check_len("an event", events.largest(), o.max_event_bytes)?;
         if let Some(state) = checkpoint.as_ref().and_then(|c| c.state.as_ref()) {
             self.check_len("a checkpoint state", state.len(), o.max_state_bytes)?;
         }
@@ -480,7 +502,11 @@ impl Store {
     /// Every query, oldest registration first, with its status, ring and
     /// checkpoint, as last committed. Blocking.
     pub fn queries(&self) -> Result<Vec<RestoredQuery>, StoreError> {
-        restore::queries(&mut self.reader()).map_err(|kind| self.error(kind))
+        let bounds = Bounds {
+            ring_events: self.options.ring_events.max(1),
+            ring_bytes: self.options.ring_bytes,
+        };
+        restore::queries(&mut self.reader(), bounds).map_err(|kind| self.error(kind))
     }
 
     /// Up to `limit` instants of `property` logged after the sequence number

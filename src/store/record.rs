@@ -59,6 +59,67 @@ impl StoredEvent {
     }
 }
 
+/// A query's next results, encoded as the store keeps them (one row per
+/// batch), built event by event from each event's kind and JSON data,
+/// without a `String` per event. The ids are consecutive from the first.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventBatch {
+    first_id: u64,
+    count: usize,
+    /// The kinds' and data's bytes.
+    bytes: usize,
+    /// The largest event's.
+    largest: usize,
+    data: Vec<u8>,
+}
+
+impl EventBatch {
+    /// An empty batch whose first event will have the id `first_id`.
+    pub fn new(first_id: u64) -> EventBatch {
+        EventBatch {
+            first_id,
+            ..EventBatch::default()
+        }
+    }
+
+    /// Adds the next event: its kind (`instant`, `window`) and its JSON
+    /// data (UTF-8, as JSON always is).
+    pub fn push(&mut self, kind: &str, data: &[u8]) {
+        super::batch::put_bytes(kind.as_bytes(), &mut self.data);
+        super::batch::put_bytes(data, &mut self.data);
+        self.count += 1;
+        self.bytes += kind.len() + data.len();
+        self.largest = self.largest.max(kind.len() + data.len());
+    }
+
+    /// The id of the first event.
+    pub fn first_id(&self) -> u64 {
+        self.first_id
+    }
+
+    /// The number of events.
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn largest(&self) -> usize {
+        self.largest
+    }
+
+    pub(crate) fn data(&self) -> &[u8] {
+        &self.data
+    }
+}
+
 /// A point a query can be resumed from after a restart.
 ///
 /// It says: an engine put in `state` (a fresh engine when `None`) and fed

@@ -13,6 +13,7 @@ use rusqlite::{Connection, params};
 use super::batch;
 use super::error::{StoreErrorKind, classify};
 use super::record::{Checkpoint, LoggedInstant, PropertyPath, RestoredQuery, StoredEvent};
+use super::writer::Bounds;
 use crate::vocab::QueryStatus;
 
 fn db(e: rusqlite::Error) -> StoreErrorKind {
@@ -20,7 +21,10 @@ fn db(e: rusqlite::Error) -> StoreErrorKind {
 }
 
 /// Every query, oldest registration first, each with its ring.
-pub(crate) fn queries(conn: &mut Connection) -> Result<Vec<RestoredQuery>, StoreErrorKind> {
+pub(crate) fn queries(
+    conn: &mut Connection,
+    bounds: Bounds,
+) -> Result<Vec<RestoredQuery>, StoreErrorKind> {
     let tx = conn.transaction().map_err(db)?;
     let mut queries = Vec::new();
     {
@@ -65,25 +69,49 @@ pub(crate) fn queries(conn: &mut Connection) -> Result<Vec<RestoredQuery>, Store
             });
         }
         let mut stmt = tx
-            .prepare("SELECT id, kind, data FROM events WHERE query = ?1 ORDER BY id")
+            .prepare("SELECT first_id, data FROM events WHERE query = ?1 ORDER BY first_id")
             .map_err(db)?;
         for query in &mut queries {
-            let rows = stmt
-                .query_map([&query.id], |r| {
-                    Ok(StoredEvent {
-                        id: r.get(0)?,
-                        kind: r.get(1)?,
-                        data: r.get(2)?,
-                    })
-                })
-                .map_err(db)?;
-            for event in rows {
-                query.ring.push(event.map_err(db)?);
+            let mut rows = stmt.query([&query.id]).map_err(db)?;
+            while let Some(r) = rows.next().map_err(db)? {
+                let first: u64 = r.get(0).map_err(db)?;
+                let data = match r.get_ref(1).map_err(db)? {
+                    ValueRef::Blob(data) => data,
+                    other => {
+                        return Err(StoreErrorKind::Malformed(format!(
+                            "the events of query {:?} from {first} are a {}, not a blob",
+                            query.id,
+                            other.data_type()
+                        )));
+                    }
+                };
+                batch::decode_events(data, first, |e| query.ring.push(e)).map_err(|e| {
+                    StoreErrorKind::Malformed(format!(
+                        "the events of query {:?} from {first}: {e}",
+                        query.id
+                    ))
+                })?;
             }
+            trim(&mut query.ring, bounds);
         }
     }
     tx.commit().map_err(db)?;
     Ok(queries)
+}
+
+/// The ring as its bounds say: the writer deletes whole rows, so the rows
+/// kept may hold a few events more than the ring; the oldest go while it is
+/// over a bound, but the newest always stays.
+fn trim(ring: &mut Vec<StoredEvent>, bounds: Bounds) {
+    let mut bytes: usize = ring.iter().map(StoredEvent::size).sum();
+    let mut drop = 0;
+    while ring.len() - drop > 1
+        && (ring.len() - drop > bounds.ring_events || bytes > bounds.ring_bytes)
+    {
+        bytes -= ring[drop].size();
+        drop += 1;
+    }
+    ring.drain(..drop);
 }
 
 fn status(name: &str, reason: Option<String>) -> Option<QueryStatus> {

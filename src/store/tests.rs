@@ -127,6 +127,40 @@ async fn the_ring_is_trimmed_by_count_and_by_bytes_in_the_store_too() {
 }
 
 #[tokio::test]
+async fn events_are_stored_one_row_per_call_and_the_rows_kept_stay_bounded() {
+    let dir = TempDir::new("ring-rows");
+    let options = StoreOptions {
+        ring_events: 5,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), options.clone()).unwrap();
+    store.register(query("q")).await.unwrap();
+    for call in 0..20u64 {
+        let ids = call * 3 + 1..=call * 3 + 3;
+        store.append_events("q", events(ids), None).await.unwrap();
+        let rows: (i64, i64) = rusqlite::Connection::open(dir.path().join(schema::DB_FILE))
+            .unwrap()
+            .query_row(
+                "SELECT count(*), sum(last_id - first_id + 1) FROM events",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        // The ring (5 events) and at most one row more.
+        assert!(rows.0 <= 3 && rows.1 <= 8, "after call {call}: {rows:?}");
+    }
+    assert_eq!(store.queries().unwrap()[0].ring, events(56..=60));
+    store.close();
+    let store = Store::open(dir.path(), options).unwrap();
+    store
+        .append_events("q", events(61..=61), None)
+        .await
+        .unwrap();
+    assert_eq!(store.queries().unwrap()[0].ring, events(57..=61));
+    store.close();
+}
+
+#[tokio::test]
 async fn an_event_larger_than_the_ring_keeps_only_itself() {
     let dir = TempDir::new("ring-one");
     let options = StoreOptions {
@@ -245,6 +279,62 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
     // A query registered now reads what comes after.
     let start = store.register(query("q3")).await.unwrap();
     assert_eq!(start.after_seq, 11);
+    store.close();
+}
+
+#[tokio::test]
+async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
+    let dir = TempDir::new("trim-idle");
+    let store = open(&dir);
+    let course = PropertyPath {
+        property: "course".into(),
+        ..speed()
+    };
+    // q1 reads speed; q2 reads course, which nobody ingests to.
+    store.register(query("q1")).await.unwrap();
+    store
+        .register(NewQuery {
+            property: course.clone(),
+            ..query("q2")
+        })
+        .await
+        .unwrap();
+    for i in 0..10 {
+        store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
+    }
+    let checkpoint = Checkpoint {
+        after_seq: 8,
+        last_event_id: 8,
+        state: None,
+    };
+    store
+        .append_events("q1", events(1..=8), Some(checkpoint))
+        .await
+        .unwrap();
+    assert_eq!(store.instants(&speed(), 0, 100).unwrap()[0].seq, 9);
+    // Once course has instants after q2's checkpoint, q2 needs them.
+    let seqs = store.append_instants(&course, &[instant(0)]).await.unwrap();
+    store
+        .append_events(
+            "q1",
+            events(9..=10),
+            Some(Checkpoint {
+                after_seq: 10,
+                last_event_id: 10,
+                state: None,
+            }),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.instants(&course, 0, 100).unwrap()[0].seq, seqs.start);
+    store.close();
+    // The same after a reopen, from what the database holds.
+    let store = open(&dir);
+    store.set_status("q1", &QueryStatus::Stopped).await.unwrap();
+    assert_eq!(store.instants(&course, 0, 100).unwrap().len(), 1);
     store.close();
 }
 

@@ -5,7 +5,7 @@
 //! The queue is bounded, so callers wait (backpressure) instead of memory
 //! growing. The writer keeps a small cache of what it needs to check and
 //! trim without reading the database back: the next sequence number, each
-//! query's last event id, checkpoint and replay-ring sizes. A job is
+//! query's last event id, checkpoint and replay-ring rows and sizes. A job is
 //! checked against the cache, written inside a savepoint (so that one bad
 //! job fails alone), and only then applied to the cache. If a commit
 //! fails, every job of the batch gets the error and the cache is reloaded
@@ -17,8 +17,9 @@ use std::ops::Range;
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
 
+use super::batch;
 use super::error::{StoreErrorKind, classify};
-use super::record::{Checkpoint, NewQuery, PropertyPath, StoredEvent};
+use super::record::{Checkpoint, EventBatch, NewQuery, PropertyPath};
 use super::wal::Checkpointer;
 use crate::vocab::QueryStatus;
 
@@ -47,7 +48,7 @@ pub(crate) enum Job {
     },
     Events {
         id: String,
-        events: Vec<StoredEvent>,
+        events: EventBatch,
         checkpoint: Option<Checkpoint>,
         ack: Ack<()>,
     },
@@ -70,7 +71,7 @@ impl Job {
         match self {
             Job::Register { query, .. } => query.spec.len() + 128,
             Job::Status { .. } | Job::Delete { .. } => 128,
-            Job::Events { events, .. } => events.iter().map(|e| e.size() + 32).sum(),
+            Job::Events { events, .. } => events.data().len() + 32,
             Job::Instants { data, .. } => data.len() + 32,
         }
     }
@@ -86,11 +87,16 @@ pub(crate) struct Bounds {
 #[derive(Debug, Default)]
 struct QueryState {
     running: bool,
+    /// The property it reads (its row id).
+    property: i64,
     last_event_id: u64,
     checkpoint_seq: u64,
     checkpoint_event_id: u64,
-    /// The ring's events: id and size, oldest first.
-    ring: VecDeque<(u64, usize)>,
+    /// The ring's rows, oldest first: first event id, events, bytes (of
+    /// kinds and data).
+    ring: VecDeque<(u64, usize, usize)>,
+    /// The events in `ring`.
+    ring_len: usize,
     ring_bytes: usize,
 }
 
@@ -104,6 +110,8 @@ pub(crate) struct Writer {
     /// Every instant up to this sequence number has been deleted.
     trimmed: u64,
     properties: HashMap<PropertyPath, i64>,
+    /// The last sequence number logged for each property (by row id).
+    logged: HashMap<i64, u64>,
     queries: HashMap<String, QueryState>,
 }
 
@@ -151,6 +159,7 @@ impl Writer {
             stored_next_seq: 1,
             trimmed: 0,
             properties: HashMap::new(),
+            logged: HashMap::new(),
             queries: HashMap::new(),
         };
         writer.load()?;
@@ -175,7 +184,8 @@ impl Writer {
         let mut queries = HashMap::new();
         let mut stmt = conn
             .prepare(
-                "SELECT id, status, last_event_id, checkpoint_seq, checkpoint_event_id FROM queries",
+                "SELECT id, status, last_event_id, checkpoint_seq, checkpoint_event_id, property \
+                 FROM queries",
             )
             .map_err(db)?;
         let rows = stmt
@@ -187,6 +197,7 @@ impl Writer {
                         last_event_id: r.get(2)?,
                         checkpoint_seq: r.get(3)?,
                         checkpoint_event_id: r.get(4)?,
+                        property: r.get(5)?,
                         ..QueryState::default()
                     },
                 ))
@@ -198,8 +209,8 @@ impl Writer {
         }
         let mut stmt = conn
             .prepare(
-                "SELECT query, id, length(CAST(kind AS BLOB)) + length(CAST(data AS BLOB)) \
-                 FROM events ORDER BY query, id",
+                "SELECT query, first_id, last_id, length(data) FROM events \
+                 ORDER BY query, first_id",
             )
             .map_err(db)?;
         let rows = stmt
@@ -207,17 +218,33 @@ impl Writer {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, u64>(1)?,
-                    r.get::<_, usize>(2)?,
+                    r.get::<_, u64>(2)?,
+                    r.get::<_, usize>(3)?,
                 ))
             })
             .map_err(db)?;
         for row in rows {
-            let (query, id, size) = row.map_err(db)?;
+            let (query, first, last, size) = row.map_err(db)?;
             if let Some(state) = queries.get_mut(&query) {
-                state.ring.push_back((id, size));
-                state.ring_bytes += size;
+                let len = (last + 1).saturating_sub(first) as usize;
+                let bytes = size.saturating_sub(len * batch::EVENT_OVERHEAD);
+                state.ring.push_back((first, len, bytes));
+                state.ring_len += len;
+                state.ring_bytes += bytes;
             }
         }
+        let mut logged = HashMap::new();
+        let mut stmt = conn
+            .prepare("SELECT property, max(last_seq) FROM instants GROUP BY property")
+            .map_err(db)?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u64>(1)?)))
+            .map_err(db)?;
+        for row in rows {
+            let (property, last) = row.map_err(db)?;
+            logged.insert(property, last);
+        }
+        self.logged = logged;
         self.next_seq = next_seq;
         self.stored_next_seq = stored.max(1) as u64;
         self.trimmed = match min {
@@ -291,11 +318,18 @@ impl Writer {
     }
 
     /// Deletes what no query needs and records the next sequence number.
+    ///
+    /// A running query needs the instants of its property after its
+    /// checkpoint; one whose checkpoint is at or past the last instant
+    /// logged for its property needs none of the log (what it reads next is
+    /// logged later), so an idle query does not hold the log back.
     fn finish_batch(&mut self, ingested: bool) -> Result<(), StoreErrorKind> {
         let low = self
             .queries
             .values()
-            .filter(|q| q.running)
+            .filter(|q| {
+                q.running && q.checkpoint_seq < self.logged.get(&q.property).copied().unwrap_or(0)
+            })
             .map(|q| q.checkpoint_seq)
             .min()
             .unwrap_or(self.next_seq - 1);
@@ -395,11 +429,12 @@ impl Writer {
             return Err(StoreErrorKind::DuplicateQuery(query.id));
         }
         let result = self.insert_query(&query);
-        let checkpoint = self.undo_on_error(result)?;
+        let (checkpoint, property) = self.undo_on_error(result)?;
         self.queries.insert(
             query.id,
             QueryState {
                 running: true,
+                property,
                 checkpoint_seq: checkpoint.after_seq,
                 ..QueryState::default()
             },
@@ -407,7 +442,7 @@ impl Writer {
         Ok(checkpoint)
     }
 
-    fn insert_query(&mut self, query: &NewQuery) -> Result<Checkpoint, StoreErrorKind> {
+    fn insert_query(&mut self, query: &NewQuery) -> Result<(Checkpoint, i64), StoreErrorKind> {
         let property = self.property_id(&query.property)?;
         let created_ms = query
             .created
@@ -438,7 +473,7 @@ impl Writer {
                 ])
             })
             .map_err(db)?;
-        Ok(checkpoint)
+        Ok((checkpoint, property))
     }
 
     fn status(&mut self, id: &str, status: &QueryStatus) -> Result<(), StoreErrorKind> {
@@ -483,7 +518,7 @@ impl Writer {
     fn events(
         &mut self,
         id: &str,
-        events: &[StoredEvent],
+        events: &EventBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreErrorKind> {
         let bounds = self.bounds;
@@ -491,14 +526,12 @@ impl Writer {
         let Some(state) = self.queries.get(id) else {
             return Err(StoreErrorKind::UnknownQuery(id.to_owned()));
         };
-        for (expected, event) in (state.last_event_id + 1..).zip(events) {
-            if event.id != expected {
-                return Err(StoreErrorKind::EventOutOfOrder {
-                    query: id.to_owned(),
-                    last: expected - 1,
-                    got: event.id,
-                });
-            }
+        if !events.is_empty() && events.first_id() != state.last_event_id + 1 {
+            return Err(StoreErrorKind::EventOutOfOrder {
+                query: id.to_owned(),
+                last: state.last_event_id,
+                got: events.first_id(),
+            });
         }
         let last_event_id = state.last_event_id + events.len() as u64;
         if let Some(cp) = &checkpoint {
@@ -526,26 +559,34 @@ impl Writer {
                 )));
             }
         }
-        // The ring after this job: the oldest events go while it is over a
-        // bound, but the newest always stays.
-        let sizes: Vec<usize> = events.iter().map(StoredEvent::size).collect();
-        let mut len = state.ring.len() + events.len();
-        let mut bytes = state.ring_bytes + sizes.iter().sum::<usize>();
+        // The ring after this job, in whole rows: the oldest row goes while
+        // the rows after it still hold every event the ring keeps (they
+        // reach one of its bounds alone); the newest row always stays. The
+        // rows kept hold the ring and at most one row more; reading them
+        // back trims to the ring exactly.
+        let size = events.bytes();
+        let mut len = state.ring_len + events.len();
+        let mut bytes = state.ring_bytes + size;
         let mut dropped = 0;
-        let all = state
-            .ring
-            .iter()
-            .copied()
-            .chain(events.iter().map(|e| e.id).zip(sizes.iter().copied()));
         let mut cut = None;
-        for (event_id, size) in all {
-            if len <= 1 || (len <= bounds.ring_events && bytes <= bounds.ring_bytes) {
-                cut = Some(event_id);
+        for &(first, n, b) in &state.ring {
+            if len - n < bounds.ring_events.max(1) && bytes - b < bounds.ring_bytes.max(1) {
+                cut = Some(first);
                 break;
             }
-            len -= 1;
-            bytes -= size;
+            if events.is_empty() && dropped + 1 == state.ring.len() {
+                break;
+            }
+            len -= n;
+            bytes -= b;
             dropped += 1;
+        }
+        if cut.is_none() && dropped > 0 {
+            cut = Some(if events.is_empty() {
+                u64::MAX
+            } else {
+                events.first_id()
+            });
         }
         let result =
             self.write_events(id, events, checkpoint.as_ref(), last_event_id, cut, dropped);
@@ -553,13 +594,17 @@ impl Writer {
         let Some(state) = self.queries.get_mut(id) else {
             return Ok(());
         };
-        for (event, size) in events.iter().zip(sizes) {
-            state.ring.push_back((event.id, size));
+        if !events.is_empty() {
+            state
+                .ring
+                .push_back((events.first_id(), events.len(), size));
+            state.ring_len += events.len();
             state.ring_bytes += size;
         }
         for _ in 0..dropped {
-            if let Some((_, size)) = state.ring.pop_front() {
-                state.ring_bytes -= size;
+            if let Some((_, n, b)) = state.ring.pop_front() {
+                state.ring_len -= n;
+                state.ring_bytes -= b;
             }
         }
         state.last_event_id = last_event_id;
@@ -573,26 +618,27 @@ impl Writer {
     fn write_events(
         &self,
         id: &str,
-        events: &[StoredEvent],
+        events: &EventBatch,
         checkpoint: Option<&Checkpoint>,
         last_event_id: u64,
         cut: Option<u64>,
         dropped: usize,
     ) -> Result<(), StoreErrorKind> {
         let conn = &self.conn;
-        let mut insert = conn
-            .prepare_cached("INSERT INTO events (query, id, kind, data) VALUES (?1, ?2, ?3, ?4)")
+        if !events.is_empty() {
+            let first = events.first_id();
+            let last = first + events.len() as u64 - 1;
+            conn.prepare_cached(
+                "INSERT INTO events (query, first_id, last_id, data) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut s| s.execute(params![id, first, last, events.data()]))
             .map_err(db)?;
-        for event in events {
-            insert
-                .execute(params![id, event.id, event.kind, event.data])
-                .map_err(db)?;
         }
         if dropped > 0
             && let Some(cut) = cut
         {
-            conn.prepare_cached("DELETE FROM events WHERE query = ?1 AND id < ?2")
-                .and_then(|mut s| s.execute(params![id, cut]))
+            conn.prepare_cached("DELETE FROM events WHERE query = ?1 AND first_id < ?2")
+                .and_then(|mut s| s.execute(params![id, cut as i64]))
                 .map_err(db)?;
         }
         match checkpoint {
@@ -625,8 +671,11 @@ impl Writer {
         data: &[u8],
     ) -> Result<Range<u64>, StoreErrorKind> {
         let result = self.insert_instants(property, count, data);
-        let range = self.undo_on_error(result)?;
+        let (range, id) = self.undo_on_error(result)?;
         self.next_seq = range.end;
+        if let Some(id) = id {
+            self.logged.insert(id, range.end - 1);
+        }
         Ok(range)
     }
 
@@ -635,11 +684,11 @@ impl Writer {
         property: &PropertyPath,
         count: u64,
         data: &[u8],
-    ) -> Result<Range<u64>, StoreErrorKind> {
+    ) -> Result<(Range<u64>, Option<i64>), StoreErrorKind> {
         let first = self.next_seq;
         let end = first + count;
         if count == 0 {
-            return Ok(first..end);
+            return Ok((first..end, None));
         }
         let property = self.property_id(property)?;
         self.conn
@@ -648,6 +697,6 @@ impl Writer {
             )
             .and_then(|mut s| s.execute(params![first, end - 1, property, data]))
             .map_err(db)?;
-        Ok(first..end)
+        Ok((first..end, Some(property)))
     }
 }

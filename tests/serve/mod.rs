@@ -6,6 +6,7 @@ mod errors;
 mod fuzz;
 mod lifecycle;
 mod limits;
+mod state;
 mod stream;
 
 use std::io::{BufRead, BufReader};

@@ -1,0 +1,272 @@
+//! Start-up with `--state DIR`: every query of the store back in the
+//! table, with its replay ring; each running one resubmitted to its engine
+//! and fed the logged instants after its checkpoint, before anything new is
+//! served.
+
+use std::sync::Arc;
+
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::engine::{BATCH, Source, SourceSender};
+use crate::spec::{QuerySpec, Registration};
+use crate::store::{EventIds, RestoredQuery, Store, StoreError, StoreErrorKind};
+use crate::vocab::{PropertyType, QueryStatus};
+
+use super::App;
+use super::durable::{self, Keeper, Ledger, Rule};
+use super::fanout::Fanout;
+use super::table::{Feed, Kind, PropertyKey, Query, Reservation};
+
+/// The logged instants read at once while replaying.
+const PAGE: usize = 16 * 1024;
+
+/// What a start-up restored.
+#[derive(Debug, Default)]
+pub(crate) struct Restored {
+    /// Queries resumed on their engines.
+    pub(crate) running: usize,
+    /// Queries that had ended (or could not be resumed), kept with their
+    /// results and status.
+    pub(crate) ended: usize,
+    /// Instants fed again from the log.
+    pub(crate) replayed: u64,
+}
+
+/// Puts every query of `store` back into `app`'s table.
+pub(crate) async fn restore(app: &App, store: &Arc<Store>) -> Result<Restored, StoreError> {
+    let queries = blocking(store, |s| s.queries()).await?;
+    let mut restored = Restored::default();
+    for query in queries {
+        one(app, store, query, &mut restored).await?;
+    }
+    Ok(restored)
+}
+
+/// Runs a blocking read of the store off the async threads.
+async fn blocking<T: Send + 'static>(
+    store: &Arc<Store>,
+    read: impl FnOnce(&Store) -> Result<T, StoreError> + Send + 'static,
+) -> Result<T, StoreError> {
+    let s = store.clone();
+    tokio::task::spawn_blocking(move || read(&s))
+        .await
+        .map_err(|e| StoreError::new(store.dir(), StoreErrorKind::Database(e.to_string())))?
+}
+
+/// The spec a query was registered with, resolved as it was then.
+fn spec_of(query: &RestoredQuery) -> Result<QuerySpec, String> {
+    let registration = Registration::from_json(&query.spec).map_err(|e| e.to_string())?;
+    let known = registration.property_type;
+    let mut spec = registration
+        .into_spec_on(&query.property.property, known)
+        .map_err(|e| e.to_string())?;
+    spec.id = query.id.clone();
+    Ok(spec)
+}
+
+async fn one(
+    app: &App,
+    store: &Arc<Store>,
+    restored: RestoredQuery,
+    counts: &mut Restored,
+) -> Result<(), StoreError> {
+    let key = durable::key(&restored.property);
+    // Whatever the bounds now, what was registered comes back.
+    let Ok(reservation) = app.table.reserve(&key, usize::MAX, usize::MAX) else {
+        return Ok(());
+    };
+    let o = &app.options;
+    let fanout = Arc::new(Fanout::restore(
+        o.replay,
+        o.replay_bytes,
+        o.max_subscribers,
+        &restored.ring,
+        restored.last_event_id,
+    ));
+    let spec = spec_of(&restored);
+    let mut status = restored.status.clone();
+    if status == QueryStatus::Running {
+        match resume(app, store, &restored, &key, reservation, &fanout).await {
+            Ok(replayed) => {
+                counts.running += 1;
+                counts.replayed += replayed;
+                return Ok(());
+            }
+            Err((reservation, reason)) => {
+                tracing::warn!(id = %restored.id, %reason, "query could not be resumed");
+                status = QueryStatus::Failed {
+                    reason: format!("could not be resumed after a restart: {reason}"),
+                };
+                store.set_status(&restored.id, &status).await?;
+                return ended(
+                    app,
+                    restored,
+                    key,
+                    reservation,
+                    fanout,
+                    spec,
+                    status,
+                    counts,
+                )
+                .await;
+            }
+        }
+    }
+    ended(
+        app,
+        restored,
+        key,
+        reservation,
+        fanout,
+        spec,
+        status,
+        counts,
+    )
+    .await
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn ended(
+    app: &App,
+    restored: RestoredQuery,
+    key: PropertyKey,
+    reservation: Reservation<'_>,
+    fanout: Arc<Fanout>,
+    spec: Result<QuerySpec, String>,
+    status: QueryStatus,
+    counts: &mut Restored,
+) -> Result<(), StoreError> {
+    let (kind, operation) = match &spec {
+        Ok(spec) => {
+            set_type(&reservation, spec.property_type).await;
+            (Kind::from(&spec.kind), spec.operation_name().to_owned())
+        }
+        Err(_) => (Kind::Transform, String::new()),
+    };
+    fanout.finish(&status);
+    let query = Arc::new(Query {
+        id: restored.id,
+        key,
+        engine: restored.engine,
+        kind,
+        operation,
+        status: watch::channel(status).1,
+        stop: CancellationToken::new(),
+        fanout,
+    });
+    app.table.insert_ended(reservation, query);
+    counts.ended += 1;
+    Ok(())
+}
+
+async fn set_type(reservation: &Reservation<'_>, property_type: PropertyType) {
+    reservation.property.state.lock().await.property_type = Some(property_type);
+}
+
+/// Resubmits a running query and feeds it the instants after its
+/// checkpoint; the number fed, or why it could not be resumed.
+async fn resume<'a>(
+    app: &'a App,
+    store: &Arc<Store>,
+    restored: &RestoredQuery,
+    key: &PropertyKey,
+    reservation: Reservation<'a>,
+    fanout: &Arc<Fanout>,
+) -> Result<u64, (Reservation<'a>, String)> {
+    if restored.checkpoint.state.is_some() {
+        return Err((
+            reservation,
+            "its checkpoint holds an engine state, which this mfstream does not restore".into(),
+        ));
+    }
+    let spec = match spec_of(restored) {
+        Ok(spec) => spec,
+        Err(reason) => return Err((reservation, reason)),
+    };
+    let engine = match app.registry.get(&restored.engine) {
+        Ok(engine) => engine,
+        Err(e) => return Err((reservation, e.to_string())),
+    };
+    let rule = Rule::of(&spec, &engine.describe());
+    let property_type = spec.property_type;
+    let operation = spec.operation_name().to_owned();
+    let kind = Kind::from(&spec.kind);
+    let (sender, source) = Source::channel(app.options.source_buffer);
+    let handle = match engine.submit(spec, source).await {
+        Ok(handle) => handle,
+        Err(e) => return Err((reservation, e.to_string())),
+    };
+    let ledger = Arc::new(Ledger::new(rule, restored.checkpoint.after_seq));
+    let query = Arc::new(Query {
+        id: restored.id.clone(),
+        key: key.clone(),
+        engine: engine.name().to_owned(),
+        kind,
+        operation,
+        status: handle.watch_status(),
+        stop: CancellationToken::new(),
+        fanout: fanout.clone(),
+    });
+    let property = reservation.property.clone();
+    // Held while replaying: no ingest reaches the query before its log.
+    let mut state = property.state.lock().await;
+    state.property_type = Some(property_type);
+    state.feeds.push(Feed {
+        query_id: query.id.clone(),
+        sender: sender.clone(),
+        stop: query.stop.clone(),
+        ledger: Some(ledger.clone()),
+    });
+    let keeper = Keeper {
+        store: store.clone(),
+        ids: EventIds::resume(restored),
+        ledger: ledger.clone(),
+    };
+    app.table.insert(reservation, query, handle, Some(keeper));
+    let replayed = replay(store, restored, &sender, &ledger).await;
+    drop(state);
+    match replayed {
+        Ok(n) => Ok(n),
+        Err(e) => {
+            // The query is in the table: it fails on its own, with the
+            // reason, and its status is stored by its pump.
+            sender
+                .fail(crate::engine::SourceError(format!(
+                    "cannot replay the log: {e}"
+                )))
+                .await;
+            Ok(0)
+        }
+    }
+}
+
+/// Feeds `sender` the instants of the query's property logged after its
+/// checkpoint, in log order, page by page.
+async fn replay(
+    store: &Arc<Store>,
+    restored: &RestoredQuery,
+    sender: &SourceSender,
+    ledger: &Ledger,
+) -> Result<u64, StoreError> {
+    let mut after = restored.checkpoint.after_seq;
+    let mut fed = 0;
+    loop {
+        let property = restored.property.clone();
+        let page = blocking(store, move |s| s.instants(&property, after, PAGE)).await?;
+        let Some(last) = page.last() else {
+            return Ok(fed);
+        };
+        after = last.seq;
+        for chunk in page.chunks(BATCH) {
+            ledger.fed(chunk.iter().map(|l| (l.seq, &l.instant)));
+            let batch: Vec<_> = chunk.iter().map(|l| l.instant.clone()).collect();
+            if sender.send_batch(batch).await.is_err() {
+                // The query ended (it failed on an instant): the rest is
+                // no longer needed.
+                return Ok(fed);
+            }
+            fed += chunk.len() as u64;
+        }
+    }
+}

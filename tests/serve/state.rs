@@ -1,0 +1,524 @@
+//! `mfstream serve --state DIR`: queries that survive a restart, a crash and
+//! `kill -9`, with their results resumed exactly once.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+
+use super::*;
+
+/// The server on the state directory `state`.
+fn start(name: &str, state: &TempDir, args: &[&str]) -> Serve {
+    let dir = state.path().to_str().unwrap().to_owned();
+    let mut all = vec!["--state", dir.as_str()];
+    all.extend_from_slice(args);
+    Serve::start(name, &all, &[])
+}
+
+async fn until_end(sse: &mut Sse) -> Vec<SseEvent> {
+    tokio::time::timeout(PATIENCE, sse.until_end())
+        .await
+        .expect("the end in time")
+}
+
+fn ids(events: &[SseEvent]) -> Vec<u64> {
+    events
+        .iter()
+        .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+        .collect()
+}
+
+#[test]
+fn a_state_path_that_is_not_a_directory_is_refused_naming_it_with_exit_2() {
+    let dir = TempDir::new("state-file");
+    let file = dir.join("not-a-dir");
+    std::fs::write(&file, "x").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--state"])
+        .arg(&file)
+        .env_remove("MFSTREAM_CONFIG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(file.to_str().unwrap()) && stderr.contains("not a directory"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+}
+
+#[tokio::test]
+async fn registrations_deletions_and_results_survive_a_restart() {
+    let state = TempDir::new("state-restart");
+    let mut server = start("state-restart-1", &state, &[]);
+    let mut client = server.client();
+    let kept = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let gone = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let other = "/collections/ships/items/s2/tproperties/course";
+    let ended = register(&mut client, other, r#"{"operation":"abs"}"#).await;
+    let mut sse = server.subscribe(&format!("{kept}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 3)).await;
+    assert_eq!(values(&take(&mut sse, 3).await), [2.0, 4.0, 6.0]);
+    assert_eq!(client.delete(&gone).await.status, 204);
+    drop(sse);
+    assert!(server.terminate().success());
+
+    let server = start("state-restart-2", &state, &[]);
+    let mut client = server.client();
+    let status = client.get(&kept).await.json();
+    assert_eq!(status["status"], "running", "{status}");
+    assert_eq!(status["operation"], "mul");
+    assert_eq!(status["engine"], "local");
+    assert_eq!(status["events"], 3);
+    assert_eq!(client.get(&gone).await.status, 404, "a deletion is kept");
+    assert_eq!(client.get(&ended).await.json()["status"], "running");
+    let listed = client.get(&format!("{P}/queries")).await.json();
+    assert_eq!(listed["numberReturned"], 1);
+
+    // The results go on from where they were, under the next ids.
+    let mut sse = server
+        .subscribe(&format!("{kept}/stream"), &[("Last-Event-ID", "3")])
+        .await;
+    client.post(&format!("{P}/ingest"), &lines(4, 2)).await;
+    let next = take(&mut sse, 2).await;
+    assert_eq!(values(&next), [8.0, 10.0]);
+    assert_eq!(ids(&next), [4, 5]);
+    // A subscriber from the start gets the stored ring, then the new ones.
+    let mut all = server.subscribe(&format!("{kept}/stream"), &[]).await;
+    let every = take(&mut all, 5).await;
+    assert_eq!(ids(&every), [1, 2, 3, 4, 5]);
+    assert_eq!(values(&every), [2.0, 4.0, 6.0, 8.0, 10.0]);
+}
+
+#[tokio::test]
+async fn an_ended_query_keeps_its_results_status_and_reason_after_a_restart() {
+    let state = TempDir::new("state-ended");
+    let dir = state.path().to_str().unwrap();
+    let crash = [("CRASH_AFTER", "1".to_owned())];
+    let mut server = Serve::start("state-ended-1", &["--state", dir], &crash);
+    let mut client = server.client();
+    // A job that answers one line, then exits 1: the query fails.
+    let failing = register(&mut client, P, r#"{"operation":"abs","engine":"crash"}"#).await;
+    let mut sse = server.subscribe(&format!("{failing}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 3)).await;
+    let events = until_end(&mut sse).await;
+    let end = events.last().unwrap();
+    assert_eq!(end.json()["status"], "failed", "{events:?}");
+    assert_eq!(values(&events), [1.0]);
+    let reason = end.json()["reason"].clone();
+    drop(sse);
+    assert!(server.terminate().success());
+
+    let server = start("state-ended-2", &state, &[]);
+    let mut client = server.client();
+    let status = client.get(&failing).await.json();
+    assert_eq!(status["status"], "failed", "{status}");
+    assert_eq!(status["reason"], reason);
+    let mut sse = server.subscribe(&format!("{failing}/stream"), &[]).await;
+    let again = until_end(&mut sse).await;
+    assert_eq!(again, events, "the same events and end, under the same ids");
+    assert_eq!(client.delete(&failing).await.status, 204);
+}
+
+#[tokio::test]
+async fn a_subscriber_resuming_after_a_restart_gets_the_events_after_its_id_or_lagged_with_the_exact_count()
+ {
+    let state = TempDir::new("state-lagged");
+    let server = start("state-lagged-1", &state, &["--replay", "5"]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    // Five at a time: the subscriber keeps up with a ring of five.
+    client.post(&format!("{P}/ingest"), &lines(1, 5)).await;
+    assert_eq!(ids(&take(&mut sse, 5).await), [1, 2, 3, 4, 5]);
+    client.post(&format!("{P}/ingest"), &lines(6, 5)).await;
+    assert_eq!(ids(&take(&mut sse, 5).await), [6, 7, 8, 9, 10]);
+    drop(sse);
+    // kill -9: nothing is flushed on the way out.
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-lagged-2", &state, &["--replay", "5"]);
+    let stream = format!("{query}/stream");
+    let mut behind = server.subscribe(&stream, &[("Last-Event-ID", "2")]).await;
+    let events = take(&mut behind, 6).await;
+    assert_eq!(events[0].event, "lagged");
+    assert_eq!(events[0].json(), serde_json::json!({"missed": 3}));
+    assert_eq!(ids(&events[1..]), [6, 7, 8, 9, 10]);
+    assert_eq!(values(&events[1..]), [6.0, 7.0, 8.0, 9.0, 10.0]);
+    let mut close = server.subscribe(&stream, &[("Last-Event-ID", "8")]).await;
+    let mut client = server.client();
+    client.post(&format!("{P}/ingest"), &lines(11, 1)).await;
+    let events = take(&mut close, 3).await;
+    assert_eq!(ids(&events), [9, 10, 11]);
+    assert_eq!(values(&events), [9.0, 10.0, 11.0]);
+}
+
+/// `n` JSON lines from instant `from` on, `step_ms` apart from 2100-01-01,
+/// each with its index as its value. In the future: a live query's wall
+/// clock never closes their windows, only the records do, so the results
+/// are the same whenever the test runs (and however long a restart takes).
+fn timed(from: usize, n: usize, step_ms: usize) -> String {
+    (from..from + n)
+        .map(|i| {
+            let ms = i * step_ms;
+            format!(
+                "{{\"datetime\":\"2100-01-01T{:02}:{:02}:{:02}.{:03}Z\",\"value\":{i}}}\n",
+                ms / 3_600_000,
+                ms / 60_000 % 60,
+                ms / 1000 % 60,
+                ms % 1000
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_restart_mid_window_neither_loses_nor_double_counts_records() {
+    let state = TempDir::new("state-window");
+    let server = start("state-window-1", &state, &[]);
+    let mut client = server.client();
+    let tumbling = register(
+        &mut client,
+        P,
+        r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#,
+    )
+    .await;
+    let count = register(
+        &mut client,
+        P,
+        r#"{"aggregation":"SUM","window":{"type":"COUNT","size":7}}"#,
+    )
+    .await;
+    let mut t = server.subscribe(&format!("{tumbling}/stream"), &[]).await;
+    let mut c = server.subscribe(&format!("{count}/stream"), &[]).await;
+    // 300 ms apart: windows of 3 or 4 records; the restart falls inside
+    // the fourth second and inside the fourth COUNT window.
+    client
+        .post(&format!("{P}/ingest"), &timed(0, 12, 300))
+        .await;
+    let t_before = take(&mut t, 3).await;
+    let c_before = take(&mut c, 1).await;
+    drop((t, c));
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-window-2", &state, &[]);
+    let mut client = server.client();
+    let last_t = t_before.last().unwrap().id.clone().unwrap();
+    let last_c = c_before.last().unwrap().id.clone().unwrap();
+    let mut t = server
+        .subscribe(&format!("{tumbling}/stream"), &[("Last-Event-ID", &last_t)])
+        .await;
+    let mut c = server
+        .subscribe(&format!("{count}/stream"), &[("Last-Event-ID", &last_c)])
+        .await;
+    client
+        .post(&format!("{P}/ingest"), &timed(12, 18, 300))
+        .await;
+    let t_after = take(&mut t, 5).await;
+    let c_after = take(&mut c, 3).await;
+
+    let all_t: Vec<_> = t_before.iter().chain(&t_after).collect();
+    let all_c: Vec<_> = c_before.iter().chain(&c_after).collect();
+    assert_eq!(
+        all_t
+            .iter()
+            .map(|e| e.id.clone().unwrap())
+            .collect::<Vec<_>>(),
+        ["1", "2", "3", "4", "5", "6", "7", "8"]
+    );
+    // Second s holds the records i with 300 i in [1000 s, 1000 (s + 1)).
+    let mut seconds: BTreeMap<usize, f64> = BTreeMap::new();
+    for i in 0..30 {
+        *seconds.entry(i * 300 / 1000).or_default() += i as f64;
+    }
+    let expected: Vec<f64> = seconds.values().take(8).copied().collect();
+    let sums: Vec<f64> = all_t
+        .iter()
+        .map(|e| e.json()["value"].as_f64().unwrap())
+        .collect();
+    assert_eq!(sums, expected);
+    let sums: Vec<f64> = all_c
+        .iter()
+        .map(|e| e.json()["value"].as_f64().unwrap())
+        .collect();
+    let expected: Vec<f64> = (0..4)
+        .map(|w| (w * 7..w * 7 + 7).map(|i| i as f64).sum())
+        .collect();
+    assert_eq!(sums, expected);
+    assert_eq!(all_c.last().unwrap().id.as_deref(), Some("4"));
+}
+
+/// One ingest on a connection of its own: the status, or `None` when the
+/// server went away before answering.
+async fn ingest_once(addr: SocketAddr, path: &str, body: &str) -> Option<u16> {
+    let mut conn = TcpStream::connect(addr).await.ok()?;
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    conn.write_all(head.as_bytes()).await.ok()?;
+    conn.write_all(body.as_bytes()).await.ok()?;
+    let mut line = String::new();
+    BufReader::new(conn).read_line(&mut line).await.ok()?;
+    line.split(' ').nth(1)?.parse().ok()
+}
+
+/// What one loading client did to its property.
+#[derive(Debug, Default)]
+struct Load {
+    /// Batches answered 202.
+    acked: Vec<usize>,
+    /// The batch whose answer never came (the server was killed), if any.
+    unanswered: Option<usize>,
+}
+
+const CLIENTS: usize = 4;
+const BATCHES: usize = 24;
+const PER_BATCH: usize = 30;
+/// 50 ms apart: a batch spans 1.5 s, so windows straddle batches.
+const STEP_MS: usize = 50;
+
+fn property(k: usize) -> String {
+    format!("/collections/ships/items/s{k}/tproperties/speed")
+}
+
+/// Sends batches `from..to` to client `k`'s property, one at a time, each
+/// acknowledgement counted on `acks`; stops at the first failure.
+async fn load(
+    addr: SocketAddr,
+    k: usize,
+    batches: std::ops::Range<usize>,
+    acks: tokio::sync::mpsc::UnboundedSender<()>,
+) -> Load {
+    let mut done = Load::default();
+    let path = format!("{}/ingest", property(k));
+    for b in batches {
+        match ingest_once(addr, &path, &timed(b * PER_BATCH, PER_BATCH, STEP_MS)).await {
+            Some(202) => {
+                done.acked.push(b);
+                let _ = acks.send(());
+            }
+            Some(status) => panic!("batch {b} of client {k} answered {status}"),
+            None => {
+                done.unanswered = Some(b);
+                break;
+            }
+        }
+    }
+    done
+}
+
+/// Events until the stream breaks (the server was killed).
+async fn read_until_broken(mut sse: Sse) -> Vec<SseEvent> {
+    let mut events = Vec::new();
+    while let Ok(Some(event)) = tokio::time::timeout(PATIENCE, sse.next()).await {
+        events.push(event);
+    }
+    events
+}
+
+async fn read_exactly(mut sse: Sse, n: usize) -> Vec<SseEvent> {
+    take(&mut sse, n).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
+    let state = TempDir::new("state-kill");
+    let server = start("state-kill-1", &state, &["--replay", "100000"]);
+    let addr = server.addr;
+    let mut client = server.client();
+    let transform = r#"{"operation":"mul","arg":2}"#;
+    let tumbling =
+        r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#;
+    let mut queries = Vec::new();
+    for k in 0..CLIENTS {
+        let t = register(&mut client, &property(k), transform).await;
+        let w = register(&mut client, &property(k), tumbling).await;
+        queries.push((t, w));
+    }
+    let mut readers = Vec::new();
+    for (t, w) in &queries {
+        for q in [t, w] {
+            let sse = server.subscribe(&format!("{q}/stream"), &[]).await;
+            readers.push(tokio::spawn(read_until_broken(sse)));
+        }
+    }
+
+    // Load from every client at once; kill -9 once a third of it is
+    // acknowledged, while the rest is in flight.
+    let (acks, mut acked) = tokio::sync::mpsc::unbounded_channel();
+    let loaders: Vec<_> = (0..CLIENTS)
+        .map(|k| tokio::spawn(load(addr, k, 0..BATCHES, acks.clone())))
+        .collect();
+    for _ in 0..CLIENTS * BATCHES / 3 {
+        tokio::time::timeout(PATIENCE, acked.recv())
+            .await
+            .expect("acknowledgements in time")
+            .expect("loaders running");
+    }
+    server.signal(libc::SIGKILL);
+    let mut loads = Vec::new();
+    for loader in loaders {
+        loads.push(
+            tokio::time::timeout(PATIENCE, loader)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    let mut before = Vec::new();
+    for reader in readers {
+        before.push(
+            tokio::time::timeout(PATIENCE, reader)
+                .await
+                .unwrap()
+                .unwrap(),
+        );
+    }
+    drop(server);
+    eprintln!(
+        "acknowledged before the kill: {:?}; unanswered: {:?}; events received: {:?}",
+        loads.iter().map(|l| l.acked.len()).collect::<Vec<_>>(),
+        loads.iter().map(|l| l.unanswered).collect::<Vec<_>>(),
+        before.iter().map(Vec::len).collect::<Vec<_>>()
+    );
+    assert!(
+        loads.iter().any(|l| l.acked.len() < BATCHES),
+        "the kill came mid-load: {loads:?}"
+    );
+
+    // Restart on the same directory, finish the load (not sending the
+    // unanswered batch again), then one far-future record per property
+    // that closes the last window.
+    let server = start("state-kill-2", &state, &["--replay", "100000"]);
+    let addr = server.addr;
+    let mut sessions = Vec::new();
+    for (i, (t, w)) in queries.iter().enumerate() {
+        for (j, q) in [t, w].into_iter().enumerate() {
+            let events = &before[2 * i + j];
+            let last = events
+                .last()
+                .map_or("0".to_owned(), |e| e.id.clone().unwrap());
+            let sse = server
+                .subscribe(&format!("{q}/stream"), &[("Last-Event-ID", &last)])
+                .await;
+            sessions.push(sse);
+        }
+    }
+    let (acks, _acked) = tokio::sync::mpsc::unbounded_channel();
+    let mut finishers = Vec::new();
+    for (k, done) in loads.iter().enumerate() {
+        let next = done.unanswered.map_or(BATCHES, |b| b + 1);
+        finishers.push(tokio::spawn(load(addr, k, next..BATCHES, acks.clone())));
+    }
+    let mut after_loads = Vec::new();
+    for f in finishers {
+        let done = tokio::time::timeout(PATIENCE, f).await.unwrap().unwrap();
+        assert!(done.unanswered.is_none());
+        after_loads.push(done);
+    }
+    let far = BATCHES * PER_BATCH * 10;
+    for k in 0..CLIENTS {
+        let status = ingest_once(
+            addr,
+            &format!("{}/ingest", property(k)),
+            &timed(far, 1, STEP_MS),
+        )
+        .await;
+        assert_eq!(status, Some(202));
+    }
+
+    // What each property was given: every acknowledged batch, and the
+    // unanswered one if (and only if) the log had it, in batch order. The
+    // transform's results say which: read them up to the far record's.
+    let mut sessions = sessions.into_iter();
+    for k in 0..CLIENTS {
+        let t_sse = sessions.next().unwrap();
+        let w_sse = sessions.next().unwrap();
+        let (t_before, w_before) = (&before[2 * k], &before[2 * k + 1]);
+        let t_after = read_until_value(t_sse, (far * 2) as f64).await;
+        let all_t: Vec<&SseEvent> = t_before.iter().chain(&t_after).collect();
+        let mut got: Vec<usize> = all_t
+            .iter()
+            .map(|e| e.json()["value"].as_f64().unwrap() as usize / 2)
+            .collect();
+        got.sort_unstable();
+        let mut batches: Vec<usize> = loads[k]
+            .acked
+            .iter()
+            .chain(&after_loads[k].acked)
+            .copied()
+            .collect();
+        if let Some(b) = loads[k].unanswered
+            && got.binary_search(&(b * PER_BATCH)).is_ok()
+        {
+            batches.push(b);
+        }
+        batches.sort_unstable();
+        let given: Vec<usize> = batches
+            .iter()
+            .flat_map(|b| b * PER_BATCH..(b + 1) * PER_BATCH)
+            .collect();
+        let mut want = given.clone();
+        want.push(far);
+        assert_eq!(got, want, "client {k}: every instant given, exactly once");
+        let t_ids: Vec<u64> = all_t
+            .iter()
+            .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(
+            t_ids,
+            (1..=want.len() as u64).collect::<Vec<_>>(),
+            "client {k}"
+        );
+
+        // The windows: the sum of each second of what was given, each
+        // exactly once, in order; the far record's window is still open.
+        let mut seconds: BTreeMap<usize, f64> = BTreeMap::new();
+        for &i in &given {
+            *seconds.entry(i * STEP_MS / 1000).or_default() += i as f64;
+        }
+        assert!(w_before.len() <= seconds.len(), "client {k}: {w_before:?}");
+        let w_after = read_exactly(w_sse, seconds.len() - w_before.len()).await;
+        let all_w: Vec<&SseEvent> = w_before.iter().chain(&w_after).collect();
+        let w_ids: Vec<u64> = all_w
+            .iter()
+            .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(
+            w_ids,
+            (1..=seconds.len() as u64).collect::<Vec<_>>(),
+            "client {k}"
+        );
+        let sums: Vec<f64> = all_w
+            .iter()
+            .map(|e| e.json()["value"].as_f64().unwrap())
+            .collect();
+        let want: Vec<f64> = seconds.values().copied().collect();
+        assert_eq!(sums, want, "client {k}: each window exactly once");
+    }
+}
+
+/// Events up to the one whose value is `value` (included).
+async fn read_until_value(mut sse: Sse, value: f64) -> Vec<SseEvent> {
+    let mut events = Vec::new();
+    loop {
+        let event = tokio::time::timeout(PATIENCE, sse.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on");
+        assert_eq!(event.event, "instant", "{event:?}");
+        let last = event.json()["value"].as_f64() == Some(value);
+        events.push(event);
+        if last {
+            return events;
+        }
+    }
+}
