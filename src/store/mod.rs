@@ -115,7 +115,7 @@
 //! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
 //! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held; keep the returned [`Checkpoint`] |
 //! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
-//! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_events`] the new ones (with a checkpoint when the engine has one), then `Fanout::push` |
+//! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_batch`] the new ones, encoded once into an [`EventBatch`] (with a checkpoint when it moved: `server::durable`), then `Fanout::push_frames` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
 //! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |
 //! | shutdown | [`Store::close`] after every pump has ended (it blocks: `spawn_blocking`) |

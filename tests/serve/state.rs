@@ -522,3 +522,58 @@ async fn read_until_value(mut sse: Sse, value: f64) -> Vec<SseEvent> {
         }
     }
 }
+
+#[tokio::test]
+async fn a_bridge_query_is_replayed_from_its_registration_and_keeps_its_ids() {
+    let state = TempDir::new("state-bridge");
+    let server = start("state-bridge-1", &state, &[]);
+    let mut client = server.client();
+    // A bridge engine's checkpoint never moves: after a restart its job is
+    // fed every instant again, and the results already stored are dropped.
+    let query = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 3)).await;
+    assert_eq!(ids(&take(&mut sse, 3).await), [1, 2, 3]);
+    drop(sse);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-bridge-2", &state, &[]);
+    let mut client = server.client();
+    let mut sse = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "3")])
+        .await;
+    client.post(&format!("{P}/ingest"), &lines(4, 2)).await;
+    let next = take(&mut sse, 2).await;
+    assert_eq!(ids(&next), [4, 5]);
+    assert_eq!(values(&next), [4.0, 5.0]);
+    assert_eq!(client.get(&query).await.json()["events"], 5);
+}
+
+#[tokio::test]
+async fn a_query_whose_engine_is_gone_after_a_restart_comes_back_failed_with_the_reason() {
+    let state = TempDir::new("state-gone");
+    let mut server = start("state-gone-1", &state, &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+    assert!(server.terminate().success());
+
+    // The same server, but the echo engine's command variable is unset.
+    let dir = state.path().to_str().unwrap();
+    let server = Serve::start(
+        "state-gone-2",
+        &["--state", dir],
+        &[("TEST_ECHO_CMD", String::new())],
+    );
+    let mut client = server.client();
+    let status = client.get(&query).await.json();
+    assert_eq!(status["status"], "failed", "{status}");
+    let reason = status["reason"].as_str().unwrap();
+    assert!(
+        reason.contains("could not be resumed") && reason.contains("TEST_ECHO_CMD"),
+        "{reason}"
+    );
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let end = until_end(&mut sse).await;
+    assert_eq!(end.last().unwrap().json()["status"], "failed");
+}
