@@ -100,16 +100,16 @@ pub(crate) async fn window(
     output.emit(events).await.map_err(|_| QueryStatus::Stopped)
 }
 
-/// Advances `windower` to the wall clock's time now (a live query), and
-/// delivers the events of the windows that closes. An error is the query's
-/// end, as for [`window`].
+/// Advances `windower` to `secs` on the wall clock (a live query; see
+/// [`WallClock::now_secs`]), and delivers the events of the windows that
+/// closes. An error is the query's end, as for [`window`].
 pub(crate) async fn advance(
     windower: &mut Windower,
-    clock: &WallClock,
+    secs: i64,
     output: &QueryOutput,
 ) -> Result<(), QueryStatus> {
     let mut events = Vec::new();
-    let failure = windower.advance(clock.now_secs(), &mut events).err();
+    let failure = windower.advance(secs, &mut events).err();
     output
         .emit(events)
         .await

@@ -296,7 +296,7 @@ impl Watermarks {
         loop {
             while let Some(&(_, secs)) = marks.front().filter(|(at, _)| *at <= *windowed) {
                 marks.pop_front();
-                advance(windower, secs, output).await?;
+                crate::plan::advance(windower, secs, output).await?;
             }
             if left == 0 {
                 return Ok(());
@@ -320,25 +320,7 @@ impl Watermarks {
             // The deadline's mark applies once the answers before it are in.
             return self.window(windower, Vec::new(), output).await;
         }
-        crate::plan::advance(windower, &self.clock, output).await
-    }
-}
-
-/// Advances `windower` to `secs` on the clock, delivering what closes.
-async fn advance(
-    windower: &mut Windower,
-    secs: i64,
-    output: &QueryOutput,
-) -> Result<(), QueryStatus> {
-    let mut events = Vec::new();
-    let failure = windower.advance(secs, &mut events).err();
-    output
-        .emit(events)
-        .await
-        .map_err(|_| QueryStatus::Stopped)?;
-    match failure {
-        Some(reason) => Err(QueryStatus::Failed { reason }),
-        None => Ok(()),
+        crate::plan::advance(windower, self.clock.now_secs(), output).await
     }
 }
 

@@ -132,7 +132,7 @@ impl Clocked<'_> {
         let mut windower = self.windower.borrow_mut();
         match (windower.as_deref_mut(), &self.clock) {
             (Some(windower), Some(clock)) => {
-                runtime.block_on(plan::advance(windower, clock, output))
+                runtime.block_on(plan::advance(windower, clock.now_secs(), output))
             }
             _ => Ok(()),
         }
