@@ -22,8 +22,8 @@
 //!   the same transaction that adds to it, and read back trimmed to the
 //!   ring exactly), and its [`Checkpoint`]; and the
 //!   **ingest log**, every instant ingested per property with a sequence
-//!   number ([`LoggedInstant`]), trimmed below the low-water mark of every
-//!   running query.
+//!   number ([`LoggedInstant`]), each property's trimmed below the
+//!   low-water mark of every running query on it.
 //! - **Restore** ([`Store::queries`], [`Store::instants`]) reads it all
 //!   back, and [`EventIds`] gives a resumed query's results the ids they had
 //!   before the restart.
@@ -78,9 +78,10 @@
 //!    (one result per instant, no state) can checkpoint after every batch;
 //!    a windowed aggregate checkpoints with its open windows as `state`, or
 //!    with `state: None` at an instant where no window is open.
-//! 4. **Trim below every low-water mark.** Instants at or below the smallest
-//!    `after_seq` of the running queries are deleted; no checkpoint needs
-//!    them.
+//! 4. **Trim below every low-water mark.** A property's instants at or below
+//!    the smallest `after_seq` of the running queries on it are deleted; no
+//!    checkpoint needs them. (A query that never moves its checkpoint holds
+//!    back its own property's log, not the others'.)
 //!
 //! On restart each running query's engine is put in its checkpoint's state
 //! and fed the instants after `after_seq`, in log order. [`EventIds`] numbers

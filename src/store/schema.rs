@@ -11,7 +11,7 @@ use super::error::{StoreError, StoreErrorKind, classify};
 use super::{Durability, StoreOptions};
 
 /// The schema version this build reads and writes.
-pub(crate) const SCHEMA_VERSION: i64 = 2;
+pub(crate) const SCHEMA_VERSION: i64 = 3;
 
 /// The database file inside the store directory.
 pub(crate) const DB_FILE: &str = "state.sqlite3";
@@ -65,6 +65,8 @@ CREATE TABLE instants (
     property INTEGER NOT NULL,
     data BLOB NOT NULL
 );
+-- The log is trimmed property by property.
+CREATE INDEX instants_by_property ON instants (property, last_seq);
 ";
 
 /// Holds the store directory for this process: a second server on the

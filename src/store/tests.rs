@@ -750,3 +750,59 @@ async fn oversized_and_invalid_records_are_refused_not_truncated() {
     assert!(store.instants(&speed(), 0, 10).unwrap().is_empty());
     store.close();
 }
+
+#[tokio::test]
+async fn a_query_that_holds_its_property_back_does_not_hold_another_property_back() {
+    let dir = TempDir::new("trim-per-property");
+    let store = open(&dir);
+    let course = PropertyPath {
+        property: "course".into(),
+        ..speed()
+    };
+    // q1 reads speed and never moves its checkpoint (a HOPPING window, or a
+    // bridge engine); q2 reads course and checkpoints after each result.
+    store.register(query("q1")).await.unwrap();
+    store
+        .register(NewQuery {
+            property: course.clone(),
+            ..query("q2")
+        })
+        .await
+        .unwrap();
+    let mut last = 0;
+    for i in 0..10 {
+        store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
+        last = store
+            .append_instants(&course, &[instant(i)])
+            .await
+            .unwrap()
+            .end
+            - 1;
+    }
+    let checkpoint = Checkpoint {
+        after_seq: last,
+        last_event_id: 10,
+        state: None,
+    };
+    store
+        .append_events("q2", events(1..=10), Some(checkpoint))
+        .await
+        .unwrap();
+    // course is trimmed up to q2's checkpoint; speed is kept whole for q1.
+    assert!(store.instants(&course, 0, 100).unwrap().is_empty());
+    assert_eq!(store.instants(&speed(), 0, 100).unwrap().len(), 10);
+    store.close();
+    // The same after a reopen, from what the database holds: course's
+    // trim point comes back, and speed is still whole.
+    let store = open(&dir);
+    store
+        .append_instants(&course, &[instant(11)])
+        .await
+        .unwrap();
+    assert_eq!(store.instants(&speed(), 0, 100).unwrap().len(), 10);
+    assert_eq!(store.instants(&course, 0, 100).unwrap().len(), 1);
+    store.close();
+}

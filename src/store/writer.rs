@@ -107,8 +107,9 @@ pub(crate) struct Writer {
     next_seq: u64,
     /// The next sequence number as last written to `meta`.
     stored_next_seq: u64,
-    /// Every instant up to this sequence number has been deleted.
-    trimmed: u64,
+    /// For each property (by row id): every instant of it up to this
+    /// sequence number has been deleted.
+    trimmed: HashMap<i64, u64>,
     properties: HashMap<PropertyPath, i64>,
     /// The last sequence number logged for each property (by row id).
     logged: HashMap<i64, u64>,
@@ -157,7 +158,7 @@ impl Writer {
             bounds,
             next_seq: 1,
             stored_next_seq: 1,
-            trimmed: 0,
+            trimmed: HashMap::new(),
             properties: HashMap::new(),
             logged: HashMap::new(),
             queries: HashMap::new(),
@@ -173,12 +174,8 @@ impl Writer {
                 r.get(0)
             })
             .map_err(db)?;
-        let (min, max): (Option<i64>, Option<i64>) = conn
-            .query_row(
-                "SELECT min(first_seq), max(last_seq) FROM instants",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+        let max: Option<i64> = conn
+            .query_row("SELECT max(last_seq) FROM instants", [], |r| r.get(0))
             .map_err(db)?;
         let next_seq = (stored.max(max.unwrap_or(0) + 1)).max(1) as u64;
         let mut queries = HashMap::new();
@@ -234,23 +231,30 @@ impl Writer {
             }
         }
         let mut logged = HashMap::new();
+        let mut trimmed = HashMap::new();
         let mut stmt = conn
-            .prepare("SELECT property, max(last_seq) FROM instants GROUP BY property")
+            .prepare(
+                "SELECT property, min(first_seq), max(last_seq) FROM instants GROUP BY property",
+            )
             .map_err(db)?;
         let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, u64>(1)?)))
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, u64>(1)?,
+                    r.get::<_, u64>(2)?,
+                ))
+            })
             .map_err(db)?;
         for row in rows {
-            let (property, last) = row.map_err(db)?;
+            let (property, first, last) = row.map_err(db)?;
             logged.insert(property, last);
+            trimmed.insert(property, first.saturating_sub(1));
         }
         self.logged = logged;
+        self.trimmed = trimmed;
         self.next_seq = next_seq;
         self.stored_next_seq = stored.max(1) as u64;
-        self.trimmed = match min {
-            Some(min) => (min as u64).saturating_sub(1),
-            None => next_seq - 1,
-        };
         self.properties.clear();
         self.queries = queries;
         Ok(())
@@ -319,26 +323,29 @@ impl Writer {
 
     /// Deletes what no query needs and records the next sequence number.
     ///
-    /// A running query needs the instants of its property after its
-    /// checkpoint; one whose checkpoint is at or past the last instant
-    /// logged for its property needs none of the log (what it reads next is
-    /// logged later), so an idle query does not hold the log back.
+    /// The log is trimmed property by property: a running query needs the
+    /// instants of its property after its checkpoint; one whose checkpoint
+    /// is at or past the last instant logged for its property needs none of
+    /// the log (what it reads next is logged later), so an idle query does
+    /// not hold the log back, and a query that never moves its checkpoint
+    /// holds back its own property's instants only.
     fn finish_batch(&mut self, ingested: bool) -> Result<(), StoreErrorKind> {
-        let low = self
-            .queries
-            .values()
-            .filter(|q| {
-                q.running && q.checkpoint_seq < self.logged.get(&q.property).copied().unwrap_or(0)
-            })
-            .map(|q| q.checkpoint_seq)
-            .min()
-            .unwrap_or(self.next_seq - 1);
-        if low > self.trimmed && (low - self.trimmed >= TRIM_EVERY || !ingested) {
-            self.conn
-                .prepare_cached("DELETE FROM instants WHERE first_seq <= ?1 AND last_seq <= ?1")
-                .and_then(|mut s| s.execute([low]))
-                .map_err(db)?;
-            self.trimmed = low;
+        // What each property's queries still need: everything after `low`.
+        let mut low: HashMap<i64, u64> = self.logged.clone();
+        for q in self.queries.values().filter(|q| q.running) {
+            if let Some(needed) = low.get_mut(&q.property) {
+                *needed = (*needed).min(q.checkpoint_seq);
+            }
+        }
+        for (property, low) in low {
+            let trimmed = self.trimmed.get(&property).copied().unwrap_or(0);
+            if low > trimmed && (low - trimmed >= TRIM_EVERY || !ingested) {
+                self.conn
+                    .prepare_cached("DELETE FROM instants WHERE property = ?1 AND last_seq <= ?2")
+                    .and_then(|mut s| s.execute([property, low as i64]))
+                    .map_err(db)?;
+                self.trimmed.insert(property, low);
+            }
         }
         if self.next_seq != self.stored_next_seq {
             self.conn
