@@ -73,7 +73,7 @@ async fn one(
 ) -> Result<(), StoreError> {
     let key = durable::key(&restored.property);
     // Whatever the bounds now, what was registered comes back.
-    let Ok(reservation) = app.table.reserve(&key, usize::MAX, usize::MAX) else {
+    let Ok(mut reservation) = app.table.reserve(&key, usize::MAX, usize::MAX) else {
         return Ok(());
     };
     let o = &app.options;
@@ -93,23 +93,13 @@ async fn one(
                 counts.replayed += replayed;
                 return Ok(());
             }
-            Err((reservation, reason)) => {
+            Err((returned, reason)) => {
                 tracing::warn!(id = %restored.id, %reason, "query could not be resumed");
                 status = QueryStatus::Failed {
                     reason: format!("could not be resumed after a restart: {reason}"),
                 };
                 store.set_status(&restored.id, &status).await?;
-                return ended(
-                    app,
-                    restored,
-                    key,
-                    reservation,
-                    fanout,
-                    spec,
-                    status,
-                    counts,
-                )
-                .await;
+                reservation = returned;
             }
         }
     }
