@@ -26,15 +26,7 @@ async fn a_crashing_isolated_plugin_fails_its_query_with_the_signal_and_others_g
     let text = format!("{}{}", isolated(&chaos), entry(&scale));
     let registry = isolating_registry(&dir, &text);
     // A live query on another engine, before and after the crashes.
-    let (sender, source) = Source::channel(4);
-    let mut live = registry
-        .get("scale")
-        .unwrap()
-        .submit(echo_spec(), source)
-        .await
-        .unwrap();
-    sender.send(Instant::number("before", 1.0)).await.unwrap();
-    assert_eq!(live.next().await.unwrap().datetime(), "before");
+    let (sender, mut live) = live_echo(&registry, "scale").await;
     for (engine, signal) in [("aborter", "SIGABRT"), ("segv", "SIGSEGV")] {
         let (_, status) = run_on(&registry, engine, echo_spec(), instants(20)).await;
         let reason = failure(&status);

@@ -5,7 +5,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use mfstream::{Config, Instant, QueryStatus, Registry, Source};
+use mfstream::{Config, Instant, QueryStatus, Registry};
 
 use crate::util::*;
 
@@ -251,15 +251,7 @@ async fn a_reload_picks_up_a_library_rebuilt_at_the_same_path_while_running_quer
     let library = dir.join("libplugin.so");
     std::fs::copy(plugin_library("mfstream-plugin-scale"), &library).unwrap();
     let (registry, config) = plugin_registry(&dir, &library);
-    let (sender, source) = Source::channel(4);
-    let mut live = registry
-        .get("scale")
-        .unwrap()
-        .submit(echo_spec(), source)
-        .await
-        .unwrap();
-    sender.send(Instant::number("before", 1.0)).await.unwrap();
-    assert_eq!(live.next().await.unwrap().datetime(), "before");
+    let (sender, mut live) = live_echo(&registry, "scale").await;
 
     // A rebuild writes a new file at the same path.
     let rebuilt = dir.join("libplugin.so.new");
@@ -296,15 +288,7 @@ async fn a_library_truncated_in_place_under_a_running_query_harms_neither_it_nor
     let scale = plugin_library("mfstream-plugin-scale");
     std::fs::copy(&scale, &library).unwrap();
     let (registry, config) = plugin_registry(&dir, &library);
-    let (sender, source) = Source::channel(4);
-    let mut live = registry
-        .get("scale")
-        .unwrap()
-        .submit(echo_spec(), source)
-        .await
-        .unwrap();
-    sender.send(Instant::number("before", 1.0)).await.unwrap();
-    assert_eq!(live.next().await.unwrap().datetime(), "before");
+    let (sender, mut live) = live_echo(&registry, "scale").await;
 
     // In place: the same inode, now 64 KB long.
     std::fs::OpenOptions::new()

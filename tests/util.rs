@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use mfstream::{
     BridgeEngine, BridgeOptions, Config, Event, Instant, Op, QueryHandle, QuerySpec, QueryStatus,
-    Registry, Source, StreamEngine, Transform,
+    Registry, Source, SourceSender, StreamEngine, Transform,
 };
 
 /// The repository root.
@@ -82,6 +82,21 @@ pub fn instants(n: usize) -> Vec<Instant> {
 /// A `mul` by 1 query: the job's answers are the inputs.
 pub fn echo_spec() -> QuerySpec {
     QuerySpec::transform("speed", Transform::new("mul", Some(1.0)).unwrap())
+}
+
+/// A live echo query on `engine` of `registry`, fed through the returned
+/// sender, that has already answered one instant (`before`).
+pub async fn live_echo(registry: &Registry, engine: &str) -> (SourceSender, QueryHandle) {
+    let (sender, source) = Source::channel(4);
+    let mut live = registry
+        .get(engine)
+        .unwrap()
+        .submit(echo_spec(), source)
+        .await
+        .unwrap();
+    sender.send(Instant::number("before", 1.0)).await.unwrap();
+    assert_eq!(live.next().await.unwrap().datetime(), "before");
+    (sender, live)
 }
 
 /// Submits `spec` over `input` to a bridge engine with `options`.
