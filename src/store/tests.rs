@@ -48,6 +48,22 @@ pub(super) fn query(id: &str) -> NewQuery {
     }
 }
 
+/// A second property of the same feature as [`speed`].
+fn course() -> PropertyPath {
+    PropertyPath {
+        property: "course".into(),
+        ..speed()
+    }
+}
+
+/// [`query`] on `property`.
+fn query_on(id: &str, property: &PropertyPath) -> NewQuery {
+    NewQuery {
+        property: property.clone(),
+        ..query(id)
+    }
+}
+
 fn event(id: u64) -> StoredEvent {
     StoredEvent {
         id,
@@ -286,19 +302,10 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
 async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
     let dir = TempDir::new("trim-idle");
     let store = open(&dir);
-    let course = PropertyPath {
-        property: "course".into(),
-        ..speed()
-    };
+    let course = course();
     // q1 reads speed; q2 reads course, which nobody ingests to.
     store.register(query("q1")).await.unwrap();
-    store
-        .register(NewQuery {
-            property: course.clone(),
-            ..query("q2")
-        })
-        .await
-        .unwrap();
+    store.register(query_on("q2", &course)).await.unwrap();
     for i in 0..10 {
         store
             .append_instants(&speed(), &[instant(i)])
@@ -755,20 +762,11 @@ async fn oversized_and_invalid_records_are_refused_not_truncated() {
 async fn a_query_that_holds_its_property_back_does_not_hold_another_property_back() {
     let dir = TempDir::new("trim-per-property");
     let store = open(&dir);
-    let course = PropertyPath {
-        property: "course".into(),
-        ..speed()
-    };
+    let course = course();
     // q1 reads speed and never moves its checkpoint (a HOPPING window, or a
     // bridge engine); q2 reads course and checkpoints after each result.
     store.register(query("q1")).await.unwrap();
-    store
-        .register(NewQuery {
-            property: course.clone(),
-            ..query("q2")
-        })
-        .await
-        .unwrap();
+    store.register(query_on("q2", &course)).await.unwrap();
     let mut last = 0;
     for i in 0..10 {
         store
