@@ -69,12 +69,8 @@ pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Sour
         Plan::Engine {
             transform,
             windower,
-        } => Work::new(Some(transform), windower, property),
-        Plan::Host(windower) => Work::new(None, Some(windower), property),
-    };
-    let work = Work {
-        clock: spec.clock,
-        ..work
+        } => Work::new(Some(transform), windower, property, spec.clock),
+        Plan::Host(windower) => Work::new(None, Some(windower), property, spec.clock),
     };
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
@@ -99,13 +95,14 @@ impl Work {
         transform: Option<Transform>,
         windower: Option<Box<Windower>>,
         property: Arc<str>,
+        clock: Option<WallClock>,
     ) -> Work {
         Work {
             transform,
             windower,
             property,
             operation: transform.map_or("", |t| t.op.name()).into(),
-            clock: None,
+            clock,
         }
     }
 
