@@ -34,6 +34,7 @@ use super::{BridgeOptions, Framing};
 use crate::aggregate::Windower;
 use crate::engine::{QueryOutput, Source, SourceError};
 use crate::lines::{LineReader, quote};
+use crate::plan::sleep_until;
 use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
 /// The write buffer is refilled from the source only below this size.
@@ -429,7 +430,7 @@ impl<'a> Run<'a> {
                     self.stdout_open = false;
                 }
                 _ = self.tick.tick(), if want_tick => self.on_tick(),
-                _ = crate::plan::sleep_until(clock_at), if clock_at.is_some() => self.on_clock().await,
+                _ = sleep_until(clock_at), if clock_at.is_some() => self.on_clock().await,
             }
             self.after_step();
         }
@@ -879,14 +880,6 @@ impl Answers {
 async fn write_some(stdin: Option<&mut ChildStdin>, buf: &[u8]) -> std::io::Result<usize> {
     match stdin {
         Some(stdin) => stdin.write(buf).await,
-        None => std::future::pending().await,
-    }
-}
-
-/// Sleeps until `at`; forever when there is no deadline.
-async fn sleep_until(at: Option<Clock>) {
-    match at {
-        Some(at) => tokio::time::sleep_until(at).await,
         None => std::future::pending().await,
     }
 }
