@@ -16,6 +16,7 @@ use super::record::StoredEvent;
 use crate::vocab::{Instant, Value};
 
 /// The bytes an event takes in a batch beyond its kind and data.
+#[cfg(test)]
 pub(crate) const EVENT_OVERHEAD: usize = 8;
 
 /// Decodes a batch of events whose first has the id `first_id`.

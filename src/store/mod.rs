@@ -166,10 +166,10 @@
 
 mod batch;
 mod error;
+mod journal;
 mod record;
 mod restore;
 mod schema;
-mod wal;
 mod writer;
 
 #[cfg(test)]
@@ -177,18 +177,19 @@ mod tests;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 pub use self::error::{StoreError, StoreErrorKind};
+use self::journal::{Journal, Registered};
 pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
     RestoredQuery, StoredEvent,
 };
-use self::writer::{Bounds, Job, Writer};
+use self::writer::{Job, Writer};
 use crate::vocab::{Instant, QueryStatus, Value};
 
 /// How far a commit is durable.
@@ -226,7 +227,11 @@ pub struct StoreOptions {
     pub max_batch: usize,
     /// The largest checkpoint state.
     pub max_state_bytes: usize,
-    /// The calls queued for the writer before callers wait.
+    /// The bytes past which the journal starts a new segment file (and
+    /// looks at the older ones: see the journal's retention).
+    pub segment_bytes: u64,
+    /// The registrations, statuses and deletions queued for the writer
+    /// before callers wait.
     pub queue: usize,
     /// The bytes of records queued or being written before callers wait:
     /// the writer's memory bound, whatever the size of each call.
@@ -245,6 +250,7 @@ impl Default for StoreOptions {
             max_text_bytes: 64 * 1024,
             max_batch: 65_536,
             max_state_bytes: 16 * 1024 * 1024,
+            segment_bytes: 64 * 1024 * 1024,
             queue: 1024,
             queue_bytes: 64 * 1024 * 1024,
         }
@@ -263,6 +269,7 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
     writer: JoinHandle<()>,
     reader: Mutex<Connection>,
+    journal: Arc<Journal>,
     /// The bytes that may be queued (`queue_bytes`), in permits.
     budget: tokio::sync::Semaphore,
     budget_max: u32,
@@ -278,14 +285,20 @@ impl Store {
         let dir = dir.as_ref().to_owned();
         let lock = schema::lock_dir(&dir, &options)?;
         let conn = schema::open_writer(&dir, &options)?;
-        let bounds = Bounds {
-            ring_events: options.ring_events.max(1),
-            ring_bytes: options.ring_bytes,
-        };
-        let checkpointer = wal::Checkpointer::start(&dir)?;
-        let writer =
-            Writer::new(conn, checkpointer, bounds).map_err(|kind| StoreError::new(&dir, kind))?;
-        let reader = schema::open_reader(&dir)?;
+        let writer = Writer::new(conn).map_err(|kind| StoreError::new(&dir, kind))?;
+        let mut reader = schema::open_reader(&dir)?;
+        let registered = restore::queries(&mut reader)
+            .map_err(|kind| StoreError::new(&dir, kind))?
+            .into_iter()
+            .map(|row| Registered {
+                running: !row.status.is_terminal(),
+                id: row.id,
+                property: row.property,
+                start_seq: row.start_seq,
+            })
+            .collect();
+        let journal = Journal::open(&dir, &options, registered)
+            .map_err(|kind| StoreError::new(&dir, kind))?;
         let (jobs, queue) = mpsc::channel(options.queue.max(1));
         let writer = std::thread::Builder::new()
             .name("mfstream-store".into())
@@ -304,6 +317,7 @@ impl Store {
             jobs,
             writer,
             reader: Mutex::new(reader),
+            journal: Arc::new(journal),
         })
     }
 
@@ -315,11 +329,17 @@ impl Store {
     /// Waits for every queued write to be committed, then closes the
     /// database and releases the directory.
     pub fn close(self) {
-        let Store { jobs, writer, .. } = self;
+        let Store {
+            jobs,
+            writer,
+            journal,
+            ..
+        } = self;
         drop(jobs);
         if writer.join().is_err() {
             tracing::error!("the state store's writer panicked");
         }
+        journal.close();
     }
 
     fn error(&self, kind: StoreErrorKind) -> StoreError {
@@ -386,7 +406,22 @@ impl Store {
                 query.id
             ))));
         }
-        self.submit(|ack| Job::Register { query, ack }).await
+        // The server registers with the property's lock held, so no
+        // instant of the property is logged between this and the commit.
+        let start_seq = self.journal.next_seq() - 1;
+        let (id, property) = (query.id.clone(), query.property.clone());
+        self.submit(|ack| Job::Register {
+            query,
+            start_seq,
+            ack,
+        })
+        .await?;
+        self.journal.register(&id, &property, start_seq);
+        Ok(Checkpoint {
+            after_seq: start_seq,
+            last_event_id: 0,
+            state: None,
+        })
     }
 
     /// Records a query's status (and a failure's reason, cut to
@@ -398,8 +433,13 @@ impl Store {
             },
             other => other.clone(),
         };
+        let running = !status.is_terminal();
         let id = id.to_owned();
-        self.submit(|ack| Job::Status { id, status, ack }).await
+        let journal = self.journal.clone();
+        let key = id.clone();
+        self.submit(|ack| Job::Status { id, status, ack }).await?;
+        journal.set_running(&key, running);
+        Ok(())
     }
 
     /// Stores a query's next results, each id one more than the last
@@ -440,20 +480,33 @@ impl Store {
         if let Some(state) = checkpoint.as_ref().and_then(|c| c.state.as_ref()) {
             self.check_len("a checkpoint state", state.len(), o.max_state_bytes)?;
         }
-        let id = id.to_owned();
-        self.submit(|ack| Job::Events {
-            id,
-            events,
-            checkpoint,
-            ack,
-        })
-        .await
+        let written = self
+            .journal
+            .append_events(id, &events, checkpoint)
+            .map_err(|kind| self.error(kind))?;
+        self.sync(written).await
+    }
+
+    /// With [`Durability::Power`], waits until the journal is on the disk
+    /// up to `written`.
+    async fn sync(&self, written: u64) -> Result<(), StoreError> {
+        if self.options.durability != Durability::Power {
+            return Ok(());
+        }
+        let journal = self.journal.clone();
+        tokio::task::spawn_blocking(move || journal.sync(written))
+            .await
+            .map_err(|e| self.error(StoreErrorKind::Database(e.to_string())))?
+            .map_err(|kind| self.error(kind))
     }
 
     /// Forgets a query: its registration, events and checkpoint.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
-        let id = id.to_owned();
-        self.submit(|ack| Job::Delete { id, ack }).await
+        let key = id.to_owned();
+        let id = key.clone();
+        self.submit(|ack| Job::Delete { id, ack }).await?;
+        self.journal.forget(&key);
+        Ok(())
     }
 
     /// Appends instants to the ingest log of `property` and returns their
@@ -483,16 +536,15 @@ impl Store {
                 Value::Number(_) | Value::Bool(_) => {}
             }
         }
-        let property = property.clone();
-        let mut data = Vec::with_capacity(instants.len() * 32);
+        let mut data = Vec::with_capacity(instants.len() * 40);
         batch::encode(instants, &mut data);
-        self.submit(|ack| Job::Instants {
-            property,
-            count: instants.len() as u64,
-            data,
-            ack,
-        })
-        .await
+        let count = u32::try_from(instants.len()).expect("bounded by max_batch above");
+        let (seqs, written) = self
+            .journal
+            .append_instants(property, count, &data)
+            .map_err(|kind| self.error(kind))?;
+        self.sync(written).await?;
+        Ok(seqs)
     }
 
     fn reader(&self) -> MutexGuard<'_, Connection> {
@@ -503,11 +555,39 @@ impl Store {
     /// Every query, oldest registration first, with its status, ring and
     /// checkpoint, as last committed. Blocking.
     pub fn queries(&self) -> Result<Vec<RestoredQuery>, StoreError> {
-        let bounds = Bounds {
-            ring_events: self.options.ring_events.max(1),
-            ring_bytes: self.options.ring_bytes,
-        };
-        restore::queries(&mut self.reader(), bounds).map_err(|kind| self.error(kind))
+        let rows = restore::queries(&mut self.reader()).map_err(|kind| self.error(kind))?;
+        let mut queries = Vec::with_capacity(rows.len());
+        for row in rows {
+            let kept = self
+                .journal
+                .restored(&row.id)
+                .map_err(|kind| self.error(kind))?;
+            let (last_event_id, ring, checkpoint) = match kept {
+                Some(k) => (k.last_event_id, k.ring, k.checkpoint),
+                // Registered after the journal was opened.
+                None => (
+                    0,
+                    Vec::new(),
+                    Checkpoint {
+                        after_seq: row.start_seq,
+                        last_event_id: 0,
+                        state: None,
+                    },
+                ),
+            };
+            queries.push(RestoredQuery {
+                id: row.id,
+                property: row.property,
+                spec: row.spec,
+                engine: row.engine,
+                status: row.status,
+                created: row.created,
+                last_event_id,
+                ring,
+                checkpoint,
+            });
+        }
+        Ok(queries)
     }
 
     /// Up to `limit` instants of `property` logged after the sequence number
@@ -519,7 +599,9 @@ impl Store {
         after: u64,
         limit: usize,
     ) -> Result<Vec<LoggedInstant>, StoreError> {
-        restore::instants(&self.reader(), property, after, limit).map_err(|kind| self.error(kind))
+        self.journal
+            .instants(property, after, limit)
+            .map_err(|kind| self.error(kind))
     }
 }
 

@@ -11,7 +11,7 @@ use super::error::{StoreError, StoreErrorKind, classify};
 use super::{Durability, StoreOptions};
 
 /// The schema version this build reads and writes.
-pub(crate) const SCHEMA_VERSION: i64 = 3;
+pub(crate) const SCHEMA_VERSION: i64 = 4;
 
 /// The database file inside the store directory.
 pub(crate) const DB_FILE: &str = "state.sqlite3";
@@ -24,7 +24,6 @@ const APPLICATION_ID: i64 = 0x6d66_7374;
 
 const SCHEMA: &str = "
 CREATE TABLE schema_version (version INTEGER NOT NULL);
-CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 CREATE TABLE properties (
     id INTEGER PRIMARY KEY,
     collection TEXT NOT NULL,
@@ -32,6 +31,8 @@ CREATE TABLE properties (
     property TEXT NOT NULL,
     UNIQUE (collection, feature, property)
 );
+-- The result events, checkpoints and ingested instants are in the journal
+-- (the journal module); start_seq is the registration's checkpoint.
 CREATE TABLE queries (
     id TEXT PRIMARY KEY,
     property INTEGER NOT NULL REFERENCES properties(id),
@@ -40,33 +41,8 @@ CREATE TABLE queries (
     status TEXT NOT NULL,
     reason TEXT,
     created_ms INTEGER NOT NULL,
-    last_event_id INTEGER NOT NULL,
-    checkpoint_seq INTEGER NOT NULL,
-    checkpoint_event_id INTEGER NOT NULL,
-    checkpoint_state BLOB
+    start_seq INTEGER NOT NULL
 ) WITHOUT ROWID;
--- One row per store call: the events first_id..=last_id of a query,
--- encoded as the batch module says. A rowid table with an index, not a
--- WITHOUT ROWID one: its rows (tens of KiB) would make every key
--- comparison read their overflow pages.
-CREATE TABLE events (
-    row INTEGER PRIMARY KEY,
-    query TEXT NOT NULL,
-    first_id INTEGER NOT NULL,
-    last_id INTEGER NOT NULL,
-    data BLOB NOT NULL
-);
-CREATE UNIQUE INDEX events_by_query ON events (query, first_id);
--- One row per ingest call: the instants with sequence numbers
--- first_seq..=last_seq, encoded as the batch module says.
-CREATE TABLE instants (
-    first_seq INTEGER PRIMARY KEY,
-    last_seq INTEGER NOT NULL,
-    property INTEGER NOT NULL,
-    data BLOB NOT NULL
-);
--- The log is trimmed property by property.
-CREATE INDEX instants_by_property ON instants (property, last_seq);
 ";
 
 /// Holds the store directory for this process: a second server on the
@@ -126,11 +102,6 @@ pub(crate) fn open_writer(dir: &Path, options: &StoreOptions) -> Result<Connecti
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )
     .map_err(err)?;
-    // Pages of 16 KiB hold an ingest call of a few hundred instants
-    // without an overflow page (4 KiB pages would spill most calls onto a
-    // second, mostly empty page). Only a new database takes it.
-    conn.execute_batch("PRAGMA page_size = 16384")
-        .map_err(err)?;
     // WAL: a commit appends to the log, readers never block the writer.
     let mode: String = conn
         .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
@@ -147,17 +118,14 @@ pub(crate) fn open_writer(dir: &Path, options: &StoreOptions) -> Result<Connecti
         Durability::Process => "NORMAL",
         Durability::Power => "FULL",
     };
-    // The savepoint of each job keeps its journal in memory, and a cache of
-    // 32 MiB holds the tables' hot pages: measured under the serve bench,
-    // both were a good part of the writer's time.
+    // The savepoint of each job keeps its journal in memory. The database
+    // holds the registrations only: SQLite's own checkpoints keep its log
+    // short.
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous}; PRAGMA foreign_keys = OFF; \
-         PRAGMA wal_autocheckpoint = 0; PRAGMA temp_store = MEMORY; \
-         PRAGMA cache_size = -32768;"
+         PRAGMA temp_store = MEMORY;"
     ))
     .map_err(err)?;
-    // The checkpointer thread (the wal module) keeps the log short.
-    conn.set_prepared_statement_cache_capacity(32);
     check_or_create(&conn, dir)?;
     Ok(conn)
 }
@@ -188,7 +156,6 @@ fn check_or_create(conn: &Connection, dir: &Path) -> Result<(), StoreError> {
         let ddl = format!(
             "BEGIN IMMEDIATE; {SCHEMA} \
              INSERT INTO schema_version (version) VALUES ({SCHEMA_VERSION}); \
-             INSERT INTO meta (key, value) VALUES ('next_seq', 1); \
              PRAGMA application_id = {APPLICATION_ID}; COMMIT;"
         );
         return conn.execute_batch(&ddl).map_err(err);

@@ -154,14 +154,7 @@ async fn events_are_stored_one_row_per_call_and_the_rows_kept_stay_bounded() {
     for call in 0..20u64 {
         let ids = call * 3 + 1..=call * 3 + 3;
         store.append_events("q", events(ids), None).await.unwrap();
-        let rows: (i64, i64) = rusqlite::Connection::open(dir.path().join(schema::DB_FILE))
-            .unwrap()
-            .query_row(
-                "SELECT count(*), sum(last_id - first_id + 1) FROM events",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
-            .unwrap();
+        let rows = store.journal.ring_records("q");
         // The ring (5 events) and at most one row more.
         assert!(rows.0 <= 3 && rows.1 <= 8, "after call {call}: {rows:?}");
     }
@@ -198,6 +191,9 @@ async fn instants_of_every_value_type_round_trip_in_order_in_pages() {
         property: "heading".into(),
         ..speed()
     };
+    // Instants are kept while a running query may read them.
+    store.register(query("q")).await.unwrap();
+    store.register(query_on("h", &other)).await.unwrap();
     let batch = vec![
         Instant::number("t1", 3.0),
         Instant {
@@ -349,6 +345,7 @@ async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
 async fn a_page_may_start_and_end_inside_one_ingest_call() {
     let dir = TempDir::new("pages");
     let store = open(&dir);
+    store.register(query("q")).await.unwrap();
     let other = PropertyPath {
         property: "heading".into(),
         ..speed()
@@ -502,6 +499,7 @@ async fn a_resumed_query_gives_replayed_results_their_old_ids_and_drops_the_stor
 async fn concurrent_ingests_get_disjoint_ranges_that_cover_the_log() {
     let dir = TempDir::new("concurrent");
     let store = std::sync::Arc::new(open(&dir));
+    store.register(query("q")).await.unwrap();
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..16 {
         let store = store.clone();
@@ -542,14 +540,14 @@ async fn callers_over_the_byte_budget_wait_their_turn_and_a_call_larger_than_it_
     for t in 0..8u64 {
         let store = store.clone();
         tasks.spawn(async move {
-            // About 2,000 bytes a call: twice the budget.
-            let batch: Vec<_> = (0..50).map(|i| instant(i + t as usize)).collect();
-            store.append_instants(&speed(), &batch).await.unwrap()
+            // About 2,000 bytes a registration: twice the writer's budget.
+            let mut q = query(&format!("q{t}"));
+            q.spec = format!(r#"{{"operation":"abs","pad":"{}"}}"#, "x".repeat(2000));
+            store.register(q).await.unwrap()
         });
     }
-    let total: u64 = tasks.join_all().await.iter().map(|r| r.end - r.start).sum();
-    assert_eq!(total, 400);
-    assert_eq!(store.instants(&speed(), 0, 1000).unwrap().len(), 400);
+    assert_eq!(tasks.join_all().await.len(), 8);
+    assert_eq!(store.queries().unwrap().len(), 8);
     std::sync::Arc::into_inner(store).unwrap().close();
 }
 
