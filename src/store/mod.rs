@@ -3,63 +3,67 @@
 //!
 //! # The roles
 //!
-//! - [`Store`] is one state directory: a SQLite database in write-ahead-log
-//!   mode, a lock file that keeps a second server out, and one writer
-//!   thread that owns the database connection.
-//! - The **writer** commits whatever callers have queued as one
-//!   transaction (group commit) and answers each caller only after the
-//!   `COMMIT` returned. Its queue is bounded in calls and in bytes: when
-//!   the disk is slower than the callers, they wait (backpressure) rather
-//!   than memory growing. An
-//!   ingest call's instants are encoded by the caller and logged as one row.
-//! - The **checkpointer** copies the write-ahead log into the database on
-//!   a thread and connection of its own, so that no caller waits for that
-//!   copy and its fsyncs; the log stays bounded.
-//! - The **records**: a registration ([`NewQuery`]) with its status; per
-//!   query its result events ([`StoredEvent`]), of which the last ones form
-//!   the replay ring (bounded in count and bytes; stored one row per call,
-//!   so the rows kept hold the ring and at most one row more, trimmed in
-//!   the same transaction that adds to it, and read back trimmed to the
-//!   ring exactly), and its [`Checkpoint`]; and the
-//!   **ingest log**, every instant ingested per property with a sequence
-//!   number ([`LoggedInstant`]), each property's trimmed below the
-//!   low-water mark of every running query on it.
+//! - [`Store`] is one state directory: a lock file that keeps a second
+//!   server out, a journal for the hot records and a SQLite database for
+//!   the rest.
+//! - The **journal** (`journal/`, the journal module) holds every instant
+//!   ingested, every result event and every checkpoint: append-only segment
+//!   files of records framed with their length and a CRC-32, appended with
+//!   one `pwrite(2)` by the caller itself, under a lock, with no thread in
+//!   between. Old segments are deleted once nothing in them is needed, or
+//!   have what is needed copied forward first.
+//! - The **database** holds the registrations ([`NewQuery`]) and their
+//!   statuses. One **writer** thread owns its connection and commits
+//!   whatever callers have queued as one transaction (group commit),
+//!   answering each caller only after the `COMMIT` returned. Its queue is
+//!   bounded in calls and in bytes: callers wait (backpressure) rather than
+//!   memory growing.
+//! - The **records**: a registration with its status; per query its result
+//!   events ([`StoredEvent`]), of which the last ones form the replay ring
+//!   (bounded in count and bytes; stored one record per call, so the
+//!   records kept hold the ring and at most one record more, and read back
+//!   trimmed to the ring exactly), and its [`Checkpoint`]; and the **ingest
+//!   log**, every instant ingested per property with a sequence number
+//!   ([`LoggedInstant`]), each property's kept above the low-water mark of
+//!   the running queries on it.
 //! - **Restore** ([`Store::queries`], [`Store::instants`]) reads it all
 //!   back, and [`EventIds`] gives a resumed query's results the ids they had
 //!   before the restart.
 //!
-//! # Why SQLite
+//! # Why a journal and SQLite
 //!
-//! The state is a handful of small tables read at start-up and appended to
-//! while serving: SQLite (through `rusqlite`, built from its bundled C
-//! source so no system library is needed) gives atomic multi-table
-//! transactions, a write-ahead log whose durability level is one pragma,
-//! detection of a damaged file (`SQLITE_NOTADB`, `SQLITE_CORRUPT`), and a
-//! file any operator can open with the `sqlite3` shell. The embedded
-//! key-value stores (redb, fjall, sled) would need the three kinds of
-//! record hand-encoded into keys, with no query language to look at them
-//! with, for no gain here: ingest is logged as one row per call, and
-//! SQLite's group commit keeps up with the rest of the server (see
-//! `benches/store.rs`).
+//! The first design kept everything in SQLite, a row per call committed by
+//! the writer thread. Under the serve bench's unpaced ingest it held
+//! durable ingest to about a third of the memory-only rate: a fifth of the
+//! CPU went to waking the writer and its callers, most of the rest to
+//! writing each row's pages twice (log, then database) and trimming them.
+//! The hot records are appends that are read back only at start-up; a file
+//! of framed records is what they need, and the caller can write it
+//! itself. The registrations are few, change in place (a status), and are
+//! what an operator wants to look at: SQLite (through `rusqlite`, built from
+//! its bundled C source so no system library is needed) gives them atomic
+//! transactions, detection of a damaged file, and a file any operator can
+//! open with the `sqlite3` shell.
 //!
-//! # Durability: `synchronous = NORMAL`
+//! # Durability: `Process` or `Power`
 //!
-//! A commit in WAL mode writes its pages to the log file with `write(2)`
-//! before `COMMIT` returns. With `synchronous = NORMAL` ([`Durability::Process`],
-//! the default) the log is fsynced only at checkpoints, not at every commit.
-//! A process killed with `SIGKILL` loses nothing it committed: the kernel
-//! has the written pages and the next open replays the log. What NORMAL
-//! can lose is the last commits before a power failure or a kernel crash;
-//! [`Durability::Power`] (`synchronous = FULL`) fsyncs the log at every
-//! commit and covers that too, at the price of one fsync per group commit.
-//! "An ingest answered 202 survives `kill -9`" needs NORMAL, not FULL.
+//! A journal append returns once `pwrite(2)` did: the kernel has the bytes,
+//! so a process killed with `SIGKILL` loses nothing it was told was
+//! written. The database runs with `synchronous = NORMAL` in WAL mode,
+//! which gives the same. That is [`Durability::Process`], the default.
+//! What it can lose is the last writes before a power failure or a kernel
+//! crash; [`Durability::Power`] adds an `fdatasync` of the journal before a
+//! call returns (shared by every call waiting: group commit), syncs each new
+//! segment and its directory, and runs the database with `synchronous =
+//! FULL`. "An ingest answered 202 survives `kill -9`" needs `Process`, not
+//! `Power`.
 //!
 //! # What is written when: the exactly-once argument
 //!
 //! Four rules, each one transaction or part of one:
 //!
 //! 1. **Log before delivery.** An ingest appends its instants to the log
-//!    ([`Store::append_instants`]) and waits for the commit before it hands
+//!    ([`Store::append_instants`]) and waits for the write before it hands
 //!    them to any query and before it answers 202. So every instant an
 //!    engine ever saw, and every instant acknowledged, is in the log, with a
 //!    sequence number that orders it as it was delivered (the server calls
@@ -73,13 +77,14 @@
 //! 3. **Checkpoints move with their events.** A [`Checkpoint`] `(after_seq,
 //!    last_event_id, state)` says "an engine in `state`, fed the instants
 //!    after `after_seq`, produces as its `k`-th result the event
-//!    `last_event_id + k`". It is stored in the same transaction as (or after)
-//!    the events up to `last_event_id`, and never moves back. A transform
+//!    `last_event_id + k`". It is stored in the same journal record as (or
+//!    after) the events up to `last_event_id`, and never moves back. A transform
 //!    (one result per instant, no state) can checkpoint after every batch;
 //!    a windowed aggregate checkpoints with its open windows as `state`, or
 //!    with `state: None` at an instant where no window is open.
 //! 4. **Trim below every low-water mark.** A property's instants at or below
-//!    the smallest `after_seq` of the running queries on it are deleted; no
+//!    the smallest `after_seq` of the running queries on it are dropped (and
+//!    their segment deleted once nothing else in it is needed); no
 //!    checkpoint needs them. (A query that never moves its checkpoint holds
 //!    back its own property's log, not the others'.)
 //!
@@ -89,9 +94,10 @@
 //! last stored one was stored (and perhaps sent) before the crash and is
 //! dropped; the rest are new and go through rule 2. A crash at any point:
 //!
-//! - before an ingest's commit: not answered 202, not delivered; no result
-//!   depends on it (the client retries);
-//! - after the commit, before 202: in the log, so it is replayed; a client
+//! - before an ingest's write: not answered 202, not delivered; no result
+//!   depends on it (the client retries); a record cut short is cut off at
+//!   the next open;
+//! - after the write, before 202: in the log, so it is replayed; a client
 //!   that retries ingests it twice (as with any at-least-once HTTP API);
 //! - after results were computed, before they were stored: never sent;
 //!   replay computes them again, with the same ids;
@@ -192,15 +198,17 @@ pub use self::record::{
 use self::writer::{Job, Writer};
 use crate::vocab::{Instant, QueryStatus, Value};
 
-/// How far a commit is durable.
+/// How far a write is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Durability {
     /// Survives the process being killed (`SIGKILL`, a panic, an OOM kill):
-    /// `synchronous = NORMAL`. The default.
+    /// the kernel has the bytes (`synchronous = NORMAL` for the database).
+    /// The default.
     #[default]
     Process,
-    /// Survives a power failure or a kernel crash too: `synchronous = FULL`,
-    /// one fsync per group commit.
+    /// Survives a power failure or a kernel crash too: an `fdatasync` of the
+    /// journal shared by the calls waiting (`synchronous = FULL` for the
+    /// database).
     Power,
 }
 
@@ -210,7 +218,7 @@ pub struct StoreOptions {
     /// Create the directory when it is missing (default); when false, a
     /// missing directory is an error ([`StoreErrorKind::Missing`]).
     pub create: bool,
-    /// How far a commit is durable.
+    /// How far a write is durable.
     pub durability: Durability,
     /// The events each query's replay ring keeps (the server's `replay`).
     pub ring_events: usize,
@@ -259,7 +267,8 @@ impl Default for StoreOptions {
 
 /// An open state directory.
 ///
-/// Writes are `async` and return once committed; reads are blocking and
+/// Writes are `async` and return once written (journal) or committed
+/// (database); reads are blocking and
 /// meant for start-up (or `spawn_blocking`). Dropping the store lets the
 /// writer finish what is queued; [`Store::close`] also waits for it.
 #[derive(Debug)]
@@ -510,7 +519,7 @@ impl Store {
     }
 
     /// Appends instants to the ingest log of `property` and returns their
-    /// sequence numbers, once committed: an instant acknowledged after this
+    /// sequence numbers, once written: an instant acknowledged after this
     /// returned survives a crash of the process.
     pub async fn append_instants(
         &self,

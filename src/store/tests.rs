@@ -5,6 +5,7 @@ use std::time::SystemTime;
 use super::*;
 
 mod crash;
+mod journal;
 
 /// A fresh directory under the system's temporary one, removed on drop.
 pub(super) struct TempDir(PathBuf);
@@ -49,7 +50,7 @@ pub(super) fn query(id: &str) -> NewQuery {
 }
 
 /// A second property of the same feature as [`speed`].
-fn course() -> PropertyPath {
+pub(super) fn course() -> PropertyPath {
     PropertyPath {
         property: "course".into(),
         ..speed()
@@ -57,7 +58,7 @@ fn course() -> PropertyPath {
 }
 
 /// [`query`] on `property`.
-fn query_on(id: &str, property: &PropertyPath) -> NewQuery {
+pub(super) fn query_on(id: &str, property: &PropertyPath) -> NewQuery {
     NewQuery {
         property: property.clone(),
         ..query(id)
@@ -72,7 +73,7 @@ fn event(id: u64) -> StoredEvent {
     }
 }
 
-fn events(ids: std::ops::RangeInclusive<u64>) -> Vec<StoredEvent> {
+pub(super) fn events(ids: std::ops::RangeInclusive<u64>) -> Vec<StoredEvent> {
     ids.map(event).collect()
 }
 
@@ -80,7 +81,7 @@ fn open(dir: &TempDir) -> Store {
     Store::open(dir.path(), StoreOptions::default()).expect("the store opens")
 }
 
-fn instant(i: usize) -> Instant {
+pub(super) fn instant(i: usize) -> Instant {
     Instant::number(format!("2026-01-01T00:00:{i:02}Z"), i as f64)
 }
 

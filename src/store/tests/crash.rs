@@ -19,8 +19,18 @@ use crate::vocab::{Instant, Value};
 const DIR_VAR: &str = "MFSTREAM_STORE_CRASH_DIR";
 
 /// The acknowledgements the parent waits for before it kills the child:
-/// enough instants (about 200,000, 8 MiB) that the checkpointer has run.
+/// enough instants (about 200,000, 8 MiB) that the journal has started
+/// new segments and looked at the old ones.
 const KILL_AFTER: usize = 2000;
+
+/// Segments of 1 MiB: the child starts several and compacts the old ones
+/// while it is killed.
+fn options() -> StoreOptions {
+    StoreOptions {
+        segment_bytes: 1024 * 1024,
+        ..StoreOptions::default()
+    }
+}
 
 /// Ingesting tasks in the child.
 const TASKS: u64 = 8;
@@ -51,7 +61,7 @@ fn helper_writes_until_killed() {
         .build()
         .expect("the child builds a runtime");
     runtime.block_on(async move {
-        let store = Arc::new(Store::open(&dir, StoreOptions::default()).expect("the store opens"));
+        let store = Arc::new(Store::open(&dir, options()).expect("the store opens"));
         store.register(query("q")).await.expect("q registers");
         let mut tasks = tokio::task::JoinSet::new();
         for task in 0..TASKS {
@@ -141,7 +151,7 @@ fn every_acknowledged_record_survives_sigkill_of_the_writing_process() {
         assert_eq!(status.signal(), Some(libc::SIGKILL), "{stderr}");
     }
 
-    let store = Store::open(dir.path(), StoreOptions::default()).expect("the store reopens");
+    let store = Store::open(dir.path(), options()).expect("the store reopens");
     let mut logged = HashMap::new();
     let mut after = 0;
     loop {

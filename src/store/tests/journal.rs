@@ -1,0 +1,249 @@
+//! The journal's files: kept bounded while queries run, a torn end cut
+//! off, damage refused, a record read twice kept once.
+
+use super::{TempDir, course, event, events, instant, query, query_on, speed};
+use crate::store::{Checkpoint, Durability, Store, StoreErrorKind, StoreOptions};
+use crate::vocab::QueryStatus;
+
+/// Segments of 4 KiB, a ring of 5 events: many segments quickly.
+fn small() -> StoreOptions {
+    StoreOptions {
+        segment_bytes: 4096,
+        ring_events: 5,
+        ..StoreOptions::default()
+    }
+}
+
+/// The journal's segment files and their total size.
+fn segments(dir: &TempDir) -> (usize, u64) {
+    let mut files = 0;
+    let mut bytes = 0;
+    for entry in std::fs::read_dir(dir.path().join("journal")).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_name().to_string_lossy().ends_with(".seg") {
+            files += 1;
+            bytes += entry.metadata().unwrap().len();
+        }
+    }
+    (files, bytes)
+}
+
+fn newest_segment(dir: &TempDir) -> std::path::PathBuf {
+    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    names.sort();
+    names.pop().unwrap()
+}
+
+#[tokio::test]
+async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_its_instants() {
+    let dir = TempDir::new("journal-bounded");
+    let store = Store::open(dir.path(), small()).unwrap();
+    // q1 checkpoints after every result; q2 reads course and never moves
+    // its checkpoint (a bridge engine's query): course's instants stay.
+    store.register(query("q1")).await.unwrap();
+    store.register(query_on("q2", &course())).await.unwrap();
+    for i in 0..2000u64 {
+        let seqs = store
+            .append_instants(&speed(), &[instant(i as usize % 60)])
+            .await
+            .unwrap();
+        let cp = Checkpoint {
+            after_seq: seqs.start,
+            last_event_id: i + 1,
+            state: None,
+        };
+        store
+            .append_events("q1", events(i + 1..=i + 1), Some(cp))
+            .await
+            .unwrap();
+        if i % 100 == 0 {
+            store
+                .append_instants(&course(), &[instant(i as usize % 60)])
+                .await
+                .unwrap();
+        }
+    }
+    // About 200 KiB were written: what is kept is q1's ring and last
+    // checkpoint and course's 20 instants, a few segments at most.
+    let (files, bytes) = segments(&dir);
+    assert!(
+        files <= 4 && bytes <= 4 * 4096 + 2048,
+        "{files} files, {bytes} bytes"
+    );
+    assert_eq!(store.instants(&course(), 0, 100).unwrap().len(), 20);
+    assert!(store.instants(&speed(), 0, 100).unwrap().is_empty());
+    store.close();
+    let store = Store::open(dir.path(), small()).unwrap();
+    let queries = store.queries().unwrap();
+    assert_eq!(queries[0].ring, events(1996..=2000));
+    assert_eq!(queries[0].checkpoint.last_event_id, 2000);
+    assert_eq!(store.instants(&course(), 0, 100).unwrap().len(), 20);
+    // Once q2 has stopped, nothing holds course back: the next segments
+    // let the old ones go.
+    store.set_status("q2", &QueryStatus::Stopped).await.unwrap();
+    for i in 2001..=2200u64 {
+        let seqs = store
+            .append_instants(&speed(), &[instant(0)])
+            .await
+            .unwrap();
+        let cp = Checkpoint {
+            after_seq: seqs.start,
+            last_event_id: i,
+            state: None,
+        };
+        store
+            .append_events("q1", events(i..=i), Some(cp))
+            .await
+            .unwrap();
+    }
+    assert!(store.instants(&course(), 0, 100).unwrap().is_empty());
+    let (files, _) = segments(&dir);
+    assert!(files <= 4, "{files} files");
+    store.close();
+}
+
+#[tokio::test]
+async fn a_torn_record_at_the_end_is_cut_off_and_what_came_before_is_kept() {
+    let dir = TempDir::new("journal-torn");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    store.register(query("q")).await.unwrap();
+    for i in 0..3 {
+        store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
+    }
+    store.close();
+    // The last record loses its last byte: a write the process never
+    // finished (and so never acknowledged).
+    let newest = newest_segment(&dir);
+    let len = std::fs::metadata(&newest).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&newest)
+        .unwrap()
+        .set_len(len - 1)
+        .unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let kept: Vec<u64> = store
+        .instants(&speed(), 0, 10)
+        .unwrap()
+        .iter()
+        .map(|i| i.seq)
+        .collect();
+    assert_eq!(kept, [1, 2]);
+    // The journal goes on after the cut.
+    assert_eq!(
+        store
+            .append_instants(&speed(), &[instant(9)])
+            .await
+            .unwrap(),
+        3..4
+    );
+    store.close();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
+    store.close();
+}
+
+#[tokio::test]
+async fn damage_before_the_end_is_refused_as_corrupt_naming_the_segment() {
+    let dir = TempDir::new("journal-damage");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    store.register(query("q")).await.unwrap();
+    for i in 0..3 {
+        store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
+    }
+    store.close();
+    // A reopen starts a new segment: the one written is no longer the
+    // newest, so damage in it is not an unfinished write.
+    Store::open(dir.path(), StoreOptions::default())
+        .unwrap()
+        .close();
+    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    names.sort();
+    let first = &names[0];
+    let mut bytes = std::fs::read(first).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    std::fs::write(first, &bytes).unwrap();
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Corrupt(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains(&first.file_name().unwrap().to_string_lossy().to_string()),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn a_record_read_twice_after_an_unfinished_compaction_is_kept_once() {
+    let dir = TempDir::new("journal-twice");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    store.register(query("q")).await.unwrap();
+    store
+        .append_instants(&speed(), &[instant(1), instant(2)])
+        .await
+        .unwrap();
+    store
+        .append_events("q", vec![event(1), event(2)], None)
+        .await
+        .unwrap();
+    store.close();
+    // As if a compaction had copied the records into a newer segment and
+    // was killed before it deleted the old one.
+    let old = newest_segment(&dir);
+    let copy = dir.path().join("journal").join(format!("{:020}.seg", 999));
+    std::fs::copy(&old, &copy).unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 2);
+    let q = &store.queries().unwrap()[0];
+    assert_eq!(q.ring, vec![event(1), event(2)]);
+    assert_eq!(q.last_event_id, 2);
+    // Sequence numbers go on after every copy.
+    assert_eq!(
+        store
+            .append_instants(&speed(), &[instant(3)])
+            .await
+            .unwrap(),
+        3..4
+    );
+    store.close();
+}
+
+#[tokio::test]
+async fn power_durability_syncs_and_reads_back() {
+    let dir = TempDir::new("journal-power");
+    let options = StoreOptions {
+        durability: Durability::Power,
+        segment_bytes: 1024,
+        ..StoreOptions::default()
+    };
+    let store = Store::open(dir.path(), options.clone()).unwrap();
+    store.register(query("q")).await.unwrap();
+    for i in 0..50u64 {
+        store
+            .append_instants(&speed(), &[instant(1)])
+            .await
+            .unwrap();
+        store
+            .append_events("q", events(i + 1..=i + 1), None)
+            .await
+            .unwrap();
+    }
+    store.close();
+    let store = Store::open(dir.path(), options).unwrap();
+    assert_eq!(store.instants(&speed(), 0, 100).unwrap().len(), 50);
+    assert_eq!(store.queries().unwrap()[0].last_event_id, 50);
+    store.close();
+}
