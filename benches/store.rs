@@ -10,9 +10,10 @@
 //! batch of instants over and wait for the acknowledgement. The baseline
 //! hands them to a thread that keeps them in memory (the shape of ingest
 //! without `--state`: a bounded queue, a batch at a time, an answer per
-//! call); the store logs them durably with group commit (`synchronous =
-//! NORMAL`, then `FULL`), and once more with a single caller, where every
-//! call is its own commit. Two inputs: the instants already built (the
+//! call); the store logs them durably to its journal (`Durability::Process`:
+//! a `pwrite(2)` per call; then `Power`: and an `fdatasync` shared by the
+//! calls waiting), and once more with a single caller, where every call
+//! waits alone. Two inputs: the instants already built (the
 //! store's own cost against a bare queue), and each call's instants parsed
 //! first from a JSON-lines body, as `POST …/ingest` does (closer to what a
 //! server spends per instant). The inputs are made before the clock starts;
@@ -79,16 +80,16 @@ fn main() {
         report("memory only (baseline)", load, (built, body), (built, body));
         let cases = [
             (
-                "durable NORMAL, group commit",
+                "durable, Process (pwrite)",
                 Durability::Process,
                 load.callers,
             ),
             (
-                "durable FULL, group commit",
+                "durable, Power (shared fdatasync)",
                 Durability::Power,
                 load.callers,
             ),
-            ("durable NORMAL, one caller", Durability::Process, 1),
+            ("durable, Process, one caller", Durability::Process, 1),
         ];
         for (what, durability, callers) in cases {
             let load = Load { callers, ..load };

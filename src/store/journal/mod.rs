@@ -406,8 +406,9 @@ impl Journal {
             return Ok(None);
         };
         let mut ring = Vec::with_capacity(query.ring_len);
+        let mut files = HashMap::new();
         for row in &query.ring {
-            let payload = inner.read(row.loc)?;
+            let payload = inner.read(row.loc, &mut files)?;
             let segment::Record::Events { data, .. } = segment::decode(&payload)
                 .map_err(|why| corrupt(&inner.path(row.loc), row.loc.offset, &why))?
             else {
@@ -449,6 +450,7 @@ impl Journal {
             .next_back()
             .map_or(0, |(&first, _)| first);
         let mut out = Vec::new();
+        let mut files = HashMap::new();
         for (&first, &(last, loc)) in log.records.range(from..) {
             if out.len() >= limit {
                 break;
@@ -456,7 +458,7 @@ impl Journal {
             if last <= low || last <= after {
                 continue;
             }
-            let payload = inner.read(loc)?;
+            let payload = inner.read(loc, &mut files)?;
             let segment::Record::Instants { data, .. } = segment::decode(&payload)
                 .map_err(|why| corrupt(&inner.path(loc), loc.offset, &why))?
             else {
@@ -740,15 +742,20 @@ impl Inner {
         segment::path(&self.dir, loc.segment)
     }
 
-    /// The payload of the record at `loc`.
-    fn read(&self, loc: Loc) -> Result<Vec<u8>, StoreErrorKind> {
+    /// The payload of the record at `loc`, its segment opened once per
+    /// read-back in `files`.
+    fn read(&self, loc: Loc, files: &mut HashMap<u64, File>) -> Result<Vec<u8>, StoreErrorKind> {
         let path = self.path(loc);
         let file = if loc.segment == self.active.number {
-            None
+            &*self.active.file
         } else {
-            Some(File::open(&path).map_err(|e| io("cannot open", &path, e))?)
+            match files.entry(loc.segment) {
+                std::collections::hash_map::Entry::Occupied(open) => open.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => {
+                    slot.insert(File::open(&path).map_err(|e| io("cannot open", &path, e))?)
+                }
+            }
         };
-        let file = file.as_ref().unwrap_or(&self.active.file);
         segment::read_at(file, loc.offset, loc.len).map_err(|why| corrupt(&path, loc.offset, &why))
     }
 
