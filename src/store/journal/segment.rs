@@ -152,7 +152,15 @@ pub(crate) fn scan(
         let mut payload = vec![0u8; len as usize];
         reader.read_exact(&mut payload).map_err(ReadError::Io)?;
         if crc32fast::hash(&payload) != crc {
-            return torn("a record does not match its checksum".into());
+            // An unfinished write is the last thing in the file; a record
+            // with whole records after it was damaged.
+            if offset + FRAME + len == size {
+                return torn("the last record does not match its checksum".into());
+            }
+            return Ok(End::Bad {
+                offset,
+                why: "a record does not match its checksum".into(),
+            });
         }
         let record = Framed {
             offset,
