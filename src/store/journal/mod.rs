@@ -36,6 +36,16 @@
 //! segment and is deleted. So the journal holds at most about twice its
 //! live records, plus the newest segment.
 //!
+//! # What a write costs its caller
+//!
+//! The lock is held for one `pwrite(2)` of the call's records, tens of
+//! microseconds, on the caller's thread (a runtime worker: the journal
+//! has no thread of its own). Two things make it longer, and the caller's
+//! thread waits through them: the kernel throttling writers once the disk
+//! has fallen behind (ingest then runs at the disk's pace, which it must
+//! anyway), and starting a segment, which copies the live records of the
+//! old segments that are at most half live (at most half a segment each).
+//!
 //! # Reading back
 //!
 //! At open every segment is read in full, each record checked against its
