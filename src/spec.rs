@@ -375,8 +375,8 @@ impl std::fmt::Display for RegistrationError {
 impl Registration {
     /// Validates the body into a query on `property`, whose type is `known`
     /// once fixed (by an earlier registration or ingest): first the body in
-    /// itself ([`RegistrationError::Invalid`]), then against the property
-    /// ([`RegistrationError::Unfit`]). Every check of a registration is
+    /// itself (`RegistrationError::Invalid`), then against the property
+    /// (`RegistrationError::Unfit`). Every check of a registration is
     /// here; a control plane only maps the two to its answers.
     pub fn into_spec_on(
         self,
