@@ -86,6 +86,12 @@ fn main() {
         ok &= runtime.block_on(run(server.addr, &load));
         rates.push(runtime.block_on(unpaced(server.addr, &load, unpaced_each)));
         server.stop();
+        if let Some(dir) = state {
+            println!(
+                "  state directory after both: {:.1} MiB",
+                du(dir) as f64 / (1024.0 * 1024.0)
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(&dir);
     println!(
@@ -97,6 +103,21 @@ fn main() {
     if !ok {
         std::process::exit(1);
     }
+}
+
+/// The bytes of the files under `dir`.
+fn du(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.metadata() {
+            Ok(m) if m.is_dir() => du(&e.path()),
+            Ok(m) => m.len(),
+            Err(_) => 0,
+        })
+        .sum()
 }
 
 /// The release `mfstream serve`, killed when stopped.
