@@ -3,14 +3,15 @@
 //! then sent. The store itself, and the exactly-once argument, are in
 //! [`crate::store`]; this module is the server's half of that table.
 //!
-//! # Checkpoints: replay from the oldest open window
+//! # Checkpoints: replay from the oldest window still to come
 //!
-//! A checkpoint `(after_seq, last_event_id, None)` says that a *fresh*
-//! engine fed the instants after `after_seq` gives as its `k`-th result the
-//! event `last_event_id + k`. No engine state is serialised: the checkpoint
-//! is kept at an ingest sequence number where nothing is open, and after a
-//! restart the engine is fed the logged instants from there; results it had
-//! already stored get their old ids again and are dropped
+//! A checkpoint `(after_seq, last_event_id, state)` says that an engine
+//! resumed at `state` (a fresh one when `None`) and fed the instants after
+//! `after_seq` gives as its `k`-th result the event `last_event_id + k`. No
+//! open window is serialised: the checkpoint is kept at an ingest sequence
+//! number from which no result still to come needs an earlier instant, and
+//! after a restart the engine is fed the logged instants from there;
+//! results it had already stored get their old ids again and are dropped
 //! ([`EventIds`]). Each query's [`Ledger`] keeps the sequence numbers (and,
 //! for a time window, the event times) of the instants fed to it since its
 //! checkpoint, and each result moves the checkpoint by the [`Rule`] of the
@@ -20,26 +21,37 @@
 //!   the `k`-th instant fed;
 //! - a `COUNT n` window (of the instants or of a transform's outputs)
 //!   covers `n` instants;
-//! - a `TUMBLING` window `[end − span, end)`: the instants fed before the
-//!   first one at or past `end` are in it, or were late (their count is in
-//!   its event), so the checkpoint moves to just before that first one,
-//!   from which a fresh engine is where the running one was; unless an
-//!   instant before `end` was fed after it (out of order, within a `grace`
-//!   or late), which a fresh engine might count again: then the checkpoint
-//!   stays where it was (still valid, it only replays more) until a later
-//!   window;
-//! - a `HOPPING` window, whose windows overlap, and a query on a bridge or
-//!   plugin engine (whose job or library may filter, or emit several
-//!   results per instant) never move theirs: after a restart they are
-//!   replayed from their registration. That is exactly
-//!   once too, but their instants are kept in the log for as long as they
-//!   run.
+//! - a time window, `TUMBLING` or `HOPPING` (`span` seconds every `hop`;
+//!   `TUMBLING` is `hop == span`): once the window `[end − span, end)` is
+//!   emitted, every window still to come starts at or after
+//!   `end + hop − span`. The instants fed before the first one at or past
+//!   that start are in windows emitted, or were late (their count is in an
+//!   event), so the checkpoint moves to just before that first one, with
+//!   `end` as its state: an engine resumed at `end`
+//!   ([`crate::aggregate::resume`]: it emits no window ending by `end`, and
+//!   counts as late a record that only those hold) and fed the instants
+//!   from there emits the windows after `end` that the running one emitted.
+//!   Unless an instant before that start was fed after that first one (out
+//!   of order, within a `grace` or late), which the resumed engine might
+//!   count in a window rather than as late: then the checkpoint stays where
+//!   it was (still valid, it only replays more) until a later window. An
+//!   event names its window only through the datetimes of its first and
+//!   last records: when they fit several (sparse records of a `HOPPING`
+//!   window), the checkpoint waits for a later window whose end they tell;
+//! - a query on a bridge or plugin engine (whose job or library may filter,
+//!   or emit several results per instant) never moves its checkpoint: after
+//!   a restart it is replayed from its registration. That is exactly once
+//!   too, but its instants are kept in the log for as long as it runs.
+//!
+//! The checkpoint handed out with a batch of results names the event of
+//! the result that moved it, which later results of the batch may follow.
 //!
 //! A window closed by the wall clock (`grace`, issue 12 part 1) is not a
 //! function of the instants alone: the checkpoint moves past every instant
-//! fed before it was emitted, so a restart neither loses nor doubles those,
-//! but records that arrive within the grace of a window emitted by a record
-//! may be counted in another window after a restart.
+//! fed before it was emitted, with that window's end as its state, so a
+//! restart neither loses nor doubles those; but a record that arrives
+//! later, for a window the clock had passed with no record in it, may be
+//! counted in a window after a restart rather than as late.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
