@@ -1,5 +1,6 @@
 use super::*;
 use crate::aggregate::TimeUnit;
+use crate::aggregate::resume::{self, Closed};
 use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
@@ -541,16 +542,16 @@ fn a_windower_resumed_after_an_emitted_window_and_fed_the_tail_gives_the_same_la
                 if *i == input.len() {
                     break;
                 }
-                let end = match super::super::resume::closed(window, span, hop, emitted) {
-                    Some(super::super::resume::Closed::Exactly(end)) => end,
-                    Some(super::super::resume::Closed::AtLeast(end)) => {
+                let end = match resume::closed(window, span, hop, emitted) {
+                    Some(Closed::Exactly(end)) => end,
+                    Some(Closed::AtLeast(end)) => {
                         emitted = Some(end);
                         continue;
                     }
                     None => panic!("{window:?} fits no window after {emitted:?}"),
                 };
                 emitted = Some(end);
-                let start = end - epoch(0) + hop - span;
+                let start = resume::first_needed(end, span, hop) - epoch(0);
                 let from = secs[..=*i]
                     .iter()
                     .position(|&s| s >= start)
