@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::aggregate::Windower;
+use crate::aggregate::{Aggregate, Windower};
 use crate::clock::WallClock;
 use crate::engine::{BATCH, QueryOutput};
 use crate::ops::Transform;
@@ -59,17 +59,28 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
         } => Plan::Engine {
             transform: *transform,
             // The engine's answers are numbers, whatever the property.
-            windower: Some(Box::new(
-                Windower::new(aggregate, property)?.with_property_type(PropertyType::TReal),
-            )),
+            windower: Some(windower(spec, aggregate, property, PropertyType::TReal)?),
         },
         QueryKind::Aggregate {
             transform: None,
             aggregate,
-        } => Plan::Host(Box::new(
-            Windower::new(aggregate, property)?.with_property_type(spec.property_type),
-        )),
+        } => Plan::Host(windower(spec, aggregate, property, spec.property_type)?),
     })
+}
+
+/// The host's windower of `spec`, taking values of type `t`, resumed where
+/// the spec says.
+fn windower(
+    spec: &QuerySpec,
+    aggregate: &Aggregate,
+    property: Arc<str>,
+    t: PropertyType,
+) -> Result<Box<Windower>, SpecError> {
+    let windower = Windower::new(aggregate, property)?.with_property_type(t);
+    Ok(Box::new(match spec.resume {
+        Some(end) => windower.resumed_after(end),
+        None => windower,
+    }))
 }
 
 /// Feeds an engine's outputs to the host's windower, delivering the window
@@ -162,5 +173,46 @@ pub(crate) async fn finish(
     match flushed {
         Ok(()) => status,
         Err(reason) => QueryStatus::Failed { reason },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::Registration;
+
+    #[test]
+    fn a_spec_resumed_after_a_window_resumes_its_windower_with_or_without_a_transform() {
+        let window = r#""window":{"type":"HOPPING","size":10,"unit":"SECONDS","hop":5}"#;
+        for body in [
+            format!(r#"{{"aggregation":"SUM",{window}}}"#),
+            format!(r#"{{"operation":"abs","aggregation":"SUM",{window}}}"#),
+        ] {
+            let mut spec = Registration::from_json(&body)
+                .unwrap()
+                .into_spec_on("speed", None)
+                .unwrap();
+            // 2026-01-01T00:01:40Z: the window [90 s, 100 s) was emitted.
+            spec.resume = Some(1_767_225_700);
+            let mut windower = match plan(&spec).unwrap() {
+                Plan::Host(windower)
+                | Plan::Engine {
+                    windower: Some(windower),
+                    ..
+                } => windower,
+                other => panic!("{body}: no windower in {other:?}"),
+            };
+            // In [90, 100) and [95, 105): only the second is still to come.
+            let mut events = Vec::new();
+            let record = Instant::number("2026-01-01T00:01:39Z", 1.0);
+            windower.push(record, &mut events).unwrap();
+            windower.finish(&mut events).unwrap();
+            assert_eq!(events.len(), 1, "{body}: {events:?}");
+            assert!(
+                events[0]
+                    .to_json()
+                    .ends_with(r#""count":1,"partial":true}"#)
+            );
+        }
     }
 }

@@ -41,6 +41,11 @@ pub struct QuerySpec {
     /// [`Aggregate::grace`]). How a query is run, not part of its body:
     /// `mfstream serve` runs every query live, `mfstream run --live` one.
     pub clock: Option<WallClock>,
+    /// For a time window resumed after a restart (`mfstream serve
+    /// --state`): every window ending at or before this, in seconds since
+    /// the epoch, was emitted before it (`aggregate::resume`). How a query
+    /// is run, not part of its body: set by the server from a checkpoint.
+    pub(crate) resume: Option<i64>,
 }
 
 impl QuerySpec {
@@ -52,6 +57,7 @@ impl QuerySpec {
             property_type: PropertyType::TReal,
             kind: QueryKind::Transform(transform),
             clock: None,
+            resume: None,
         }
     }
 
@@ -84,6 +90,7 @@ impl QuerySpec {
                 aggregate,
             },
             clock: None,
+            resume: None,
         }
     }
 
@@ -265,6 +272,7 @@ impl Registration {
             property_type,
             kind: self.into_kind()?,
             clock: None,
+            resume: None,
         };
         spec.validate()?;
         Ok(spec)
@@ -392,6 +400,7 @@ impl Registration {
             property_type,
             kind,
             clock: None,
+            resume: None,
         };
         spec.validate().map_err(RegistrationError::Invalid)?;
         Ok(spec)

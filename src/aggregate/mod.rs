@@ -7,7 +7,9 @@
 //! - `windower` turns instants into window events (the semantics are on
 //!   [`Windower`]);
 //! - `acc` is the partial aggregate a window, or a bucket of one, keeps
-//!   instead of its records.
+//!   instead of its records;
+//! - `resume` is where a time window's results resume after a restart of
+//!   a durable server, and how that point is kept.
 //!
 //! The aggregations themselves ([`Aggregation`]) are
 //! vocabulary, with instants and events: events carry their names.
@@ -18,6 +20,7 @@ use crate::spec_error::SpecError;
 use crate::vocab::PropertyType;
 
 mod acc;
+pub(crate) mod resume;
 mod window;
 mod windower;
 

@@ -211,6 +211,20 @@ impl Windower {
         self
     }
 
+    /// Resumes a time window after a restart: every window ending at or
+    /// before `end` (a multiple of the hop, in seconds since the epoch) was
+    /// emitted before it, so none is emitted again, and a record whose every
+    /// window ends by then is late. The watermark starts at `end`, as the
+    /// running windower's had passed it. A `COUNT` window is unchanged.
+    /// See [`resume`](super::resume) for what to feed it.
+    pub(crate) fn resumed_after(mut self, end: i64) -> Windower {
+        if let Mode::Time(time) = &mut self.mode {
+            time.watermark = Some(end);
+            time.next = boundary_after(end, time.hop);
+        }
+        self
+    }
+
     /// Adds one record; the events of the windows it closes are pushed onto
     /// `out`.
     ///

@@ -3,14 +3,15 @@
 //! then sent. The store itself, and the exactly-once argument, are in
 //! [`crate::store`]; this module is the server's half of that table.
 //!
-//! # Checkpoints: replay from the oldest open window
+//! # Checkpoints: replay from the oldest window still to come
 //!
-//! A checkpoint `(after_seq, last_event_id, None)` says that a *fresh*
-//! engine fed the instants after `after_seq` gives as its `k`-th result the
-//! event `last_event_id + k`. No engine state is serialised: the checkpoint
-//! is kept at an ingest sequence number where nothing is open, and after a
-//! restart the engine is fed the logged instants from there; results it had
-//! already stored get their old ids again and are dropped
+//! A checkpoint `(after_seq, last_event_id, state)` says that an engine
+//! resumed at `state` (a fresh one when `None`) and fed the instants after
+//! `after_seq` gives as its `k`-th result the event `last_event_id + k`. No
+//! open window is serialised: the checkpoint is kept at an ingest sequence
+//! number from which no result still to come needs an earlier instant, and
+//! after a restart the engine is fed the logged instants from there;
+//! results it had already stored get their old ids again and are dropped
 //! ([`EventIds`]). Each query's [`Ledger`] keeps the sequence numbers (and,
 //! for a time window, the event times) of the instants fed to it since its
 //! checkpoint, and each result moves the checkpoint by the [`Rule`] of the
@@ -20,26 +21,37 @@
 //!   the `k`-th instant fed;
 //! - a `COUNT n` window (of the instants or of a transform's outputs)
 //!   covers `n` instants;
-//! - a `TUMBLING` window `[end − span, end)`: the instants fed before the
-//!   first one at or past `end` are in it, or were late (their count is in
-//!   its event), so the checkpoint moves to just before that first one,
-//!   from which a fresh engine is where the running one was; unless an
-//!   instant before `end` was fed after it (out of order, within a `grace`
-//!   or late), which a fresh engine might count again: then the checkpoint
-//!   stays where it was (still valid, it only replays more) until a later
-//!   window;
-//! - a `HOPPING` window, whose windows overlap, and a query on a bridge or
-//!   plugin engine (whose job or library may filter, or emit several
-//!   results per instant) never move theirs: after a restart they are
-//!   replayed from their registration. That is exactly
-//!   once too, but their instants are kept in the log for as long as they
-//!   run.
+//! - a time window, `TUMBLING` or `HOPPING` (`span` seconds every `hop`;
+//!   `TUMBLING` is `hop == span`): once the window `[end − span, end)` is
+//!   emitted, every window still to come starts at or after
+//!   `end + hop − span`. The instants fed before the first one at or past
+//!   that start are in windows emitted, or were late (their count is in an
+//!   event), so the checkpoint moves to just before that first one, with
+//!   `end` as its state: an engine resumed at `end`
+//!   ([`crate::aggregate::resume`]: it emits no window ending by `end`, and
+//!   counts as late a record that only those hold) and fed the instants
+//!   from there emits the windows after `end` that the running one emitted.
+//!   Unless an instant before that start was fed after that first one (out
+//!   of order, within a `grace` or late), which the resumed engine might
+//!   count in a window rather than as late: then the checkpoint stays where
+//!   it was (still valid, it only replays more) until a later window. An
+//!   event names its window only through the datetimes of its first and
+//!   last records: when they fit several (sparse records of a `HOPPING`
+//!   window), the checkpoint waits for a later window whose end they tell;
+//! - a query on a bridge or plugin engine (whose job or library may filter,
+//!   or emit several results per instant) never moves its checkpoint: after
+//!   a restart it is replayed from its registration. That is exactly once
+//!   too, but its instants are kept in the log for as long as it runs.
+//!
+//! The checkpoint handed out with a batch of results names the event of
+//! the result that moved it, which later results of the batch may follow.
 //!
 //! A window closed by the wall clock (`grace`, issue 12 part 1) is not a
 //! function of the instants alone: the checkpoint moves past every instant
-//! fed before it was emitted, so a restart neither loses nor doubles those,
-//! but records that arrive within the grace of a window emitted by a record
-//! may be counted in another window after a restart.
+//! fed before it was emitted, with that window's end as its state, so a
+//! restart neither loses nor doubles those; but a record that arrives
+//! later, for a window the clock had passed with no record in it, may be
+//! counted in a window after a restart rather than as late.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,6 +59,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use axum::http::StatusCode;
 
 use crate::aggregate::Window;
+use crate::aggregate::resume::{self, Closed};
 use crate::engine::{EngineInfo, EngineKind};
 use crate::spec::{QueryKind, QuerySpec};
 use bytes::BytesMut;
@@ -63,8 +76,9 @@ use super::table::PropertyKey;
 pub(crate) enum Rule {
     /// Each result covers this many instants (a transform: 1; `COUNT n`: n).
     Instants(u64),
-    /// Each result is a tumbling window of `span` seconds, epoch-aligned.
-    Tumbling { span: i64 },
+    /// Each result is a time window of `span` seconds, epoch-aligned, every
+    /// `hop` seconds (`TUMBLING`: `hop == span`).
+    Windows { span: i64, hop: i64 },
     /// The checkpoint never moves.
     Never,
 }
@@ -82,15 +96,28 @@ impl Rule {
             QueryKind::Transform(_) => Rule::Instants(1),
             QueryKind::Aggregate { aggregate, .. } => match aggregate.window {
                 Window::Count { size } => Rule::Instants(size.max(1)),
-                Window::Tumbling { size, unit } => {
-                    let span = size.saturating_mul(unit.seconds());
-                    match i64::try_from(span) {
-                        Ok(span) if span > 0 => Rule::Tumbling { span },
-                        _ => Rule::Never,
+                _ => match aggregate.window.spans() {
+                    Some((span, hop)) if span > 0 && (1..=span).contains(&hop) => {
+                        Rule::Windows { span, hop }
                     }
-                }
-                _ => Rule::Never,
+                    _ => Rule::Never,
+                },
             },
+        }
+    }
+
+    /// Where a query of this rule resumes, read from its checkpoint's
+    /// `state`: the end of its last window emitted, or why the state does
+    /// not fit the query.
+    pub(crate) fn resume_point(&self, state: Option<&[u8]>) -> Result<Option<i64>, String> {
+        match (self, state) {
+            (_, None) => Ok(None),
+            (Rule::Windows { hop, .. }, Some(state)) => resume::decode(state, *hop).map(Some),
+            (_, Some(_)) => Err(
+                "its checkpoint holds an engine state, but only a time window on the local \
+                 engine has one"
+                    .into(),
+            ),
         }
     }
 }
@@ -107,12 +134,21 @@ pub(crate) struct Ledger {
 struct LedgerInner {
     rule: Rule,
     /// The instants fed and not yet covered by a result: sequence number
-    /// and event time (whole seconds; only a tumbling window reads it).
+    /// and event time (whole seconds; only a time window reads it).
     fed: VecDeque<(u64, i64)>,
     /// The instants covered so far of the result being counted.
     counted: u64,
     /// The last instant covered by a result.
     covered: u64,
+    /// The results since the one that reached `covered` (and `resume`): the
+    /// checkpoint's event is that many before the last.
+    since: u64,
+    /// A time window's resume point at `covered`: the end of the window
+    /// emitted by that result (or the restored one).
+    resume: Option<i64>,
+    /// A time window: the end of the last window emitted, or a bound it is
+    /// at or past when its records fit several.
+    emitted: Option<i64>,
     /// The `after_seq` of the checkpoint last handed out.
     stored: u64,
     /// Whether the results stopped matching the rule (more results than
@@ -121,13 +157,18 @@ struct LedgerInner {
 }
 
 impl Ledger {
-    pub(crate) fn new(rule: Rule, after_seq: u64) -> Ledger {
+    /// The ledger of a query whose checkpoint is at `after_seq`, with the
+    /// resume point `resume` ([`Rule::resume_point`]).
+    pub(crate) fn new(rule: Rule, after_seq: u64, resume: Option<i64>) -> Ledger {
         Ledger {
             inner: Mutex::new(LedgerInner {
                 rule,
                 fed: VecDeque::new(),
                 counted: 0,
                 covered: after_seq,
+                since: 0,
+                resume,
+                emitted: resume,
                 stored: after_seq,
                 lost: false,
             }),
@@ -145,7 +186,7 @@ impl Ledger {
         match inner.rule {
             Rule::Never => {}
             Rule::Instants(_) => inner.fed.extend(instants.map(|(seq, _)| (seq, 0))),
-            Rule::Tumbling { .. } => inner.fed.extend(instants.map(|(seq, i)| {
+            Rule::Windows { .. } => inner.fed.extend(instants.map(|(seq, i)| {
                 // Every datetime was checked when it was ingested.
                 let secs = crate::datetime::parse(&i.datetime).map_or(i64::MIN, |t| t.secs);
                 (seq, secs)
@@ -167,8 +208,8 @@ impl Ledger {
         self.inner().result(event);
     }
 
-    /// The checkpoint at the last result, whose id is `last_event_id`, if
-    /// it moved since the last one handed out.
+    /// The checkpoint at the last result that moved it, if it moved since
+    /// the last one handed out; the last result's id is `last_event_id`.
     pub(crate) fn checkpoint(&self, last_event_id: u64) -> Option<Checkpoint> {
         let mut inner = self.inner();
         if inner.covered <= inner.stored || inner.counted != 0 {
@@ -177,8 +218,8 @@ impl Ledger {
         inner.stored = inner.covered;
         Some(Checkpoint {
             after_seq: inner.covered,
-            last_event_id,
-            state: None,
+            last_event_id: last_event_id.saturating_sub(inner.since),
+            state: inner.resume.map(resume::encode),
         })
     }
 }
@@ -189,6 +230,7 @@ impl LedgerInner {
         if self.lost {
             return;
         }
+        self.since += 1;
         match self.rule {
             Rule::Never => {}
             Rule::Instants(n) => {
@@ -202,26 +244,39 @@ impl LedgerInner {
                     self.counted += 1;
                 }
                 self.counted = 0;
+                self.since = 0;
             }
-            Rule::Tumbling { span } => {
-                let Event::Window(window) = event else {
-                    self.lost = true;
-                    return;
+            Rule::Windows { span, hop } => {
+                let closed = match event {
+                    Event::Window(window) => resume::closed(window, span, hop, self.emitted),
+                    _ => None,
                 };
-                let Some(start) = crate::datetime::parse(&window.window_start) else {
-                    self.lost = true;
-                    return;
+                let end = match closed {
+                    Some(Closed::Exactly(end)) => end,
+                    // A later window will tell; till then the checkpoint
+                    // stays where it was.
+                    Some(Closed::AtLeast(end)) => {
+                        self.emitted = Some(end);
+                        return;
+                    }
+                    None => {
+                        tracing::warn!("a result that is no window: the checkpoint stays");
+                        self.lost = true;
+                        return;
+                    }
                 };
-                let end = start.secs.div_euclid(span).saturating_mul(span) + span;
-                // The instants before the first at or past the window's end
-                // are in it (or were late). If one before the end comes
-                // after that first (out of order: within a grace, or late),
-                // a fresh engine might count it in a window again: the
-                // checkpoint then stays where it is until a later window.
-                let open = self.fed.iter().position(|&(_, secs)| secs >= end);
+                self.emitted = Some(end);
+                // The instants before the first at or past the start of the
+                // next window are in the windows emitted (or were late). If
+                // one older than that start comes after that first (out of
+                // order: within a grace, or late), a fresh engine might
+                // count it in a window again: the checkpoint then stays
+                // where it is until a later window.
+                let start = resume::first_needed(end, span, hop);
+                let open = self.fed.iter().position(|&(_, secs)| secs >= start);
                 let clean = match open {
                     None => true,
-                    Some(i) => self.fed.iter().skip(i).all(|&(_, secs)| secs >= end),
+                    Some(i) => self.fed.iter().skip(i).all(|&(_, secs)| secs >= start),
                 };
                 if clean {
                     let covered = open.unwrap_or(self.fed.len());
@@ -229,6 +284,8 @@ impl LedgerInner {
                         self.covered = seq;
                     }
                     self.fed.drain(..covered);
+                    self.resume = Some(end);
+                    self.since = 0;
                 }
             }
         }
@@ -377,17 +434,28 @@ mod tests {
         })
     }
 
-    fn window(start_secs: u64) -> Event {
+    /// A window event whose first and last records arrived at these times.
+    fn records(first: u64, last: u64) -> Event {
         Event::Window(WindowEvent {
-            window_start: instant(start_secs).datetime,
-            window_end: instant(start_secs).datetime,
+            window_start: instant(first).datetime,
+            window_end: instant(last).datetime,
             property: "p".into(),
             aggregation: Aggregation::Sum,
             value: Value::Number(1.0),
-            count: 1,
+            count: 2,
             partial: false,
             late: 0,
         })
+    }
+
+    fn window(start_secs: u64) -> Event {
+        records(start_secs, start_secs)
+    }
+
+    /// The checkpoint state of a window resumed `secs` into 2026.
+    fn resumed(secs: i64) -> Option<Vec<u8>> {
+        const NEW_YEAR_2026: i64 = 1_767_225_600;
+        Some(resume::encode(NEW_YEAR_2026 + secs))
     }
 
     fn feed(ledger: &Ledger, seqs: &[u64], secs: &[u64]) {
@@ -395,9 +463,13 @@ mod tests {
         ledger.fed(seqs.iter().copied().zip(&instants));
     }
 
+    const TUMBLING_10: Rule = Rule::Windows { span: 10, hop: 10 };
+    /// 10 s windows every 5 s.
+    const HOPPING_10_5: Rule = Rule::Windows { span: 10, hop: 5 };
+
     #[test]
     fn a_transform_checkpoints_after_the_instant_of_each_result() {
-        let ledger = Ledger::new(Rule::Instants(1), 10);
+        let ledger = Ledger::new(Rule::Instants(1), 10, None);
         // Sequence numbers of one property have gaps: others share the log.
         feed(&ledger, &[11, 14, 15], &[0, 1, 2]);
         assert_eq!(ledger.checkpoint(0), None, "no result yet");
@@ -410,7 +482,7 @@ mod tests {
 
     #[test]
     fn a_count_window_checkpoints_after_its_last_record_only() {
-        let ledger = Ledger::new(Rule::Instants(3), 0);
+        let ledger = Ledger::new(Rule::Instants(3), 0, None);
         feed(&ledger, &[1, 2, 3, 4, 5], &[0, 1, 2, 3, 4]);
         ledger.result(&window(0));
         assert_eq!(ledger.checkpoint(1).unwrap().after_seq, 3);
@@ -420,7 +492,7 @@ mod tests {
     fn a_tumbling_window_checkpoints_before_the_record_that_closed_it_unless_one_came_out_of_order()
     {
         // 10 s windows: records at 1, 4, 12 (closes [0, 10)), 3 (late), 15.
-        let ledger = Ledger::new(Rule::Tumbling { span: 10 }, 0);
+        let ledger = Ledger::new(TUMBLING_10, 0, None);
         feed(&ledger, &[1, 2, 3, 4, 5], &[1, 4, 12, 3, 15]);
         ledger.result(&window(1));
         // The record at 3 s came after the one at 12 s: replaying from 12 s
@@ -430,9 +502,10 @@ mod tests {
         // below 20 s, so the checkpoint moves to just before it.
         feed(&ledger, &[6], &[21]);
         ledger.result(&window(12));
-        assert_eq!(ledger.checkpoint(2).unwrap().after_seq, 5);
+        let cp = ledger.checkpoint(2).unwrap();
+        assert_eq!((cp.after_seq, cp.state), (5, resumed(20)));
         // In order: just before the record that closed the window.
-        let ledger = Ledger::new(Rule::Tumbling { span: 10 }, 0);
+        let ledger = Ledger::new(TUMBLING_10, 0, None);
         feed(&ledger, &[1, 2, 3, 4], &[1, 4, 12, 15]);
         ledger.result(&window(1));
         assert_eq!(ledger.checkpoint(1).unwrap().after_seq, 2);
@@ -443,8 +516,126 @@ mod tests {
     }
 
     #[test]
+    fn a_checkpoint_names_the_event_of_the_window_that_moved_it_not_a_later_one_of_its_batch() {
+        // One batch: [0, 10) (clean, at 12 s), then [10, 20) (at 25 s, but
+        // 13 s came after 25 s: not clean).
+        let ledger = Ledger::new(TUMBLING_10, 0, None);
+        feed(&ledger, &[1, 2, 3, 4, 5], &[1, 12, 25, 13, 30]);
+        ledger.results(&[window(1), window(12)]);
+        let cp = ledger.checkpoint(2).unwrap();
+        // A fresh engine fed from 12 s on gives [10, 20) again: as event 2.
+        assert_eq!((cp.after_seq, cp.last_event_id), (1, 1));
+        assert_eq!(cp.state, resumed(10));
+    }
+
+    #[test]
+    fn a_hopping_window_checkpoints_before_the_first_record_of_the_next_window() {
+        // 10 s every 5 s, in order: 1, 4, 7 (closes [-5, 5)), 11 (closes
+        // [0, 10)), 13, 16 (closes [5, 15)), 22 (closes [10, 20)).
+        let ledger = Ledger::new(HOPPING_10_5, 0, None);
+        feed(&ledger, &[1, 2, 3, 4, 5, 6, 7], &[1, 4, 7, 11, 13, 16, 22]);
+        // Records at 1 and 4 s are in [-5, 5) and [0, 10): not yet known
+        // which this is, so the checkpoint stays.
+        ledger.result(&records(1, 4));
+        assert_eq!(ledger.checkpoint(1), None);
+        // 1 and 7 s fit [0, 10) only. The next window starts at 5 s: the
+        // instants before 7 s are in no window to come.
+        ledger.result(&records(1, 7));
+        let cp = ledger.checkpoint(2).unwrap();
+        assert_eq!((cp.after_seq, cp.last_event_id), (2, 2));
+        assert_eq!(cp.state, resumed(10));
+        ledger.result(&records(7, 13));
+        let cp = ledger.checkpoint(3).unwrap();
+        assert_eq!(
+            (cp.after_seq, cp.last_event_id, cp.state),
+            (3, 3, resumed(15))
+        );
+        ledger.result(&records(11, 16));
+        let cp = ledger.checkpoint(4).unwrap();
+        assert_eq!(
+            (cp.after_seq, cp.last_event_id, cp.state),
+            (5, 4, resumed(20))
+        );
+    }
+
+    #[test]
+    fn a_hopping_window_with_a_record_out_of_order_within_the_grace_checkpoints_at_a_later_window()
+    {
+        // 10 s every 5 s, grace 5 s: 1, 12 (closes [-5, 5)), 3 (within the
+        // grace: into [0, 10)), 16 (closes [0, 10)), 21, 26 (closes [10, 20)).
+        let ledger = Ledger::new(HOPPING_10_5, 0, None);
+        feed(&ledger, &[1, 2, 3, 4, 5, 6], &[1, 12, 3, 16, 21, 26]);
+        ledger.result(&records(1, 1));
+        // [0, 10): the next window starts at 5 s, but 3 s came after 12 s.
+        ledger.result(&records(1, 3));
+        assert_eq!(ledger.checkpoint(2), None);
+        // [5, 15) holds 12 s alone, which is in [10, 20) too.
+        ledger.result(&records(12, 12));
+        assert_eq!(ledger.checkpoint(3), None);
+        // [10, 20): everything from 16 s on is at or past 15 s.
+        ledger.result(&records(12, 16));
+        let cp = ledger.checkpoint(4).unwrap();
+        assert_eq!(
+            (cp.after_seq, cp.last_event_id, cp.state),
+            (3, 4, resumed(20))
+        );
+    }
+
+    #[test]
+    fn a_hopping_window_closed_by_the_clock_checkpoints_past_every_instant_fed() {
+        let ledger = Ledger::new(HOPPING_10_5, 0, None);
+        feed(&ledger, &[1, 2], &[1, 4]);
+        // The clock closes [-5, 5), then [0, 10): no record comes after.
+        ledger.results(&[records(1, 4), records(1, 4)]);
+        let cp = ledger.checkpoint(2).unwrap();
+        assert_eq!(
+            (cp.after_seq, cp.last_event_id, cp.state),
+            (2, 2, resumed(10))
+        );
+    }
+
+    #[test]
+    fn a_restored_hopping_window_knows_where_it_resumed() {
+        const NEW_YEAR_2026: i64 = 1_767_225_600;
+        let ledger = Ledger::new(HOPPING_10_5, 9, Some(NEW_YEAR_2026 + 10));
+        // 7 and 12 s are in [5, 15) and [10, 20); after [0, 10), the first.
+        feed(&ledger, &[10, 11, 12], &[7, 12, 16]);
+        ledger.result(&records(7, 12));
+        let cp = ledger.checkpoint(5).unwrap();
+        assert_eq!(
+            (cp.after_seq, cp.last_event_id, cp.state),
+            (10, 5, resumed(15))
+        );
+    }
+
+    #[test]
+    fn the_rule_of_a_time_window_on_the_local_engine_reads_its_resume_point_and_others_refuse_one()
+    {
+        use crate::engine::StreamEngine;
+        let local = crate::local::LocalEngine::new().describe();
+        let spec = |window: &str| {
+            let body = format!(r#"{{"aggregation":"SUM","window":{window}}}"#);
+            crate::spec::Registration::from_json(&body)
+                .unwrap()
+                .into_spec_on("speed", None)
+                .unwrap()
+        };
+        let hopping =
+            spec(r#"{"type":"HOPPING","size":1,"unit":"MINUTES","hop":20,"hopUnit":"SECONDS"}"#);
+        let rule = Rule::of(&hopping, &local);
+        assert_eq!(rule, Rule::Windows { span: 60, hop: 20 });
+        assert_eq!(rule.resume_point(None), Ok(None));
+        assert_eq!(rule.resume_point(Some(&resume::encode(40))), Ok(Some(40)));
+        let e = rule.resume_point(Some(&resume::encode(50))).unwrap_err();
+        assert!(e.contains("no window's end"), "{e}");
+        let count = Rule::of(&spec(r#"{"type":"COUNT","size":3}"#), &local);
+        let e = count.resume_point(Some(&resume::encode(40))).unwrap_err();
+        assert!(e.contains("only a time window"), "{e}");
+    }
+
+    #[test]
     fn results_without_their_instants_freeze_the_checkpoint() {
-        let ledger = Ledger::new(Rule::Instants(1), 7);
+        let ledger = Ledger::new(Rule::Instants(1), 7, None);
         ledger.result(&result());
         feed(&ledger, &[8], &[0]);
         ledger.result(&result());
@@ -452,8 +643,8 @@ mod tests {
     }
 
     #[test]
-    fn hopping_windows_and_engines_of_jobs_never_move_their_checkpoint() {
-        let ledger = Ledger::new(Rule::Never, 3);
+    fn engines_of_jobs_never_move_their_checkpoint() {
+        let ledger = Ledger::new(Rule::Never, 3, None);
         feed(&ledger, &[4, 5], &[0, 1]);
         ledger.result(&result());
         assert_eq!(ledger.checkpoint(1), None);

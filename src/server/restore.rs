@@ -164,13 +164,7 @@ async fn resume<'a>(
     reservation: Reservation<'a>,
     fanout: &Arc<Fanout>,
 ) -> Result<u64, (Reservation<'a>, String)> {
-    if restored.checkpoint.state.is_some() {
-        return Err((
-            reservation,
-            "its checkpoint holds an engine state, which this mfstream does not restore".into(),
-        ));
-    }
-    let spec = match spec_of(restored) {
+    let mut spec = match spec_of(restored) {
         Ok(spec) => spec,
         Err(reason) => return Err((reservation, reason)),
     };
@@ -179,6 +173,12 @@ async fn resume<'a>(
         Err(e) => return Err((reservation, e.to_string())),
     };
     let rule = Rule::of(&spec, &engine.describe());
+    // A time window resumes after the last window it emitted.
+    spec.resume = match rule.resume_point(restored.checkpoint.state.as_deref()) {
+        Ok(resume) => resume,
+        Err(reason) => return Err((reservation, reason)),
+    };
+    let resume = spec.resume;
     let property_type = spec.property_type;
     let operation = spec.operation_name().to_owned();
     let kind = Kind::from(&spec.kind);
@@ -187,7 +187,7 @@ async fn resume<'a>(
         Ok(handle) => handle,
         Err(e) => return Err((reservation, e.to_string())),
     };
-    let ledger = Arc::new(Ledger::new(rule, restored.checkpoint.after_seq));
+    let ledger = Arc::new(Ledger::new(rule, restored.checkpoint.after_seq, resume));
     let query = Arc::new(Query {
         id: restored.id.clone(),
         key: key.clone(),

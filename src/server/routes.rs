@@ -101,7 +101,7 @@ pub(crate) async fn register(
                 .register(record)
                 .await
                 .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
-            let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq));
+            let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq, None));
             let keeper = Keeper {
                 store: store.clone(),
                 ids: EventIds::new(),

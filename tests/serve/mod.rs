@@ -62,7 +62,7 @@ impl Serve {
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+            .stderr(std::fs::File::create(dir.join("stderr")).unwrap());
         for (key, value) in env {
             cmd.env(key, value);
         }
@@ -89,6 +89,12 @@ impl Serve {
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
         line
+    }
+
+    /// What the server wrote to stderr so far: its log, with `RUST_LOG`
+    /// (and `NO_COLOR`) given in `env`.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.dir.join("stderr")).unwrap()
     }
 
     /// The server's process id.

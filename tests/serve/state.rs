@@ -254,6 +254,85 @@ async fn a_restart_mid_window_neither_loses_nor_double_counts_records() {
     assert_eq!(all_c.last().unwrap().id.as_deref(), Some("4"));
 }
 
+/// The instants a server fed again from the log at start-up, from its
+/// `state restored` log line (it logs at `info` with `RUST_LOG`).
+fn replayed(server: &Serve) -> u64 {
+    let log = server.stderr();
+    let line = log
+        .lines()
+        .find(|l| l.contains("state restored"))
+        .unwrap_or_else(|| panic!("no `state restored` line in {log:?}"));
+    let count = line
+        .split("replayed=")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{line}"));
+    let digits: String = count.chars().take_while(char::is_ascii_digit).collect();
+    digits.parse().unwrap_or_else(|_| panic!("{line}"))
+}
+
+fn logging() -> [(&'static str, String); 2] {
+    [
+        ("RUST_LOG", "mfstream=info".into()),
+        ("NO_COLOR", "1".into()),
+    ]
+}
+
+/// SUM over 2 s hopping by 1 s: each record is in two windows.
+const HOPPING: &str =
+    r#"{"aggregation":"SUM","window":{"type":"HOPPING","size":2,"unit":"SECONDS","hop":1}}"#;
+
+#[tokio::test]
+async fn a_hopping_window_killed_mid_stream_resumes_from_its_checkpoint_with_an_uninterrupted_runs_events()
+ {
+    // The uninterrupted run: 30 records 300 ms apart (0 to 8.7 s) close the
+    // windows ending at 1 s … 8 s.
+    let whole = Serve::start("state-hop-whole", &[], &[]);
+    let mut client = whole.client();
+    let query = register(&mut client, P, HOPPING).await;
+    let mut sse = whole.subscribe(&format!("{query}/stream"), &[]).await;
+    client
+        .post(&format!("{P}/ingest"), &timed(0, 30, 300))
+        .await;
+    let want = take(&mut sse, 8).await;
+    drop((sse, whole));
+
+    // The same, killed after 12 records (the windows ending at 1, 2 and 3 s
+    // are out; 2 s to 4 s is open) and restarted.
+    let state = TempDir::new("state-hop");
+    let server = start("state-hop-1", &state, &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, HOPPING).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client
+        .post(&format!("{P}/ingest"), &timed(0, 12, 300))
+        .await;
+    let before = take(&mut sse, 3).await;
+    drop(sse);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let dir = state.path().to_str().unwrap();
+    let server = Serve::start("state-hop-2", &["--state", dir], &logging());
+    // The checkpoint moved past the records no window still to come holds:
+    // the next window starts at 2 s, and the first record at or past it is
+    // the 8th (2.1 s). Without it, all 12 would be replayed.
+    assert_eq!(replayed(&server), 12 - 7);
+    let mut client = server.client();
+    let last = before.last().unwrap().id.clone().unwrap();
+    let mut sse = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", &last)])
+        .await;
+    client
+        .post(&format!("{P}/ingest"), &timed(12, 18, 300))
+        .await;
+    let after = take(&mut sse, 5).await;
+
+    // Each window once, under its id, byte for byte the uninterrupted run's.
+    let got: Vec<SseEvent> = before.into_iter().chain(after).collect();
+    assert_eq!(ids(&got), (1..=8).collect::<Vec<_>>());
+    assert_eq!(got, want);
+}
+
 /// One ingest on a connection of its own: the status, or `None` when the
 /// server went away before answering.
 async fn ingest_once(addr: SocketAddr, path: &str, body: &str) -> Option<u16> {
@@ -341,11 +420,12 @@ async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
     for k in 0..CLIENTS {
         let t = register(&mut client, &property(k), transform).await;
         let w = register(&mut client, &property(k), tumbling).await;
-        queries.push((t, w));
+        let h = register(&mut client, &property(k), HOPPING).await;
+        queries.push((t, w, h));
     }
     let mut readers = Vec::new();
-    for (t, w) in &queries {
-        for q in [t, w] {
+    for (t, w, h) in &queries {
+        for q in [t, w, h] {
             let sse = server.subscribe(&format!("{q}/stream"), &[]).await;
             readers.push(tokio::spawn(read_until_broken(sse)));
         }
@@ -400,9 +480,9 @@ async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
     let server = start("state-kill-2", &state, &["--replay", "100000"]);
     let addr = server.addr;
     let mut sessions = Vec::new();
-    for (i, (t, w)) in queries.iter().enumerate() {
-        for (j, q) in [t, w].into_iter().enumerate() {
-            let events = &before[2 * i + j];
+    for (i, (t, w, h)) in queries.iter().enumerate() {
+        for (j, q) in [t, w, h].into_iter().enumerate() {
+            let events = &before[3 * i + j];
             let last = events
                 .last()
                 .map_or("0".to_owned(), |e| e.id.clone().unwrap());
@@ -442,7 +522,9 @@ async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
     for k in 0..CLIENTS {
         let t_sse = sessions.next().unwrap();
         let w_sse = sessions.next().unwrap();
-        let (t_before, w_before) = (&before[2 * k], &before[2 * k + 1]);
+        let h_sse = sessions.next().unwrap();
+        let (t_before, w_before, h_before) =
+            (&before[3 * k], &before[3 * k + 1], &before[3 * k + 2]);
         let t_after = read_until_value(t_sse, (far * 2) as f64).await;
         let all_t: Vec<&SseEvent> = t_before.iter().chain(&t_after).collect();
         let mut got: Vec<usize> = all_t
@@ -503,6 +585,33 @@ async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
             .collect();
         let want: Vec<f64> = seconds.values().copied().collect();
         assert_eq!(sums, want, "client {k}: each window exactly once");
+
+        // The hopping windows: a record of second s is in the windows
+        // ending at s + 1 and s + 2; the far record's are still open.
+        let mut ends: BTreeMap<usize, f64> = BTreeMap::new();
+        for &i in &given {
+            let s = i * STEP_MS / 1000;
+            *ends.entry(s + 1).or_default() += i as f64;
+            *ends.entry(s + 2).or_default() += i as f64;
+        }
+        assert!(h_before.len() <= ends.len(), "client {k}: {h_before:?}");
+        let h_after = read_exactly(h_sse, ends.len() - h_before.len()).await;
+        let all_h: Vec<&SseEvent> = h_before.iter().chain(&h_after).collect();
+        let h_ids: Vec<u64> = all_h
+            .iter()
+            .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(
+            h_ids,
+            (1..=ends.len() as u64).collect::<Vec<_>>(),
+            "client {k}"
+        );
+        let sums: Vec<f64> = all_h
+            .iter()
+            .map(|e| e.json()["value"].as_f64().unwrap())
+            .collect();
+        let want: Vec<f64> = ends.values().copied().collect();
+        assert_eq!(sums, want, "client {k}: each hopping window exactly once");
     }
 }
 

@@ -1,5 +1,6 @@
 use super::*;
 use crate::aggregate::TimeUnit;
+use crate::aggregate::resume::{self, Closed};
 use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
@@ -460,4 +461,140 @@ fn a_count_window_ignores_the_clock() {
     assert_eq!(windower.deadline(), None);
     windower.push(num(0, 2.0), &mut out).unwrap();
     assert_eq!(numbers(&windows(out)), [(3.0, 2)]);
+}
+
+/// A record at `second` (plus a fraction that makes every datetime of a
+/// session distinct), valued `v`.
+fn distinct(second: i64, i: usize, v: f64) -> Instant {
+    let at = at(second);
+    Instant::number(format!("{}.{i:06}Z", at.trim_end_matches('Z')), v)
+}
+
+/// Every event `windower` emits for `input`, then at the end of the source,
+/// as JSON, each with the index of the record that closed it (`input.len()`
+/// at the end).
+fn closed_by(mut windower: Windower, input: &[Instant]) -> Vec<(usize, Event)> {
+    let mut events = Vec::new();
+    for (i, instant) in input.iter().enumerate() {
+        let mut out = Vec::new();
+        windower.push(instant.clone(), &mut out).unwrap();
+        events.extend(out.into_iter().map(|e| (i, e)));
+    }
+    let mut out = Vec::new();
+    windower.finish(&mut out).unwrap();
+    events.extend(out.into_iter().map(|e| (input.len(), e)));
+    events
+}
+
+#[test]
+fn a_windower_resumed_after_an_emitted_window_and_fed_the_tail_gives_the_same_later_windows() {
+    let mut seed: u64 = 12;
+    let mut random = move |n: u64| {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (seed >> 33) % n
+    };
+    // (span, hop, grace): tumbling, hops dividing the span or not, a grace.
+    for (span, hop, grace) in [
+        (5, 5, 0),
+        (10, 5, 0),
+        (9, 3, 2),
+        (7, 3, 0),
+        (12, 1, 4),
+        (6, 4, 3),
+    ] {
+        let aggregate = Aggregate::new(Aggregation::Sum, hopping(span, hop)).with_grace(grace);
+        let windower = || Windower::new(&aggregate, "p".into()).unwrap();
+        let (span, hop) = (span as i64, hop as i64);
+        let mut resumed = 0;
+        for _session in 0..20 {
+            let mut t = 1000;
+            let secs: Vec<i64> = (0..150)
+                .map(|_| {
+                    // Mostly forward, sometimes a gap, sometimes back in
+                    // time, sometimes a straggler (late, or within the grace).
+                    let back = random(span as u64 + grace + 2) as i64;
+                    match random(12) {
+                        0 => t += 3 * span,
+                        1 => t -= back,
+                        2 | 3 => return t - back,
+                        _ => t += random(3) as i64,
+                    }
+                    t
+                })
+                .collect();
+            let input: Vec<Instant> = secs
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| distinct(t, i, random(100) as f64))
+                .collect();
+            let running = closed_by(windower(), &input);
+            // What the server's ledger does: find each window's end from
+            // its records and the window before; where it is known and the
+            // records since the first the next windows need came in order,
+            // a windower resumed there and fed them takes over.
+            let mut emitted = None;
+            for (j, (i, event)) in running.iter().enumerate() {
+                let Event::Window(window) = event else {
+                    unreachable!("a windower emits windows")
+                };
+                if *i == input.len() {
+                    break;
+                }
+                let end = match resume::closed(window, span, hop, emitted) {
+                    Some(Closed::Exactly(end)) => end,
+                    Some(Closed::AtLeast(end)) => {
+                        emitted = Some(end);
+                        continue;
+                    }
+                    None => panic!("{window:?} fits no window after {emitted:?}"),
+                };
+                emitted = Some(end);
+                let start = resume::first_needed(end, span, hop) - epoch(0);
+                let from = secs[..=*i]
+                    .iter()
+                    .position(|&s| s >= start)
+                    .unwrap_or(i + 1);
+                if secs[from..=*i].iter().any(|&s| s < start) {
+                    continue;
+                }
+                let tail = closed_by(windower().resumed_after(end), &input[from..]);
+                let want: Vec<String> = running[j + 1..].iter().map(|(_, e)| e.to_json()).collect();
+                let got: Vec<String> = tail.iter().map(|(_, e)| e.to_json()).collect();
+                assert_eq!(
+                    got, want,
+                    "span {span} hop {hop} grace {grace}: resumed after the window ending at \
+                     {end} (event {j}), fed from record {from}"
+                );
+                resumed += 1;
+            }
+        }
+        assert!(
+            resumed > 200,
+            "span {span} hop {hop}: only {resumed} resumptions"
+        );
+    }
+}
+
+#[test]
+fn a_resumed_windower_never_emits_a_window_ending_by_its_resume_point_and_counts_their_records_late()
+ {
+    // 10 s every 5 s, resumed after the window ending at 100 s.
+    let aggregate = Aggregate::new(Aggregation::Sum, hopping(10, 5));
+    let mut windower = Windower::new(&aggregate, "p".into())
+        .unwrap()
+        .resumed_after(epoch(100));
+    let mut out = Vec::new();
+    windower.push(num(93, 1.0), &mut out).unwrap(); // in [85, 95) and [90, 100): late
+    windower.push(num(97, 2.0), &mut out).unwrap(); // in [90, 100) and [95, 105)
+    assert!(out.is_empty());
+    assert_eq!(windower.deadline(), Some(epoch(105)));
+    windower.push(num(111, 4.0), &mut out).unwrap(); // closes [95, 105) and [100, 110)
+    windower.finish(&mut out).unwrap();
+    let events = windows(out);
+    assert_eq!(numbers(&events), [(2.0, 1), (4.0, 1), (4.0, 1)]);
+    assert_eq!(events[0].late, 1);
+    assert_eq!(events[0].window_start, at(97));
+    assert!(events[1].partial && events[2].partial);
 }
