@@ -1,75 +1,15 @@
-//! The server's durable side (`mfstream serve --state DIR`): how each query
-//! moves its checkpoint, and how its results are numbered, stored and only
-//! then sent. The store itself, and the exactly-once argument, are in
-//! [`crate::store`]; this module is the server's half of that table.
-//!
-//! # Checkpoints: replay from the oldest window still to come
-//!
-//! A checkpoint `(after_seq, last_event_id, state)` says that an engine
-//! resumed at `state` (a fresh one when `None`) and fed the instants after
-//! `after_seq` gives as its `k`-th result the event `last_event_id + k`. No
-//! open window is serialised: the checkpoint is kept at an ingest sequence
-//! number from which no result still to come needs an earlier instant, and
-//! after a restart the engine is fed the logged instants from there;
-//! results it had already stored get their old ids again and are dropped
-//! ([`EventIds`]). Each query's [`Ledger`] keeps the sequence numbers (and,
-//! for a time window, the event times) of the instants fed to it since its
-//! checkpoint, and each result moves the checkpoint by the [`Rule`] of the
-//! query's kind:
-//!
-//! - a transform gives one result per instant: the `k`-th result covers
-//!   the `k`-th instant fed;
-//! - a `COUNT n` window (of the instants or of a transform's outputs)
-//!   covers `n` instants;
-//! - a time window, `TUMBLING` or `HOPPING` (`span` seconds every `hop`;
-//!   `TUMBLING` is `hop == span`): once the window `[end − span, end)` is
-//!   emitted, every window still to come starts at or after
-//!   `end + hop − span`. The instants fed before the first one at or past
-//!   that start are in windows emitted, or were late (their count is in an
-//!   event), so the checkpoint moves to just before that first one, with
-//!   `end` as its state: an engine resumed at `end`
-//!   ([`crate::aggregate::resume`]: it emits no window ending by `end`, and
-//!   counts as late a record that only those hold) and fed the instants
-//!   from there emits the windows after `end` that the running one emitted.
-//!   Unless an instant before that start was fed after that first one (out
-//!   of order, within a `grace` or late), which the resumed engine might
-//!   count in a window rather than as late: then the checkpoint stays where
-//!   it was (still valid, it only replays more) until a later window. An
-//!   event names its window only through the datetimes of its first and
-//!   last records: when they fit several (sparse records of a `HOPPING`
-//!   window), the checkpoint waits for a later window whose end they tell;
-//! - a query on a bridge or plugin engine (whose job or library may filter,
-//!   or emit several results per instant) never moves its checkpoint: after
-//!   a restart it is replayed from its registration. That is exactly once
-//!   too, but its instants are kept in the log for as long as it runs.
-//!
-//! The checkpoint handed out with a batch of results names the event of
-//! the result that moved it, which later results of the batch may follow.
-//!
-//! A window closed by the wall clock (`grace`, issue 12 part 1) is not a
-//! function of the instants alone: the checkpoint moves past every instant
-//! fed before it was emitted, with that window's end as its state, so a
-//! restart neither loses nor doubles those; but a record that arrives
-//! later, for a window the clock had passed with no record in it, may be
-//! counted in a window after a restart rather than as late.
+//! How a query's results move its checkpoint: the [`Rule`] of its kind
+//! and the [`Ledger`] of what it was fed (see the parent module's docs).
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
-
-use axum::http::StatusCode;
+use std::sync::{Mutex, MutexGuard};
 
 use crate::aggregate::Window;
 use crate::aggregate::resume::{self, Closed};
 use crate::engine::{EngineInfo, EngineKind};
 use crate::spec::{QueryKind, QuerySpec};
-use bytes::BytesMut;
-
-use crate::store::{Assigned, Checkpoint, EventBatch, EventIds, PropertyPath, Store, StoreError};
+use crate::store::Checkpoint;
 use crate::vocab::{Event, Instant};
-
-use super::fanout::Fanout;
-use super::problem::Problem;
-use super::table::PropertyKey;
 
 /// How a query's results cover the instants fed to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,127 +228,6 @@ impl LedgerInner {
                     self.since = 0;
                 }
             }
-        }
-    }
-}
-
-/// A query's results on their way to the store and then the fan-out.
-#[derive(Debug)]
-pub(crate) struct Keeper {
-    pub(crate) store: Arc<Store>,
-    pub(crate) ids: EventIds,
-    pub(crate) ledger: Arc<Ledger>,
-}
-
-/// Whether an error of the store means the query was deleted meanwhile.
-pub(crate) fn is_unknown(e: &StoreError) -> bool {
-    matches!(e.kind(), crate::store::StoreErrorKind::UnknownQuery(_))
-}
-
-impl Keeper {
-    /// Numbers a batch of results, drops those stored before a restart,
-    /// stores the rest (with the checkpoint they reach), and only then hands
-    /// them to the fan-out.
-    pub(crate) async fn keep(
-        &mut self,
-        query: &str,
-        batch: &[Event],
-        fanout: &Fanout,
-    ) -> Result<(), StoreError> {
-        self.ledger.results(batch);
-        let mut new = None;
-        let mut frames = Vec::with_capacity(batch.len());
-        let mut buf = BytesMut::with_capacity(batch.len() * 160);
-        let mut json = Vec::with_capacity(128);
-        for event in batch {
-            let Assigned::New(id) = self.ids.assign() else {
-                continue;
-            };
-            json.clear();
-            event.write_json(&mut json);
-            new.get_or_insert_with(|| EventBatch::new(id))
-                .push(event.kind(), &json);
-            frames.push(super::fanout::frame(&mut buf, id, event.kind(), &json));
-        }
-        let Some(new) = new else {
-            return Ok(());
-        };
-        let checkpoint = self.ledger.checkpoint(self.ids.last());
-        self.store.append_batch(query, new, checkpoint).await?;
-        fanout.push_frames(frames);
-        Ok(())
-    }
-}
-
-/// The store's name for a property.
-pub(crate) fn path(key: &PropertyKey) -> PropertyPath {
-    PropertyPath {
-        collection: key.collection.clone(),
-        feature: key.feature.clone(),
-        property: key.property.clone(),
-    }
-}
-
-/// The server's name for a stored property.
-pub(crate) fn key(path: &PropertyPath) -> PropertyKey {
-    PropertyKey {
-        collection: path.collection.clone(),
-        feature: path.feature.clone(),
-        property: path.property.clone(),
-    }
-}
-
-/// 503 for a write the state store refused or could not make: nothing of
-/// the request was acknowledged.
-pub(crate) fn unavailable(what: &str, e: &StoreError) -> Problem {
-    Problem::new(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "StateStoreUnavailable",
-        format!("{what}: {e}"),
-    )
-}
-
-/// A registration being recorded: if the request is dropped before the
-/// query is in the table (the client went away while the store was
-/// committing), the record is deleted again, so that no query the client
-/// never saw starts after a restart.
-#[derive(Debug)]
-pub(crate) struct Recording {
-    store: Arc<Store>,
-    id: String,
-    armed: bool,
-}
-
-impl Recording {
-    pub(crate) fn new(store: Arc<Store>, id: String) -> Recording {
-        Recording {
-            store,
-            id,
-            armed: true,
-        }
-    }
-
-    /// The query is in the table: its record stays.
-    pub(crate) fn done(mut self) {
-        self.armed = false;
-    }
-}
-
-impl Drop for Recording {
-    fn drop(&mut self) {
-        if !self.armed {
-            return;
-        }
-        let store = self.store.clone();
-        let id = std::mem::take(&mut self.id);
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move {
-                if let Err(e) = store.delete(&id).await
-                    && !is_unknown(&e)
-                {
-                    tracing::warn!("cannot forget an abandoned registration: {e}");
-                }
-            });
         }
     }
 }
