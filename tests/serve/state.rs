@@ -51,6 +51,69 @@ fn a_state_path_that_is_not_a_directory_is_refused_naming_it_with_exit_2() {
     assert!(output.stdout.is_empty(), "it never listened");
 }
 
+/// `mfstream serve ARGS` run to its exit, in a fresh directory.
+fn serve_exits(name: &str, args: &[&str]) -> std::process::Output {
+    let dir = TempDir::new(name);
+    std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("MFSTREAM_CONFIG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn durability_without_state_or_with_an_unknown_level_exits_2_naming_it() {
+    let output = serve_exits("durability-alone", &["--durability", "power"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--state <DIR>") && stderr.contains("--durability"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+
+    let state = TempDir::new("durability-bad");
+    let dir = state.path().to_str().unwrap();
+    let output = serve_exits(
+        "durability-bad-run",
+        &["--state", dir, "--durability", "disk"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("'disk'") && stderr.contains("--durability") && stderr.contains("power"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+}
+
+#[tokio::test]
+async fn a_query_registered_under_power_durability_survives_a_kill_and_a_restart() {
+    let state = TempDir::new("state-power");
+    let power = ["--durability", "power"];
+    let server = start("state-power-1", &state, &power);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 2)).await;
+    assert_eq!(values(&take(&mut sse, 2).await), [2.0, 4.0]);
+    drop(sse);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-power-2", &state, &power);
+    let mut client = server.client();
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+    let mut sse = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "2")])
+        .await;
+    client.post(&format!("{P}/ingest"), &lines(3, 1)).await;
+    let next = take(&mut sse, 1).await;
+    assert_eq!((ids(&next), values(&next)), (vec![3], vec![6.0]));
+}
+
 #[tokio::test]
 async fn registrations_deletions_and_results_survive_a_restart() {
     let state = TempDir::new("state-restart");
