@@ -317,6 +317,61 @@ async fn a_restart_mid_window_neither_loses_nor_double_counts_records() {
     assert_eq!(all_c.last().unwrap().id.as_deref(), Some("4"));
 }
 
+#[tokio::test]
+async fn a_restart_that_outlasts_a_windows_end_and_grace_counts_its_records_in_it_not_late() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    let state = TempDir::new("state-outlast");
+    let server = start("state-outlast-1", &state, &[]);
+    let mut client = server.client();
+    let body = r#"{"aggregation":"COUNT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"},"grace":1}"#;
+    let query = register(&mut client, P, body).await;
+    // Three records of the next whole second's window: the wall clock
+    // closes it at its end plus the grace, two seconds from its start,
+    // well after the records are in and the server is killed.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start_secs = now.as_secs() + 1;
+    let window_start = UNIX_EPOCH + Duration::from_secs(start_secs);
+    let records: String = (1..=3)
+        .map(|i| {
+            let t = window_start + Duration::from_millis(100 * i);
+            format!("{{\"datetime\":\"{}\",\"value\":{i}}}\n", rfc3339(t))
+        })
+        .collect();
+    assert_eq!(
+        client.post(&format!("{P}/ingest"), &records).await.status,
+        202
+    );
+    assert_eq!(
+        client.get(&query).await.json()["events"],
+        0,
+        "the window is open"
+    );
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    // Down past the window's end plus its grace (the point of the test).
+    let closes = window_start + Duration::from_secs(2);
+    if let Ok(left) = closes.duration_since(SystemTime::now()) {
+        tokio::time::sleep(left + Duration::from_millis(50)).await;
+    }
+
+    // The log is replayed on event time alone, then the clock closes the
+    // window at once: its records are in it, none late, under id 1.
+    let server = start("state-outlast-2", &state, &[]);
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let event = take(&mut sse, 1).await.remove(0);
+    let window = event.json();
+    // An event names `late` only when some were.
+    assert_eq!(
+        (event.id.as_deref(), &window["count"], window.get("late")),
+        (Some("1"), &3.into(), None),
+        "{window}"
+    );
+    let mut client = server.client();
+    assert_eq!(client.get(&query).await.json()["events"], 1, "once");
+}
+
 /// One ingest on a connection of its own: the status, or `None` when the
 /// server went away before answering.
 async fn ingest_once(addr: SocketAddr, path: &str, body: &str) -> Option<u16> {
