@@ -85,9 +85,14 @@ impl WallClock {
 
     /// This clock, held until the release returned is released: meanwhile
     /// a query on it advances event time from its records alone, and
-    /// nothing waits on the clock (see the [module docs](self)). It reads
-    /// the time all along ([`now`](WallClock::now)); the engines ask
-    /// [`is_held`](WallClock::is_held) before they apply it.
+    /// nothing waits on the clock. It reads the time all along
+    /// ([`now`](WallClock::now)); the engines ask
+    /// [`is_held`](WallClock::is_held) before they apply it. A query's
+    /// clock is released in order with its input, by
+    /// [`SourceSender::release_clock`]: `mfstream serve --state` holds a
+    /// restored query's clock while it replays the log.
+    ///
+    /// [`SourceSender::release_clock`]: crate::engine::SourceSender::release_clock
     pub fn held(self) -> (WallClock, ClockRelease) {
         let hold = Arc::new(AtomicBool::new(true));
         let clock = WallClock {

@@ -37,9 +37,12 @@
 //!
 //! A window closed by the wall clock (`grace`, issue 12 part 1) is not a
 //! function of the instants alone: the checkpoint moves past every instant
-//! fed before it was emitted, so a restart neither loses nor doubles those,
-//! but records that arrive within the grace of a window emitted by a record
-//! may be counted in another window after a restart.
+//! fed before it was emitted, so a restart neither loses nor doubles those.
+//! The replay runs on a held clock (`restore`): the instants after the
+//! checkpoint fall in their windows by their datetimes, as before the
+//! restart, whatever the downtime. But a record the clock had made late
+//! (after its window was emitted on time), fed after the checkpoint, falls
+//! in its window when replayed: that window is emitted again.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
