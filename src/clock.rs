@@ -7,16 +7,64 @@
 //! under `tokio::time::pause()` it advances only when the test advances it,
 //! so tests of windows closing on time are deterministic. Engines never
 //! poll it: they sleep until the next window's end (plus the grace).
+//!
+//! # Held clocks: replaying a log
+//!
+//! A clock can start *held* ([`WallClock::held`]): until its
+//! [`ClockRelease`] is released, the query's event time advances from its
+//! records alone, as for a query that is not live, and nothing waits on the
+//! clock. `mfstream serve --state` holds a restored query's clock while it
+//! replays the logged instants, which may be older than the wall clock's
+//! watermark by then: counted in their windows, as they were before the
+//! restart, not late. The release travels through the query's source after
+//! the last replayed batch ([`SourceSender::release_clock`]), so the engine
+//! applies the clock again from exactly there: the windows the wall clock
+//! has passed close at once, and the records after the replay are live.
+//!
+//! [`SourceSender::release_clock`]: crate::engine::SourceSender::release_clock
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::time::Instant as Tick;
 
-/// A wall clock: `base` at the tokio instant `origin`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A wall clock: `base` at the tokio instant `origin`; possibly held
+/// (see [`WallClock::held`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WallClock {
     base: SystemTime,
     origin: Tick,
+    hold: Option<Hold>,
+}
+
+/// Whether a held clock is still held, shared by its copies and its
+/// release.
+#[derive(Debug, Clone)]
+struct Hold(Arc<AtomicBool>);
+
+impl PartialEq for Hold {
+    fn eq(&self, other: &Hold) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Hold {}
+
+/// The release of a held [`WallClock`], and of every copy of it.
+///
+/// Dropping it releases nothing: a held clock is released on purpose, at a
+/// point of the query's input ([`SourceSender::release_clock`]).
+///
+/// [`SourceSender::release_clock`]: crate::engine::SourceSender::release_clock
+#[derive(Debug)]
+pub struct ClockRelease(Arc<AtomicBool>);
+
+impl ClockRelease {
+    /// From now on the clock applies: [`WallClock::is_held`] is false.
+    pub fn release(self) {
+        self.0.store(false, Ordering::Release);
+    }
 }
 
 impl WallClock {
@@ -31,7 +79,34 @@ impl WallClock {
         WallClock {
             base,
             origin: Tick::now(),
+            hold: None,
         }
+    }
+
+    /// This clock, held until the release returned is released: meanwhile
+    /// a query on it advances event time from its records alone, and
+    /// nothing waits on the clock. It reads the time all along
+    /// ([`now`](WallClock::now)); the engines ask
+    /// [`is_held`](WallClock::is_held) before they apply it. A query's
+    /// clock is released in order with its input, by
+    /// [`SourceSender::release_clock`]: `mfstream serve --state` holds a
+    /// restored query's clock while it replays the log.
+    ///
+    /// [`SourceSender::release_clock`]: crate::engine::SourceSender::release_clock
+    pub fn held(self) -> (WallClock, ClockRelease) {
+        let hold = Arc::new(AtomicBool::new(true));
+        let clock = WallClock {
+            hold: Some(Hold(hold.clone())),
+            ..self
+        };
+        (clock, ClockRelease(hold))
+    }
+
+    /// Whether the clock is held: a query on it must not apply it yet.
+    pub fn is_held(&self) -> bool {
+        self.hold
+            .as_ref()
+            .is_some_and(|hold| hold.0.load(Ordering::Acquire))
     }
 
     /// The time now.
@@ -123,5 +198,15 @@ mod tests {
         assert_eq!(clock.now_millis(), 102_500);
         assert_eq!(clock.instant_at(105), clock.origin + Duration::from_secs(5));
         assert_eq!(clock.instant_at(50), Tick::now());
+    }
+
+    #[test]
+    fn a_held_clock_and_its_copies_are_held_until_the_release() {
+        let (clock, release) = WallClock::system().held();
+        let copy = clock.clone();
+        assert!(clock.is_held() && copy.is_held());
+        assert!(!WallClock::system().is_held());
+        release.release();
+        assert!(!clock.is_held() && !copy.is_held());
     }
 }

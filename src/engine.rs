@@ -14,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::ClockRelease;
 use crate::spec::QuerySpec;
 use crate::spec_error::SpecError;
 use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
@@ -233,6 +234,15 @@ pub struct SourceError(pub String);
 
 type SourceItem = Result<Vec<Instant>, SourceError>;
 
+/// What travels on a live source's channel.
+#[derive(Debug)]
+enum Item {
+    Batch(Vec<Instant>),
+    Failed(SourceError),
+    /// A held clock's release, in order with the batches.
+    Release(ClockRelease),
+}
+
 /// The instants a query reads, in batches.
 ///
 /// Built with [`Source::channel`] for a live feed or [`Source::from_instants`]
@@ -240,7 +250,7 @@ type SourceItem = Result<Vec<Instant>, SourceError>;
 /// can also end it with an error ([`SourceSender::fail`]).
 #[derive(Debug)]
 pub struct Source {
-    rx: mpsc::Receiver<SourceItem>,
+    rx: mpsc::Receiver<Item>,
     /// Whether its numbers must be integers (a `TInteger` property).
     integers: bool,
     /// The failure of a record, once the records before it were delivered.
@@ -269,13 +279,13 @@ impl Source {
         }
         let (tx, rx) = mpsc::channel(batches.len().max(1));
         for batch in batches {
-            tx.try_send(Ok(batch))
+            tx.try_send(Item::Batch(batch))
                 .expect("the channel was sized to hold every batch");
         }
         Source::new(rx)
     }
 
-    fn new(rx: mpsc::Receiver<SourceItem>) -> Source {
+    fn new(rx: mpsc::Receiver<Item>) -> Source {
         Source {
             rx,
             integers: false,
@@ -291,7 +301,9 @@ impl Source {
         self
     }
 
-    /// The next batch; `None` once the source has ended.
+    /// The next batch; `None` once the source has ended. An empty batch
+    /// says that the query's held clock was released there
+    /// ([`SourceSender::release_clock`]): it applies from now on.
     ///
     /// # Cancel safety
     ///
@@ -300,14 +312,19 @@ impl Source {
         if let Some(error) = self.failed.take() {
             return Some(Err(error));
         }
-        let item = self.rx.recv().await?;
-        Some(self.checked(item))
+        Some(match self.rx.recv().await? {
+            Item::Batch(batch) => self.checked(batch),
+            Item::Failed(error) => Err(error),
+            Item::Release(release) => {
+                release.release();
+                Ok(Vec::new())
+            }
+        })
     }
 
-    /// The records of `item` up to the first that does not fit the
+    /// The records of `batch` up to the first that does not fit the
     /// property's type; that one's error comes next.
-    fn checked(&mut self, item: SourceItem) -> SourceItem {
-        let mut batch = item?;
+    fn checked(&mut self, mut batch: Vec<Instant>) -> SourceItem {
         if !self.integers {
             return Ok(batch);
         }
@@ -334,7 +351,7 @@ impl Source {
 /// The feeding end of a live [`Source`].
 #[derive(Debug, Clone)]
 pub struct SourceSender {
-    tx: mpsc::Sender<SourceItem>,
+    tx: mpsc::Sender<Item>,
 }
 
 /// The query reading the source has ended; the batch was not taken.
@@ -348,7 +365,10 @@ impl SourceSender {
         if batch.is_empty() {
             return Ok(());
         }
-        self.tx.send(Ok(batch)).await.map_err(|_| SourceClosed)
+        self.tx
+            .send(Item::Batch(batch))
+            .await
+            .map_err(|_| SourceClosed)
     }
 
     /// Reserves room for one batch, waiting while the query's buffer is
@@ -378,20 +398,35 @@ impl SourceSender {
         if batch.is_empty() {
             return Ok(());
         }
-        self.tx.blocking_send(Ok(batch)).map_err(|_| SourceClosed)
+        self.tx
+            .blocking_send(Item::Batch(batch))
+            .map_err(|_| SourceClosed)
     }
 
     /// Ends the source with an error from a thread outside the async
     /// runtime.
     pub fn blocking_fail(self, error: SourceError) {
         // If the query has already ended, there is no one left to tell.
-        let _ = self.tx.blocking_send(Err(error));
+        let _ = self.tx.blocking_send(Item::Failed(error));
     }
 
     /// Ends the source with an error, which fails the query.
     pub async fn fail(self, error: SourceError) {
         // If the query has already ended, there is no one left to tell.
-        let _ = self.tx.send(Err(error)).await;
+        let _ = self.tx.send(Item::Failed(error)).await;
+    }
+
+    /// Releases a held clock ([`WallClock::held`]) in order with the
+    /// batches: the query applies its clock once it has taken every batch
+    /// sent before this one, and before any sent after. The query reads it
+    /// as an empty batch.
+    ///
+    /// [`WallClock::held`]: crate::WallClock::held
+    pub async fn release_clock(&self, release: ClockRelease) -> Result<(), SourceClosed> {
+        self.tx
+            .send(Item::Release(release))
+            .await
+            .map_err(|_| SourceClosed)
     }
 
     /// Waits until the query reading this source has ended.
@@ -404,7 +439,7 @@ impl SourceSender {
 /// [`SourceSender::reserve`]: sending on it never waits.
 #[derive(Debug)]
 pub struct SourcePermit<'a> {
-    permit: mpsc::Permit<'a, SourceItem>,
+    permit: mpsc::Permit<'a, Item>,
 }
 
 impl SourcePermit<'_> {
@@ -412,7 +447,7 @@ impl SourcePermit<'_> {
     /// back instead.
     pub fn send_batch(self, batch: Vec<Instant>) {
         if !batch.is_empty() {
-            self.permit.send(Ok(batch));
+            self.permit.send(Item::Batch(batch));
         }
     }
 }
@@ -710,6 +745,23 @@ mod tests {
         drop(handle);
         output.stopping().await;
         assert!(output.stop_requested());
+    }
+
+    #[tokio::test]
+    async fn a_clock_release_reads_as_an_empty_batch_after_the_batches_sent_before_it() {
+        let (clock, release) = crate::WallClock::system().held();
+        let (sender, mut source) = Source::channel(4);
+        sender.send(Instant::number("t", 1.0)).await.unwrap();
+        sender.release_clock(release).await.unwrap();
+        sender.send(Instant::number("u", 2.0)).await.unwrap();
+        assert_eq!(source.next_batch().await.unwrap().unwrap().len(), 1);
+        assert!(
+            clock.is_held(),
+            "held until the batches before it are taken"
+        );
+        assert!(source.next_batch().await.unwrap().unwrap().is_empty());
+        assert!(!clock.is_held());
+        assert_eq!(source.next_batch().await.unwrap().unwrap()[0].datetime, "u");
     }
 
     #[tokio::test]

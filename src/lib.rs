@@ -71,7 +71,7 @@ mod vocab;
 
 pub use crate::aggregate::{Aggregate, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
-pub use crate::clock::WallClock;
+pub use crate::clock::{ClockRelease, WallClock};
 pub use crate::config::{Config, ConfigError};
 pub use crate::engine::{
     AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, ProgressSnapshot, QueryHandle,

@@ -69,8 +69,8 @@ pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Sour
         Plan::Engine {
             transform,
             windower,
-        } => Work::new(Some(transform), windower, property, spec.clock),
-        Plan::Host(windower) => Work::new(None, Some(windower), property, spec.clock),
+        } => Work::new(Some(transform), windower, property, spec.clock.clone()),
+        Plan::Host(windower) => Work::new(None, Some(windower), property, spec.clock.clone()),
     };
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
@@ -108,12 +108,7 @@ impl Work {
 
     /// A live query's windows, advanced to the wall clock.
     async fn tick(&mut self, output: &QueryOutput) -> Result<(), QueryStatus> {
-        match (self.windower.as_deref_mut(), &self.clock) {
-            (Some(windower), Some(clock)) => {
-                plan::advance(windower, clock.now_secs(), output).await
-            }
-            _ => Ok(()),
-        }
+        plan::tick(self.windower.as_deref_mut(), self.clock.as_ref(), output).await
     }
 
     /// Processes one instant, its events pushed onto `events`; an error
@@ -164,7 +159,8 @@ async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Op
 
 /// A live query advances its windows on the wall clock: before each batch
 /// (so that records the clock has passed are late), and at the deadline of
-/// the next window holding records, without a later record.
+/// the next window holding records, without a later record; a held clock
+/// from its release on (an empty batch: see [`WallClock::held`]).
 async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
     let status = loop {
         let deadline = plan::deadline(work.windower.as_deref(), work.clock.as_ref());

@@ -131,14 +131,35 @@ pub(crate) async fn advance(
     }
 }
 
+/// Advances a live query's windows to its wall clock now (see
+/// [`advance`]); nothing when the query has no windows, is not live, or
+/// its clock is held ([`WallClock::held`]).
+pub(crate) async fn tick(
+    windower: Option<&mut Windower>,
+    clock: Option<&WallClock>,
+    output: &QueryOutput,
+) -> Result<(), QueryStatus> {
+    match (windower, applied(clock)) {
+        (Some(windower), Some(clock)) => advance(windower, clock.now_secs(), output).await,
+        _ => Ok(()),
+    }
+}
+
 /// When a live query's wall clock closes the next window of `windower`
 /// that holds records (its end plus the grace), as a tokio instant to sleep
-/// until; `None` when the query is not live or no window holds records.
+/// until; `None` when the query is not live, its clock is held, or no
+/// window holds records.
 pub(crate) fn deadline(
     windower: Option<&Windower>,
     clock: Option<&WallClock>,
 ) -> Option<tokio::time::Instant> {
-    Some(clock?.instant_at(windower?.deadline()?))
+    Some(applied(clock)?.instant_at(windower?.deadline()?))
+}
+
+/// The clock of a live query, unless it is held: what applies to its
+/// windows now.
+fn applied(clock: Option<&WallClock>) -> Option<&WallClock> {
+    clock.filter(|clock| !clock.is_held())
 }
 
 /// Sleeps until `at`; forever when there is no deadline.

@@ -35,11 +35,12 @@ pub struct QuerySpec {
     pub property_type: PropertyType,
     /// What it computes.
     pub kind: QueryKind,
-    /// How event time advances: from the records alone (`None`: a file, a
-    /// replay), or, for a live query, on this wall clock too, so that a
-    /// time window closes on time when no later record comes (see
-    /// [`Aggregate::grace`]). How a query is run, not part of its body:
-    /// `mfstream serve` runs every query live, `mfstream run --live` one.
+    /// How event time advances: from the records alone (`None`: a file), or,
+    /// for a live query, on this wall clock too, so that a time window
+    /// closes on time when no later record comes (see [`Aggregate::grace`]);
+    /// a held clock applies from its release ([`WallClock::held`]: a replay).
+    /// How a query is run, not part of its body: `mfstream serve` runs every
+    /// query live, `mfstream run --live` one.
     pub clock: Option<WallClock>,
     /// For a time window resumed after a restart (`mfstream serve
     /// --state`): every window ending at or before this, in seconds since

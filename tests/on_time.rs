@@ -104,6 +104,142 @@ async fn closes_on_time(engine: &dyn StreamEngine, grace: u64) {
     );
 }
 
+/// On `engine`: a restored query replaying its log. TUMBLING 1 s SUM with
+/// `grace`, on a held clock that reads an hour past the records' window
+/// (the restart outlasted it). Fed while the clock is held, the records
+/// fall in their window by their datetimes, and nothing closes it on the
+/// clock; the release closes it at once, with both records and none late.
+/// From then on the clock applies: a record in that window is late, one
+/// ahead of the clock is counted (the partial event at the end).
+async fn a_held_clock_replays_then_closes_at_the_release(engine: &dyn StreamEngine, grace: u64) {
+    let (clock, release) = clock_at(3_600_000).held();
+    let reading = clock.clone();
+    let (sender, mut handle) = start(engine, live_spec(&tumbling(grace), clock)).await;
+    // The replay comes a while after the submission: the clock has crossed
+    // window boundaries since (an aggregating job must get no line).
+    tokio::time::advance(Duration::from_secs(5)).await;
+    let two = vec![Instant::number(at(500), 1.0), Instant::number(at(700), 2.0)];
+    sender.send_batch(two).await.unwrap();
+    let waited = tokio::time::timeout(Duration::from_secs(3600), handle.next()).await;
+    assert!(
+        waited.is_err(),
+        "a window closed on a held clock: {waited:?}"
+    );
+    // The rest runs in real time: a job takes real time to answer, and
+    // paused time would jump past a timeout meanwhile.
+    tokio::time::resume();
+    sender.release_clock(release).await.unwrap();
+    let event = tokio::time::timeout(Duration::from_secs(30), handle.next())
+        .await
+        .expect("the window, at the release, with its records")
+        .expect("an event");
+    let event = window(event);
+    assert_eq!(
+        (&event["value"], &event["count"], event.get("late")),
+        (&serde_json::json!(3), &serde_json::json!(2), None),
+        "{event}"
+    );
+    let ahead = reading.now() + Duration::from_secs(10);
+    let after = vec![
+        Instant::number(at(900), 100.0),
+        Instant::number(rfc3339(ahead), 4.0),
+    ];
+    sender.send_batch(after).await.unwrap();
+    drop(sender);
+    let (rest, status) = collect(handle).await;
+    assert_eq!(status, mfstream::QueryStatus::Completed);
+    let rest: Vec<_> = rest.into_iter().map(window).collect();
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert_eq!(
+        (&rest[0]["value"], &rest[0]["late"], &rest[0]["partial"]),
+        (
+            &serde_json::json!(4),
+            &serde_json::json!(1),
+            &serde_json::json!(true)
+        ),
+        "{}",
+        rest[0]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_local_clock_counts_replayed_records_in_their_window_and_closes_it_at_the_release() {
+    a_held_clock_replays_then_closes_at_the_release(&LocalEngine::new(), 1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_hold_records_the_clock_has_passed_are_late() {
+    let (sender, mut handle) = start(
+        &LocalEngine::new(),
+        live_spec(&tumbling(1), clock_at(3_600_000)),
+    )
+    .await;
+    let two = vec![Instant::number(at(500), 1.0), Instant::number(at(700), 2.0)];
+    sender.send_batch(two).await.unwrap();
+    sender
+        .send(Instant::number("2026-01-01T01:00:00.100Z", 4.0))
+        .await
+        .unwrap();
+    drop(sender);
+    let event = window(handle.next().await.unwrap());
+    assert_eq!(
+        (&event["value"], &event["late"]),
+        (&serde_json::json!(4), &serde_json::json!(2)),
+        "{event}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_clock_over_a_value_jobs_answers_closes_the_replayed_window_at_the_release() {
+    a_held_clock_replays_then_closes_at_the_release(&reference(Framing::Value, false), 1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_clock_sends_a_job_that_aggregates_no_watermark_line_until_the_release() {
+    a_held_clock_replays_then_closes_at_the_release(&reference(Framing::Json, true), 1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_clock_over_an_in_process_plugins_outputs_closes_the_replayed_window_at_the_release()
+{
+    let dir = TempDir::new("on-time-held-plugin");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = registry(&dir, &entry(&scale));
+    let engine = registry.get("scale").unwrap();
+    a_held_clock_replays_then_closes_at_the_release(engine.as_ref(), 1).await;
+}
+
+/// Real time, as for every `json` transform job: on a held clock that
+/// reads an hour past the records' window, the window closes once the
+/// clock is released and the job has settled, with both records.
+#[tokio::test]
+async fn a_held_clock_over_a_json_jobs_answers_closes_the_replayed_window_once_it_settled() {
+    let dir = TempDir::new("on-time-held-isolated");
+    let scale = plugin_library("mfstream-plugin-scale");
+    let registry = isolating_registry(&dir, &isolated(&scale));
+    let isolated: Arc<dyn StreamEngine> = registry.get("scale").unwrap();
+    for engine in [isolated.as_ref(), &reference(Framing::Json, false)] {
+        let (clock, release) = clock_at(3_600_000).held();
+        let (sender, mut handle) = start(engine, live_spec(&tumbling(0), clock)).await;
+        let two = vec![Instant::number(at(500), 1.0), Instant::number(at(700), 2.0)];
+        sender.send_batch(two).await.unwrap();
+        sender.release_clock(release).await.unwrap();
+        let event = tokio::time::timeout(Duration::from_secs(30), handle.next())
+            .await
+            .expect("the window within 30 s of the release")
+            .expect("an event");
+        let event = window(event);
+        assert_eq!(
+            (&event["value"], &event["count"], event.get("late")),
+            (&3.into(), &2.into(), None),
+            "{event}"
+        );
+        drop(sender);
+        let (rest, _) = collect(handle).await;
+        assert!(rest.is_empty(), "{rest:?}");
+    }
+}
+
 /// The reference job as an engine that transforms (host windows) or
 /// aggregates; no progress timeout, since paused time runs ahead of a job
 /// that takes real time to start.

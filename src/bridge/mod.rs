@@ -201,7 +201,7 @@ impl StreamEngine for BridgeEngine {
                 return Ok(crate::local::submit_as(name, plan, &spec, source));
             }
         };
-        let watermarks = match (&spec.kind, &results, spec.clock) {
+        let watermarks = match (&spec.kind, &results, spec.clock.clone()) {
             (QueryKind::Aggregate { aggregate, .. }, Results::JobWindows { .. }, Some(clock)) => {
                 watermark::Watermarks::job(clock, aggregate)
             }

@@ -25,6 +25,13 @@
 //!   epoch-aligned multiple of the span for `TUMBLING`, of the hop for
 //!   `HOPPING`), never more often: at the deadline while records sent may
 //!   still be in a window the job holds open, and before the next batch.
+//!
+//! A held clock ([`WallClock::held`]: a restored query replaying its log)
+//! applies none of this: the records read meanwhile get no mark, and the
+//! job no line, so their windows are those of their datetimes alone. Its
+//! release reads as an empty batch, before which a `value` job's windows
+//! get their mark and an aggregating job its line, at once; the `json`
+//! rule applies from the release, once the job has settled.
 
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -125,14 +132,21 @@ impl Watermarks {
         }
         .max(1);
         let grace = aggregate.grace as i64;
-        let w = clock.now_secs() - grace;
+        // A held clock has told the job nothing: its first line, at the
+        // release, says where W is then.
+        let crossed = if clock.is_held() {
+            i64::MIN
+        } else {
+            let w = clock.now_secs() - grace;
+            w - w.rem_euclid(step)
+        };
         Some(Watermarks {
             clock,
             kind: Kind::Lines {
                 step,
                 span: span.max(1),
                 grace,
-                crossed: w - w.rem_euclid(step),
+                crossed,
                 open_from: None,
                 open_until: None,
             },
@@ -143,6 +157,9 @@ impl Watermarks {
     /// records (host windows: from `windower`), or when a settling job may
     /// have settled; `None` when nothing waits on the clock.
     pub fn deadline(&self, windower: Option<&Windower>, last_io: Clock) -> Option<Clock> {
+        if self.clock.is_held() {
+            return None;
+        }
         match &self.kind {
             Kind::Paired { marks, .. } if marks.is_empty() => {
                 crate::plan::deadline(windower, Some(&self.clock))
@@ -160,7 +177,9 @@ impl Watermarks {
                 ..
             } => {
                 let open = open_until.is_some_and(|end| end > *crossed);
-                let next = (crossed + step).max(open_from.unwrap_or(i64::MIN));
+                let next = crossed
+                    .saturating_add(*step)
+                    .max(open_from.unwrap_or(i64::MIN));
                 open.then(|| self.clock.instant_at(next + grace))
             }
         }
@@ -171,7 +190,9 @@ impl Watermarks {
     /// crossed a boundary since the last one.
     pub fn before_batch(&mut self, batch: &[Instant], wbuf: &mut Vec<u8>) {
         let now = self.clock.now_secs();
+        let held = self.clock.is_held();
         match &mut self.kind {
+            Kind::Paired { read, .. } if held => *read += batch.len() as u64,
             Kind::Paired { marks, read, .. } => {
                 match marks.back_mut() {
                     Some((at, secs)) if *at == *read => *secs = now,
@@ -264,9 +285,12 @@ impl Watermarks {
         else {
             return;
         };
+        if self.clock.is_held() {
+            return;
+        }
         let w = self.clock.now_millis() - *grace * 1000;
         let secs = w.div_euclid(1000);
-        if secs < *crossed + *step {
+        if secs < crossed.saturating_add(*step) {
             return;
         }
         *crossed = secs - secs.rem_euclid(*step);
@@ -383,6 +407,26 @@ mod tests {
             )
             .is_none()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_held_clock_writes_no_watermark_line_until_its_release_then_one_at_once() {
+        // An hour past the record's window: a restart that outlasted it.
+        let (clock, release) = clock_at(3_600_500).held();
+        let mut marks = Watermarks::job(clock, &tumbling(1, 2)).unwrap();
+        let mut wbuf = Vec::new();
+        let record = Instant::number("1970-01-01T00:00:10.5Z", 1.0);
+        marks.before_batch(std::slice::from_ref(&record), &mut wbuf);
+        assert!(wbuf.is_empty(), "no line while held");
+        assert_eq!(marks.deadline(None, Clock::now()), None, "no deadline");
+        release.release();
+        // The release reads as an empty batch: W now, at once.
+        marks.before_batch(&[], &mut wbuf);
+        assert_eq!(
+            String::from_utf8(wbuf).unwrap(),
+            "{\"watermark\":\"1970-01-01T00:59:58.500Z\"}\n"
+        );
+        assert_eq!(marks.deadline(None, Clock::now()), None, "nothing open");
     }
 
     #[tokio::test(start_paused = true)]

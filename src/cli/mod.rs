@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
 use crate::Outcome;
 
@@ -271,4 +271,34 @@ pub struct ServeArgs {
     /// Without it, everything is in memory and a restart forgets it.
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
+    /// How far each commit to the --state store is durable (only with
+    /// --state).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        default_value_t = DurabilityArg::Process,
+        requires = "state"
+    )]
+    pub durability: DurabilityArg,
+}
+
+/// `serve --durability`: what a commit to the state store survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// Survives the process being killed (kill -9, an OOM kill, a panic):
+    /// the write-ahead log is fsynced at checkpoints only.
+    Process,
+    /// Survives a power failure or a kernel crash too: one fsync per group
+    /// commit, which slows durable ingest.
+    Power,
+}
+
+impl From<DurabilityArg> for mfstream::store::Durability {
+    fn from(arg: DurabilityArg) -> mfstream::store::Durability {
+        match arg {
+            DurabilityArg::Process => mfstream::store::Durability::Process,
+            DurabilityArg::Power => mfstream::store::Durability::Power,
+        }
+    }
 }

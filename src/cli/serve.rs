@@ -32,6 +32,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),
         state: args.state,
+        durability: args.durability.into(),
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

@@ -130,12 +130,11 @@ impl Clocked<'_> {
     /// its events delivered before the next source read.
     fn tick(&self, output: &QueryOutput, runtime: &Handle) -> Result<(), QueryStatus> {
         let mut windower = self.windower.borrow_mut();
-        match (windower.as_deref_mut(), &self.clock) {
-            (Some(windower), Some(clock)) => {
-                runtime.block_on(plan::advance(windower, clock.now_secs(), output))
-            }
-            _ => Ok(()),
-        }
+        runtime.block_on(plan::tick(
+            windower.as_deref_mut(),
+            self.clock.as_ref(),
+            output,
+        ))
     }
 }
 
@@ -170,6 +169,10 @@ fn run(
         };
         if let Err(status) = clocked.tick(output, runtime) {
             break status;
+        }
+        if batch.is_empty() {
+            // A held clock's release: nothing for the plugin.
+            continue;
         }
         output.progress().add_in(batch.len());
         raw.extend(batch.iter().map(to_raw));

@@ -50,7 +50,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 
 use crate::registry::Registry;
-use crate::store::{Store, StoreError, StoreOptions};
+use crate::store::{Durability, Store, StoreError, StoreOptions};
 
 use self::connections::{Connections, Limits};
 use self::table::Table;
@@ -95,6 +95,11 @@ pub struct ServeOptions {
     /// ingests are kept there and restored at start-up. `None` (the
     /// default): everything is in memory and a restart forgets it.
     pub state: Option<PathBuf>,
+    /// How far each commit to the state store is durable (with `state`):
+    /// [`Durability::Process`] (the default) survives `kill -9`,
+    /// [`Durability::Power`] a power failure too, at one fsync per group
+    /// commit.
+    pub durability: Durability,
 }
 
 impl Default for ServeOptions {
@@ -116,6 +121,7 @@ impl Default for ServeOptions {
             keep_alive: Duration::from_secs(15),
             shutdown_grace: Duration::from_secs(10),
             state: None,
+            durability: Durability::Process,
         }
     }
 }
@@ -181,6 +187,7 @@ impl Server {
                 let store_options = StoreOptions {
                     ring_events: options.replay,
                     ring_bytes: options.replay_bytes,
+                    durability: options.durability,
                     ..StoreOptions::default()
                 };
                 let dir = dir.clone();

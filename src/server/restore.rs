@@ -2,12 +2,20 @@
 //! table, with its replay ring; each running one resubmitted to its engine
 //! and fed the logged instants after its checkpoint, before anything new is
 //! served.
+//!
+//! A resumed query is live, as every query of the server, but its clock is
+//! held while the log is replayed ([`WallClock::held`]): the logged instants
+//! fall in their windows by their datetimes alone, as they did before the
+//! restart, however long the server was down. The release follows the last
+//! of them through the query's source; the windows whose end plus grace
+//! the wall clock has passed then close at once.
 
 use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::WallClock;
 use crate::engine::{BATCH, Source, SourceSender};
 use crate::spec::{QuerySpec, Registration};
 use crate::store::{EventIds, RestoredQuery, Store, StoreError, StoreErrorKind};
@@ -164,8 +172,9 @@ async fn resume<'a>(
     reservation: Reservation<'a>,
     fanout: &Arc<Fanout>,
 ) -> Result<u64, (Reservation<'a>, String)> {
+    let (clock, release) = WallClock::system().held();
     let mut spec = match spec_of(restored) {
-        Ok(spec) => spec,
+        Ok(spec) => spec.live_on(clock),
         Err(reason) => return Err((reservation, reason)),
     };
     let engine = match app.registry.get(&restored.engine) {
@@ -215,6 +224,11 @@ async fn resume<'a>(
     };
     app.table.insert(reservation, query, handle, Some(keeper));
     let replayed = replay(store, restored, &sender, &ledger).await;
+    if replayed.is_ok() {
+        // Before any new ingest: the clock applies from the first instant
+        // after the log's. A query that has ended needs no clock.
+        let _ = sender.release_clock(release).await;
+    }
     drop(state);
     match replayed {
         Ok(n) => Ok(n),

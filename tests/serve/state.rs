@@ -51,6 +51,69 @@ fn a_state_path_that_is_not_a_directory_is_refused_naming_it_with_exit_2() {
     assert!(output.stdout.is_empty(), "it never listened");
 }
 
+/// `mfstream serve ARGS` run to its exit, in a fresh directory.
+fn serve_exits(name: &str, args: &[&str]) -> std::process::Output {
+    let dir = TempDir::new(name);
+    std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("MFSTREAM_CONFIG")
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn durability_without_state_or_with_an_unknown_level_exits_2_naming_it() {
+    let output = serve_exits("durability-alone", &["--durability", "power"]);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("--state <DIR>") && stderr.contains("--durability"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+
+    let state = TempDir::new("durability-bad");
+    let dir = state.path().to_str().unwrap();
+    let output = serve_exits(
+        "durability-bad-run",
+        &["--state", dir, "--durability", "disk"],
+    );
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("'disk'") && stderr.contains("--durability") && stderr.contains("power"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+}
+
+#[tokio::test]
+async fn a_query_registered_under_power_durability_survives_a_kill_and_a_restart() {
+    let state = TempDir::new("state-power");
+    let power = ["--durability", "power"];
+    let server = start("state-power-1", &state, &power);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 2)).await;
+    assert_eq!(values(&take(&mut sse, 2).await), [2.0, 4.0]);
+    drop(sse);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-power-2", &state, &power);
+    let mut client = server.client();
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+    let mut sse = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "2")])
+        .await;
+    client.post(&format!("{P}/ingest"), &lines(3, 1)).await;
+    let next = take(&mut sse, 1).await;
+    assert_eq!((ids(&next), values(&next)), (vec![3], vec![6.0]));
+}
+
 #[tokio::test]
 async fn registrations_deletions_and_results_survive_a_restart() {
     let state = TempDir::new("state-restart");
@@ -331,6 +394,61 @@ async fn a_hopping_window_killed_mid_stream_resumes_from_its_checkpoint_with_an_
     let got: Vec<SseEvent> = before.into_iter().chain(after).collect();
     assert_eq!(ids(&got), (1..=8).collect::<Vec<_>>());
     assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn a_restart_that_outlasts_a_windows_end_and_grace_counts_its_records_in_it_not_late() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    let state = TempDir::new("state-outlast");
+    let server = start("state-outlast-1", &state, &[]);
+    let mut client = server.client();
+    let body = r#"{"aggregation":"COUNT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"},"grace":1}"#;
+    let query = register(&mut client, P, body).await;
+    // Three records of the next whole second's window: the wall clock
+    // closes it at its end plus the grace, two seconds from its start,
+    // well after the records are in and the server is killed.
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let start_secs = now.as_secs() + 1;
+    let window_start = UNIX_EPOCH + Duration::from_secs(start_secs);
+    let records: String = (1..=3)
+        .map(|i| {
+            let t = window_start + Duration::from_millis(100 * i);
+            format!("{{\"datetime\":\"{}\",\"value\":{i}}}\n", rfc3339(t))
+        })
+        .collect();
+    assert_eq!(
+        client.post(&format!("{P}/ingest"), &records).await.status,
+        202
+    );
+    assert_eq!(
+        client.get(&query).await.json()["events"],
+        0,
+        "the window is open"
+    );
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    // Down past the window's end plus its grace (the point of the test).
+    let closes = window_start + Duration::from_secs(2);
+    if let Ok(left) = closes.duration_since(SystemTime::now()) {
+        tokio::time::sleep(left + Duration::from_millis(50)).await;
+    }
+
+    // The log is replayed on event time alone, then the clock closes the
+    // window at once: its records are in it, none late, under id 1.
+    let server = start("state-outlast-2", &state, &[]);
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let event = take(&mut sse, 1).await.remove(0);
+    let window = event.json();
+    // An event names `late` only when some were.
+    assert_eq!(
+        (event.id.as_deref(), &window["count"], window.get("late")),
+        (Some("1"), &3.into(), None),
+        "{window}"
+    );
+    let mut client = server.client();
+    assert_eq!(client.get(&query).await.json()["events"], 1, "once");
 }
 
 /// One ingest on a connection of its own: the status, or `None` when the

@@ -49,9 +49,12 @@
 //! A window closed by the wall clock (`grace`, issue 12 part 1) is not a
 //! function of the instants alone: the checkpoint moves past every instant
 //! fed before it was emitted, with that window's end as its state, so a
-//! restart neither loses nor doubles those; but a record that arrives
-//! later, for a window the clock had passed with no record in it, may be
-//! counted in a window after a restart rather than as late.
+//! restart neither loses nor doubles those. The replay runs on a held
+//! clock (`restore`): the instants after the checkpoint fall in their
+//! windows by their datetimes, as before the restart, whatever the
+//! downtime. But a record that arrives later, for a window the clock had
+//! passed with no record in it, may be counted in a window after a restart
+//! rather than as late.
 
 mod ledger;
 
