@@ -451,6 +451,77 @@ async fn a_restart_that_outlasts_a_windows_end_and_grace_counts_its_records_in_i
     assert_eq!(client.get(&query).await.json()["events"], 1, "once");
 }
 
+#[tokio::test]
+async fn a_record_the_clock_made_late_stays_late_after_a_restart() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+    let state = TempDir::new("state-late");
+    let server = start("state-late-1", &state, &[]);
+    let mut client = server.client();
+    let body = r#"{"aggregation":"COUNT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#;
+    let query = register(&mut client, P, body).await;
+    let at = |secs: u64, millis: u64| {
+        let t = UNIX_EPOCH + Duration::from_secs(secs) + Duration::from_millis(millis);
+        format!("{{\"datetime\":\"{}\",\"value\":1}}\n", rfc3339(t))
+    };
+    // Two records of the next whole second's window; the clock closes it.
+    let next = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    let records = at(next, 100) + &at(next, 200);
+    assert_eq!(
+        client.post(&format!("{P}/ingest"), &records).await.status,
+        202
+    );
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let first = take(&mut sse, 1).await.remove(0);
+    assert_eq!(
+        (first.id.as_deref(), &first.json()["count"]),
+        (Some("1"), &2.into())
+    );
+    // A record for that window after it was emitted: late.
+    assert_eq!(
+        client
+            .post(&format!("{P}/ingest"), &at(next, 500))
+            .await
+            .status,
+        202
+    );
+    assert_eq!(client.get(&query).await.json()["events"], 1);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    // After the restart the late record is replayed: it must not open its
+    // window again (a second event for it, under a new id), but be counted
+    // late in the next window, as it would have been without the restart.
+    let server = start("state-late-2", &state, &[]);
+    let mut client = server.client();
+    let mut sse = server
+        .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "1")])
+        .await;
+    let later = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 1;
+    assert_eq!(
+        client
+            .post(&format!("{P}/ingest"), &at(later, 100))
+            .await
+            .status,
+        202
+    );
+    let second = take(&mut sse, 1).await.remove(0);
+    let window = second.json();
+    assert_eq!(
+        (second.id.as_deref(), &window["count"], &window["late"]),
+        (Some("2"), &1.into(), &1.into()),
+        "{window}"
+    );
+}
+
 /// One ingest on a connection of its own: the status, or `None` when the
 /// server went away before answering.
 async fn ingest_once(addr: SocketAddr, path: &str, body: &str) -> Option<u16> {
