@@ -58,6 +58,26 @@ async fn start(engine: &dyn StreamEngine, spec: QuerySpec) -> (SourceSender, Que
     (sender, handle)
 }
 
+/// The end of a query fed a record in its emitted window (late) and one
+/// ahead of the clock, then closed: one partial event, the late one
+/// counted in it, and the query completed.
+async fn ends_late_and_partial(handle: QueryHandle) {
+    let (rest, status) = collect(handle).await;
+    assert_eq!(status, mfstream::QueryStatus::Completed);
+    let rest: Vec<_> = rest.into_iter().map(window).collect();
+    assert_eq!(rest.len(), 1, "{rest:?}");
+    assert_eq!(
+        (&rest[0]["value"], &rest[0]["late"], &rest[0]["partial"]),
+        (
+            &serde_json::json!(4),
+            &serde_json::json!(1),
+            &serde_json::json!(true)
+        ),
+        "{}",
+        rest[0]
+    );
+}
+
 /// On `engine`: TUMBLING 1 s SUM with `grace`, two records in [0 s, 1 s)
 /// stamped at the clock's time, and the source kept open. The window is
 /// emitted on the clock, no earlier than its end plus the grace; then a
@@ -88,20 +108,7 @@ async fn closes_on_time(engine: &dyn StreamEngine, grace: u64) {
     // time would jump to the end of its stop grace meanwhile.
     tokio::time::resume();
     drop(sender);
-    let (rest, status) = collect(handle).await;
-    assert_eq!(status, mfstream::QueryStatus::Completed);
-    let rest: Vec<_> = rest.into_iter().map(window).collect();
-    assert_eq!(rest.len(), 1, "{rest:?}");
-    assert_eq!(
-        (&rest[0]["value"], &rest[0]["late"], &rest[0]["partial"]),
-        (
-            &serde_json::json!(4),
-            &serde_json::json!(1),
-            &serde_json::json!(true)
-        ),
-        "{}",
-        rest[0]
-    );
+    ends_late_and_partial(handle).await;
 }
 
 /// On `engine`: a restored query replaying its log. TUMBLING 1 s SUM with
@@ -146,20 +153,7 @@ async fn a_held_clock_replays_then_closes_at_the_release(engine: &dyn StreamEngi
     ];
     sender.send_batch(after).await.unwrap();
     drop(sender);
-    let (rest, status) = collect(handle).await;
-    assert_eq!(status, mfstream::QueryStatus::Completed);
-    let rest: Vec<_> = rest.into_iter().map(window).collect();
-    assert_eq!(rest.len(), 1, "{rest:?}");
-    assert_eq!(
-        (&rest[0]["value"], &rest[0]["late"], &rest[0]["partial"]),
-        (
-            &serde_json::json!(4),
-            &serde_json::json!(1),
-            &serde_json::json!(true)
-        ),
-        "{}",
-        rest[0]
-    );
+    ends_late_and_partial(handle).await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -96,7 +96,8 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
     Ok(())
 }
 
-fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
+/// The next `n` bytes of `data`, which moves past them.
+pub(crate) fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
     if data.len() < n {
         return Err(format!("{n} bytes expected, {} left", data.len()));
     }
@@ -105,12 +106,17 @@ fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
     Ok(head)
 }
 
-fn take_str(data: &mut &[u8]) -> Result<String, String> {
+/// The next bytes of `data` put with [`put_bytes`].
+pub(crate) fn take_bytes<'a>(data: &mut &'a [u8]) -> Result<&'a [u8], String> {
     let len: [u8; 4] = take(data, 4)?
         .try_into()
         .map_err(|_| "a short length".to_owned())?;
-    let bytes = take(data, u32::from_le_bytes(len) as usize)?;
-    String::from_utf8(bytes.to_vec()).map_err(|e| e.to_string())
+    take(data, u32::from_le_bytes(len) as usize)
+}
+
+/// The next string of `data` put with [`put_bytes`].
+pub(crate) fn take_str(data: &mut &[u8]) -> Result<String, String> {
+    String::from_utf8(take_bytes(data)?.to_vec()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

@@ -756,24 +756,7 @@ async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
         for &i in &given {
             *seconds.entry(i * STEP_MS / 1000).or_default() += i as f64;
         }
-        assert!(w_before.len() <= seconds.len(), "client {k}: {w_before:?}");
-        let w_after = read_exactly(w_sse, seconds.len() - w_before.len()).await;
-        let all_w: Vec<&SseEvent> = w_before.iter().chain(&w_after).collect();
-        let w_ids: Vec<u64> = all_w
-            .iter()
-            .map(|e| e.id.as_deref().unwrap().parse().unwrap())
-            .collect();
-        assert_eq!(
-            w_ids,
-            (1..=seconds.len() as u64).collect::<Vec<_>>(),
-            "client {k}"
-        );
-        let sums: Vec<f64> = all_w
-            .iter()
-            .map(|e| e.json()["value"].as_f64().unwrap())
-            .collect();
-        let want: Vec<f64> = seconds.values().copied().collect();
-        assert_eq!(sums, want, "client {k}: each window exactly once");
+        each_window_once(w_before, w_sse, &seconds, &format!("client {k}, tumbling")).await;
 
         // The hopping windows: a record of second s is in the windows
         // ending at s + 1 and s + 2; the far record's are still open.
@@ -783,25 +766,37 @@ async fn sigkill_under_load_loses_nothing_acknowledged_and_doubles_nothing() {
             *ends.entry(s + 1).or_default() += i as f64;
             *ends.entry(s + 2).or_default() += i as f64;
         }
-        assert!(h_before.len() <= ends.len(), "client {k}: {h_before:?}");
-        let h_after = read_exactly(h_sse, ends.len() - h_before.len()).await;
-        let all_h: Vec<&SseEvent> = h_before.iter().chain(&h_after).collect();
-        let h_ids: Vec<u64> = all_h
-            .iter()
-            .map(|e| e.id.as_deref().unwrap().parse().unwrap())
-            .collect();
-        assert_eq!(
-            h_ids,
-            (1..=ends.len() as u64).collect::<Vec<_>>(),
-            "client {k}"
-        );
-        let sums: Vec<f64> = all_h
-            .iter()
-            .map(|e| e.json()["value"].as_f64().unwrap())
-            .collect();
-        let want: Vec<f64> = ends.values().copied().collect();
-        assert_eq!(sums, want, "client {k}: each hopping window exactly once");
+        each_window_once(h_before, h_sse, &ends, &format!("client {k}, hopping")).await;
     }
+}
+
+/// The window events received before a kill, then the rest from `sse`
+/// after the restart: ids 1, 2, … without a gap or a repeat, and each
+/// window's sum as `expected` has it, in order.
+async fn each_window_once(
+    before: &[SseEvent],
+    sse: Sse,
+    expected: &BTreeMap<usize, f64>,
+    what: &str,
+) {
+    assert!(before.len() <= expected.len(), "{what}: {before:?}");
+    let after = read_exactly(sse, expected.len() - before.len()).await;
+    let all: Vec<&SseEvent> = before.iter().chain(&after).collect();
+    let ids: Vec<u64> = all
+        .iter()
+        .map(|e| e.id.as_deref().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(
+        ids,
+        (1..=expected.len() as u64).collect::<Vec<_>>(),
+        "{what}"
+    );
+    let sums: Vec<f64> = all
+        .iter()
+        .map(|e| e.json()["value"].as_f64().unwrap())
+        .collect();
+    let want: Vec<f64> = expected.values().copied().collect();
+    assert_eq!(sums, want, "{what}: each window exactly once");
 }
 
 /// Events up to the one whose value is `value` (included).

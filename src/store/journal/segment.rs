@@ -32,7 +32,7 @@ use std::io::{Read, Seek, SeekFrom};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-use super::super::batch;
+use super::super::batch::{self, take, take_bytes, take_str};
 use super::super::record::{Checkpoint, PropertyPath};
 
 const MAGIC: &[u8; 8] = b"MFSJRNL\0";
@@ -289,9 +289,9 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
             let first_seq = u64_of(&mut data)?;
             let count = u32::from_le_bytes(take(&mut data, 4)?.try_into().expect("4 bytes"));
             let property = PropertyPath {
-                collection: string(&mut data)?,
-                feature: string(&mut data)?,
-                property: string(&mut data)?,
+                collection: take_str(&mut data)?,
+                feature: take_str(&mut data)?,
+                property: take_str(&mut data)?,
             };
             Ok(Record::Instants {
                 property,
@@ -301,7 +301,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
             })
         }
         TAG_EVENTS => {
-            let query = string(&mut data)?;
+            let query = take_str(&mut data)?;
             let first_id = u64_of(&mut data)?;
             let count = u32::from_le_bytes(take(&mut data, 4)?.try_into().expect("4 bytes"));
             let bytes = u64_of(&mut data)?;
@@ -312,7 +312,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                     last_event_id: u64_of(&mut data)?,
                     state: match take(&mut data, 1)?[0] {
                         0 => None,
-                        1 => Some(bytes_of(&mut data)?.to_vec()),
+                        1 => Some(take_bytes(&mut data)?.to_vec()),
                         other => return Err(format!("unknown state flag {other}")),
                     },
                 }),
@@ -331,28 +331,10 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
     }
 }
 
-fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
-    if data.len() < n {
-        return Err(format!("{n} bytes expected, {} left", data.len()));
-    }
-    let (head, rest) = data.split_at(n);
-    *data = rest;
-    Ok(head)
-}
-
 fn u64_of(data: &mut &[u8]) -> Result<u64, String> {
     Ok(u64::from_le_bytes(
         take(data, 8)?.try_into().expect("8 bytes"),
     ))
-}
-
-fn bytes_of<'a>(data: &mut &'a [u8]) -> Result<&'a [u8], String> {
-    let len = u32::from_le_bytes(take(data, 4)?.try_into().expect("4 bytes"));
-    take(data, len as usize)
-}
-
-fn string(data: &mut &[u8]) -> Result<String, String> {
-    String::from_utf8(bytes_of(data)?.to_vec()).map_err(|e| e.to_string())
 }
 
 #[cfg(test)]

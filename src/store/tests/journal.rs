@@ -38,6 +38,20 @@ fn newest_segment(dir: &TempDir) -> std::path::PathBuf {
     names.pop().unwrap()
 }
 
+/// A store in `dir` with a query on speed and three instants of it, one
+/// record each (sequence numbers 1 to 3), closed.
+async fn three_instants(dir: &TempDir) {
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    store.register(query("q")).await.unwrap();
+    for i in 0..3 {
+        store
+            .append_instants(&speed(), &[instant(i)])
+            .await
+            .unwrap();
+    }
+    store.close();
+}
+
 #[tokio::test]
 async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_its_instants() {
     let dir = TempDir::new("journal-bounded");
@@ -109,15 +123,7 @@ async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_
 #[tokio::test]
 async fn a_torn_record_at_the_end_is_cut_off_and_what_came_before_is_kept() {
     let dir = TempDir::new("journal-torn");
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    store.register(query("q")).await.unwrap();
-    for i in 0..3 {
-        store
-            .append_instants(&speed(), &[instant(i)])
-            .await
-            .unwrap();
-    }
-    store.close();
+    three_instants(&dir).await;
     // The last record loses its last byte: a write the process never
     // finished (and so never acknowledged).
     let newest = newest_segment(&dir);
@@ -153,15 +159,7 @@ async fn a_torn_record_at_the_end_is_cut_off_and_what_came_before_is_kept() {
 #[tokio::test]
 async fn damage_before_the_end_is_refused_as_corrupt_naming_the_segment() {
     let dir = TempDir::new("journal-damage");
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    store.register(query("q")).await.unwrap();
-    for i in 0..3 {
-        store
-            .append_instants(&speed(), &[instant(i)])
-            .await
-            .unwrap();
-    }
-    store.close();
+    three_instants(&dir).await;
     // A reopen starts a new segment: the one written is no longer the
     // newest, so damage in it is not an unfinished write.
     Store::open(dir.path(), StoreOptions::default())
@@ -329,15 +327,7 @@ async fn a_damaged_newest_segment_never_panics_and_keeps_a_prefix_or_is_refused(
 #[tokio::test]
 async fn damage_with_whole_records_after_it_is_refused_even_in_the_newest_segment() {
     let dir = TempDir::new("journal-damage-newest");
-    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    store.register(query("q")).await.unwrap();
-    for i in 0..3 {
-        store
-            .append_instants(&speed(), &[instant(i)])
-            .await
-            .unwrap();
-    }
-    store.close();
+    three_instants(&dir).await;
     let newest = newest_segment(&dir);
     let mut bytes = std::fs::read(&newest).unwrap();
     // A byte of the first record's payload: the two after it are whole,
