@@ -166,6 +166,8 @@ struct Active {
     number: u64,
     file: Arc<File>,
     len: u64,
+    /// The length past which the next segment is started.
+    roll_at: u64,
 }
 
 #[derive(Debug)]
@@ -248,6 +250,7 @@ impl Journal {
                 number: 0,
                 file: Arc::new(File::open(&dir).map_err(|e| io("cannot open", &dir, e))?),
                 len: 0,
+                roll_at: 0,
             },
             dir,
             segments: BTreeMap::new(),
@@ -801,9 +804,19 @@ impl Inner {
     /// Appends one framed record to the newest segment (starting a new one
     /// first when it is full) and returns where it went. A write that fails
     /// is cut off again; if even that fails, the journal takes no more.
+    /// When a new segment cannot be started (its directory was removed,
+    /// the disk is full), the record goes to the newest one, which grows
+    /// past its size until a later attempt succeeds.
     fn write(&mut self, record: &[u8]) -> Result<Loc, StoreErrorKind> {
-        if self.active.len >= self.segment_bytes {
-            self.roll()?;
+        if self.active.len >= self.active.roll_at
+            && let Err(e) = self.roll()
+        {
+            self.active.roll_at = self.active.len + (self.segment_bytes / 4).max(1);
+            tracing::warn!(
+                "cannot start a new journal segment ({e}): journal segment {} grows past \
+                 its size meanwhile",
+                self.active.number
+            );
         }
         self.write_raw(record)
     }
@@ -869,6 +882,7 @@ impl Inner {
             number,
             file: Arc::new(file),
             len: segment::HEADER,
+            roll_at: self.segment_bytes,
         };
         self.segments.insert(
             number,

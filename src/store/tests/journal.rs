@@ -337,3 +337,21 @@ async fn damage_with_whole_records_after_it_is_refused_even_in_the_newest_segmen
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
     assert!(matches!(err.kind(), StoreErrorKind::Corrupt(_)), "{err}");
 }
+
+#[tokio::test]
+async fn when_no_new_segment_can_be_started_the_newest_grows_and_nothing_fails() {
+    let dir = TempDir::new("journal-no-roll");
+    let store = Store::open(dir.path(), small()).unwrap();
+    store.register(query("q")).await.unwrap();
+    // The journal's directory goes (an operator's mistake, a full disk's
+    // like): the open segment can still be written, no new one started.
+    std::fs::remove_dir_all(dir.path().join("journal")).unwrap();
+    for i in 0..200 {
+        store
+            .append_instants(&speed(), &[instant(i % 60)])
+            .await
+            .expect("the write goes to the open segment");
+    }
+    assert_eq!(store.instants(&speed(), 0, 1000).unwrap().len(), 200);
+    store.close();
+}
