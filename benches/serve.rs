@@ -6,12 +6,14 @@
 //! cargo bench --bench serve -- 20 5 1000 10      # QUERIES SUBSCRIBERS RATE SECONDS
 //! cargo bench --bench serve -- --state 20 5 1000 10   # the same, memory-only and with --state, side by side
 //! cargo bench --bench serve -- --state 20 5 1000 10 100000   # ... and 100,000 unpaced instants per query
+//! cargo bench --bench serve -- --state --power   # the --state server with --durability power
 //! MFSTREAM_BENCH_BIN=/path/to/mfstream cargo bench --bench serve   # another build, same load
 //! ```
 //!
 //! With `--state`, the same load runs twice, on a memory-only server and on
-//! one with `--state` (a fresh directory under the system's temporary
-//! one), and then each takes an unpaced ingest: QUERIES feeders post
+//! one with `--state` (and `--durability power` with `--power`; a fresh
+//! directory under the system's temporary one), and then each takes an
+//! unpaced ingest: QUERIES feeders post
 //! batches of 256 instants as fast as they are acknowledged, RATE x SECONDS
 //! instants each, to queries nobody subscribes to; the acknowledged
 //! instants per second of each server are printed next to each other, with
@@ -44,6 +46,7 @@ struct Load {
 
 fn main() {
     let state = std::env::args().any(|a| a == "--state");
+    let power = std::env::args().any(|a| a == "--power");
     let args: Vec<u64> = std::env::args()
         .skip(1)
         .filter_map(|a| a.parse().ok())
@@ -62,7 +65,7 @@ fn main() {
         .build()
         .unwrap();
     if !state {
-        let mut server = Serve::start(&load, None);
+        let mut server = Serve::start(&load, None, false);
         let ok = runtime.block_on(run(server.addr, &load));
         server.stop();
         if !ok {
@@ -79,10 +82,11 @@ fn main() {
             "== {} ==",
             match state {
                 None => "memory only".to_owned(),
+                Some(dir) if power => format!("--state {} --durability power", dir.display()),
                 Some(dir) => format!("--state {}", dir.display()),
             }
         );
-        let mut server = Serve::start(&load, state);
+        let mut server = Serve::start(&load, state, power);
         ok &= runtime.block_on(run(server.addr, &load));
         rates.push(runtime.block_on(unpaced(server.addr, &load, unpaced_each)));
         server.stop();
@@ -127,7 +131,7 @@ struct Serve {
 }
 
 impl Serve {
-    fn start(load: &Load, state: Option<&std::path::Path>) -> Serve {
+    fn start(load: &Load, state: Option<&std::path::Path>, power: bool) -> Serve {
         // MFSTREAM_BENCH_BIN runs another build (say, an older commit's)
         // under the same load, for a side-by-side comparison.
         let binary = std::env::var("MFSTREAM_BENCH_BIN")
@@ -159,6 +163,9 @@ impl Serve {
             .stdout(Stdio::piped());
         if let Some(dir) = state {
             cmd.arg("--state").arg(dir);
+            if power {
+                cmd.args(["--durability", "power"]);
+            }
         }
         let mut child = cmd.spawn().expect("mfstream serve starts");
         let mut line = String::new();
