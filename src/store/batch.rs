@@ -1,6 +1,7 @@
 //! The store's batches: the instants of one ingest call, and the result
-//! events of one store call, each encoded as one row, so that logging costs
-//! one row per call, not per instant or event.
+//! events of one store call, each encoded as the payload of one journal
+//! record, so that logging costs one record per call, not per instant or
+//! event.
 //!
 //! An event is its kind and its JSON data, each a `u32` length and UTF-8
 //! bytes; its id is the row's first id plus its place in the row.

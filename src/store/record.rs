@@ -59,8 +59,8 @@ impl StoredEvent {
     }
 }
 
-/// A query's next results, encoded as the store keeps them (one row per
-/// batch), built event by event from each event's kind and JSON data,
+/// A query's next results, encoded as the store keeps them (one journal
+/// record per batch), built event by event from each event's kind and JSON data,
 /// without a `String` per event. The ids are consecutive from the first.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EventBatch {
