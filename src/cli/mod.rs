@@ -271,7 +271,7 @@ pub struct ServeArgs {
     /// Without it, everything is in memory and a restart forgets it.
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
-    /// How far each commit to the --state store is durable (only with
+    /// How far each write to the --state store is durable (only with
     /// --state).
     #[arg(
         long,
@@ -283,14 +283,15 @@ pub struct ServeArgs {
     pub durability: DurabilityArg,
 }
 
-/// `serve --durability`: what a commit to the state store survives.
+/// `serve --durability`: what a write to the state store survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum DurabilityArg {
     /// Survives the process being killed (kill -9, an OOM kill, a panic):
-    /// the write-ahead log is fsynced at checkpoints only.
+    /// a write is done once the kernel has it.
     Process,
-    /// Survives a power failure or a kernel crash too: one fsync per group
-    /// commit, which slows durable ingest.
+    /// Survives a power failure or a kernel crash too: every write waits for
+    /// an fdatasync (shared by the writes waiting), which slows durable
+    /// ingest.
     Power,
 }
 
