@@ -258,7 +258,7 @@ impl Default for StoreOptions {
             max_text_bytes: 64 * 1024,
             max_batch: 65_536,
             max_state_bytes: 16 * 1024 * 1024,
-            segment_bytes: 64 * 1024 * 1024,
+            segment_bytes: 16 * 1024 * 1024,
             queue: 1024,
             queue_bytes: 64 * 1024 * 1024,
         }
