@@ -4,6 +4,7 @@
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 
+use super::super::Durability;
 use super::super::error::StoreErrorKind;
 use super::super::record::PropertyPath;
 use super::{Inner, Kept, Segment, io, segment};
@@ -72,7 +73,10 @@ impl Inner {
             let Some(segment) = self.segments.remove(&number) else {
                 continue;
             };
-            if let Err(e) = self.move_live(&segment, &live) {
+            if let Err(e) = self
+                .move_live(&segment, &live)
+                .and_then(|()| self.sync_copies(&live))
+            {
                 // Nothing is lost: the segment stays, and so does its index.
                 tracing::warn!("cannot compact journal segment {number}: {e}");
                 self.segments.insert(number, segment);
@@ -146,5 +150,18 @@ impl Inner {
             }
         }
         Ok(())
+    }
+
+    /// With [`Durability::Power`], the copies are on the disk before the
+    /// segment they came from is deleted.
+    fn sync_copies(&self, live: &[usize]) -> Result<(), StoreErrorKind> {
+        if self.durability != Durability::Power || live.is_empty() {
+            return Ok(());
+        }
+        let path = segment::path(&self.dir, self.active.number);
+        self.active
+            .file
+            .sync_data()
+            .map_err(|e| io("cannot sync", &path, e))
     }
 }
