@@ -848,17 +848,9 @@ impl Answers {
     /// One transformed instant: an event, or a record for the host's windows.
     fn answer(&mut self, datetime: String, value: Value) -> Result<(), String> {
         match &mut self.results {
-            Results::Instants { operation } => {
-                self.events.push(Event::Instant(InstantEvent {
-                    datetime,
-                    value,
-                    property: self.property.clone(),
-                    operation: operation.clone(),
-                }));
-                Ok(())
-            }
-            // Windowed by `deliver`, which bounds the events held at once.
-            Results::HostWindows { operation, .. } => {
+            // Host windows: windowed by `deliver`, which bounds the events
+            // held at once.
+            Results::Instants { operation } | Results::HostWindows { operation, .. } => {
                 self.events.push(Event::Instant(InstantEvent {
                     datetime,
                     value,

@@ -60,7 +60,8 @@
 //!
 //! # What is written when: the exactly-once argument
 //!
-//! Four rules, each one transaction or part of one:
+//! Four rules, each one write (a journal record or a transaction) or part
+//! of one:
 //!
 //! 1. **Log before delivery.** An ingest appends its instants to the log
 //!    ([`Store::append_instants`]) and waits for the write before it hands
@@ -443,17 +444,20 @@ impl Store {
             other => other.clone(),
         };
         let running = !status.is_terminal();
-        let id = id.to_owned();
-        let journal = self.journal.clone();
-        let key = id.clone();
-        self.submit(|ack| Job::Status { id, status, ack }).await?;
-        journal.set_running(&key, running);
+        let owned = id.to_owned();
+        self.submit(|ack| Job::Status {
+            id: owned,
+            status,
+            ack,
+        })
+        .await?;
+        self.journal.set_running(id, running);
         Ok(())
     }
 
     /// Stores a query's next results, each id one more than the last
     /// stored, and trims its ring; with `checkpoint`, moves its checkpoint
-    /// forward in the same transaction (events may be empty to move the
+    /// forward in the same journal record (events may be empty to move the
     /// checkpoint alone).
     pub async fn append_events(
         &self,
@@ -511,10 +515,9 @@ impl Store {
 
     /// Forgets a query: its registration, events and checkpoint.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
-        let key = id.to_owned();
-        let id = key.clone();
-        self.submit(|ack| Job::Delete { id, ack }).await?;
-        self.journal.forget(&key);
+        let owned = id.to_owned();
+        self.submit(|ack| Job::Delete { id: owned, ack }).await?;
+        self.journal.forget(id);
         Ok(())
     }
 
