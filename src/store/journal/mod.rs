@@ -406,18 +406,9 @@ impl Journal {
         let mut ring = Vec::with_capacity(query.ring_len);
         let mut files = HashMap::new();
         for row in &query.ring {
-            let payload = inner.read(row.loc, &mut files)?;
-            let segment::Record::Events { data, .. } = segment::decode(&payload)
-                .map_err(|why| corrupt(&inner.path(row.loc), row.loc.offset, &why))?
-            else {
-                return Err(corrupt(
-                    &inner.path(row.loc),
-                    row.loc.offset,
-                    "an instants record where events were",
-                ));
-            };
-            batch::decode_events(data, row.first_id, |e| ring.push(e))
-                .map_err(|why| corrupt(&inner.path(row.loc), row.loc.offset, &why))?;
+            inner.read_batch(row.loc, &mut files, segment::TAG_EVENTS, |data| {
+                batch::decode_events(data, row.first_id, |e| ring.push(e))
+            })?;
         }
         trim(&mut ring, inner.bounds);
         Ok(Some(Restored {
@@ -456,24 +447,15 @@ impl Journal {
             if last <= low || last <= after {
                 continue;
             }
-            let payload = inner.read(loc, &mut files)?;
-            let segment::Record::Instants { data, .. } = segment::decode(&payload)
-                .map_err(|why| corrupt(&inner.path(loc), loc.offset, &why))?
-            else {
-                return Err(corrupt(
-                    &inner.path(loc),
-                    loc.offset,
-                    "an events record where instants were",
-                ));
-            };
             let mut seq = first;
-            batch::decode(data, |instant| {
-                if seq > after && out.len() < limit {
-                    out.push(LoggedInstant { seq, instant });
-                }
-                seq += 1;
-            })
-            .map_err(|why| corrupt(&inner.path(loc), loc.offset, &why))?;
+            inner.read_batch(loc, &mut files, segment::TAG_INSTANTS, |data| {
+                batch::decode(data, |instant| {
+                    if seq > after && out.len() < limit {
+                        out.push(LoggedInstant { seq, instant });
+                    }
+                    seq += 1;
+                })
+            })?;
         }
         Ok(out)
     }
@@ -526,6 +508,27 @@ impl Inner {
             }
         };
         segment::read_at(file, loc.offset, loc.len).map_err(|why| corrupt(&path, loc.offset, &why))
+    }
+
+    /// Reads the record at `loc`, which must have the tag `tag`, and hands
+    /// its instants or events, still encoded, to `decode`; anything amiss is
+    /// corruption at `loc`.
+    fn read_batch(
+        &self,
+        loc: Loc,
+        files: &mut HashMap<u64, File>,
+        tag: u8,
+        decode: impl FnOnce(&[u8]) -> Result<(), String>,
+    ) -> Result<(), StoreErrorKind> {
+        let payload = self.read(loc, files)?;
+        let data = match segment::decode(&payload) {
+            Ok(segment::Record::Instants { data, .. }) if tag == segment::TAG_INSTANTS => Ok(data),
+            Ok(segment::Record::Events { data, .. }) if tag == segment::TAG_EVENTS => Ok(data),
+            Ok(_) => Err("a record of another kind than the index says".to_owned()),
+            Err(why) => Err(why),
+        };
+        data.and_then(decode)
+            .map_err(|why: String| corrupt(&self.path(loc), loc.offset, &why))
     }
 
     fn property(&mut self, property: &PropertyPath) -> &mut PropertyLog {
