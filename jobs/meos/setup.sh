@@ -45,3 +45,5 @@ fi
 q() { printf "'%s'" "${1//\'/\'\\\'\'}"; }
 echo "export MFAPI_MEOS_CMD=$(q "$job")" >&3
 echo "export MFAPI_MEOS_LIBPATH=$(q "$libs")" >&3
+# The meos plugin (plugins/meos) loads the same libmeos, from this variable.
+echo "export MFSTREAM_MEOS_LIB=$(q "$libs")" >&3
