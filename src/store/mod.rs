@@ -283,6 +283,8 @@ pub struct Store {
     /// The bytes that may be queued (`queue_bytes`), in permits.
     budget: tokio::sync::Semaphore,
     budget_max: u32,
+    /// The directory's lock, for the store's whole life.
+    _lock: Arc<schema::DirLock>,
 }
 
 impl Store {
@@ -293,7 +295,9 @@ impl Store {
     /// database of another schema version, or something else than a store.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let dir = dir.as_ref().to_owned();
-        let lock = schema::lock_dir(&dir, &options)?;
+        // Held by the store and by its writer thread: released once both
+        // are done (after `close`, or after the writer's last commit).
+        let lock = Arc::new(schema::lock_dir(&dir, &options)?);
         let conn = schema::open_writer(&dir, &options)?;
         let writer = Writer::new(conn).map_err(|kind| StoreError::new(&dir, kind))?;
         let mut reader = schema::open_reader(&dir)?;
@@ -310,11 +314,12 @@ impl Store {
         let journal = Journal::open(&dir, &options, registered)
             .map_err(|kind| StoreError::new(&dir, kind))?;
         let (jobs, queue) = mpsc::channel(options.queue.max(1));
+        let held = lock.clone();
         let writer = std::thread::Builder::new()
             .name("mfstream-store".into())
             .spawn(move || {
                 // The lock is held until the last write is done.
-                let _lock = lock;
+                let _lock = held;
                 writer.run(queue);
             })
             .map_err(|e| StoreError::new(&dir, StoreErrorKind::Database(e.to_string())))?;
@@ -328,6 +333,7 @@ impl Store {
             writer,
             reader: Mutex::new(reader),
             journal: Arc::new(journal),
+            _lock: lock,
         })
     }
 
@@ -343,6 +349,7 @@ impl Store {
             jobs,
             writer,
             journal,
+            _lock,
             ..
         } = self;
         drop(jobs);
@@ -350,6 +357,8 @@ impl Store {
             tracing::error!("the state store's writer panicked");
         }
         journal.close();
+        // Only now may another process open the directory.
+        drop(_lock);
     }
 
     fn error(&self, kind: StoreErrorKind) -> StoreError {
