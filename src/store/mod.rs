@@ -125,7 +125,7 @@
 //! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_batch`] the new ones, encoded once into an [`EventBatch`] (with a checkpoint when it moved: `server::durable`), then `Fanout::push_frames` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
-//! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |
+//! | `DELETE …/queries/{id}` | [`Store::delete`] before the query is stopped and answered 204; an error leaves it registered and running (503) |
 //! | shutdown | [`Store::close`] after every pump has ended (it blocks: `spawn_blocking`) |
 //!
 //! A query deleted while its pump still runs: the pump's last

@@ -3,6 +3,7 @@
 //! started on.
 
 use super::*;
+use crate::client::{Sse, SseEvent};
 
 /// The server on the state directory `state`.
 fn start(name: &str, state: &TempDir) -> Serve {
@@ -93,4 +94,77 @@ fn a_new_state_directory_is_made_for_its_owner_alone() {
     assert_eq!(mode(&state), 0o700);
     assert_eq!(mode(&state.join("state.sqlite3")), 0o600);
     assert_eq!(mode(&state.join("lock")), 0o600);
+}
+
+#[tokio::test]
+async fn an_acknowledged_delete_never_comes_back_after_a_kill() {
+    let state = TempDir::new("delete-kill");
+    let server = start("delete-kill-1", &state);
+    let mut client = server.client();
+    let gone = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let kept = register(&mut client, P, r#"{"operation":"ceil"}"#).await;
+    assert_eq!(client.delete(&gone).await.status, 204);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("delete-kill-2", &state);
+    let mut client = server.client();
+    assert_eq!(client.get(&gone).await.status, 404, "a 204 is for good");
+    assert_eq!(client.get(&kept).await.json()["status"], "running");
+    let listed = client.get(&format!("{P}/queries")).await.json();
+    assert_eq!(listed["numberReturned"], 1, "{listed}");
+}
+
+/// Holds the catalog's write lock, as another writer would: the server's
+/// writes to it fail (after SQLite's wait for a lock) until it is dropped.
+fn hold_catalog(state: &TempDir) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(state.join("state.sqlite3")).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    conn
+}
+
+#[tokio::test]
+async fn a_delete_the_store_cannot_record_is_503_and_the_query_runs_on_until_a_retry() {
+    let state = TempDir::new("delete-refused");
+    let mut server = start("delete-refused-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+
+    let held = hold_catalog(&state);
+    let response = client.delete(&query).await;
+    assert_eq!(response.status, 503, "{response:?}");
+    let problem = response.json();
+    let description = problem["description"].as_str().unwrap();
+    assert!(
+        description.contains("still registered and running") && description.contains("retry"),
+        "{problem}"
+    );
+    assert_eq!(response.header("retry-after"), Some("1"));
+    // Still registered, and still running: its results keep coming.
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+    let ingest = client.post(&format!("{P}/ingest"), &instant(1, "-4")).await;
+    assert_eq!(ingest.status, 202, "{ingest:?}");
+    assert_eq!(values(&take(&mut sse, 1).await), [4.0]);
+
+    drop(held);
+    assert_eq!(client.delete(&query).await.status, 204);
+    let end = until_end(&mut sse).await;
+    assert_eq!(end.last().unwrap().json()["status"], "stopped", "{end:?}");
+    assert_eq!(client.get(&query).await.status, 404);
+    assert!(server.terminate().success());
+
+    let server = start("delete-refused-2", &state);
+    let mut client = server.client();
+    assert_eq!(
+        client.get(&query).await.status,
+        404,
+        "the retry is for good"
+    );
+}
+
+async fn until_end(sse: &mut Sse) -> Vec<SseEvent> {
+    tokio::time::timeout(PATIENCE, sse.until_end())
+        .await
+        .expect("the end in time")
 }
