@@ -119,6 +119,7 @@ pub(crate) async fn register(
         kind,
         operation,
         status: handle.watch_status(),
+        failure: std::sync::OnceLock::new(),
         stop: CancellationToken::new(),
         fanout: Arc::new(Fanout::new(
             app.options.replay,
@@ -197,7 +198,7 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
     let path = query.path();
     let this = format!("{origin}{path}");
     let stream = format!("{this}/stream");
-    let status = query.status.borrow().clone();
+    let status = query.status();
     let mut link = json!({
         "rel": "cquery",
         "queryId": query.id,

@@ -8,7 +8,7 @@
 //! final status and its replay buffer, until it is deleted.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -107,11 +107,25 @@ pub(crate) struct Query {
     pub(crate) kind: Kind,
     pub(crate) operation: String,
     pub(crate) status: watch::Receiver<QueryStatus>,
+    /// Why the server failed the query, when it did (the state store
+    /// refused its results): its engine was only stopped, but the query
+    /// failed, and says so.
+    pub(crate) failure: OnceLock<String>,
     pub(crate) stop: CancellationToken,
     pub(crate) fanout: Arc<Fanout>,
 }
 
 impl Query {
+    /// The query's status: its engine's, unless the server failed it.
+    pub(crate) fn status(&self) -> QueryStatus {
+        match self.failure.get() {
+            Some(reason) => QueryStatus::Failed {
+                reason: reason.clone(),
+            },
+            None => self.status.borrow().clone(),
+        }
+    }
+
     /// The query's path.
     pub(crate) fn path(&self) -> String {
         format!("{}/queries/{}", self.key.path(), self.id)
@@ -369,7 +383,11 @@ async fn pump(
                         if let Err(e) = keeper.keep(&query.id, &batch, &query.fanout).await {
                             if !is_unknown(&e) {
                                 tracing::error!("cannot store the query's results: {e}");
-                                failure = Some(format!("cannot store the results: {e}"));
+                                let reason = format!("the state store refused its results: {e}");
+                                // Shown at once, before its engine reports
+                                // the stop that follows.
+                                let _ = query.failure.set(reason.clone());
+                                failure = Some(reason);
                             }
                             handle.stop();
                             stop_sent = true;

@@ -285,6 +285,10 @@ pub struct Store {
     budget_max: u32,
     /// The directory's lock, for the store's whole life.
     _lock: Arc<schema::DirLock>,
+    /// A failure every journal write gets, for the tests of what a store
+    /// error does to a query (never compiled outside tests).
+    #[cfg(test)]
+    fault: Mutex<Option<StoreErrorKind>>,
 }
 
 impl Store {
@@ -334,6 +338,8 @@ impl Store {
             reader: Mutex::new(reader),
             journal: Arc::new(journal),
             _lock: lock,
+            #[cfg(test)]
+            fault: Mutex::new(None),
         })
     }
 
@@ -496,6 +502,10 @@ impl Store {
         events: EventBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreError> {
+        #[cfg(test)]
+        if let Some(kind) = self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Err(self.error(kind));
+        }
         let o = &self.options;
         self.check_len("a batch of events", events.len(), o.max_batch)?;
         self.check_len("an event", events.largest(), o.max_event_bytes)?;
@@ -566,6 +576,13 @@ impl Store {
             .map_err(|kind| self.error(kind))?;
         self.sync(written).await?;
         Ok(seqs)
+    }
+
+    /// Makes every later [`Store::append_batch`] fail with `kind` (or
+    /// succeed again with `None`): a test's way to a store error.
+    #[cfg(test)]
+    pub(crate) fn inject_fault(&self, kind: Option<StoreErrorKind>) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = kind;
     }
 
     fn reader(&self) -> MutexGuard<'_, Connection> {
