@@ -1,7 +1,7 @@
 //! What a store error does to a query, on a server run in-process (the
 //! store's fault hook is compiled into tests alone).
 
-use std::path::PathBuf;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,10 +23,10 @@ struct Running {
     done: tokio::task::JoinHandle<()>,
 }
 
-async fn serve(state: &PathBuf) -> (Running, Arc<crate::store::Store>) {
+async fn serve(state: &Path) -> (Running, Arc<crate::store::Store>) {
     let options = ServeOptions {
         addr: ([127, 0, 0, 1], 0).into(),
-        state: Some(state.clone()),
+        state: Some(state.to_owned()),
         shutdown_grace: Duration::from_secs(2),
         ..ServeOptions::default()
     };
