@@ -98,7 +98,7 @@ pub(crate) async fn register(
                 created: std::time::SystemTime::now(),
             };
             let checkpoint = store
-                .register(record)
+                .register(&state, record)
                 .await
                 .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
             let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq, None));

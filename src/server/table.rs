@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use crate::engine::{QueryHandle, SourceSender};
 use crate::spec::QueryKind;
+use crate::store::PropertyLock;
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::durable::{Keeper, Ledger, is_unknown};
@@ -56,10 +57,20 @@ fn encode(segment: &str) -> String {
     out
 }
 
-/// A property's type and the feeds of the queries reading it.
-#[derive(Debug, Default)]
+/// A property's type and the feeds of the queries reading it, under the
+/// lock that orders its ingests and registrations (which the store's
+/// `register` requires).
+#[derive(Debug)]
 pub(crate) struct Property {
-    pub(crate) state: tokio::sync::Mutex<PropertyState>,
+    pub(crate) state: PropertyLock<PropertyState>,
+}
+
+impl Property {
+    pub(crate) fn new(key: &PropertyKey) -> Property {
+        Property {
+            state: PropertyLock::new(super::durable::path(key), PropertyState::default()),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -231,7 +242,7 @@ impl Table {
             }
             None if known >= max_properties => return Err(Full::Properties),
             None => {
-                let property = Arc::new(Property::default());
+                let property = Arc::new(Property::new(key));
                 inner.properties.insert(
                     key.clone(),
                     Held {

@@ -33,7 +33,7 @@ async fn a_new_store_directory_is_its_owners_alone_and_so_are_its_files() {
     let dir = TempDir::new("modes");
     let store = open(&dir);
     // A registration makes SQLite write its log and shared memory.
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     assert_eq!(mode(dir.path()), 0o700);
     assert_eq!(mode(&dir.path().join("lock")), 0o600);
     for file in catalog_files(dir.path()) {
@@ -46,7 +46,7 @@ async fn a_new_store_directory_is_its_owners_alone_and_so_are_its_files() {
 async fn an_existing_store_open_to_others_is_made_private_at_open() {
     let dir = TempDir::new("loose");
     let store = open(&dir);
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     // Files left behind open to everyone, as a copy or a restore may.
     let files = catalog_files(dir.path());
     for file in &files {
@@ -88,7 +88,7 @@ fn a_second_open_names_the_process_that_holds_the_directory() {
 /// A store with a query and an instant logged, closed.
 async fn with_records(dir: &TempDir) {
     let store = open(dir);
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     store
         .append_instants(&speed(), &[instant(1)])
         .await
@@ -151,6 +151,23 @@ fn a_missing_catalog_beside_a_journal_without_records_starts_empty() {
     open(&dir).close();
     std::fs::remove_file(dir.path().join(schema::DB_FILE)).unwrap();
     let store = open(&dir);
+    assert!(store.queries().unwrap().is_empty());
+    store.close();
+}
+
+#[tokio::test]
+async fn a_registration_under_another_propertys_lock_is_refused() {
+    let dir = TempDir::new("other-lock");
+    let store = open(&dir);
+    let lock = PropertyLock::new(course(), ());
+    let err = store
+        .register(&lock.lock().await, query("q"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::Invalid(why) if why.contains("own property's lock")),
+        "{err}"
+    );
     assert!(store.queries().unwrap().is_empty());
     store.close();
 }
