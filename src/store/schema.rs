@@ -141,14 +141,25 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 
 /// An existing store directory that others may read or enter is made its
 /// owner's alone, with a warning: the store holds every ingested value.
-/// When that fails (a directory of another user, a file system without
-/// modes), it is used as it is, with a warning.
+/// Only when it holds nothing but a store's files: a directory with other
+/// things in it (`/tmp`, a home directory) is not the store's to change,
+/// and gets a warning alone, as does one whose mode cannot be changed (a
+/// directory of another user, a file system without modes).
 fn tighten_dir(dir: &Path, mode: u32) {
     let mode = mode & 0o7777;
     if mode & 0o077 == 0 {
         return;
     }
-    let tight = mode & !0o077;
+    let tight = mode & 0o700;
+    if !holds_only_a_store(dir) {
+        tracing::warn!(
+            "the state directory {} is open to other users (mode {mode:o}) and holds other \
+             files than the store's, so it is left as it is: give --state a directory of its \
+             own, or restrict it with chmod 700",
+            dir.display()
+        );
+        return;
+    }
     match std::fs::set_permissions(dir, Permissions::from_mode(tight)) {
         Ok(()) => tracing::warn!(
             "the state directory {} was open to other users (mode {mode:o}): made it {tight:o}",
@@ -162,6 +173,21 @@ fn tighten_dir(dir: &Path, mode: u32) {
     }
 }
 
+/// Whether `dir` is empty or holds only what a store makes.
+fn holds_only_a_store(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let wal = format!("{DB_FILE}-wal");
+    let shm = format!("{DB_FILE}-shm");
+    entries.flatten().all(|entry| {
+        let name = entry.file_name();
+        [LOCK_FILE, DB_FILE, &wal, &shm, super::journal::DIR]
+            .iter()
+            .any(|ours| name == std::ffi::OsStr::new(ours))
+    })
+}
+
 /// Opens (creating it when missing) a file of the store with
 /// [`FILE_MODE`], whatever the umask and whatever its mode was.
 fn private_file(path: &Path) -> std::io::Result<File> {
@@ -172,8 +198,28 @@ fn private_file(path: &Path) -> std::io::Result<File> {
         .write(true)
         .mode(FILE_MODE)
         .open(path)?;
-    file.set_permissions(Permissions::from_mode(FILE_MODE))?;
+    restrict(path);
     Ok(file)
+}
+
+/// Sets a file of the store to [`FILE_MODE`] when it exists with another
+/// mode. A failure is a warning: whether the file can be used is for its
+/// open to say.
+fn restrict(path: &Path) {
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Err(_) => return,
+    };
+    if mode == FILE_MODE {
+        return;
+    }
+    if let Err(e) = std::fs::set_permissions(path, Permissions::from_mode(FILE_MODE)) {
+        tracing::warn!(
+            "{} has mode {mode:o} and cannot be made {FILE_MODE:o} ({e}): restrict it with \
+             chmod 600",
+            path.display()
+        );
+    }
 }
 
 /// The bytes of a journal segment's header (`journal/segment.rs`): a
@@ -223,21 +269,15 @@ pub(crate) fn check_catalog(dir: &Path) -> Result<(), StoreError> {
 /// [`FILE_MODE`]: SQLite makes its `-wal` and `-shm` files with the
 /// database file's mode.
 fn private_database(dir: &Path) -> Result<(), StoreError> {
-    let err = |path: &Path, e: std::io::Error| {
+    let db = dir.join(DB_FILE);
+    private_file(&db).map_err(|e| {
         StoreError::new(
             dir,
-            StoreErrorKind::Unwritable(format!("{}: {e}", path.display())),
+            StoreErrorKind::Unwritable(format!("{}: {e}", db.display())),
         )
-    };
-    let db = dir.join(DB_FILE);
-    private_file(&db).map_err(|e| err(&db, e))?;
+    })?;
     for suffix in ["-wal", "-shm"] {
-        let path = dir.join(format!("{DB_FILE}{suffix}"));
-        match std::fs::set_permissions(&path, Permissions::from_mode(FILE_MODE)) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => return Err(err(&path, e)),
-        }
+        restrict(&dir.join(format!("{DB_FILE}{suffix}")));
     }
     Ok(())
 }

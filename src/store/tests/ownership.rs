@@ -171,3 +171,17 @@ async fn a_registration_under_another_propertys_lock_is_refused() {
     assert!(store.queries().unwrap().is_empty());
     store.close();
 }
+
+#[test]
+fn a_directory_open_to_others_that_holds_other_files_is_left_as_it_is() {
+    let dir = TempDir::new("shared");
+    std::fs::create_dir_all(dir.path()).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not the store's").unwrap();
+    chmod(dir.path(), 0o1777);
+    let store = open(&dir);
+    assert_eq!(mode(dir.path()), 0o1777, "not the store's to change");
+    // Its own files are private all the same.
+    assert_eq!(mode(&dir.path().join("lock")), 0o600);
+    assert_eq!(mode(&dir.path().join(schema::DB_FILE)), 0o600);
+    store.close();
+}
