@@ -360,12 +360,7 @@ impl Table {
         if tokio::time::timeout(wait, self.pumps.wait()).await.is_err() {
             tracing::warn!("some queries did not end within {wait:?} of the shutdown");
             for query in &queries {
-                // A query the server failed says so; the others were stopped.
-                let status = match query.failure.get() {
-                    Some(_) => query.status(),
-                    None => QueryStatus::Stopped,
-                };
-                query.fanout.finish(&status);
+                query.fanout.finish(&QueryStatus::Stopped);
             }
         }
     }
