@@ -26,7 +26,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use mfstream::Instant;
-use mfstream::store::{Durability, NewQuery, PropertyPath, Store, StoreOptions, StoredEvent};
+use mfstream::store::{
+    Durability, NewQuery, PropertyLock, PropertyPath, Store, StoreOptions, StoredEvent,
+};
 use tokio::sync::{mpsc, oneshot};
 
 #[derive(Clone, Copy)]
@@ -272,7 +274,11 @@ async fn durable_once(load: Load, durability: Durability, input: Input) -> Durat
     };
     let store = Arc::new(Store::open(&dir, options).expect("the store opens"));
     // A running query keeps the whole log (its checkpoint never moves).
-    store.register(query()).await.expect("registers");
+    let lock = PropertyLock::new(property(), ());
+    store
+        .register(&lock.lock().await, query())
+        .await
+        .expect("registers");
     let took = run(load, input, Sink::Store(store.clone())).await;
     Arc::into_inner(store).expect("the last handle").close();
     let _ = std::fs::remove_dir_all(&dir);
@@ -293,7 +299,11 @@ fn query() -> NewQuery {
 async fn events(n: u64) -> (u64, Duration) {
     let dir = dir("events");
     let store = Store::open(&dir, StoreOptions::default()).expect("the store opens");
-    store.register(query()).await.expect("registers");
+    let lock = PropertyLock::new(property(), ());
+    store
+        .register(&lock.lock().await, query())
+        .await
+        .expect("registers");
     let start = Clock::now();
     let mut id = 1;
     while id <= n {

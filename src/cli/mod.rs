@@ -268,7 +268,9 @@ pub struct ServeArgs {
     pub shutdown_grace_ms: u64,
     /// Keep registrations, results and ingested instants in DIR (created
     /// if missing), and resume the queries found there at start-up.
-    /// Without it, everything is in memory and a restart forgets it.
+    /// Without it, everything is in memory and a restart forgets it. One
+    /// server per DIR (a second exits, naming the holder's pid); DIR is
+    /// made 0700 and its files 0600.
     #[arg(long, value_name = "DIR")]
     pub state: Option<PathBuf>,
     /// How far each write to the --state store is durable (only with

@@ -150,6 +150,7 @@ async fn ended(
         kind,
         operation,
         status: watch::channel(status).1,
+        failure: std::sync::OnceLock::new(),
         stop: CancellationToken::new(),
         fanout,
     });
@@ -204,6 +205,7 @@ async fn resume<'a>(
         kind,
         operation,
         status: handle.watch_status(),
+        failure: std::sync::OnceLock::new(),
         stop: CancellationToken::new(),
         fanout: fanout.clone(),
     });

@@ -98,7 +98,7 @@ pub(crate) async fn register(
                 created: std::time::SystemTime::now(),
             };
             let checkpoint = store
-                .register(record)
+                .register(&state, record)
                 .await
                 .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
             let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq, None));
@@ -119,6 +119,7 @@ pub(crate) async fn register(
         kind,
         operation,
         status: handle.watch_status(),
+        failure: std::sync::OnceLock::new(),
         stop: CancellationToken::new(),
         fanout: Arc::new(Fanout::new(
             app.options.replay,
@@ -197,7 +198,7 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
     let path = query.path();
     let this = format!("{origin}{path}");
     let stream = format!("{this}/stream");
-    let status = query.status.borrow().clone();
+    let status = query.status();
     let mut link = json!({
         "rel": "cquery",
         "queryId": query.id,
@@ -259,37 +260,55 @@ fn find(app: &App, key: &PropertyKey, id: &str) -> Result<Arc<Query>, Problem> {
         .ok_or_else(|| Problem::not_found(format!("no query {id:?} on {}", key.path())))
 }
 
-/// `DELETE P/queries/{qid}`: stops and removes the query.
+/// `DELETE P/queries/{qid}`: forgets and stops the query.
+///
+/// With `--state`, all or nothing: the deletion is made durable first, and
+/// only then is the query stopped and taken out of the table. A store that
+/// cannot record it gets a 503 and leaves the query registered and running,
+/// so a retry works; a 204 means it never comes back after a restart.
 pub(crate) async fn delete(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
 ) -> Result<StatusCode, Problem> {
-    if app.table.remove(&key, &qid) {
-        if let Some(store) = app.store.clone() {
-            // On a task of its own: the deletion is recorded even if the
-            // client goes away meanwhile.
-            let id = qid.clone();
-            let forgotten = tokio::spawn(async move { store.delete(&id).await }).await;
-            match forgotten {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) if durable::is_unknown(&e) => {}
-                Ok(Err(e)) => {
+    let not_found = |key: &PropertyKey, qid: &str| {
+        Problem::not_found(format!("no query {qid:?} on {}", key.path()))
+    };
+    if app.table.get(&key, &qid).is_none() {
+        return Err(not_found(&key, &qid));
+    }
+    // On a task of its own: a client going away cannot leave the query
+    // forgotten by the store but still running.
+    let deleted = tokio::spawn(async move {
+        if let Some(store) = &app.store {
+            match store.delete(&qid).await {
+                Ok(()) => {}
+                // Deleted meanwhile (a concurrent DELETE): the table says.
+                Err(e) if durable::is_unknown(&e) => {}
+                Err(e) => {
+                    tracing::error!(id = %qid, "cannot record the query's deletion: {e}");
                     return Err(durable::unavailable(
-                        "the query was stopped but its deletion could not be recorded",
+                        "the deletion could not be recorded, so the query is still registered \
+                         and running: retry",
                         &e,
                     ));
                 }
-                Err(e) => tracing::error!("the deletion's task failed: {e}"),
             }
         }
-        tracing::info!(id = %qid, "query deleted");
-        Ok(StatusCode::NO_CONTENT)
-    } else {
-        Err(Problem::not_found(format!(
-            "no query {qid:?} on {}",
-            key.path()
-        )))
-    }
+        if app.table.remove(&key, &qid) {
+            tracing::info!(id = %qid, "query deleted");
+            Ok(StatusCode::NO_CONTENT)
+        } else {
+            Err(not_found(&key, &qid))
+        }
+    })
+    .await;
+    deleted.unwrap_or_else(|e| {
+        Err(Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "DeleteFailed",
+            format!("the deletion's task failed: {e}"),
+        ))
+    })
 }
 
 /// `GET P/queries/{qid}/stream`: the results as Server-Sent Events.

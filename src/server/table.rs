@@ -8,7 +8,7 @@
 //! final status and its replay buffer, until it is deleted.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use tokio::sync::watch;
@@ -18,6 +18,7 @@ use tracing::Instrument;
 
 use crate::engine::{QueryHandle, SourceSender};
 use crate::spec::QueryKind;
+use crate::store::PropertyLock;
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::durable::{Keeper, Ledger, is_unknown};
@@ -56,10 +57,20 @@ fn encode(segment: &str) -> String {
     out
 }
 
-/// A property's type and the feeds of the queries reading it.
-#[derive(Debug, Default)]
+/// A property's type and the feeds of the queries reading it, under the
+/// lock that orders its ingests and registrations (which the store's
+/// `register` requires).
+#[derive(Debug)]
 pub(crate) struct Property {
-    pub(crate) state: tokio::sync::Mutex<PropertyState>,
+    pub(crate) state: PropertyLock<PropertyState>,
+}
+
+impl Property {
+    pub(crate) fn new(key: &PropertyKey) -> Property {
+        Property {
+            state: PropertyLock::new(super::durable::path(key), PropertyState::default()),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -107,11 +118,25 @@ pub(crate) struct Query {
     pub(crate) kind: Kind,
     pub(crate) operation: String,
     pub(crate) status: watch::Receiver<QueryStatus>,
+    /// Why the server failed the query, when it did (the state store
+    /// refused its results): its engine was only stopped, but the query
+    /// failed, and says so.
+    pub(crate) failure: OnceLock<String>,
     pub(crate) stop: CancellationToken,
     pub(crate) fanout: Arc<Fanout>,
 }
 
 impl Query {
+    /// The query's status: its engine's, unless the server failed it.
+    pub(crate) fn status(&self) -> QueryStatus {
+        match self.failure.get() {
+            Some(reason) => QueryStatus::Failed {
+                reason: reason.clone(),
+            },
+            None => self.status.borrow().clone(),
+        }
+    }
+
     /// The query's path.
     pub(crate) fn path(&self) -> String {
         format!("{}/queries/{}", self.key.path(), self.id)
@@ -217,7 +242,7 @@ impl Table {
             }
             None if known >= max_properties => return Err(Full::Properties),
             None => {
-                let property = Arc::new(Property::default());
+                let property = Arc::new(Property::new(key));
                 inner.properties.insert(
                     key.clone(),
                     Held {
@@ -369,7 +394,11 @@ async fn pump(
                         if let Err(e) = keeper.keep(&query.id, &batch, &query.fanout).await {
                             if !is_unknown(&e) {
                                 tracing::error!("cannot store the query's results: {e}");
-                                failure = Some(format!("cannot store the results: {e}"));
+                                let reason = format!("the state store refused its results: {e}");
+                                // Shown at once, before its engine reports
+                                // the stop that follows.
+                                let _ = query.failure.set(reason.clone());
+                                failure = Some(reason);
                             }
                             handle.stop();
                             stop_sent = true;

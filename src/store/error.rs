@@ -44,9 +44,31 @@ pub enum StoreErrorKind {
     /// The directory could not be created.
     #[error("cannot create the directory: {0}")]
     Create(String),
-    /// Another process holds the store.
-    #[error("in use by another process: only one server may use a state directory")]
-    Locked,
+    /// Another process holds the store (its lock file is locked).
+    #[error(
+        "in use by another process{}: only one server may use a state directory; stop that \
+         one, or give --state another directory",
+        pid.map(|p| format!(" (pid {p})")).unwrap_or_default()
+    )]
+    Locked {
+        /// The holder's process id, as it wrote it in the lock file.
+        pid: Option<u32>,
+    },
+    /// The database is missing or empty while the journal holds records:
+    /// opening it would forget every query without a word.
+    #[error(
+        "the catalog {} is missing or empty, but the journal holds records ({}): starting \
+         would forget every query; restore the catalog from a backup, or move the journal \
+         directory aside to start without its queries and instants",
+        catalog.display(),
+        segment.display()
+    )]
+    CatalogLost {
+        /// The database file.
+        catalog: PathBuf,
+        /// A journal segment that holds records.
+        segment: PathBuf,
+    },
     /// The database could not be opened or written (permissions, a full
     /// disk, a read-only file system).
     #[error("cannot open or write the database: {0}")]

@@ -121,11 +121,11 @@
 //! | server event | store call |
 //! |---|---|
 //! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
-//! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held; keep the returned [`Checkpoint`] |
+//! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held (it takes the [`PropertyGuard`]); keep the returned [`Checkpoint`] |
 //! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_batch`] the new ones, encoded once into an [`EventBatch`] (with a checkpoint when it moved: `server::durable`), then `Fanout::push_frames` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
-//! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |
+//! | `DELETE …/queries/{id}` | [`Store::delete`] before the query is stopped and answered 204; an error leaves it registered and running (503) |
 //! | shutdown | [`Store::close`] after every pump has ended (it blocks: `spawn_blocking`) |
 //!
 //! A query deleted while its pump still runs: the pump's last
@@ -144,7 +144,7 @@
 //! which is cut to its bound (a status must not be lost to a long stderr).
 //!
 //! ```
-//! use mfstream::store::{NewQuery, PropertyPath, Store, StoreOptions};
+//! use mfstream::store::{NewQuery, PropertyLock, PropertyPath, Store, StoreOptions};
 //! use mfstream::Instant;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
@@ -152,7 +152,10 @@
 //! # let _ = std::fs::remove_dir_all(&dir);
 //! let store = Store::open(&dir, StoreOptions::default()).unwrap();
 //! let speed = PropertyPath { collection: "ships".into(), feature: "a".into(), property: "speed".into() };
-//! store.register(NewQuery {
+//! // What orders the property's log and its registrations: held across both.
+//! let lock = PropertyLock::new(speed.clone(), ());
+//! let held = lock.lock().await;
+//! store.register(&held, NewQuery {
 //!     id: "q1".into(),
 //!     property: speed.clone(),
 //!     spec: r#"{"operation":"abs"}"#.into(),
@@ -160,6 +163,7 @@
 //!     created: std::time::SystemTime::now(),
 //! }).await.unwrap();
 //! let seqs = store.append_instants(&speed, &[Instant::number("2026-01-01T00:00:00Z", -1.5)]).await.unwrap();
+//! drop(held);
 //! assert_eq!(seqs, 1..2);
 //! store.close();
 //!
@@ -174,6 +178,7 @@
 mod batch;
 mod error;
 mod journal;
+mod property_lock;
 mod record;
 mod restore;
 mod schema;
@@ -192,6 +197,7 @@ use tokio::sync::{mpsc, oneshot};
 
 pub use self::error::{StoreError, StoreErrorKind};
 use self::journal::{Journal, Registered};
+pub use self::property_lock::{PropertyGuard, PropertyLock};
 pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
     RestoredQuery, StoredEvent,
@@ -283,6 +289,12 @@ pub struct Store {
     /// The bytes that may be queued (`queue_bytes`), in permits.
     budget: tokio::sync::Semaphore,
     budget_max: u32,
+    /// The directory's lock, for the store's whole life.
+    _lock: Arc<schema::DirLock>,
+    /// A failure every journal write gets, for the tests of what a store
+    /// error does to a query (never compiled outside tests).
+    #[cfg(test)]
+    fault: Mutex<Option<StoreErrorKind>>,
 }
 
 impl Store {
@@ -293,7 +305,9 @@ impl Store {
     /// database of another schema version, or something else than a store.
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let dir = dir.as_ref().to_owned();
-        let lock = schema::lock_dir(&dir, &options)?;
+        // Held by the store and by its writer thread: released once both
+        // are done (after `close`, or after the writer's last commit).
+        let lock = Arc::new(schema::lock_dir(&dir, &options)?);
         let conn = schema::open_writer(&dir, &options)?;
         let writer = Writer::new(conn).map_err(|kind| StoreError::new(&dir, kind))?;
         let mut reader = schema::open_reader(&dir)?;
@@ -310,11 +324,12 @@ impl Store {
         let journal = Journal::open(&dir, &options, registered)
             .map_err(|kind| StoreError::new(&dir, kind))?;
         let (jobs, queue) = mpsc::channel(options.queue.max(1));
+        let held = lock.clone();
         let writer = std::thread::Builder::new()
             .name("mfstream-store".into())
             .spawn(move || {
                 // The lock is held until the last write is done.
-                let _lock = lock;
+                let _lock = held;
                 writer.run(queue);
             })
             .map_err(|e| StoreError::new(&dir, StoreErrorKind::Database(e.to_string())))?;
@@ -328,6 +343,9 @@ impl Store {
             writer,
             reader: Mutex::new(reader),
             journal: Arc::new(journal),
+            _lock: lock,
+            #[cfg(test)]
+            fault: Mutex::new(None),
         })
     }
 
@@ -343,6 +361,7 @@ impl Store {
             jobs,
             writer,
             journal,
+            _lock,
             ..
         } = self;
         drop(jobs);
@@ -350,6 +369,8 @@ impl Store {
             tracing::error!("the state store's writer panicked");
         }
         journal.close();
+        // Only now may another process open the directory.
+        drop(_lock);
     }
 
     fn error(&self, kind: StoreErrorKind) -> StoreError {
@@ -404,7 +425,25 @@ impl Store {
 
     /// Records a new query, running, and returns its first checkpoint: it
     /// reads the instants logged after this call.
-    pub async fn register(&self, query: NewQuery) -> Result<Checkpoint, StoreError> {
+    ///
+    /// `held` is its property's lock ([`PropertyLock`]), which the caller
+    /// keeps until the query gets its feed; a query on another property
+    /// than the lock's is refused ([`StoreErrorKind::Invalid`]).
+    pub async fn register<T>(
+        &self,
+        held: &PropertyGuard<'_, T>,
+        query: NewQuery,
+    ) -> Result<Checkpoint, StoreError> {
+        if held.property() != &query.property {
+            let name = |p: &PropertyPath| format!("{}/{}/{}", p.collection, p.feature, p.property);
+            return Err(self.error(StoreErrorKind::Invalid(format!(
+                "query {:?} reads {:?}, but the lock held is {:?}'s: register it with its own \
+                 property's lock",
+                query.id,
+                name(&query.property),
+                name(held.property())
+            ))));
+        }
         self.check_text("a query id", &query.id)?;
         self.check_text("an engine name", &query.engine)?;
         self.check_property(&query.property)?;
@@ -487,6 +526,10 @@ impl Store {
         events: EventBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreError> {
+        #[cfg(test)]
+        if let Some(kind) = self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            return Err(self.error(kind));
+        }
         let o = &self.options;
         self.check_len("a batch of events", events.len(), o.max_batch)?;
         self.check_len("an event", events.largest(), o.max_event_bytes)?;
@@ -557,6 +600,13 @@ impl Store {
             .map_err(|kind| self.error(kind))?;
         self.sync(written).await?;
         Ok(seqs)
+    }
+
+    /// Makes every later [`Store::append_batch`] fail with `kind` (or
+    /// succeed again with `None`): a test's way to a store error.
+    #[cfg(test)]
+    pub(crate) fn inject_fault(&self, kind: Option<StoreErrorKind>) {
+        *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = kind;
     }
 
     fn reader(&self) -> MutexGuard<'_, Connection> {

@@ -1,9 +1,11 @@
 //! The store's directory and database: the lock that keeps a second server
 //! out, the connection settings, and the versioned schema.
 
-use std::fs::File;
+use std::fs::{File, Permissions};
+use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -47,16 +49,29 @@ CREATE TABLE queries (
 
 /// Holds the store directory for this process: a second server on the
 /// same directory fails to open it instead of interleaving its writes.
+///
+/// An advisory `flock(2)` on the lock file, released by the kernel when the
+/// process ends however it ends (no stale lock after `kill -9`, unlike a
+/// pid file). `libc` is a dependency already and the call is a few lines;
+/// `std`'s `File::try_lock` would do the same but needs Rust 1.89, past
+/// this crate's `rust-version`.
 #[derive(Debug)]
 pub(crate) struct DirLock {
     _file: File,
 }
 
-/// Makes or checks the directory and takes its lock.
+/// The mode of the store directory: its owner's alone.
+pub(crate) const DIR_MODE: u32 = 0o700;
+
+/// The mode of the store's files (the lock file, and the database with its
+/// `-wal` and `-shm` files).
+pub(crate) const FILE_MODE: u32 = 0o600;
+
+/// Makes or checks the directory (its owner's alone) and takes its lock.
 pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, StoreError> {
     let err = |kind| StoreError::new(dir, kind);
     match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => {}
+        Ok(meta) if meta.is_dir() => tighten_dir(dir, meta.permissions().mode()),
         Ok(_) => return Err(err(StoreErrorKind::NotADirectory)),
         Err(e)
             if matches!(
@@ -67,33 +82,211 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
             if !options.create {
                 return Err(err(StoreErrorKind::Missing));
             }
-            std::fs::create_dir_all(dir).map_err(|e| err(StoreErrorKind::Create(e.to_string())))?;
+            create_private_dir(dir).map_err(|e| err(StoreErrorKind::Create(e.to_string())))?;
         }
         Err(e) => return Err(err(StoreErrorKind::Unwritable(e.to_string()))),
     }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(dir.join(LOCK_FILE))
-        .map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    let path = dir.join(LOCK_FILE);
+    let mut file =
+        private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
     // SAFETY: flock only reads the descriptor, which `file` keeps open for
     // the duration of the call.
     let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
     if rc != 0 {
         let e = std::io::Error::last_os_error();
         return Err(err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            StoreErrorKind::Locked
+            StoreErrorKind::Locked {
+                pid: holder(&mut file),
+            }
         } else {
             StoreErrorKind::Unwritable(e.to_string())
         }));
     }
+    // Who holds it, for the message a second server gets. Best effort: the
+    // lock, not this text, is what keeps it out.
+    let pid = format!("{}\n", std::process::id());
+    if let Err(e) = file
+        .set_len(0)
+        .and_then(|()| file.write_all_at(pid.as_bytes(), 0))
+    {
+        tracing::debug!("cannot write the process id into {}: {e}", path.display());
+    }
     Ok(DirLock { _file: file })
+}
+
+/// The process id the holder of a lock file wrote into it, if readable.
+fn holder(file: &mut File) -> Option<u32> {
+    let mut text = String::new();
+    file.seek(SeekFrom::Start(0)).ok()?;
+    file.take(32).read_to_string(&mut text).ok()?;
+    text.trim().parse().ok()
+}
+
+/// Creates `dir` (and its missing parents, with the default mode), the
+/// directory itself with [`DIR_MODE`] whatever the umask.
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    if let Some(parent) = dir.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)?;
+    }
+    match std::fs::DirBuilder::new().mode(DIR_MODE).create(dir) {
+        Ok(()) => {}
+        // Made meanwhile by someone else: checked (and tightened) as any
+        // existing directory.
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    // The umask may have taken bits off the mode; never added any.
+    std::fs::set_permissions(dir, Permissions::from_mode(DIR_MODE))
+}
+
+/// An existing store directory that others may read or enter is made its
+/// owner's alone, with a warning: the store holds every ingested value.
+/// Only when it holds nothing but a store's files: a directory with other
+/// things in it (`/tmp`, a home directory) is not the store's to change,
+/// and gets a warning alone, as does one whose mode cannot be changed (a
+/// directory of another user, a file system without modes).
+fn tighten_dir(dir: &Path, mode: u32) {
+    let mode = mode & 0o7777;
+    if mode & 0o077 == 0 {
+        return;
+    }
+    let tight = mode & 0o700;
+    if !holds_only_a_store(dir) {
+        tracing::warn!(
+            "the state directory {} is open to other users (mode {mode:o}) and holds other \
+             files than the store's, so it is left as it is: give --state a directory of its \
+             own, or restrict it with chmod 700",
+            dir.display()
+        );
+        return;
+    }
+    match std::fs::set_permissions(dir, Permissions::from_mode(tight)) {
+        Ok(()) => tracing::warn!(
+            "the state directory {} was open to other users (mode {mode:o}): made it {tight:o}",
+            dir.display()
+        ),
+        Err(e) => tracing::warn!(
+            "the state directory {} is open to other users (mode {mode:o}) and cannot be made \
+             private ({e}): restrict it with chmod 700",
+            dir.display()
+        ),
+    }
+}
+
+/// Whether `dir` is empty or holds only what a store makes.
+fn holds_only_a_store(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    let wal = format!("{DB_FILE}-wal");
+    let shm = format!("{DB_FILE}-shm");
+    entries.flatten().all(|entry| {
+        let name = entry.file_name();
+        [LOCK_FILE, DB_FILE, &wal, &shm, super::journal::DIR]
+            .iter()
+            .any(|ours| name == std::ffi::OsStr::new(ours))
+    })
+}
+
+/// Opens (creating it when missing) a file of the store with
+/// [`FILE_MODE`], whatever the umask and whatever its mode was.
+fn private_file(path: &Path) -> std::io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .mode(FILE_MODE)
+        .open(path)?;
+    restrict(path);
+    Ok(file)
+}
+
+/// Sets a file of the store to [`FILE_MODE`] when it exists with another
+/// mode. A failure is a warning: whether the file can be used is for its
+/// open to say.
+fn restrict(path: &Path) {
+    let mode = match std::fs::metadata(path) {
+        Ok(meta) => meta.permissions().mode() & 0o7777,
+        Err(_) => return,
+    };
+    if mode == FILE_MODE {
+        return;
+    }
+    if let Err(e) = std::fs::set_permissions(path, Permissions::from_mode(FILE_MODE)) {
+        tracing::warn!(
+            "{} has mode {mode:o} and cannot be made {FILE_MODE:o} ({e}): restrict it with \
+             chmod 600",
+            path.display()
+        );
+    }
+}
+
+/// The bytes of a journal segment's header (`journal/segment.rs`): a
+/// segment no longer than this holds no record. (Each open starts a new,
+/// empty segment.)
+const SEGMENT_HEADER: u64 = 24;
+
+/// A journal segment that holds records, if any: a store whose database is
+/// missing or empty must not start with it (see [`check_catalog`]).
+fn journal_records(dir: &Path) -> Option<PathBuf> {
+    let entries = std::fs::read_dir(dir.join(super::journal::DIR)).ok()?;
+    entries.flatten().map(|entry| entry.path()).find(|path| {
+        path.extension().is_some_and(|e| e == "seg")
+            && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > SEGMENT_HEADER)
+    })
+}
+
+/// Refuses a database that is missing, or empty, while the journal holds
+/// records: opening it would make an empty one, and every query registered
+/// (the journal's results and instants with them) would be forgotten
+/// without a word. A new directory (no journal) starts as always.
+pub(crate) fn check_catalog(dir: &Path) -> Result<(), StoreError> {
+    let catalog = dir.join(DB_FILE);
+    let empty = match std::fs::metadata(&catalog) {
+        Ok(meta) => meta.len() == 0,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+        Err(e) => {
+            return Err(StoreError::new(
+                dir,
+                StoreErrorKind::Unwritable(format!("{}: {e}", catalog.display())),
+            ));
+        }
+    };
+    if !empty {
+        return Ok(());
+    }
+    match journal_records(dir) {
+        Some(segment) => Err(StoreError::new(
+            dir,
+            StoreErrorKind::CatalogLost { catalog, segment },
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Makes the database's files (creating the database file when missing)
+/// [`FILE_MODE`]: SQLite makes its `-wal` and `-shm` files with the
+/// database file's mode.
+fn private_database(dir: &Path) -> Result<(), StoreError> {
+    let db = dir.join(DB_FILE);
+    private_file(&db).map_err(|e| {
+        StoreError::new(
+            dir,
+            StoreErrorKind::Unwritable(format!("{}: {e}", db.display())),
+        )
+    })?;
+    for suffix in ["-wal", "-shm"] {
+        restrict(&dir.join(format!("{DB_FILE}{suffix}")));
+    }
+    Ok(())
 }
 
 /// Opens the database for writing, creating or checking its schema.
 pub(crate) fn open_writer(dir: &Path, options: &StoreOptions) -> Result<Connection, StoreError> {
     let err = |e: rusqlite::Error| StoreError::new(dir, classify(&e));
+    check_catalog(dir)?;
+    private_database(dir)?;
     let path = dir.join(DB_FILE);
     let conn = Connection::open_with_flags(
         &path,
@@ -153,6 +346,14 @@ fn check_or_create(conn: &Connection, dir: &Path) -> Result<(), StoreError> {
         )
         .map_err(err)?;
     if tables == 0 {
+        // A database with no tables is as empty as none.
+        if let Some(segment) = journal_records(dir) {
+            let catalog = dir.join(DB_FILE);
+            return Err(StoreError::new(
+                dir,
+                StoreErrorKind::CatalogLost { catalog, segment },
+            ));
+        }
         let ddl = format!(
             "BEGIN IMMEDIATE; {SCHEMA} \
              INSERT INTO schema_version (version) VALUES ({SCHEMA_VERSION}); \

@@ -6,6 +6,7 @@ use super::*;
 
 mod crash;
 mod journal;
+mod ownership;
 
 /// A fresh directory under the system's temporary one, removed on drop.
 pub(super) struct TempDir(PathBuf);
@@ -49,6 +50,13 @@ pub(super) fn query(id: &str) -> NewQuery {
     }
 }
 
+/// Registers `query` with its property's lock held, as the server does.
+pub(super) async fn register(store: &Store, query: NewQuery) -> Result<Checkpoint, StoreError> {
+    let lock = PropertyLock::new(query.property.clone(), ());
+    let held = lock.lock().await;
+    store.register(&held, query).await
+}
+
 /// A second property of the same feature as [`speed`].
 pub(super) fn course() -> PropertyPath {
     PropertyPath {
@@ -89,9 +97,9 @@ pub(super) fn instant(i: usize) -> Instant {
 async fn registrations_statuses_and_rings_round_trip_through_a_reopen() {
     let dir = TempDir::new("round-trip");
     let store = open(&dir);
-    let first = store.register(query("q1")).await.unwrap();
+    let first = register(&store, query("q1")).await.unwrap();
     assert_eq!(first, Checkpoint::default());
-    store.register(query("q2")).await.unwrap();
+    register(&store, query("q2")).await.unwrap();
     store
         .append_events("q1", events(1..=3), None)
         .await
@@ -128,7 +136,7 @@ async fn the_ring_is_trimmed_by_count_and_by_bytes_in_the_store_too() {
         ..StoreOptions::default()
     };
     let store = Store::open(dir.path(), options.clone()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     store.append_events("q", events(1..=2), None).await.unwrap();
     store.append_events("q", events(3..=7), None).await.unwrap();
     // Four by count, then three by bytes (every event here has one size).
@@ -151,7 +159,7 @@ async fn events_are_stored_one_row_per_call_and_the_rows_kept_stay_bounded() {
         ..StoreOptions::default()
     };
     let store = Store::open(dir.path(), options.clone()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     for call in 0..20u64 {
         let ids = call * 3 + 1..=call * 3 + 3;
         store.append_events("q", events(ids), None).await.unwrap();
@@ -178,7 +186,7 @@ async fn an_event_larger_than_the_ring_keeps_only_itself() {
         ..StoreOptions::default()
     };
     let store = Store::open(dir.path(), options).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     store.append_events("q", events(1..=3), None).await.unwrap();
     assert_eq!(store.queries().unwrap()[0].ring, events(3..=3));
     store.close();
@@ -193,8 +201,8 @@ async fn instants_of_every_value_type_round_trip_in_order_in_pages() {
         ..speed()
     };
     // Instants are kept while a running query may read them.
-    store.register(query("q")).await.unwrap();
-    store.register(query_on("h", &other)).await.unwrap();
+    register(&store, query("q")).await.unwrap();
+    register(&store, query_on("h", &other)).await.unwrap();
     let batch = vec![
         Instant::number("t1", 3.0),
         Instant {
@@ -248,8 +256,8 @@ async fn instants_of_every_value_type_round_trip_in_order_in_pages() {
 async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
     let dir = TempDir::new("trim");
     let store = open(&dir);
-    store.register(query("q1")).await.unwrap();
-    store.register(query("q2")).await.unwrap();
+    register(&store, query("q1")).await.unwrap();
+    register(&store, query("q2")).await.unwrap();
     // One call each: the log is trimmed a whole call at a time.
     for i in 0..10 {
         let seqs = store
@@ -290,7 +298,7 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
         11..12
     );
     // A query registered now reads what comes after.
-    let start = store.register(query("q3")).await.unwrap();
+    let start = register(&store, query("q3")).await.unwrap();
     assert_eq!(start.after_seq, 11);
     store.close();
 }
@@ -301,8 +309,8 @@ async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
     let store = open(&dir);
     let course = course();
     // q1 reads speed; q2 reads course, which nobody ingests to.
-    store.register(query("q1")).await.unwrap();
-    store.register(query_on("q2", &course)).await.unwrap();
+    register(&store, query("q1")).await.unwrap();
+    register(&store, query_on("q2", &course)).await.unwrap();
     for i in 0..10 {
         store
             .append_instants(&speed(), &[instant(i)])
@@ -346,7 +354,7 @@ async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
 async fn a_page_may_start_and_end_inside_one_ingest_call() {
     let dir = TempDir::new("pages");
     let store = open(&dir);
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     let other = PropertyPath {
         property: "heading".into(),
         ..speed()
@@ -375,7 +383,7 @@ async fn a_page_may_start_and_end_inside_one_ingest_call() {
 async fn events_with_a_gap_or_a_repeat_are_refused_and_fail_alone() {
     let dir = TempDir::new("order");
     let store = open(&dir);
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     store.append_events("q", events(1..=2), None).await.unwrap();
     let repeat = store.append_events("q", events(2..=3), None);
     let gap = store.append_events("q", events(4..=4), None);
@@ -404,7 +412,7 @@ async fn events_with_a_gap_or_a_repeat_are_refused_and_fail_alone() {
         unknown.unwrap_err().kind(),
         &StoreErrorKind::UnknownQuery("nope".into())
     );
-    let twice = store.register(query("q")).await.unwrap_err();
+    let twice = register(&store, query("q")).await.unwrap_err();
     assert_eq!(twice.kind(), &StoreErrorKind::DuplicateQuery("q".into()));
     assert_eq!(store.queries().unwrap()[0].ring, events(1..=2));
     store.close();
@@ -414,7 +422,7 @@ async fn events_with_a_gap_or_a_repeat_are_refused_and_fail_alone() {
 async fn a_checkpoint_may_not_move_back_nor_past_its_events_or_the_log() {
     let dir = TempDir::new("checkpoint");
     let store = open(&dir);
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     let batch: Vec<_> = (0..4).map(instant).collect();
     store.append_instants(&speed(), &batch).await.unwrap();
     let cp = |after_seq, last_event_id| {
@@ -455,7 +463,7 @@ async fn a_checkpoint_may_not_move_back_nor_past_its_events_or_the_log() {
 async fn a_resumed_query_gives_replayed_results_their_old_ids_and_drops_the_stored_ones() {
     let dir = TempDir::new("resume");
     let store = open(&dir);
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     let batch: Vec<_> = (0..6).map(instant).collect();
     store.append_instants(&speed(), &batch).await.unwrap();
     // Results 1..=5 stored, the checkpoint taken after the third instant,
@@ -500,7 +508,7 @@ async fn a_resumed_query_gives_replayed_results_their_old_ids_and_drops_the_stor
 async fn concurrent_ingests_get_disjoint_ranges_that_cover_the_log() {
     let dir = TempDir::new("concurrent");
     let store = std::sync::Arc::new(open(&dir));
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     let mut tasks = tokio::task::JoinSet::new();
     for t in 0..16 {
         let store = store.clone();
@@ -544,7 +552,7 @@ async fn callers_over_the_byte_budget_wait_their_turn_and_a_call_larger_than_it_
             // About 2,000 bytes a registration: twice the writer's budget.
             let mut q = query(&format!("q{t}"));
             q.spec = format!(r#"{{"operation":"abs","pad":"{}"}}"#, "x".repeat(2000));
-            store.register(q).await.unwrap()
+            register(&store, q).await.unwrap()
         });
     }
     assert_eq!(tasks.join_all().await.len(), 8);
@@ -556,8 +564,8 @@ async fn callers_over_the_byte_budget_wait_their_turn_and_a_call_larger_than_it_
 async fn a_deleted_query_is_gone_after_a_reopen_with_its_events() {
     let dir = TempDir::new("delete");
     let store = open(&dir);
-    store.register(query("q1")).await.unwrap();
-    store.register(query("q2")).await.unwrap();
+    register(&store, query("q1")).await.unwrap();
+    register(&store, query("q2")).await.unwrap();
     store
         .append_events("q1", events(1..=2), None)
         .await
@@ -573,7 +581,7 @@ async fn a_deleted_query_is_gone_after_a_reopen_with_its_events() {
     assert_eq!(queries.len(), 1);
     assert_eq!(queries[0].id, "q2");
     // The id is free again.
-    store.register(query("q1")).await.unwrap();
+    register(&store, query("q1")).await.unwrap();
     assert!(store.queries().unwrap()[1].ring.is_empty());
     store.close();
 }
@@ -677,7 +685,7 @@ fn a_second_open_of_the_same_directory_is_refused_until_the_first_closes() {
     let dir = TempDir::new("locked");
     let first = open(&dir);
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
-    assert_eq!(err.kind(), &StoreErrorKind::Locked);
+    assert!(matches!(err.kind(), StoreErrorKind::Locked { .. }), "{err}");
     first.close();
     open(&dir).close();
 }
@@ -697,15 +705,15 @@ async fn oversized_and_invalid_records_are_refused_not_truncated() {
     let too_large = |e: StoreError| matches!(e.kind(), StoreErrorKind::TooLarge { .. });
     let mut long_id = query("q");
     long_id.id = "x".repeat(17);
-    assert!(too_large(store.register(long_id).await.unwrap_err()));
+    assert!(too_large(register(&store, long_id).await.unwrap_err()));
     let mut long_spec = query("q");
     long_spec.spec = format!("[{}1]", "1,".repeat(40));
-    assert!(too_large(store.register(long_spec).await.unwrap_err()));
+    assert!(too_large(register(&store, long_spec).await.unwrap_err()));
     let mut not_json = query("q");
     not_json.spec = "{nope".into();
-    let err = store.register(not_json).await.unwrap_err();
+    let err = register(&store, not_json).await.unwrap_err();
     assert!(matches!(err.kind(), StoreErrorKind::Invalid(_)), "{err}");
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
 
     let four: Vec<_> = (0..4).map(instant).collect();
     assert!(too_large(
@@ -764,8 +772,8 @@ async fn a_query_that_holds_its_property_back_does_not_hold_another_property_bac
     let course = course();
     // q1 reads speed and never moves its checkpoint (a HOPPING window, or a
     // bridge engine); q2 reads course and checkpoints after each result.
-    store.register(query("q1")).await.unwrap();
-    store.register(query_on("q2", &course)).await.unwrap();
+    register(&store, query("q1")).await.unwrap();
+    register(&store, query_on("q2", &course)).await.unwrap();
     let mut last = 0;
     for i in 0..10 {
         store

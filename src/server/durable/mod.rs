@@ -57,6 +57,8 @@
 //! rather than as late.
 
 mod ledger;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 

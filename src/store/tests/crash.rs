@@ -11,7 +11,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 
-use super::{TempDir, event, query, speed};
+use super::{TempDir, event, query, register, speed};
 use crate::store::{Store, StoreOptions};
 use crate::vocab::{Instant, Value};
 
@@ -62,7 +62,7 @@ fn helper_writes_until_killed() {
         .expect("the child builds a runtime");
     runtime.block_on(async move {
         let store = Arc::new(Store::open(&dir, options()).expect("the store opens"));
-        store.register(query("q")).await.expect("q registers");
+        register(&store, query("q")).await.expect("q registers");
         let mut tasks = tokio::task::JoinSet::new();
         for task in 0..TASKS {
             let store = store.clone();

@@ -1,7 +1,7 @@
 //! The journal's files: kept bounded while queries run, a torn end cut
 //! off, damage refused, a record read twice kept once.
 
-use super::{TempDir, course, event, events, instant, query, query_on, speed};
+use super::{TempDir, course, event, events, instant, query, query_on, register, speed};
 use crate::store::{Checkpoint, Durability, Store, StoreErrorKind, StoreOptions};
 use crate::vocab::QueryStatus;
 
@@ -42,7 +42,7 @@ fn newest_segment(dir: &TempDir) -> std::path::PathBuf {
 /// record each (sequence numbers 1 to 3), closed.
 async fn three_instants(dir: &TempDir) {
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     for i in 0..3 {
         store
             .append_instants(&speed(), &[instant(i)])
@@ -58,8 +58,8 @@ async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_
     let store = Store::open(dir.path(), small()).unwrap();
     // q1 checkpoints after every result; q2 reads course and never moves
     // its checkpoint (a bridge engine's query): course's instants stay.
-    store.register(query("q1")).await.unwrap();
-    store.register(query_on("q2", &course())).await.unwrap();
+    register(&store, query("q1")).await.unwrap();
+    register(&store, query_on("q2", &course())).await.unwrap();
     for i in 0..2000u64 {
         let seqs = store
             .append_instants(&speed(), &[instant(i as usize % 60)])
@@ -188,7 +188,7 @@ async fn damage_before_the_end_is_refused_as_corrupt_naming_the_segment() {
 async fn a_record_read_twice_after_an_unfinished_compaction_is_kept_once() {
     let dir = TempDir::new("journal-twice");
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     store
         .append_instants(&speed(), &[instant(1), instant(2)])
         .await
@@ -228,7 +228,7 @@ async fn power_durability_syncs_and_reads_back() {
         ..StoreOptions::default()
     };
     let store = Store::open(dir.path(), options.clone()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     for i in 0..50u64 {
         store
             .append_instants(&speed(), &[instant(1)])
@@ -258,7 +258,7 @@ fn next(state: &mut u64) -> u64 {
 async fn a_damaged_newest_segment_never_panics_and_keeps_a_prefix_or_is_refused() {
     let dir = TempDir::new("journal-fuzz");
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     for i in 0..20 {
         store
             .append_instants(&speed(), &[instant(i), instant(i + 1)])
@@ -342,7 +342,7 @@ async fn damage_with_whole_records_after_it_is_refused_even_in_the_newest_segmen
 async fn when_no_new_segment_can_be_started_the_newest_grows_and_nothing_fails() {
     let dir = TempDir::new("journal-no-roll");
     let store = Store::open(dir.path(), small()).unwrap();
-    store.register(query("q")).await.unwrap();
+    register(&store, query("q")).await.unwrap();
     // The journal's directory goes (an operator's mistake, a full disk's
     // like): the open segment can still be written, no new one started.
     std::fs::remove_dir_all(dir.path().join("journal")).unwrap();

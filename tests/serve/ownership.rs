@@ -1,0 +1,170 @@
+//! `mfstream serve --state DIR`: one server per state directory, and a
+//! directory whose catalog is gone while its journal holds records is not
+//! started on.
+
+use super::*;
+use crate::client::{Sse, SseEvent};
+
+/// The server on the state directory `state`.
+fn start(name: &str, state: &TempDir) -> Serve {
+    let dir = state.path().to_str().unwrap().to_owned();
+    Serve::start(name, &["--state", dir.as_str()], &[])
+}
+
+/// `mfstream serve --state STATE` run to its exit, in a fresh directory.
+fn serve_exits(name: &str, state: &TempDir) -> std::process::Output {
+    let dir = TempDir::new(name);
+    std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0", "--state"])
+        .arg(state.path())
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_second_server_on_a_state_directory_exits_2_naming_it_and_the_holder_and_the_first_serves_on()
+ {
+    let state = TempDir::new("owned");
+    let server = start("owned-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+
+    let output = serve_exits("owned-2", &state);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(state.path().to_str().unwrap())
+            && stderr.contains("in use by another process")
+            && stderr.contains(&format!("pid {}", server.pid())),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+
+    // The first goes on as if nothing happened.
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let response = client
+        .post(&format!("{P}/ingest"), &instant(1, "-2.5"))
+        .await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(values(&take(&mut sse, 1).await), [2.5]);
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+}
+
+#[tokio::test]
+async fn a_state_directory_whose_catalog_is_gone_but_whose_journal_holds_records_is_refused_naming_the_file()
+ {
+    let state = TempDir::new("catalog-gone");
+    let mut server = start("catalog-gone-1", &state);
+    let mut client = server.client();
+    register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let response = client.post(&format!("{P}/ingest"), &lines(1, 3)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert!(server.terminate().success());
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(state.join(&format!("state.sqlite3{suffix}")));
+    }
+
+    let output = serve_exits("catalog-gone-2", &state);
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let catalog = state.join("state.sqlite3");
+    assert!(
+        stderr.contains(catalog.to_str().unwrap())
+            && stderr.contains("missing or empty")
+            && stderr.contains("journal"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+    assert!(!catalog.exists(), "no empty catalog was made in its place");
+}
+
+#[test]
+fn a_new_state_directory_is_made_for_its_owner_alone() {
+    use std::os::unix::fs::PermissionsExt;
+    let parent = TempDir::new("fresh-state");
+    let state = parent.join("state");
+    let dir = state.to_str().unwrap().to_owned();
+    let mut server = Serve::start("fresh-state-1", &["--state", dir.as_str()], &[]);
+    assert!(server.terminate().success());
+    let mode =
+        |path: &std::path::Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&state), 0o700);
+    assert_eq!(mode(&state.join("state.sqlite3")), 0o600);
+    assert_eq!(mode(&state.join("lock")), 0o600);
+}
+
+#[tokio::test]
+async fn an_acknowledged_delete_never_comes_back_after_a_kill() {
+    let state = TempDir::new("delete-kill");
+    let server = start("delete-kill-1", &state);
+    let mut client = server.client();
+    let gone = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let kept = register(&mut client, P, r#"{"operation":"ceil"}"#).await;
+    assert_eq!(client.delete(&gone).await.status, 204);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("delete-kill-2", &state);
+    let mut client = server.client();
+    assert_eq!(client.get(&gone).await.status, 404, "a 204 is for good");
+    assert_eq!(client.get(&kept).await.json()["status"], "running");
+    let listed = client.get(&format!("{P}/queries")).await.json();
+    assert_eq!(listed["numberReturned"], 1, "{listed}");
+}
+
+/// Holds the catalog's write lock, as another writer would: the server's
+/// writes to it fail (after SQLite's wait for a lock) until it is dropped.
+fn hold_catalog(state: &TempDir) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(state.join("state.sqlite3")).unwrap();
+    conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+    conn
+}
+
+#[tokio::test]
+async fn a_delete_the_store_cannot_record_is_503_and_the_query_runs_on_until_a_retry() {
+    let state = TempDir::new("delete-refused");
+    let mut server = start("delete-refused-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+
+    let held = hold_catalog(&state);
+    let response = client.delete(&query).await;
+    assert_eq!(response.status, 503, "{response:?}");
+    let problem = response.json();
+    let description = problem["description"].as_str().unwrap();
+    assert!(
+        description.contains("still registered and running") && description.contains("retry"),
+        "{problem}"
+    );
+    assert_eq!(response.header("retry-after"), Some("1"));
+    // Still registered, and still running: its results keep coming.
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+    let ingest = client.post(&format!("{P}/ingest"), &instant(1, "-4")).await;
+    assert_eq!(ingest.status, 202, "{ingest:?}");
+    assert_eq!(values(&take(&mut sse, 1).await), [4.0]);
+
+    drop(held);
+    assert_eq!(client.delete(&query).await.status, 204);
+    let end = until_end(&mut sse).await;
+    assert_eq!(end.last().unwrap().json()["status"], "stopped", "{end:?}");
+    assert_eq!(client.get(&query).await.status, 404);
+    assert!(server.terminate().success());
+
+    let server = start("delete-refused-2", &state);
+    let mut client = server.client();
+    assert_eq!(
+        client.get(&query).await.status,
+        404,
+        "the retry is for good"
+    );
+}
+
+async fn until_end(sse: &mut Sse) -> Vec<SseEvent> {
+    tokio::time::timeout(PATIENCE, sse.until_end())
+        .await
+        .expect("the end in time")
+}
