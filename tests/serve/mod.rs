@@ -8,6 +8,7 @@ mod lifecycle;
 mod limits;
 mod state;
 mod stream;
+mod web;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
