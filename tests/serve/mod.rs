@@ -6,6 +6,7 @@ mod errors;
 mod fuzz;
 mod lifecycle;
 mod limits;
+mod reset;
 mod state;
 mod stream;
 mod web;
