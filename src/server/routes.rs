@@ -364,6 +364,9 @@ pub(crate) async fn ingest(
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let instants = ingest::parse(&body)?;
+    if let Some(store) = &app.store {
+        ingest::check_text_values(&instants, store.options().max_text_bytes)?;
+    }
     let wait = app.options.ingest_wait;
     let delivered = match (app.table.property(&key), app.store.clone()) {
         (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,

@@ -8,6 +8,7 @@ mod lifecycle;
 mod limits;
 mod reset;
 mod state;
+mod stored_limits;
 mod stream;
 mod web;
 
