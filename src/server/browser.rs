@@ -11,12 +11,18 @@
 //!   (the bound address, or with `0.0.0.0`/`::` whichever local address the
 //!   client used), or an `--allowed-host` entry. Else 403.
 //! - **Cross-site requests** (CSRF): any page can send a POST anywhere. A
-//!   state-changing request (any method but GET, HEAD, OPTIONS, TRACE)
-//!   whose `Origin` is neither the server's own nor a `--cors-origin` entry
-//!   is refused (403), `Origin: null` included; so is one without `Origin`
-//!   that the browser marks `Sec-Fetch-Site: cross-site` (or `same-site`).
+//!   request whose `Origin` is neither the server's own nor a
+//!   `--cors-origin` entry is refused (403), `Origin: null` included, so no
+//!   other page changes anything (nor, with `fetch`, takes a stream's
+//!   subscriber slot). Without `Origin`, the browser's fetch metadata
+//!   decides, as the resource isolation policy of web.dev's "Fetch
+//!   Metadata" does: a request it marks `Sec-Fetch-Site: cross-site` (or
+//!   `same-site`) is refused unless it is a top-level GET navigation (a
+//!   link to the page). Clients that are not browsers send neither header.
 //!   The body types an HTML form can send are refused by the routes (415,
 //!   [`super::request::require_content_type`]).
+//! - A request with more than one `Host`, or whose target names another
+//!   authority (`GET http://evil.example/ HTTP/1.1`), is refused too.
 //! - **CORS** only for `--cors-origin` entries: their preflights are
 //!   answered, their responses carry `Access-Control-Allow-Origin`; nobody
 //!   else's do.
@@ -216,12 +222,28 @@ fn own_origin(host: &str, origin: &str) -> bool {
         })
 }
 
-/// Whether a request of `method` may change something.
-fn changes_state(method: &Method) -> bool {
-    !matches!(
-        *method,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE
-    )
+/// Whether the browser's fetch metadata (`Sec-Fetch-*`, absent from
+/// requests not made by a browser) lets a request without `Origin` through:
+/// one from the server's own pages, one the user made (`none`: typed,
+/// bookmarked), or a top-level GET navigation from another site (a link),
+/// which cannot read or change anything.
+fn fetch_metadata_allows(method: &Method, headers: &HeaderMap) -> bool {
+    let get = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    match get("sec-fetch-site") {
+        None => true,
+        Some(site)
+            if site.eq_ignore_ascii_case("same-origin") || site.eq_ignore_ascii_case("none") =>
+        {
+            true
+        }
+        Some(_) => {
+            *method == Method::GET
+                && get("sec-fetch-mode").is_some_and(|m| m.eq_ignore_ascii_case("navigate"))
+                && !get("sec-fetch-dest").is_some_and(|d| {
+                    d.eq_ignore_ascii_case("object") || d.eq_ignore_ascii_case("embed")
+                })
+        }
+    }
 }
 
 /// Refuses a request whose `Host` does not name the server, a
@@ -231,32 +253,45 @@ fn changes_state(method: &Method) -> bool {
 pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let browsers = &app.browsers;
     let headers = request.headers();
+    let vary = !browsers.origins.is_empty();
+    if headers.get_all(header::HOST).iter().nth(1).is_some() {
+        let problem = Problem::invalid("Host", "the request has more than one Host header");
+        return secure(problem.into_response(), None, vary);
+    }
     let host = headers.get(header::HOST).map(|v| v.to_str().ok());
     if !browsers.any_host {
         let arrived = request.extensions().get::<Arrived>().map(|a| a.0.ip());
-        let refused = match host {
-            None => Some(
-                "the request has no Host header: this server answers requests that name it \
-                 (localhost, its address, or an --allowed-host entry)"
-                    .to_owned(),
-            ),
-            Some(None) => Some(
-                "the Host header is not text: name the server as localhost, its address, \
-                 or an --allowed-host entry"
-                    .to_owned(),
-            ),
-            Some(Some(host)) if !browsers.host_allowed(host, arrived) => Some(format!(
-                "host {host:?} is not a name of this server: if it is one, start the server \
-                 with --allowed-host {}",
-                split_authority(host).map_or(host, |(name, _)| name)
+        // An absolute target's authority is the one the request is for
+        // (RFC 9112 3.2.2), whatever `Host` says: it is checked as well.
+        let target = request.uri().authority().map(|a| a.as_str());
+        let refused = match (host, target) {
+            (_, Some(target)) if !browsers.host_allowed(target, arrived) => Some(format!(
+                "the request's target names {target:?}, which is not a name of this server: \
+                 if it is one, start the server with --allowed-host {}",
+                split_authority(target).map_or(target, |(name, _)| name)
             )),
-            Some(Some(_)) => None,
+            (host, _) => match host {
+                None => Some(
+                    "the request has no Host header: this server answers requests that name it \
+                 (localhost, its address, or an --allowed-host entry)"
+                        .to_owned(),
+                ),
+                Some(None) => Some(
+                    "the Host header is not text: name the server as localhost, its address, \
+                 or an --allowed-host entry"
+                        .to_owned(),
+                ),
+                Some(Some(host)) if !browsers.host_allowed(host, arrived) => Some(format!(
+                    "host {host:?} is not a name of this server: if it is one, start the server \
+                 with --allowed-host {}",
+                    split_authority(host).map_or(host, |(name, _)| name)
+                )),
+                Some(Some(_)) => None,
+            },
         };
         if let Some(description) = refused {
-            return secure(
-                Problem::new(StatusCode::FORBIDDEN, "HostNotAllowed", description).into_response(),
-                None,
-            );
+            let problem = Problem::new(StatusCode::FORBIDDEN, "HostNotAllowed", description);
+            return secure(problem.into_response(), None, vary);
         }
     }
     let host = host.flatten();
@@ -272,7 +307,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
         if cors.is_none() {
-            return secure(refuse_origin(origin).into_response(), None);
+            return secure(refuse_origin(origin).into_response(), None, vary);
         }
         let mut response = StatusCode::NO_CONTENT.into_response();
         let h = response.headers_mut();
@@ -288,56 +323,45 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
             header::ACCESS_CONTROL_MAX_AGE,
             HeaderValue::from_static(CORS_MAX_AGE),
         );
-        return secure(response, cors);
+        return secure(response, cors, vary);
     }
-    if changes_state(request.method()) {
-        let refused = match origin {
-            Some(origin) => (cors.is_none() && !host.is_some_and(|host| own_origin(host, origin)))
-                .then(|| refuse_origin(origin)),
-            None => cross_site(headers).then(|| {
-                Problem::new(
-                    StatusCode::FORBIDDEN,
-                    "OriginNotAllowed",
-                    "a cross-site request without an Origin header may not change anything \
-                     here: a page of another origin needs a --cors-origin entry"
-                        .into(),
-                )
-            }),
-        };
-        if let Some(problem) = refused {
-            return secure(problem.into_response(), None);
-        }
+    let refused = match origin {
+        Some(origin) => (cors.is_none() && !host.is_some_and(|host| own_origin(host, origin)))
+            .then(|| refuse_origin(origin)),
+        None => (!fetch_metadata_allows(request.method(), headers)).then(|| {
+            Problem::new(
+                StatusCode::FORBIDDEN,
+                "OriginNotAllowed",
+                "a request the browser marks as from another site (Sec-Fetch-Site), without an \
+                 Origin, is taken only as a link to a page: a page of another origin needs a \
+                 --cors-origin entry"
+                    .into(),
+            )
+        }),
+    };
+    if let Some(problem) = refused {
+        return secure(problem.into_response(), None, vary);
     }
-    secure(next.run(request).await, cors)
-}
-
-/// Whether the browser says the request comes from another site (the
-/// header is absent from requests not made by a browser).
-fn cross_site(headers: &HeaderMap) -> bool {
-    headers
-        .get("sec-fetch-site")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.eq_ignore_ascii_case("cross-site") || v.eq_ignore_ascii_case("same-site")
-        })
+    secure(next.run(request).await, cors, vary)
 }
 
 fn refuse_origin(origin: &str) -> Problem {
     let description = if origin == "null" {
-        "origin \"null\" (a sandboxed frame, a file or a redirect) may not change anything here"
-            .to_owned()
+        "origin \"null\" (a sandboxed frame, a file or a redirect) is not taken here".to_owned()
     } else {
         format!(
-            "origin {origin:?} may not change anything here: if its pages should, start the \
-             server with --cors-origin {origin}"
+            "origin {origin:?} is not taken here: if its pages should call the server, start \
+             it with --cors-origin {origin}"
         )
     };
     Problem::new(StatusCode::FORBIDDEN, "OriginNotAllowed", description)
 }
 
 /// The headers every answer gets; CORS ones when `cors` (the request's
-/// origin) is allowed.
-fn secure(mut response: Response, cors: Option<HeaderValue>) -> Response {
+/// origin) is allowed; `Vary: Origin` when answers differ by origin
+/// (`vary`: there are `--cors-origin` entries), so no cache serves one
+/// origin's answer to another.
+fn secure(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Response {
     let h = response.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -359,6 +383,8 @@ fn secure(mut response: Response, cors: Option<HeaderValue>) -> Response {
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static(CORS_EXPOSE),
         );
+    }
+    if vary {
         h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
     response
@@ -461,6 +487,44 @@ mod tests {
         assert!(!b.cors_allowed("http://localhost:3001"));
         assert!(!b.cors_allowed("http://app.example"));
         assert_eq!(b.hosts, ["[::1]"]);
+    }
+
+    #[test]
+    fn fetch_metadata_lets_through_same_origin_user_and_link_requests_only() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (name, value) in pairs {
+                h.insert(*name, HeaderValue::from_static(value));
+            }
+            h
+        };
+        let allows = |method, pairs| fetch_metadata_allows(&method, &headers(pairs));
+        assert!(allows(Method::POST, &[]));
+        assert!(allows(Method::POST, &[("sec-fetch-site", "same-origin")]));
+        assert!(allows(Method::GET, &[("sec-fetch-site", "none")]));
+        let link = [
+            ("sec-fetch-site", "cross-site"),
+            ("sec-fetch-mode", "navigate"),
+            ("sec-fetch-dest", "document"),
+        ];
+        assert!(allows(Method::GET, &link));
+        assert!(!allows(Method::POST, &link));
+        assert!(!allows(
+            Method::GET,
+            &[
+                ("sec-fetch-site", "cross-site"),
+                ("sec-fetch-mode", "no-cors")
+            ]
+        ));
+        assert!(!allows(
+            Method::GET,
+            &[
+                ("sec-fetch-site", "same-site"),
+                ("sec-fetch-mode", "navigate"),
+                ("sec-fetch-dest", "embed")
+            ]
+        ));
+        assert!(!allows(Method::DELETE, &[("sec-fetch-site", "same-site")]));
     }
 
     #[test]

@@ -84,6 +84,37 @@ async fn a_host_that_does_not_name_the_server_is_refused_so_dns_rebinding_reads_
         let response = send(&server, "POST", &format!("{P}/queries"), &all, ABS).await;
         refused(what, &response, 403, "HostNotAllowed", says);
     }
+    // Two Host headers, or a target naming another authority.
+    let two = send(
+        &server,
+        "GET",
+        "/engines",
+        &["Host: localhost", "Host: evil.example"],
+        "",
+    )
+    .await;
+    refused(
+        "two Host headers",
+        &two,
+        400,
+        "InvalidParameterValue",
+        &["more than one Host"],
+    );
+    let absolute = send(
+        &server,
+        "GET",
+        "http://evil.example/engines",
+        &["Host: localhost"],
+        "",
+    )
+    .await;
+    refused(
+        "an absolute target",
+        &absolute,
+        403,
+        "HostNotAllowed",
+        &["evil.example"],
+    );
     assert_eq!(queries_on(&mut server.client(), P).await, 0);
 }
 
@@ -107,7 +138,7 @@ async fn allowed_hosts_are_accepted_and_a_star_accepts_any() {
 }
 
 #[tokio::test]
-async fn a_state_changing_request_from_another_origin_is_refused() {
+async fn a_request_from_another_origin_is_refused() {
     let server = Serve::start("web-origin", &[], &[]);
     let mut client = server.client();
     let query = register(&mut client, P, ABS).await;
@@ -148,7 +179,8 @@ async fn a_state_changing_request_from_another_origin_is_refused() {
             refused(what, &response, 403, "OriginNotAllowed", says);
         }
     }
-    // A browser that says the request is cross-site, without an Origin.
+    // A browser that says the request is cross-site, without an Origin:
+    // refused unless a link followed (a top-level GET navigation).
     for site in ["cross-site", "same-site"] {
         let header = format!("Sec-Fetch-Site: {site}");
         let response = send(
@@ -160,6 +192,29 @@ async fn a_state_changing_request_from_another_origin_is_refused() {
         )
         .await;
         refused(site, &response, 403, "OriginNotAllowed", &["--cors-origin"]);
+        let no_cors = ["Host: localhost", &header, "Sec-Fetch-Mode: no-cors"];
+        let stream = format!("{query}/stream");
+        for path in ["/engines", stream.as_str()] {
+            let response = send(&server, "GET", path, &no_cors, "").await;
+            refused(
+                site,
+                &response,
+                403,
+                "OriginNotAllowed",
+                &["Sec-Fetch-Site"],
+            );
+        }
+        let link = [
+            "Host: localhost",
+            &header,
+            "Sec-Fetch-Mode: navigate",
+            "Sec-Fetch-Dest: document",
+        ];
+        let response = send(&server, "GET", "/", &link, "").await;
+        assert_eq!(
+            response.status, 200,
+            "{site}: a link to the page: {response:?}"
+        );
     }
     // Nothing was registered, ingested or deleted.
     assert_eq!(queries_on(&mut client, P).await, 1);
@@ -188,11 +243,14 @@ async fn a_state_changing_request_from_another_origin_is_refused() {
     .await;
     assert_eq!(response.status, 201, "{response:?}");
     assert_eq!(queries_on(&mut client, P).await, 4);
-    // Reading is not refused, but gets no CORS header: the browser keeps
-    // the answer from the page.
-    let read = send(&server, "GET", &queries, &["Host: localhost", evil], "").await;
-    assert_eq!(read.status, 200);
-    assert_eq!(read.header("access-control-allow-origin"), None);
+    // Reading is refused too (the browser would keep the answer from the
+    // page anyway, but a stream would hold a subscriber's slot).
+    let stream = format!("{query}/stream");
+    for path in [queries.as_str(), stream.as_str()] {
+        let read = send(&server, "GET", path, &["Host: localhost", evil], "").await;
+        refused("a read", &read, 403, "OriginNotAllowed", &["--cors-origin"]);
+        assert_eq!(read.header("access-control-allow-origin"), None);
+    }
 }
 
 #[tokio::test]
@@ -332,6 +390,7 @@ async fn cors_is_answered_for_cors_origins_only() {
             .unwrap()
             .contains("Location")
     );
+    assert_eq!(created.header("vary"), Some("Origin"));
     let listed = send(
         &server,
         "GET",
@@ -340,8 +399,13 @@ async fn cors_is_answered_for_cors_origins_only() {
         "",
     )
     .await;
+    refused("another origin", &listed, 403, "OriginNotAllowed", &[]);
+    assert_eq!(listed.header("access-control-allow-origin"), None);
+    // Without an Origin (curl), the answer names none, but varies by it.
+    let listed = send(&server, "GET", &queries, &["Host: localhost", auth], "").await;
     assert_eq!(listed.status, 200);
     assert_eq!(listed.header("access-control-allow-origin"), None);
+    assert_eq!(listed.header("vary"), Some("Origin"));
     // An error is readable by the allowed page too.
     let unauthorized = send(&server, "GET", &queries, &["Host: localhost", &origin], "").await;
     assert_eq!(unauthorized.status, 401);
