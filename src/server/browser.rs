@@ -264,28 +264,24 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         // An absolute target's authority is the one the request is for
         // (RFC 9112 3.2.2), whatever `Host` says: it is checked as well.
         let target = request.uri().authority().map(|a| a.as_str());
-        let refused = match (host, target) {
-            (_, Some(target)) if !browsers.host_allowed(target, arrived) => Some(format!(
-                "the request's target names {target:?}, which is not a name of this server: \
-                 if it is one, start the server with --allowed-host {}",
-                split_authority(target).map_or(target, |(name, _)| name)
-            )),
-            (host, _) => match host {
+        let refused = match target {
+            Some(target) if !browsers.host_allowed(target, arrived) => {
+                Some(not_a_name("the request's target names", target))
+            }
+            _ => match host {
                 None => Some(
-                    "the request has no Host header: this server answers requests that name it \
-                 (localhost, its address, or an --allowed-host entry)"
+                    "the request has no Host header: this server answers requests that name \
+                     it (localhost, its address, or an --allowed-host entry)"
                         .to_owned(),
                 ),
                 Some(None) => Some(
                     "the Host header is not text: name the server as localhost, its address, \
-                 or an --allowed-host entry"
+                     or an --allowed-host entry"
                         .to_owned(),
                 ),
-                Some(Some(host)) if !browsers.host_allowed(host, arrived) => Some(format!(
-                    "host {host:?} is not a name of this server: if it is one, start the server \
-                 with --allowed-host {}",
-                    split_authority(host).map_or(host, |(name, _)| name)
-                )),
+                Some(Some(host)) if !browsers.host_allowed(host, arrived) => {
+                    Some(not_a_name("host", host))
+                }
                 Some(Some(_)) => None,
             },
         };
@@ -345,9 +341,38 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
     secure(next.run(request).await, cors, vary)
 }
 
+/// Why a `Host` (or a target's authority) is refused: it names another
+/// server, or is not a name at all.
+fn not_a_name(what: &str, host: &str) -> String {
+    let quoted = cut(host);
+    match split_authority(host) {
+        Some((name, _)) => format!(
+            "{what} {quoted}, which is not a name of this server: if it is one, start the \
+             server with --allowed-host {name}"
+        ),
+        None => format!("{what} {quoted}, which is not a host name or address"),
+    }
+}
+
+/// `text` quoted for an error message, cut to its first 256 bytes: a
+/// header may be as long as the head (64 KiB).
+fn cut(text: &str) -> String {
+    const MAX: usize = 256;
+    if text.len() <= MAX {
+        return format!("{text:?}");
+    }
+    let mut end = MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}…", &text[..end])
+}
+
 fn refuse_origin(origin: &str) -> Problem {
     let description = if origin == "null" {
         "origin \"null\" (a sandboxed frame, a file or a redirect) is not taken here".to_owned()
+    } else if origin.len() > 256 || origin.contains(char::is_whitespace) {
+        format!("origin {} is not taken here", cut(origin))
     } else {
         format!(
             "origin {origin:?} is not taken here: if its pages should call the server, start \
@@ -525,6 +550,14 @@ mod tests {
             ]
         ));
         assert!(!allows(Method::DELETE, &[("sec-fetch-site", "same-site")]));
+    }
+
+    #[test]
+    fn a_long_header_is_cut_in_the_message() {
+        let long = "é".repeat(200);
+        let message = not_a_name("host", &long);
+        assert!(message.len() < 320, "{message}");
+        assert!(message.contains('…'), "{message}");
     }
 
     #[test]

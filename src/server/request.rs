@@ -104,7 +104,10 @@ pub(crate) fn require_content_type(headers: &HeaderMap, accepted: &[&str]) -> Re
     }
     let wanted = accepted.join(" or ");
     let description = match given {
-        Some(given) => format!("Content-Type {given:?} is not accepted here: send {wanted}"),
+        Some(given) => {
+            let given: String = given.chars().take(128).collect();
+            format!("Content-Type {given:?} is not accepted here: send {wanted}")
+        }
         None => format!("the body has no Content-Type: send {wanted}"),
     };
     Err(Problem::new(
