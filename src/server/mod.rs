@@ -12,6 +12,11 @@
 //! - the fan-out (`fanout`) renders each result once as an SSE frame into
 //!   a bounded replay buffer that every subscriber reads at its own pace.
 //!
+//! - the browser checks (`browser`) answer only requests a page of the
+//!   server's own, or of a `--cors-origin`, could make: `Host` names the
+//!   server (no DNS rebinding), a foreign `Origin` is refused (no CSRF),
+//!   and every answer has its security headers;
+//!
 //! - the connections (`connections`) are capped in number and in how long a
 //!   request head may take; a request's URI, ids and body are bounded
 //!   (`request`), and every error, hyper's own included (`parse_errors`),
