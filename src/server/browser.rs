@@ -26,9 +26,10 @@
 //! - **CORS** only for `--cors-origin` entries: their preflights are
 //!   answered, their responses carry `Access-Control-Allow-Origin`; nobody
 //!   else's do.
-//! - Every answer says `X-Content-Type-Options: nosniff` and
-//!   `Referrer-Policy: no-referrer`, and has a Content-Security-Policy (the
-//!   page its own, [`super::page`]; everything else `default-src 'none'`).
+//! - Every answer says `X-Content-Type-Options: nosniff`,
+//!   `Referrer-Policy: no-referrer` and `Cross-Origin-Resource-Policy:
+//!   same-origin`, and has a Content-Security-Policy (the page its own,
+//!   [`super::page`]; everything else `default-src 'none'`).
 
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
@@ -395,6 +396,12 @@ fn secure(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Resp
     h.insert(
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
+    );
+    // No other site's page may embed an answer (an image, a script): for
+    // browsers that send no fetch metadata. CORS reads are not affected.
+    h.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
     );
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
         h.insert(

@@ -66,6 +66,7 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
     // The headers every other answer gets (`browser`).
     out.extend_from_slice(
         b"x-content-type-options: nosniff\r\nreferrer-policy: no-referrer\r\n\
+          cross-origin-resource-policy: same-origin\r\n\
           content-security-policy: default-src 'none'; frame-ancestors 'none'\r\n",
     );
     out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());

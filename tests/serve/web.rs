@@ -435,6 +435,11 @@ async fn every_answer_has_security_headers_and_the_page_a_content_security_polic
             response.header("content-security-policy").is_some(),
             "{path}"
         );
+        assert_eq!(
+            response.header("cross-origin-resource-policy"),
+            Some("same-origin"),
+            "{path}"
+        );
     }
     let refused = send(&server, "GET", "/", &["Host: evil.example"], "").await;
     assert_eq!(refused.header("x-content-type-options"), Some("nosniff"));
@@ -446,6 +451,10 @@ async fn every_answer_has_security_headers_and_the_page_a_content_security_polic
     .await;
     assert_eq!(malformed.status, 400);
     assert_eq!(malformed.header("x-content-type-options"), Some("nosniff"));
+    assert_eq!(
+        malformed.header("cross-origin-resource-policy"),
+        Some("same-origin")
+    );
 
     let api = client.get("/engines").await;
     let policy = api.header("content-security-policy").unwrap();
