@@ -247,10 +247,11 @@ fn fetch_metadata_allows(method: &Method, headers: &HeaderMap) -> bool {
     }
 }
 
-/// Refuses a request whose `Host` does not name the server, a
-/// state-changing one from a page of another origin, and a preflight of
-/// an origin not allowed; answers an allowed preflight; and gives every
-/// answer its security headers (and CORS headers for an allowed origin).
+/// Refuses a request whose `Host` does not name the server, and one from
+/// a page of another origin (by its `Origin`, else by its fetch metadata),
+/// a preflight included; answers an allowed origin's preflight; and gives
+/// every answer its security headers (and CORS headers for an allowed
+/// origin).
 pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let browsers = &app.browsers;
     let headers = request.headers();
