@@ -219,7 +219,8 @@ pub struct ServeArgs {
     /// The address to listen on (port 0 picks a free port).
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     pub addr: SocketAddr,
-    /// A bearer token every route but the landing page requires.
+    /// A bearer token every route but the landing page requires: visible
+    /// ASCII, no leading or trailing space (else exit 2).
     #[arg(
         long,
         value_name = "TOKEN",
@@ -283,6 +284,17 @@ pub struct ServeArgs {
         requires = "state"
     )]
     pub durability: DurabilityArg,
+    /// A name requests may give in their Host header, besides localhost,
+    /// 127.0.0.1, [::1] and the address a connection arrived on (others get
+    /// 403, so a web page cannot read the server through DNS rebinding).
+    /// Repeatable; with or without a port. '*' allows any: unsafe.
+    #[arg(long, value_name = "NAME")]
+    pub allowed_host: Vec<String>,
+    /// A web origin (scheme://host[:port]) whose pages may call the server:
+    /// it gets CORS answers, and its POST and DELETE requests are taken
+    /// (those of any other origin get 403). Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
 }
 
 /// `serve --durability`: what a write to the state store survives.

@@ -33,6 +33,8 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         keep_alive: Duration::from_millis(args.keep_alive_ms),
         state: args.state,
         durability: args.durability.into(),
+        allowed_hosts: args.allowed_host,
+        cors_origins: args.cors_origin,
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

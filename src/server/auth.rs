@@ -9,8 +9,31 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use super::App;
 use super::problem::Problem;
+use super::{App, ServeError};
+
+/// Refuses, at start-up, a token that would protect nothing (empty) or
+/// that no `Authorization` header can carry as given: a leading or trailing
+/// space (a client trims it), a control character (a header line cannot hold
+/// one) or a non-ASCII character (header values are bytes, and clients
+/// encode them differently).
+pub(crate) fn check_token(token: &str) -> Result<(), ServeError> {
+    if token.trim().is_empty() {
+        return Err(ServeError::EmptyToken);
+    }
+    let why = if token.starts_with(char::is_whitespace) {
+        "starts with a space".to_owned()
+    } else if token.ends_with(char::is_whitespace) {
+        "ends with a space".to_owned()
+    } else if let Some((at, _)) = token.char_indices().find(|(_, c)| c.is_control()) {
+        format!("holds a control character at byte {at}")
+    } else if let Some((at, _)) = token.char_indices().find(|(_, c)| !c.is_ascii()) {
+        format!("holds a non-ASCII character at byte {at}")
+    } else {
+        return Ok(());
+    };
+    Err(ServeError::UnsendableToken { why })
+}
 
 /// Refuses a request without the token (401), unless it is for `/`.
 pub(crate) async fn require_token(
@@ -57,6 +80,35 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use crate::server::ServeError;
+
+    #[test]
+    fn a_token_no_header_can_carry_is_refused() {
+        for (token, why) in [
+            (" s3cret", "starts with a space"),
+            ("s3cret\t", "ends with a space"),
+            ("s3\ncret", "control character at byte 2"),
+            ("s3\u{7f}cret", "control character at byte 2"),
+            ("sécret", "non-ASCII character at byte 1"),
+        ] {
+            match super::check_token(token) {
+                Err(e @ ServeError::UnsendableToken { .. }) => {
+                    let message = e.to_string();
+                    assert!(message.contains(why), "{token:?}: {message}");
+                    assert!(!message.contains(token.trim()), "{token:?}: {message}");
+                }
+                other => panic!("{token:?}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            super::check_token(" "),
+            Err(ServeError::EmptyToken)
+        ));
+        for token in ["s3cret", "a.b-c_d~e+f/g==", "two words"] {
+            assert!(super::check_token(token).is_ok(), "{token:?}");
+        }
+    }
+
     #[test]
     fn the_scheme_is_matched_in_any_case() {
         for value in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret"] {

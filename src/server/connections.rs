@@ -20,7 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper::server::conn::http1;
+use hyper::service::{Service, service_fn};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::net::TcpListener;
@@ -28,6 +30,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
+use super::browser::Arrived;
 use super::parse_errors::JsonParseErrors;
 
 /// The largest request head (request line and headers), in bytes: a larger
@@ -89,8 +92,19 @@ impl Connections {
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!("cannot set TCP_NODELAY: {e}");
             }
+            // Each request carries the local address it arrived on: with
+            // `0.0.0.0` or `::` bound, that is the address the client used,
+            // which its `Host` may name (see `browser`).
+            let arrived = tcp.local_addr().ok().map(Arrived);
             let io = TokioIo::new(JsonParseErrors::new(tcp));
-            let conn = builder.serve_connection(io, TowerToHyperService::new(router.clone()));
+            let router = TowerToHyperService::new(router.clone());
+            let service = service_fn(move |mut request: hyper::Request<Incoming>| {
+                if let Some(arrived) = arrived {
+                    request.extensions_mut().insert(arrived);
+                }
+                router.call(request)
+            });
+            let conn = builder.serve_connection(io, service);
             let draining = self.draining.clone();
             let closing = self.closing.clone();
             self.tasks.spawn(async move {

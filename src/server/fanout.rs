@@ -10,6 +10,15 @@
 //! fell off the ring's tail is told how many events it missed
 //! (`event: lagged`) instead of skipping them silently. A reconnect with
 //! `Last-Event-ID` puts the cursor back where the client left off.
+//!
+//! A `Last-Event-ID` past the query's last event is a history this server
+//! does not have (the client saw events of a state directory since restored
+//! from an older backup, or of another server): it is never taken as "up to
+//! date". The stream opens with `event: reset` and
+//! `data: {"lastEventId":N}`, N the query's last event id, and then goes on
+//! as a new subscriber's does, from the oldest event kept. The reset frame
+//! has no `id:`, so a client that reconnects before the next event sends
+//! its old id again and is told again.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -189,7 +198,9 @@ impl Fanout {
     }
 
     /// A new subscriber, starting after event `last_event_id` (from a
-    /// reconnect's `Last-Event-ID`), else at the oldest event still kept.
+    /// reconnect's `Last-Event-ID`), else at the oldest event still kept;
+    /// after an `event: reset` at the oldest kept when `last_event_id` is
+    /// past the last event (see the module's docs).
     pub(crate) fn subscribe(
         self: &Arc<Self>,
         last_event_id: Option<u64>,
@@ -203,17 +214,25 @@ impl Fanout {
         if taken.is_err() {
             return Err(Full);
         }
-        let cursor = {
+        let (cursor, reset) = {
             let ring = self.ring();
+            let last = ring.next - 1;
             match last_event_id {
-                Some(id) => id.saturating_add(1).min(ring.next),
-                None => ring.first,
+                Some(id) if id > last => (
+                    ring.first,
+                    Some(Bytes::from(format!(
+                        "event: reset\ndata: {{\"lastEventId\":{last}}}\n\n"
+                    ))),
+                ),
+                Some(id) => (id + 1, None),
+                None => (ring.first, None),
             }
         };
         Ok(Subscriber {
             fanout: self.clone(),
             changed: self.changed.subscribe(),
             cursor,
+            reset,
             done: false,
             keep_alive,
         })
@@ -251,6 +270,9 @@ pub(crate) struct Subscriber {
     changed: watch::Receiver<u64>,
     /// The id of the next event to send.
     cursor: u64,
+    /// The `reset` frame to send before anything else, if the client's
+    /// `Last-Event-ID` was ahead of the query.
+    reset: Option<Bytes>,
     done: bool,
     keep_alive: Duration,
 }
@@ -287,6 +309,9 @@ impl Subscriber {
     fn take(&mut self) -> Option<Bytes> {
         let ring = self.fanout.ring();
         let mut out = BytesMut::new();
+        if let Some(reset) = self.reset.take() {
+            out.extend_from_slice(&reset);
+        }
         if self.cursor < ring.first {
             let missed = ring.first - self.cursor;
             out.extend_from_slice(
@@ -407,6 +432,34 @@ mod tests {
             "{chunk}"
         );
         assert!(sub.next_chunk().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_last_event_id_ahead_of_the_query_gets_a_reset_then_the_history() {
+        let fanout = Arc::new(Fanout::new(2, usize::MAX, 3));
+        fanout.push(&(1..=3).map(event).collect::<Vec<_>>());
+        let mut ahead = fanout.subscribe(Some(9), IDLE).unwrap();
+        let chunk = text(ahead.next_chunk().await);
+        assert!(
+            chunk.starts_with("event: reset\ndata: {\"lastEventId\":3}\n\nid: 2\n"),
+            "{chunk}"
+        );
+        assert!(!chunk.contains("lagged"), "{chunk}");
+        assert!(chunk.contains("id: 3\n"), "{chunk}");
+        // Up to date is not ahead; and the reset comes once.
+        let mut level = fanout.subscribe(Some(3), IDLE).unwrap();
+        fanout.push(&[event(4)]);
+        assert!(text(level.next_chunk().await).starts_with("id: 4\n"));
+        assert!(text(ahead.next_chunk().await).starts_with("id: 4\n"));
+        // A query with no event yet: the reset says 0.
+        let empty = Arc::new(Fanout::new(2, usize::MAX, 1));
+        empty.finish(&QueryStatus::Stopped);
+        let mut sub = empty.subscribe(Some(1), IDLE).unwrap();
+        let chunk = text(sub.next_chunk().await);
+        assert!(
+            chunk.starts_with("event: reset\ndata: {\"lastEventId\":0}\n\nid: 0\nevent: end"),
+            "{chunk}"
+        );
     }
 
     #[tokio::test]

@@ -89,6 +89,29 @@ fn parse_json(body: &[u8]) -> Result<Vec<Instant>, Problem> {
     Ok(instants)
 }
 
+/// Refuses (413), before anything is delivered or logged, a body with a
+/// text value over `max` bytes: the most the state store keeps of one
+/// (`--state`), so an ingest is never half taken and then refused by the
+/// store.
+pub(crate) fn check_text_values(instants: &[Instant], max: usize) -> Result<(), Problem> {
+    for (i, instant) in instants.iter().enumerate() {
+        if let Value::Text(text) = &instant.value
+            && text.len() > max
+        {
+            return Err(Problem::too_large(
+                "value",
+                format!(
+                    "instant {}: the text value is {} bytes; with --state a text value is \
+                     kept up to {max} bytes: send a shorter one",
+                    i + 1,
+                    text.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The type an instant's value suggests, for a property's first ingest.
 pub(crate) fn type_of(value: &Value) -> PropertyType {
     match value {
@@ -284,6 +307,27 @@ mod tests {
         let err = format!("{:?}", parse(long.as_bytes()).unwrap_err());
         assert!(
             err.contains("instant 1") && err.contains("at most 64"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_text_value_over_the_store_limit_is_413_naming_the_instant_and_the_limit() {
+        let instants = parse(
+            format!(
+                "{{\"datetime\":\"{T}\",\"value\":\"abc\"}}\n{{\"datetime\":\"{T}\",\"value\":\"abcd\"}}"
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+        assert!(check_text_values(&instants, 4).is_ok());
+        let err = format!("{:?}", check_text_values(&instants, 3).unwrap_err());
+        assert!(
+            err.contains("PAYLOAD_TOO_LARGE") || err.contains("413"),
+            "{err}"
+        );
+        assert!(
+            err.contains("instant 2") && err.contains("up to 3 bytes"),
             "{err}"
         );
     }

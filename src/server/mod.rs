@@ -12,6 +12,11 @@
 //! - the fan-out (`fanout`) renders each result once as an SSE frame into
 //!   a bounded replay buffer that every subscriber reads at its own pace.
 //!
+//! - the browser checks (`browser`) answer only requests a page of the
+//!   server's own, or of a `--cors-origin`, could make: `Host` names the
+//!   server (no DNS rebinding), a foreign `Origin` is refused (no CSRF),
+//!   and every answer has its security headers;
+//!
 //! - the connections (`connections`) are capped in number and in how long a
 //!   request head may take; a request's URI, ids and body are bounded
 //!   (`request`), and every error, hyper's own included (`parse_errors`),
@@ -27,6 +32,7 @@
 //! shutdown grace. Every bound is a field of [`ServeOptions`].
 
 mod auth;
+mod browser;
 mod connections;
 mod durable;
 mod fanout;
@@ -100,6 +106,15 @@ pub struct ServeOptions {
     /// [`Durability::Power`] a power failure too, at one fsync per group
     /// commit.
     pub durability: Durability,
+    /// Host names (or addresses) requests may name in `Host` besides the
+    /// loopback names and the address a connection arrived on; `*` allows
+    /// any (unsafe: a web page can then read the server through DNS
+    /// rebinding).
+    pub allowed_hosts: Vec<String>,
+    /// Web origins (`scheme://host[:port]`) whose pages may call the
+    /// server: they get CORS headers, and their state-changing requests are
+    /// not refused.
+    pub cors_origins: Vec<String>,
 }
 
 impl Default for ServeOptions {
@@ -122,6 +137,8 @@ impl Default for ServeOptions {
             shutdown_grace: Duration::from_secs(10),
             state: None,
             durability: Durability::Process,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
         }
     }
 }
@@ -147,6 +164,25 @@ pub enum ServeError {
     /// A token was given, but empty: it would protect nothing.
     #[error("the token is empty: give a non-empty --token (or MFSTREAM_TOKEN), or none")]
     EmptyToken,
+    /// A token that no `Authorization` header can carry as given.
+    #[error(
+        "the token {why}: an Authorization header cannot carry it; give a token of visible \
+         ASCII characters (letters, digits, -._~+/=)"
+    )]
+    UnsendableToken {
+        /// What is wrong with it (the token itself is not repeated).
+        why: String,
+    },
+    /// An `--allowed-host` or `--cors-origin` entry that cannot match.
+    #[error("{option} {value:?}: {why}")]
+    BadBrowserOption {
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// Why it is refused, and the form expected.
+        why: &'static str,
+    },
 }
 
 /// What every handler shares.
@@ -159,6 +195,8 @@ pub(crate) struct App {
     pub(crate) store: Option<Arc<Store>>,
     /// The address bound, for links when a request has no usable `Host`.
     pub(crate) local_addr: SocketAddr,
+    /// The names and origins a browser's requests may carry.
+    pub(crate) browsers: browser::Browsers,
 }
 
 /// A bound control plane.
@@ -170,18 +208,18 @@ pub struct Server {
 
 impl Server {
     /// Binds `options.addr` (port 0 picks a free port). An empty token is
-    /// refused: it would silently protect nothing.
+    /// refused (it would silently protect nothing), and so is one that no
+    /// `Authorization` header can carry, or an `--allowed-host` or
+    /// `--cors-origin` entry that cannot match.
     pub async fn bind(
         registry: Arc<Registry>,
         options: ServeOptions,
     ) -> Result<Server, ServeError> {
-        if options
-            .token
-            .as_deref()
-            .is_some_and(|t| t.trim().is_empty())
-        {
-            return Err(ServeError::EmptyToken);
+        if let Some(token) = &options.token {
+            auth::check_token(token)?;
         }
+        // Checked before the state is opened: a typo costs no restore.
+        browser::Browsers::new(&options, options.addr)?;
         let store = match &options.state {
             Some(dir) => {
                 let store_options = StoreOptions {
@@ -203,7 +241,9 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
+        let browsers = browser::Browsers::new(&options, local_addr)?;
         let app = Arc::new(App {
+            browsers,
             registry,
             options,
             table: Table::default(),
@@ -298,6 +338,12 @@ fn router(app: Arc<App>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             app.clone(),
             auth::require_token,
+        ))
+        // Before the token: a preflight carries none, and a page that may
+        // not call the server learns nothing from a 401.
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            browser::guard,
         ))
         // Outermost: an overlong URI or body is refused before the token
         // is even looked at.

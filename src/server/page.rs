@@ -2,13 +2,47 @@
 //! clients) and the conformance classes.
 
 use axum::Json;
-use axum::http::{HeaderMap, Uri, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
+
+use super::problem::Problem;
 
 /// The page: register a query, push instants, watch the results as a line
 /// chart. Static, with no build step.
 const PAGE: &str = include_str!("page.html");
+
+/// The page with its policy: its one inline script and one inline style
+/// run by a nonce fresh for each answer, it talks to its own origin only,
+/// loads nothing else, and no other site may frame it or take a form's
+/// submission from it.
+fn page() -> Response {
+    let mut nonce = [0u8; 16];
+    if let Err(e) = getrandom::fill(&mut nonce) {
+        return Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "NoRandomness",
+            format!("cannot make the page's nonce: {e}"),
+        )
+        .into_response();
+    }
+    let nonce: String = nonce.iter().map(|b| format!("{b:02x}")).collect();
+    let html = PAGE
+        .replacen("<style>", &format!("<style nonce=\"{nonce}\">"), 1)
+        .replacen("<script>", &format!("<script nonce=\"{nonce}\">"), 1);
+    let policy = format!(
+        "default-src 'none'; script-src 'nonce-{nonce}'; style-src 'nonce-{nonce}'; \
+         connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; \
+         frame-ancestors 'none'"
+    );
+    let mut response = Html(html).into_response();
+    if let Ok(policy) = HeaderValue::from_str(&policy) {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    response
+}
 
 /// `GET /`: the page, or the landing links as JSON for `?f=json` or
 /// `Accept: application/json`.
@@ -21,7 +55,7 @@ pub(crate) async fn landing(uri: Uri, headers: HeaderMap) -> Response {
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.contains("application/json") && !v.contains("text/html"));
     if !wants_json {
-        return Html(PAGE).into_response();
+        return page();
     }
     Json(json!({
         "title": "mfstream",
@@ -47,4 +81,29 @@ pub(crate) async fn conformance() -> Response {
         ],
     }))
     .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    /// The nonce covers every script and style of the page only if there is
+    /// one of each, and no inline handler or style attribute (which no
+    /// nonce allows).
+    #[test]
+    fn the_page_has_one_script_one_style_and_no_inline_handlers() {
+        let page = super::PAGE;
+        assert_eq!(page.matches("<script").count(), 1);
+        assert_eq!(page.matches("<style").count(), 1);
+        assert_eq!(page.matches("<script>").count(), 1);
+        assert_eq!(page.matches("<style>").count(), 1);
+        let markup = &page[..page.find("<script>").unwrap()];
+        for attribute in [
+            " onclick=",
+            " onload=",
+            " onchange=",
+            " style=",
+            "javascript:",
+        ] {
+            assert!(!markup.contains(attribute), "{attribute}");
+        }
+    }
 }

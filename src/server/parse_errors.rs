@@ -63,6 +63,12 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(160 + body.len());
     out.extend_from_slice(&buf[..status_line_end + 2]);
     out.extend_from_slice(b"content-type: application/json\r\nconnection: close\r\n");
+    // The headers every other answer gets (`browser`).
+    out.extend_from_slice(
+        b"x-content-type-options: nosniff\r\nreferrer-policy: no-referrer\r\n\
+          cross-origin-resource-policy: same-origin\r\n\
+          content-security-policy: default-src 'none'; frame-ancestors 'none'\r\n",
+    );
     out.extend_from_slice(format!("content-length: {}\r\n\r\n", body.len()).as_bytes());
     out.extend_from_slice(body.as_bytes());
     Some(out)

@@ -68,6 +68,18 @@ impl Problem {
         }
     }
 
+    /// 413: a field of the body is over a bound the server keeps to.
+    pub(crate) fn too_large(field: &'static str, message: impl std::fmt::Display) -> Problem {
+        Problem {
+            field: Some(field),
+            ..Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "PayloadTooLarge",
+                format!("{field}: {message}"),
+            )
+        }
+    }
+
     /// 404: nothing at this path.
     pub(crate) fn not_found(what: impl std::fmt::Display) -> Problem {
         Problem::new(StatusCode::NOT_FOUND, "NotFound", what.to_string())

@@ -84,6 +84,40 @@ fn too_large(max: usize) -> Problem {
     .closing()
 }
 
+/// Refuses (415) a body whose `Content-Type` is not one of `accepted`
+/// (parameters such as `; charset=utf-8` allowed), or is missing: so an
+/// HTML form, which can only send `text/plain`,
+/// `application/x-www-form-urlencoded` or `multipart/form-data`, cannot
+/// send one, and a page can send one only through `fetch`, which the
+/// browser then checks with the server first (CORS).
+///
+/// Called before the body is read: the answer closes the connection.
+pub(crate) fn require_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), Problem> {
+    let given = headers
+        .get(header::CONTENT_TYPE)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()));
+    let essence = given
+        .as_deref()
+        .map(|v| v.split(';').next().unwrap_or_default().trim());
+    if essence.is_some_and(|e| accepted.iter().any(|a| a.eq_ignore_ascii_case(e))) {
+        return Ok(());
+    }
+    let wanted = accepted.join(" or ");
+    let description = match given {
+        Some(given) => {
+            let given: String = given.chars().take(128).collect();
+            format!("Content-Type {given:?} is not accepted here: send {wanted}")
+        }
+        None => format!("the body has no Content-Type: send {wanted}"),
+    };
+    Err(Problem::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "UnsupportedMediaType",
+        description,
+    )
+    .closing())
+}
+
 /// Reads a request body whole: at most `--max-body` bytes (413 beyond), all
 /// of it within `--body-timeout-ms` (408 after).
 pub(crate) async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {

@@ -22,8 +22,15 @@ use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
-use super::request::{PropertyAt, QueryAt, read_body};
+use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
 use super::table::{Feed, Full, Kind, PropertyKey, Query, new_id};
+
+/// The body type of a registration, and of an ingest (one JSON instant or
+/// an array of them, or JSON lines).
+const JSON: &str = "application/json";
+/// An ingest's other body type: JSON lines (the body is read the same way
+/// whichever of the two types it declares).
+const NDJSON: &str = "application/x-ndjson";
 
 /// `POST P/queries`: registers a continuous query.
 ///
@@ -37,6 +44,7 @@ pub(crate) async fn register(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
+    require_content_type(&headers, &[JSON])?;
     let body = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
@@ -366,13 +374,18 @@ pub(crate) async fn stream(
 pub(crate) async fn ingest(
     State(app): State<Arc<App>>,
     PropertyAt(key): PropertyAt,
+    headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
+    require_content_type(&headers, &[JSON, NDJSON])?;
     let body = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let instants = ingest::parse(&body)?;
+    if let Some(store) = &app.store {
+        ingest::check_text_values(&instants, store.options().max_text_bytes)?;
+    }
     let wait = app.options.ingest_wait;
     let delivered = match (app.table.property(&key), app.store.clone()) {
         (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,

@@ -354,6 +354,12 @@ impl Store {
         &self.dir
     }
 
+    /// The options it was opened with: its bounds, for a caller to check a
+    /// request against before it writes anything.
+    pub fn options(&self) -> &StoreOptions {
+        &self.options
+    }
+
     /// Waits for every queued write to be committed, then closes the
     /// database and releases the directory.
     pub fn close(self) {

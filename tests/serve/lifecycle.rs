@@ -165,7 +165,7 @@ async fn sigterm_with_a_half_sent_request_and_a_stalled_subscriber_exits_within_
     // buffers hold.
     let mut stalled = TcpStream::connect(server.addr).await.unwrap();
     stalled
-        .write_all(format!("GET {busy}/stream HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+        .write_all(format!("GET {busy}/stream HTTP/1.1\r\nHost: localhost\r\n\r\n").as_bytes())
         .await
         .unwrap();
     let total = 200_000;

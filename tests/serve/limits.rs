@@ -198,7 +198,10 @@ async fn half_sent_requests_are_closed_after_the_header_timeout_and_cannot_exhau
 #[tokio::test]
 async fn a_body_that_does_not_arrive_in_time_is_answered_408() {
     let server = Serve::start("serve-slow-body", &["--body-timeout-ms", "300"], &[]);
-    let request = format!("POST {P}/ingest HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{{");
+    let request = format!(
+        "POST {P}/ingest HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{{"
+    );
     let response = tokio::time::timeout(PATIENCE, raw(server.addr, request.as_bytes()))
         .await
         .expect("an answer");

@@ -7,8 +7,11 @@ mod fuzz;
 mod lifecycle;
 mod limits;
 mod ownership;
+mod reset;
 mod state;
+mod stored_limits;
 mod stream;
+mod web;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

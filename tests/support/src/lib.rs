@@ -166,6 +166,14 @@ fn request_head(
     for (name, value) in headers {
         head.push_str(&format!("{name}: {value}\r\n"));
     }
+    // The server takes JSON bodies only (415 otherwise): every body is
+    // sent as JSON unless the caller says what it is.
+    let typed = headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("content-type"));
+    if (len > 0 || method == "POST") && !typed {
+        head.push_str("Content-Type: application/json\r\n");
+    }
     if len > 0 || method == "POST" {
         head.push_str(&format!("Content-Length: {len}\r\n"));
     }
