@@ -565,6 +565,31 @@ fn help_shows_examples_exit_codes_and_environment() {
 }
 
 #[test]
+fn run_serve_and_check_help_show_the_exit_codes_each_can_end_with() {
+    let dir = TempDir::new("cli-help-exit");
+    let codes = |command: &str| {
+        let output = mfstream_command(dir.path())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{command}");
+        let help = stdout(&output);
+        let section = help
+            .split_once("\nExit status:\n")
+            .unwrap_or_else(|| panic!("{command} --help has no exit codes:\n{help}"))
+            .1;
+        section
+            .lines()
+            .map_while(|line| line.strip_prefix("  ")?.split_whitespace().next())
+            .map(|code| code.parse::<u8>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(codes("run"), [0, 1, 2, 130, 143]);
+    assert_eq!(codes("check"), [0, 1, 2]);
+    assert_eq!(codes("serve"), [0, 2]);
+}
+
+#[test]
 fn completions_print_a_script_for_each_shell() {
     let dir = TempDir::new("cli-completions");
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {

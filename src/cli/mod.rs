@@ -13,16 +13,15 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::Outcome;
+use crate::{EXIT_CODES, ExitStatus, Outcome};
 
 pub use self::engines::{check, engines};
 pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 pub use self::serve::serve;
 
-/// What `mfstream --help` says after the options. The exit codes are
-/// `Outcome::exit_code`'s and `EXIT_ERROR` of main.rs: keep them in step.
-const AFTER_HELP: &str = "\
+/// What `mfstream --help` says after the options, before the exit codes.
+const EXAMPLES: &str = "\
 Examples:
   mfstream engines
   mfstream check --config engines.toml
@@ -32,15 +31,10 @@ Examples:
     examples/speed.ndjson
   tail -f speeds.ndjson | mfstream run --engine flink --op ln
   mfstream serve --addr 127.0.0.1:8080
-  mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream
+  mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream";
 
-Exit status:
-  0    the query completed (or its reader closed stdout); check found no problem
-  1    the query failed (the reason on stderr); check found problems in engines.toml
-  2    bad arguments, an unknown or not-ready engine, or an unreadable engines.toml
-  130  stopped by SIGINT (the query is stopped gracefully first)
-  143  stopped by SIGTERM (likewise)
-
+/// What `mfstream --help` says after the exit codes.
+const ENVIRONMENT: &str = "\
 Environment:
   MFSTREAM_CONFIG       the engines.toml when --config is absent (else ./engines.toml)
   MFAPI_STREAM_ENGINE   the engine when --engine is absent (else the file's default, else local)
@@ -48,8 +42,8 @@ Environment:
   MFSTREAM_TOKEN        serve: the bearer token, as --token
   RUST_LOG              what is logged to stderr (default warn)";
 
-/// What `mfstream run --help` says after the options.
-const RUN_AFTER_HELP: &str = "\
+/// What `mfstream run --help` says after the options, before the exit codes.
+const RUN_EXAMPLES: &str = "\
 Examples:
   mfstream run --op mul --arg 1.852 --property speed examples/speed.ndjson
   mfstream run --query '{\"operation\":\"mul\",\"arg\":1.852}' < examples/speed.ndjson
@@ -60,6 +54,28 @@ Examples:
 
 Operation and aggregation names are read in any case (mul, MUL).";
 
+/// The "Exit status:" section of a `--help`, generated from main.rs's
+/// [`EXIT_CODES`]: `meaning` picks what a code means to the command, `None`
+/// leaving out a code it never ends with.
+fn exit_status(meaning: fn(&ExitStatus) -> Option<&'static str>) -> String {
+    let mut text = String::from("Exit status:");
+    for status in EXIT_CODES {
+        if let Some(meaning) = meaning(status) {
+            text.push_str(&format!("\n  {:<4} {meaning}", status.code));
+        }
+    }
+    text
+}
+
+fn after_help() -> String {
+    let codes = exit_status(|status| Some(status.general));
+    format!("{EXAMPLES}\n\n{codes}\n\n{ENVIRONMENT}")
+}
+
+fn run_after_help() -> String {
+    format!("{RUN_EXAMPLES}\n\n{}", exit_status(|status| status.run))
+}
+
 /// A registry of stream engines for OGC API – Moving Features continuous
 /// queries.
 #[derive(Debug, Parser)]
@@ -68,7 +84,7 @@ Operation and aggregation names are read in any case (mul, MUL).";
     version,
     about,
     propagate_version = true,
-    after_help = AFTER_HELP
+    after_help = after_help()
 )]
 pub struct Cli {
     /// What to do.
@@ -82,12 +98,14 @@ pub enum Command {
     /// List every engine with its kind, readiness and why not ready.
     Engines(EnginesArgs),
     /// Validate engines.toml; exit 0 when all is well.
+    #[command(after_help = exit_status(|status| status.check))]
     Check(ConfigArgs),
     /// Run one continuous query from a file or stdin to JSON lines on stdout.
-    #[command(after_help = RUN_AFTER_HELP)]
+    #[command(after_help = run_after_help())]
     Run(RunArgs),
     /// Serve continuous queries over HTTP and Server-Sent Events (OGC API –
     /// Moving Features Part 4) until SIGTERM or SIGINT.
+    #[command(after_help = exit_status(|status| status.serve))]
     Serve(ServeArgs),
     /// Print a completion script for SHELL to stdout.
     #[command(
