@@ -3,6 +3,7 @@
 
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -99,6 +100,13 @@ pub const EXIT_CODES: &[ExitStatus] = &[
     },
 ];
 
+/// Whether the logs on stderr are coloured: only on a terminal, and never
+/// when `NO_COLOR` is set to anything but "" (<https://no-color.org>). A log
+/// file or a test's captured stderr gets no escape codes.
+fn colour_logs() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
@@ -107,6 +115,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour_logs())
         .init();
     let result = match cli.command {
         Command::Engines(args) => cli::engines(args),

@@ -673,3 +673,119 @@ fn run_live_emits_a_tumbling_window_on_time_while_stdin_stays_open() {
     assert!(child.wait().unwrap().success());
     assert!(rx.recv().is_err(), "nothing after the end");
 }
+
+/// Whether `text` holds an SGR escape (a colour or a style: `ESC [ … m`).
+fn has_colour(text: &str) -> bool {
+    text.split("\x1b[").skip(1).any(|rest| {
+        let end = rest.find(|c: char| !c.is_ascii_digit() && c != ';');
+        end.is_some_and(|end| rest[end..].starts_with('m'))
+    })
+}
+
+/// What `mfstream run --op abs` logs at debug level, one instant in, with
+/// `no_color` as `NO_COLOR`, on a terminal (a pseudo-terminal) or a pipe.
+fn debug_log(terminal: bool, no_color: Option<&str>) -> String {
+    let dir = TempDir::new("cli-colour");
+    let input = dir.join("in.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":-1}\n",
+    )
+    .unwrap();
+    let mut cmd = mfstream_command(dir.path());
+    cmd.env("RUST_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .args(["run", "--op", "abs"])
+        .arg(&input)
+        .stdout(Stdio::null());
+    if let Some(value) = no_color {
+        cmd.env("NO_COLOR", value);
+    }
+    if !terminal {
+        let output = cmd.output().unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        return stderr(&output);
+    }
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty writes two new descriptors into the two ints, which
+    // are then owned by the File and the OwnedFd below.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty returned these descriptors to us, and nothing else owns them.
+    let (mut leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::os::fd::OwnedFd::from_raw_fd(follower),
+        )
+    };
+    cmd.stderr(follower);
+    let mut child = cmd.spawn().unwrap();
+    // The follower's last copy is the child's: its exit ends the terminal.
+    drop(cmd);
+    assert!(child.wait().unwrap().success());
+    let mut log = Vec::new();
+    // Linux answers EIO, not end of file, once the follower side is closed.
+    let _ = std::io::Read::read_to_end(&mut leader, &mut log);
+    String::from_utf8_lossy(&log).into_owned()
+}
+
+#[test]
+fn logs_are_coloured_only_on_a_terminal_and_never_under_no_color() {
+    let piped = debug_log(false, None);
+    assert!(piped.contains("DEBUG"), "{piped:?}");
+    assert!(!has_colour(&piped), "colour on a pipe: {piped:?}");
+    let terminal = debug_log(true, None);
+    assert!(terminal.contains("DEBUG"), "{terminal:?}");
+    assert!(
+        has_colour(&terminal),
+        "no colour on a terminal: {terminal:?}"
+    );
+    let no_color = debug_log(true, Some("1"));
+    assert!(no_color.contains("DEBUG"), "{no_color:?}");
+    assert!(
+        !has_colour(&no_color),
+        "colour under NO_COLOR: {no_color:?}"
+    );
+}
+
+#[test]
+fn serve_on_an_address_in_use_says_its_cause_once() {
+    let dir = TempDir::new("cli-addr-in-use");
+    let mut first = mfstream_command(dir.path())
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("mfstream: listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    let second = mfstream_command(dir.path())
+        .args(["serve", "--addr", &addr])
+        .output()
+        .unwrap();
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(second.status.code(), Some(2));
+    let message = stderr(&second);
+    assert!(
+        message.starts_with(&format!("mfstream: cannot listen on {addr}: ")),
+        "{message}"
+    );
+    assert_eq!(message.matches("os error").count(), 1, "{message}");
+}

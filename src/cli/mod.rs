@@ -40,6 +40,7 @@ Environment:
   MFAPI_STREAM_ENGINE   the engine when --engine is absent (else the file's default, else local)
   MFAPI_<RUNTIME>_CMD   a bridge engine's job command, as its cmd_env names it (MFAPI_FLINK_CMD, ...)
   MFSTREAM_TOKEN        serve: the bearer token, as --token
+  NO_COLOR              when set (not empty), the logs have no colour (nor when stderr is no terminal)
   RUST_LOG              what is logged to stderr (default warn)";
 
 /// What `mfstream run --help` says after the options, before the exit codes.
