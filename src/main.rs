@@ -121,9 +121,10 @@ fn main() -> ExitCode {
         Command::Engines(args) => cli::engines(args),
         Command::Check(args) => cli::check(args),
         Command::Run(args) => cli::run(args),
+        Command::Help { command } => cli::help(command.as_deref()),
         Command::PluginHost(args) => cli::plugin_host(args),
         Command::Serve(args) => cli::serve(args),
-        Command::Completions { shell } => cli::completions(shell),
+        Command::Completions { shell, config } => cli::completions(shell, config),
     };
     match result {
         Ok(outcome) => {

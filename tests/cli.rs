@@ -789,3 +789,136 @@ fn serve_on_an_address_in_use_says_its_cause_once() {
     );
     assert_eq!(message.matches("os error").count(), 1, "{message}");
 }
+
+#[test]
+fn run_with_neither_op_nor_query_says_to_give_one() {
+    let dir = TempDir::new("cli-no-query");
+    let output = mfstream_command(dir.path())
+        .arg("run")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("<--query <JSON>|--op <OP>>"), "{message}");
+}
+
+#[test]
+fn completions_offer_the_operations_the_types_and_the_configured_engines() {
+    let dir = TempDir::new("cli-completion-values");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"zebra\"\ncmd_env = \"ZEBRA_CMD\"\n",
+    )
+    .unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let output = mfstream_with(&["completions", shell], &config);
+        assert!(output.status.success(), "{shell}: {}", stderr(&output));
+        let script = stdout(&output);
+        for value in ["log10", "radians", "TBoolean", "TInteger", "zebra"] {
+            assert!(script.contains(value), "{shell}: no {value:?}");
+        }
+    }
+    // Completions list the names; the parser still takes any case.
+    let output = mfstream_command(dir.path())
+        .args(["run", "--op", "ABS", "--type", "treal"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn a_directory_as_input_exits_2_like_a_missing_file() {
+    let dir = TempDir::new("cli-dir-input");
+    for input in [dir.path().to_owned(), dir.join("missing.ndjson")] {
+        let output = mfstream_command(dir.path())
+            .args(["run", "--op", "abs"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        let expected = format!("mfstream: cannot open the input {:?}: ", input);
+        assert!(
+            stderr(&output).starts_with(&expected),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let output = mfstream_command(dir.path())
+        .args(["run", "--op", "abs"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(stderr(&output).contains("it is a directory: name a file"));
+}
+
+#[test]
+fn every_problem_check_reports_starts_with_mfstream() {
+    let dir = TempDir::new("cli-check-prefix");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"Flink\"\ncmd_env = \"1X\"\n\n[[plugin]]\npath = \"missing.so\"\n",
+    )
+    .unwrap();
+    let output = mfstream_with(&["check"], &config);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    let place = format!("{}:", config.display());
+    let problems: Vec<&str> = message.lines().filter(|l| l.contains(&place)).collect();
+    assert_eq!(problems.len(), 2, "{message}");
+    for line in problems {
+        assert!(line.starts_with("mfstream: "), "{line}");
+    }
+    // A file that parses, with a plugin that does not load.
+    std::fs::write(&config, "[[plugin]]\npath = \"missing.so\"\n").unwrap();
+    let output = mfstream_with(&["check"], &config);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with(&format!("mfstream: {}:2: plugin ", config.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn engines_says_when_mfapi_stream_engine_names_no_engine() {
+    let dir = TempDir::new("cli-engines-default");
+    let config = job_config(&dir);
+    let output = mfstream_command(dir.path())
+        .env("MFAPI_STREAM_ENGINE", "storm")
+        .args(["engines", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert!(!listing.contains("storm  "), "{listing}");
+    assert!(!listing.contains("* default engine"), "{listing}");
+    assert!(
+        listing.ends_with(
+            "\n! no default engine: MFAPI_STREAM_ENGINE names \"storm\", which is not an engine: known engines are local, job\n"
+        ),
+        "{listing}"
+    );
+}
+
+#[test]
+fn help_help_exits_0_and_help_command_is_command_help() {
+    let dir = TempDir::new("cli-help-help");
+    let run = |args: &[&str]| mfstream_command(dir.path()).args(args).output().unwrap();
+    let output = run(&["help", "--help"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("Usage: mfstream help [COMMAND]"));
+    let help_run = run(&["help", "run"]);
+    assert!(help_run.status.success());
+    assert_eq!(stdout(&help_run), stdout(&run(&["run", "--help"])));
+    assert_eq!(stdout(&run(&["help"])), stdout(&run(&["--help"])));
+    let unknown = run(&["help", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).starts_with("mfstream: no command \"nope\": the commands are engines,")
+    );
+}

@@ -5,6 +5,7 @@ mod input;
 mod plugin_host;
 mod run;
 mod serve;
+mod values;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,6 +20,7 @@ pub use self::engines::{check, engines};
 pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 pub use self::serve::serve;
+use self::values::names;
 
 /// What `mfstream --help` says after the options, before the exit codes.
 const EXAMPLES: &str = "\
@@ -85,7 +87,8 @@ fn run_after_help() -> String {
     version,
     about,
     propagate_version = true,
-    after_help = after_help()
+    after_help = after_help(),
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     /// What to do.
@@ -109,12 +112,23 @@ pub enum Command {
     #[command(after_help = exit_status(|status| status.serve))]
     Serve(ServeArgs),
     /// Print a completion script for SHELL to stdout.
+    ///
+    /// `--op` and `--type` complete their values, `--engine` the engines of
+    /// the engines.toml found now as `run` finds it.
     #[command(
         after_help = "Example: mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream"
     )]
     Completions {
         /// bash, elvish, fish, powershell or zsh.
         shell: clap_complete::Shell,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Print the help of mfstream, or of COMMAND (as `--help` does).
+    // mfstream's own, not clap's built-in one, which refuses `help --help`.
+    Help {
+        /// The command, e.g. run.
+        command: Option<String>,
     },
     /// Host a plugin out of process (`isolation = "process"`); run by
     /// mfstream itself.
@@ -124,13 +138,28 @@ pub enum Command {
 
 /// Writes the completion script for `shell`. A closed stdout (`| head`)
 /// is success, as everywhere.
-pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
+pub fn completions(shell: clap_complete::Shell, config: ConfigArgs) -> anyhow::Result<Outcome> {
+    // `--engine` takes any name (the registry decides), so its completions
+    // are the engines known now, put on a copy of the command for the script.
+    let registry = mfstream::Registry::load(
+        mfstream::Registry::discover(config.config.as_deref()).as_deref(),
+    )?;
+    let engines: Vec<String> = registry
+        .engines()
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    let full = Cli::command().mut_subcommand("run", |run| {
+        run.mut_arg("engine", |arg| {
+            arg.value_parser(clap::builder::PossibleValuesParser::new(engines))
+        })
+    });
     // clap_complete offers hidden subcommands too: the completed command is
     // the real one less `plugin-host`, which only mfstream itself runs.
-    let full = Cli::command();
     let mut visible = clap::Command::new("mfstream")
         .version(env!("CARGO_PKG_VERSION"))
         .propagate_version(true)
+        .disable_help_subcommand(true)
         .args(full.get_arguments().cloned())
         .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
     let mut script = Vec::new();
@@ -141,6 +170,39 @@ pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
             result.context("cannot write to stdout")?;
             Ok(Outcome::Success)
         }
+    }
+}
+
+/// Prints the help of mfstream, or of its subcommand `command`: what
+/// `--help` prints, as clap renders it.
+pub fn help(command: Option<&str>) -> anyhow::Result<Outcome> {
+    let cli = Cli::command();
+    let mut args = vec!["mfstream"];
+    if let Some(name) = command {
+        if cli
+            .get_subcommands()
+            .all(|c| c.is_hide_set() || c.get_name() != name)
+        {
+            let known: Vec<&str> = cli
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(clap::Command::get_name)
+                .collect();
+            anyhow::bail!("no command {name:?}: the commands are {}", known.join(", "));
+        }
+        args.push(name);
+    }
+    args.push("--help");
+    match cli.try_get_matches_from(args) {
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => match e.print() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Outcome::Success),
+            result => {
+                result.context("cannot write to stdout")?;
+                Ok(Outcome::Success)
+            }
+        },
+        Err(e) => Err(e.into()),
+        Ok(_) => anyhow::bail!("--help printed no help"),
     }
 }
 
@@ -194,6 +256,7 @@ pub struct EnginesArgs {
 
 /// `mfstream run`.
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["query", "op"]))]
 pub struct RunArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -207,7 +270,7 @@ pub struct RunArgs {
     pub query: Option<String>,
     /// A lifted operation, in any case: ln, exp, log10, ceil, floor, abs,
     /// degrees, radians, sin, cos, tan, add, sub, mul, div.
-    #[arg(long, value_name = "OP", required_unless_present = "query")]
+    #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true)]
     pub op: Option<String>,
     /// The operation's scalar argument (add, sub, mul, div).
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
@@ -216,7 +279,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", default_value = "value")]
     pub property: String,
     /// The property's type: TReal, TInteger, TText or TBoolean.
-    #[arg(long = "type", value_name = "TYPE", default_value = "TReal")]
+    #[arg(
+        long = "type",
+        value_name = "TYPE",
+        default_value = "TReal",
+        value_parser = names::<mfstream::PropertyType>(values::property_types),
+        hide_possible_values = true
+    )]
     pub property_type: mfstream::PropertyType,
     /// Live input (stdin kept open, a pipe): time windows also close on the
     /// wall clock, once it passes their end plus the query's "grace",
