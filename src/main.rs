@@ -39,7 +39,8 @@ impl Outcome {
 const SUCCESS: u8 = 0;
 const FAILED: u8 = 1;
 /// Usage and setup errors (bad arguments, unreadable config, unknown engine,
-/// an address in use): every `Err` of a command.
+/// an address in use): every `Err` of a command, and clap's own usage
+/// errors, which exit 2 as well.
 const EXIT_ERROR: u8 = 2;
 const INTERRUPTED: u8 = 130;
 const TERMINATED: u8 = 143;
@@ -49,10 +50,15 @@ const TERMINATED: u8 = 143;
 /// never ends with it).
 #[derive(Debug)]
 pub struct ExitStatus {
+    /// The exit code.
     pub code: u8,
+    /// What it means, for `mfstream --help`.
     pub general: &'static str,
+    /// What it means after `run`.
     pub run: Option<&'static str>,
+    /// What it means after `check`.
     pub check: Option<&'static str>,
+    /// What it means after `serve`.
     pub serve: Option<&'static str>,
 }
 
