@@ -3,13 +3,14 @@
 
 mod cli;
 
+use std::io::IsTerminal;
 use std::process::ExitCode;
 
 use clap::Parser;
 
 use crate::cli::{Cli, Command};
 
-/// How a command ended. The exit codes are defined here and nowhere else.
+/// How a command ended. Its exit code is one of [`EXIT_CODES`].
 #[derive(Debug)]
 pub enum Outcome {
     /// All is well (a query completed, or stdout was closed by its reader).
@@ -27,16 +28,90 @@ pub enum Outcome {
 impl Outcome {
     fn exit_code(&self) -> u8 {
         match self {
-            Outcome::Success => 0,
-            Outcome::QueryFailed(_) | Outcome::InvalidConfig(_) => 1,
-            Outcome::Interrupted => 130,
-            Outcome::Terminated => 143,
+            Outcome::Success => SUCCESS,
+            Outcome::QueryFailed(_) | Outcome::InvalidConfig(_) => FAILED,
+            Outcome::Interrupted => INTERRUPTED,
+            Outcome::Terminated => TERMINATED,
         }
     }
 }
 
-/// Usage and setup errors (bad arguments, unreadable config, unknown engine).
+const SUCCESS: u8 = 0;
+const FAILED: u8 = 1;
+/// Usage and setup errors (bad arguments, unreadable config, unknown engine,
+/// an address in use): every `Err` of a command, and clap's own usage
+/// errors, which exit 2 as well.
 const EXIT_ERROR: u8 = 2;
+const INTERRUPTED: u8 = 130;
+const TERMINATED: u8 = 143;
+
+/// An exit code and what it means: in general (`mfstream --help`), and to
+/// each of `run`, `check` and `serve` (their `--help`; `None`: that command
+/// never ends with it).
+#[derive(Debug)]
+pub struct ExitStatus {
+    /// The exit code.
+    pub code: u8,
+    /// What it means, for `mfstream --help`.
+    pub general: &'static str,
+    /// What it means after `run`.
+    pub run: Option<&'static str>,
+    /// What it means after `check`.
+    pub check: Option<&'static str>,
+    /// What it means after `serve`.
+    pub serve: Option<&'static str>,
+}
+
+/// Every exit code of mfstream: the one place they are defined, which the
+/// `--help` texts are generated from.
+pub const EXIT_CODES: &[ExitStatus] = &[
+    ExitStatus {
+        code: SUCCESS,
+        general: "the query completed (or its reader closed stdout); check found no problem",
+        run: Some("the query completed (or its reader closed stdout)"),
+        check: Some("engines.toml has no problem and every plugin loads"),
+        serve: Some("stopped by SIGTERM or SIGINT, after its queries stopped"),
+    },
+    ExitStatus {
+        code: FAILED,
+        general: "the query failed (the reason on stderr); check found problems in engines.toml",
+        run: Some("the query failed (the reason on stderr)"),
+        check: Some("engines.toml has problems, or a plugin is refused (each on stderr)"),
+        serve: None,
+    },
+    ExitStatus {
+        code: EXIT_ERROR,
+        general: "bad arguments, an unknown or not-ready engine, or an unreadable engines.toml",
+        run: Some(
+            "bad arguments, an unknown or not-ready engine, an unreadable input or engines.toml",
+        ),
+        check: Some("bad arguments, or an unreadable engines.toml"),
+        serve: Some(
+            "bad arguments, an unreadable engines.toml, or the server cannot start (the address in use, --state held by another server)",
+        ),
+    },
+    ExitStatus {
+        code: INTERRUPTED,
+        general: "stopped by SIGINT (the query is stopped gracefully first)",
+        run: Some("stopped by SIGINT (the query is stopped gracefully first)"),
+        check: None,
+        serve: None,
+    },
+    ExitStatus {
+        code: TERMINATED,
+        general: "stopped by SIGTERM (likewise)",
+        run: Some("stopped by SIGTERM (likewise)"),
+        check: None,
+        serve: None,
+    },
+];
+
+/// Whether the logs on stderr are coloured: only on a terminal, and never
+/// when `NO_COLOR` is set to anything but "" (<https://no-color.org>). A log
+/// file or a test's captured stderr gets no escape codes.
+fn colour_logs() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -46,14 +121,16 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(colour_logs())
         .init();
     let result = match cli.command {
         Command::Engines(args) => cli::engines(args),
         Command::Check(args) => cli::check(args),
         Command::Run(args) => cli::run(args),
+        Command::Help { command } => cli::help(command.as_deref()),
         Command::PluginHost(args) => cli::plugin_host(args),
         Command::Serve(args) => cli::serve(args),
-        Command::Completions { shell } => cli::completions(shell),
+        Command::Completions { shell, config } => cli::completions(shell, config),
     };
     match result {
         Ok(outcome) => {

@@ -565,6 +565,31 @@ fn help_shows_examples_exit_codes_and_environment() {
 }
 
 #[test]
+fn run_serve_and_check_help_show_the_exit_codes_each_can_end_with() {
+    let dir = TempDir::new("cli-help-exit");
+    let codes = |command: &str| {
+        let output = mfstream_command(dir.path())
+            .args([command, "--help"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{command}");
+        let help = stdout(&output);
+        let section = help
+            .split_once("\nExit status:\n")
+            .unwrap_or_else(|| panic!("{command} --help has no exit codes:\n{help}"))
+            .1;
+        section
+            .lines()
+            .map_while(|line| line.strip_prefix("  ")?.split_whitespace().next())
+            .map(|code| code.parse::<u8>().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(codes("run"), [0, 1, 2, 130, 143]);
+    assert_eq!(codes("check"), [0, 1, 2]);
+    assert_eq!(codes("serve"), [0, 2]);
+}
+
+#[test]
 fn completions_print_a_script_for_each_shell() {
     let dir = TempDir::new("cli-completions");
     for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
@@ -647,4 +672,253 @@ fn run_live_emits_a_tumbling_window_on_time_while_stdin_stays_open() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
     assert!(rx.recv().is_err(), "nothing after the end");
+}
+
+/// Whether `text` holds an SGR escape (a colour or a style: `ESC [ … m`).
+fn has_colour(text: &str) -> bool {
+    text.split("\x1b[").skip(1).any(|rest| {
+        let end = rest.find(|c: char| !c.is_ascii_digit() && c != ';');
+        end.is_some_and(|end| rest[end..].starts_with('m'))
+    })
+}
+
+/// What `mfstream run --op abs` logs at debug level, one instant in, with
+/// `no_color` as `NO_COLOR`, on a terminal (a pseudo-terminal) or a pipe.
+fn debug_log(terminal: bool, no_color: Option<&str>) -> String {
+    let dir = TempDir::new("cli-colour");
+    let input = dir.join("in.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":-1}\n",
+    )
+    .unwrap();
+    let mut cmd = mfstream_command(dir.path());
+    cmd.env("RUST_LOG", "debug")
+        .env_remove("NO_COLOR")
+        .args(["run", "--op", "abs"])
+        .arg(&input)
+        .stdout(Stdio::null());
+    if let Some(value) = no_color {
+        cmd.env("NO_COLOR", value);
+    }
+    if !terminal {
+        let output = cmd.output().unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        return stderr(&output);
+    }
+    use std::os::fd::FromRawFd;
+    let (mut leader, mut follower) = (0, 0);
+    // SAFETY: openpty writes two new descriptors into the two ints, which
+    // are then owned by the File and the OwnedFd below.
+    let opened = unsafe {
+        libc::openpty(
+            &mut leader,
+            &mut follower,
+            std::ptr::null_mut(),
+            std::ptr::null(),
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(opened, 0, "openpty: {}", std::io::Error::last_os_error());
+    // SAFETY: openpty returned these descriptors to us, and nothing else owns them.
+    let (mut leader, follower) = unsafe {
+        (
+            std::fs::File::from_raw_fd(leader),
+            std::os::fd::OwnedFd::from_raw_fd(follower),
+        )
+    };
+    cmd.stderr(follower);
+    let mut child = cmd.spawn().unwrap();
+    // The follower's last copy is the child's: its exit ends the terminal.
+    drop(cmd);
+    assert!(child.wait().unwrap().success());
+    let mut log = Vec::new();
+    // Linux answers EIO, not end of file, once the follower side is closed.
+    let _ = std::io::Read::read_to_end(&mut leader, &mut log);
+    String::from_utf8_lossy(&log).into_owned()
+}
+
+#[test]
+fn logs_are_coloured_only_on_a_terminal_and_never_under_no_color() {
+    let piped = debug_log(false, None);
+    assert!(piped.contains("DEBUG"), "{piped:?}");
+    assert!(!has_colour(&piped), "colour on a pipe: {piped:?}");
+    let terminal = debug_log(true, None);
+    assert!(terminal.contains("DEBUG"), "{terminal:?}");
+    assert!(
+        has_colour(&terminal),
+        "no colour on a terminal: {terminal:?}"
+    );
+    let no_color = debug_log(true, Some("1"));
+    assert!(no_color.contains("DEBUG"), "{no_color:?}");
+    assert!(
+        !has_colour(&no_color),
+        "colour under NO_COLOR: {no_color:?}"
+    );
+}
+
+#[test]
+fn serve_on_an_address_in_use_says_its_cause_once() {
+    let dir = TempDir::new("cli-addr-in-use");
+    let mut first = mfstream_command(dir.path())
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(first.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("mfstream: listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_owned();
+    let second = mfstream_command(dir.path())
+        .args(["serve", "--addr", &addr])
+        .output()
+        .unwrap();
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(second.status.code(), Some(2));
+    let message = stderr(&second);
+    assert!(
+        message.starts_with(&format!("mfstream: cannot listen on {addr}: ")),
+        "{message}"
+    );
+    assert_eq!(message.matches("os error").count(), 1, "{message}");
+}
+
+#[test]
+fn run_with_neither_op_nor_query_says_to_give_one() {
+    let dir = TempDir::new("cli-no-query");
+    let output = mfstream_command(dir.path())
+        .arg("run")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let message = stderr(&output);
+    assert!(message.contains("<--query <JSON>|--op <OP>>"), "{message}");
+}
+
+#[test]
+fn completions_offer_the_operations_the_types_and_the_configured_engines() {
+    let dir = TempDir::new("cli-completion-values");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"zebra\"\ncmd_env = \"ZEBRA_CMD\"\n",
+    )
+    .unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        let output = mfstream_with(&["completions", shell], &config);
+        assert!(output.status.success(), "{shell}: {}", stderr(&output));
+        let script = stdout(&output);
+        for value in ["log10", "radians", "TBoolean", "TInteger", "zebra"] {
+            assert!(script.contains(value), "{shell}: no {value:?}");
+        }
+    }
+    // Completions list the names; the parser still takes any case.
+    let output = mfstream_command(dir.path())
+        .args(["run", "--op", "ABS", "--type", "treal"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
+#[test]
+fn a_directory_as_input_exits_2_like_a_missing_file() {
+    let dir = TempDir::new("cli-dir-input");
+    for input in [dir.path().to_owned(), dir.join("missing.ndjson")] {
+        let output = mfstream_command(dir.path())
+            .args(["run", "--op", "abs"])
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        let expected = format!("mfstream: cannot open the input {:?}: ", input);
+        assert!(
+            stderr(&output).starts_with(&expected),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let output = mfstream_command(dir.path())
+        .args(["run", "--op", "abs"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(stderr(&output).contains("it is a directory: name a file"));
+}
+
+#[test]
+fn every_problem_check_reports_starts_with_mfstream() {
+    let dir = TempDir::new("cli-check-prefix");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"Flink\"\ncmd_env = \"1X\"\n\n[[plugin]]\npath = \"missing.so\"\n",
+    )
+    .unwrap();
+    let output = mfstream_with(&["check"], &config);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    let place = format!("{}:", config.display());
+    let problems: Vec<&str> = message.lines().filter(|l| l.contains(&place)).collect();
+    assert_eq!(problems.len(), 2, "{message}");
+    for line in problems {
+        assert!(line.starts_with("mfstream: "), "{line}");
+    }
+    // A file that parses, with a plugin that does not load.
+    std::fs::write(&config, "[[plugin]]\npath = \"missing.so\"\n").unwrap();
+    let output = mfstream_with(&["check"], &config);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.starts_with(&format!("mfstream: {}:2: plugin ", config.display())),
+        "{message}"
+    );
+}
+
+#[test]
+fn engines_says_when_mfapi_stream_engine_names_no_engine() {
+    let dir = TempDir::new("cli-engines-default");
+    let config = job_config(&dir);
+    let output = mfstream_command(dir.path())
+        .env("MFAPI_STREAM_ENGINE", "storm")
+        .args(["engines", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let listing = stdout(&output);
+    assert!(!listing.contains("storm  "), "{listing}");
+    assert!(!listing.contains("* default engine"), "{listing}");
+    assert!(
+        listing.ends_with(
+            "\n! no default engine: MFAPI_STREAM_ENGINE names \"storm\", which is not an engine: known engines are local, job\n"
+        ),
+        "{listing}"
+    );
+}
+
+#[test]
+fn help_help_exits_0_and_help_command_is_command_help() {
+    let dir = TempDir::new("cli-help-help");
+    let run = |args: &[&str]| mfstream_command(dir.path()).args(args).output().unwrap();
+    let output = run(&["help", "--help"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("Usage: mfstream help [COMMAND]"));
+    let help_run = run(&["help", "run"]);
+    assert!(help_run.status.success());
+    assert_eq!(stdout(&help_run), stdout(&run(&["run", "--help"])));
+    assert_eq!(stdout(&run(&["help"])), stdout(&run(&["--help"])));
+    let unknown = run(&["help", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        stderr(&unknown).starts_with("mfstream: no command \"nope\": the commands are engines,")
+    );
 }

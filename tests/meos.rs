@@ -129,3 +129,51 @@ fn a_meos_domain_error_fails_the_query_with_meos_message() {
     );
     assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);
 }
+
+#[test]
+fn the_readmes_meos_plugin_recipe_names_a_config_where_meos_is_the_plugin() {
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = &readme[readme.find("### The `meos` plugin").unwrap()..];
+    let build = "cargo build --release -p mfstream-plugin-meos\n";
+    assert!(section.contains(build), "the recipe builds the plugin");
+    let line = section
+        .lines()
+        .find(|l| l.starts_with("mfstream run "))
+        .expect("the recipe runs a query");
+    let words = shell_words::split(line).unwrap();
+    let config = words
+        .iter()
+        .position(|w| w == "--config")
+        .map(|i| root().join(&words[i + 1]))
+        .expect("the recipe names its own config: the shipped one has a bridge engine meos");
+    // The release build above is where the config points.
+    let text: toml::Table = toml::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let path = text["plugin"][0]["path"].as_str().unwrap();
+    let mut resolved = std::path::PathBuf::new();
+    for part in config.parent().unwrap().join(path).components() {
+        match part {
+            std::path::Component::ParentDir => assert!(resolved.pop()),
+            part => resolved.push(part),
+        }
+    }
+    assert_eq!(
+        resolved,
+        root().join("target/release/libmfstream_plugin_meos.so")
+    );
+    // The same config, pointing at this run's build of the plugin (a fresh
+    // checkout has no release build): meos is the plugin, nothing clashes.
+    let built = plugin_library("mfstream-plugin-meos");
+    let dir = std::env::temp_dir().join(format!("mfstream-meos-recipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = dir.join("engines.toml");
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace(path, built.to_str().unwrap());
+    std::fs::write(&copy, text).unwrap();
+    let output = mfstream_with(&["engines", "--json"], &copy);
+    std::fs::remove_dir_all(&dir).unwrap();
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&output.stdout).unwrap();
+    let meos: Vec<_> = listed.iter().filter(|e| e["name"] == "meos").collect();
+    assert_eq!(meos.len(), 1, "{listed:?}");
+    assert_eq!(meos[0]["kind"], "plugin", "{listed:?}");
+}

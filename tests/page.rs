@@ -51,6 +51,11 @@ async fn the_page_registers_ingests_and_draws_results_in_a_real_browser() {
 
     let profile = TempDir::new("page-profile");
     let log = profile.join("chromium.log");
+    // Chromium makes its own temporary folder (org.chromium.Chromium.*) in
+    // $TMPDIR and removes it only on a clean exit, never after the SIGKILL
+    // below: in the profile's folder, it goes with the profile.
+    let tmp = profile.join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
     let browser = Browser(
         Command::new(&chromium)
             .args([
@@ -66,6 +71,7 @@ async fn the_page_registers_ingests_and_draws_results_in_a_real_browser() {
                 profile.join("data").display()
             ))
             .arg(format!("http://{}/?selftest=1", server.addr))
+            .env("TMPDIR", &tmp)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -95,4 +101,9 @@ async fn the_page_registers_ingests_and_draws_results_in_a_real_browser() {
         "the self-test failed; chromium said:\n{}",
         chromium_said()
     );
+    let left = std::fs::read_dir(&tmp).unwrap().count();
+    assert!(left > 0, "chromium's temporary files went elsewhere");
+    let folder = profile.path().to_owned();
+    drop(profile);
+    assert!(!folder.exists(), "{} is left behind", folder.display());
 }

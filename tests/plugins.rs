@@ -267,3 +267,29 @@ fn mfstream_run_on_a_plugin_engine_writes_what_local_writes() {
     assert!(check.status.success());
     assert!(String::from_utf8_lossy(&check.stdout).contains("ok, 2 engines, 2 ready"));
 }
+
+#[test]
+fn the_chaos_plugins_deliberate_panic_prints_no_panic_report() {
+    let dir = TempDir::new("plugin-panic-quiet");
+    let config = dir.join("engines.toml");
+    std::fs::write(&config, entry(&plugin_library("mfstream-plugin-chaos"))).unwrap();
+    let input = dir.join("in.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":13}\n",
+    )
+    .unwrap();
+    let output = mfstream_command(dir.path())
+        .env("RUST_BACKTRACE", "1")
+        .args(["run", "--engine", "panicky", "--op", "abs", "--config"])
+        .arg(&config)
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = stderr(&output);
+    assert_eq!(
+        stderr,
+        "mfstream: query failed: the plugin panicked: unlucky record at 2026-01-01T00:00:00Z\n"
+    );
+}

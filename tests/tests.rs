@@ -14,6 +14,7 @@ mod page;
 mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
+mod readme;
 mod registry;
 mod runtimes;
 mod serve;

@@ -3,7 +3,7 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use mfstream::{Config, Registry};
+use mfstream::{Config, Registry, RegistryError};
 
 use super::{ConfigArgs, EnginesArgs};
 use crate::Outcome;
@@ -50,11 +50,19 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
         Some(path) => format!("from {}", path.display()),
         None => "no engines.toml: the built-in engines alone".into(),
     };
-    writeln!(out, "\n* default engine ({from})")?;
+    // A default named by $MFAPI_STREAM_ENGINE that is no engine is not in
+    // the table: say so, rather than mark nothing and leave `run` to fail.
+    match registry.get_default() {
+        Err(e @ RegistryError::UnknownDefault { .. }) => {
+            writeln!(out, "\n! no default engine: {e}")?
+        }
+        _ => writeln!(out, "\n* default engine ({from})")?,
+    }
     Ok(Outcome::Success)
 }
 
-/// Validates engines.toml: exit 0 when all is well, else every error.
+/// Validates engines.toml: exit 0 when all is well, else every error, each
+/// starting `mfstream: ` as every other error does.
 pub fn check(args: ConfigArgs) -> Result<Outcome> {
     let Some(path) = Registry::discover(args.config.as_deref()) else {
         println!(
@@ -67,7 +75,14 @@ pub fn check(args: ConfigArgs) -> Result<Outcome> {
     let config = match Config::from_file(&path) {
         Ok(config) => config,
         Err(e) if e.io_error().is_some() => return Err(e.into()),
-        Err(e) => return Ok(Outcome::InvalidConfig(e.to_string())),
+        Err(e) => {
+            let problems: Vec<String> = e
+                .rendered()
+                .iter()
+                .map(|problem| format!("mfstream: {problem}"))
+                .collect();
+            return Ok(Outcome::InvalidConfig(problems.join("\n\n")));
+        }
     };
     let registry = Registry::from_config(&config);
     let plugin_errors = registry.plugin_errors();
@@ -75,8 +90,8 @@ pub fn check(args: ConfigArgs) -> Result<Outcome> {
         let lines: Vec<String> = plugin_errors
             .iter()
             .map(|error| match error.line {
-                Some(line) => format!("{}:{line}: {error}", path.display()),
-                None => format!("{}: {error}", path.display()),
+                Some(line) => format!("mfstream: {}:{line}: {error}", path.display()),
+                None => format!("mfstream: {}: {error}", path.display()),
             })
             .collect();
         return Ok(Outcome::InvalidConfig(lines.join("\n")));

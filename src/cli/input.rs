@@ -8,12 +8,22 @@ use std::path::Path;
 use mfstream::lines::{LineReader, quote};
 use mfstream::{BATCH, Instant, SourceError, SourceSender};
 
-/// Opens `path` (stdin for `None` or `-`).
+/// Opens `path` (stdin for `None` or `-`). A directory is refused here, as
+/// a missing file is, rather than failing the query at its first read.
 pub fn open(path: Option<&Path>) -> io::Result<Box<dyn Read + Send>> {
     match path {
         None => Ok(Box::new(io::stdin())),
         Some(p) if p.as_os_str() == "-" => Ok(Box::new(io::stdin())),
-        Some(p) => Ok(Box::new(File::open(p)?)),
+        Some(p) => {
+            let file = File::open(p)?;
+            if file.metadata()?.is_dir() {
+                return Err(io::Error::new(
+                    io::ErrorKind::IsADirectory,
+                    "it is a directory: name a file of JSON instants, or - for stdin",
+                ));
+            }
+            Ok(Box::new(file))
+        }
     }
 }
 

@@ -5,6 +5,7 @@ mod input;
 mod plugin_host;
 mod run;
 mod serve;
+mod values;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -13,16 +14,16 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 
-use crate::Outcome;
+use crate::{EXIT_CODES, ExitStatus, Outcome};
 
 pub use self::engines::{check, engines};
 pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 pub use self::serve::serve;
+use self::values::names;
 
-/// What `mfstream --help` says after the options. The exit codes are
-/// `Outcome::exit_code`'s and `EXIT_ERROR` of main.rs: keep them in step.
-const AFTER_HELP: &str = "\
+/// What `mfstream --help` says after the options, before the exit codes.
+const EXAMPLES: &str = "\
 Examples:
   mfstream engines
   mfstream check --config engines.toml
@@ -32,24 +33,20 @@ Examples:
     examples/speed.ndjson
   tail -f speeds.ndjson | mfstream run --engine flink --op ln
   mfstream serve --addr 127.0.0.1:8080
-  mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream
+  mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream";
 
-Exit status:
-  0    the query completed (or its reader closed stdout); check found no problem
-  1    the query failed (the reason on stderr); check found problems in engines.toml
-  2    bad arguments, an unknown or not-ready engine, or an unreadable engines.toml
-  130  stopped by SIGINT (the query is stopped gracefully first)
-  143  stopped by SIGTERM (likewise)
-
+/// What `mfstream --help` says after the exit codes.
+const ENVIRONMENT: &str = "\
 Environment:
   MFSTREAM_CONFIG       the engines.toml when --config is absent (else ./engines.toml)
   MFAPI_STREAM_ENGINE   the engine when --engine is absent (else the file's default, else local)
   MFAPI_<RUNTIME>_CMD   a bridge engine's job command, as its cmd_env names it (MFAPI_FLINK_CMD, ...)
   MFSTREAM_TOKEN        serve: the bearer token, as --token
+  NO_COLOR              when set (not empty), the logs have no colour (nor when stderr is no terminal)
   RUST_LOG              what is logged to stderr (default warn)";
 
-/// What `mfstream run --help` says after the options.
-const RUN_AFTER_HELP: &str = "\
+/// What `mfstream run --help` says after the options, before the exit codes.
+const RUN_EXAMPLES: &str = "\
 Examples:
   mfstream run --op mul --arg 1.852 --property speed examples/speed.ndjson
   mfstream run --query '{\"operation\":\"mul\",\"arg\":1.852}' < examples/speed.ndjson
@@ -60,6 +57,28 @@ Examples:
 
 Operation and aggregation names are read in any case (mul, MUL).";
 
+/// The "Exit status:" section of a `--help`, generated from main.rs's
+/// [`EXIT_CODES`]: `meaning` picks what a code means to the command, `None`
+/// leaving out a code it never ends with.
+fn exit_status(meaning: fn(&ExitStatus) -> Option<&'static str>) -> String {
+    let mut text = String::from("Exit status:");
+    for status in EXIT_CODES {
+        if let Some(meaning) = meaning(status) {
+            text.push_str(&format!("\n  {:<4} {meaning}", status.code));
+        }
+    }
+    text
+}
+
+fn after_help() -> String {
+    let codes = exit_status(|status| Some(status.general));
+    format!("{EXAMPLES}\n\n{codes}\n\n{ENVIRONMENT}")
+}
+
+fn run_after_help() -> String {
+    format!("{RUN_EXAMPLES}\n\n{}", exit_status(|status| status.run))
+}
+
 /// A registry of stream engines for OGC API – Moving Features continuous
 /// queries.
 #[derive(Debug, Parser)]
@@ -68,7 +87,8 @@ Operation and aggregation names are read in any case (mul, MUL).";
     version,
     about,
     propagate_version = true,
-    after_help = AFTER_HELP
+    after_help = after_help(),
+    disable_help_subcommand = true
 )]
 pub struct Cli {
     /// What to do.
@@ -82,20 +102,33 @@ pub enum Command {
     /// List every engine with its kind, readiness and why not ready.
     Engines(EnginesArgs),
     /// Validate engines.toml; exit 0 when all is well.
+    #[command(after_help = exit_status(|status| status.check))]
     Check(ConfigArgs),
     /// Run one continuous query from a file or stdin to JSON lines on stdout.
-    #[command(after_help = RUN_AFTER_HELP)]
+    #[command(after_help = run_after_help())]
     Run(RunArgs),
     /// Serve continuous queries over HTTP and Server-Sent Events (OGC API –
     /// Moving Features Part 4) until SIGTERM or SIGINT.
+    #[command(after_help = exit_status(|status| status.serve))]
     Serve(ServeArgs),
     /// Print a completion script for SHELL to stdout.
+    ///
+    /// `--op` and `--type` complete their values, `--engine` the engines of
+    /// the engines.toml found now as `run` finds it.
     #[command(
         after_help = "Example: mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream"
     )]
     Completions {
         /// bash, elvish, fish, powershell or zsh.
         shell: clap_complete::Shell,
+        #[command(flatten)]
+        config: ConfigArgs,
+    },
+    /// Print the help of mfstream, or of COMMAND (as `--help` does).
+    // mfstream's own, not clap's built-in one, which refuses `help --help`.
+    Help {
+        /// The command, e.g. run.
+        command: Option<String>,
     },
     /// Host a plugin out of process (`isolation = "process"`); run by
     /// mfstream itself.
@@ -105,13 +138,28 @@ pub enum Command {
 
 /// Writes the completion script for `shell`. A closed stdout (`| head`)
 /// is success, as everywhere.
-pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
+pub fn completions(shell: clap_complete::Shell, config: ConfigArgs) -> anyhow::Result<Outcome> {
+    // `--engine` takes any name (the registry decides), so its completions
+    // are the engines known now, put on a copy of the command for the script.
+    let registry = mfstream::Registry::load(
+        mfstream::Registry::discover(config.config.as_deref()).as_deref(),
+    )?;
+    let engines: Vec<String> = registry
+        .engines()
+        .into_iter()
+        .map(|info| info.name)
+        .collect();
+    let full = Cli::command().mut_subcommand("run", |run| {
+        run.mut_arg("engine", |arg| {
+            arg.value_parser(clap::builder::PossibleValuesParser::new(engines))
+        })
+    });
     // clap_complete offers hidden subcommands too: the completed command is
     // the real one less `plugin-host`, which only mfstream itself runs.
-    let full = Cli::command();
     let mut visible = clap::Command::new("mfstream")
         .version(env!("CARGO_PKG_VERSION"))
         .propagate_version(true)
+        .disable_help_subcommand(true)
         .args(full.get_arguments().cloned())
         .subcommands(full.get_subcommands().filter(|c| !c.is_hide_set()).cloned());
     let mut script = Vec::new();
@@ -122,6 +170,39 @@ pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
             result.context("cannot write to stdout")?;
             Ok(Outcome::Success)
         }
+    }
+}
+
+/// Prints the help of mfstream, or of its subcommand `command`: what
+/// `--help` prints, as clap renders it.
+pub fn help(command: Option<&str>) -> anyhow::Result<Outcome> {
+    let cli = Cli::command();
+    let mut args = vec!["mfstream"];
+    if let Some(name) = command {
+        if cli
+            .get_subcommands()
+            .all(|c| c.is_hide_set() || c.get_name() != name)
+        {
+            let known: Vec<&str> = cli
+                .get_subcommands()
+                .filter(|c| !c.is_hide_set())
+                .map(clap::Command::get_name)
+                .collect();
+            anyhow::bail!("no command {name:?}: the commands are {}", known.join(", "));
+        }
+        args.push(name);
+    }
+    args.push("--help");
+    match cli.try_get_matches_from(args) {
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => match e.print() {
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Outcome::Success),
+            result => {
+                result.context("cannot write to stdout")?;
+                Ok(Outcome::Success)
+            }
+        },
+        Err(e) => Err(e.into()),
+        Ok(_) => anyhow::bail!("--help printed no help"),
     }
 }
 
@@ -175,6 +256,7 @@ pub struct EnginesArgs {
 
 /// `mfstream run`.
 #[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("what").required(true).args(["query", "op"]))]
 pub struct RunArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
@@ -188,7 +270,7 @@ pub struct RunArgs {
     pub query: Option<String>,
     /// A lifted operation, in any case: ln, exp, log10, ceil, floor, abs,
     /// degrees, radians, sin, cos, tan, add, sub, mul, div.
-    #[arg(long, value_name = "OP", required_unless_present = "query")]
+    #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true)]
     pub op: Option<String>,
     /// The operation's scalar argument (add, sub, mul, div).
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
@@ -197,7 +279,13 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", default_value = "value")]
     pub property: String,
     /// The property's type: TReal, TInteger, TText or TBoolean.
-    #[arg(long = "type", value_name = "TYPE", default_value = "TReal")]
+    #[arg(
+        long = "type",
+        value_name = "TYPE",
+        default_value = "TReal",
+        value_parser = names::<mfstream::PropertyType>(values::property_types),
+        hide_possible_values = true
+    )]
     pub property_type: mfstream::PropertyType,
     /// Live input (stdin kept open, a pipe): time windows also close on the
     /// wall clock, once it passes their end plus the query's "grace",

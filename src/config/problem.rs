@@ -32,6 +32,16 @@ impl ConfigError {
         }
     }
 
+    /// Each problem as it is printed (`file:line:column: message`, the
+    /// line, the carets), in file order; empty when the file could not be
+    /// read. The error's message is these, a blank line apart.
+    pub fn rendered(&self) -> Vec<String> {
+        self.problems()
+            .iter()
+            .map(|problem| Rendered(problem, &self.file).to_string())
+            .collect()
+    }
+
     /// The error that kept the file from being read, if that was the trouble.
     pub fn io_error(&self) -> Option<&io::Error> {
         match &self.kind {
@@ -50,11 +60,20 @@ impl fmt::Display for ConfigError {
                     if i > 0 {
                         f.write_str("\n\n")?;
                     }
-                    problem.render(&self.file, f)?;
+                    Rendered(problem, &self.file).fmt(f)?;
                 }
                 Ok(())
             }
         }
+    }
+}
+
+/// A problem shown with the file it is in.
+struct Rendered<'a>(&'a ConfigProblem, &'a str);
+
+impl fmt::Display for Rendered<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.render(self.1, f)
     }
 }
 

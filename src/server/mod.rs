@@ -147,16 +147,17 @@ impl Default for ServeOptions {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServeError {
-    /// The address could not be bound.
-    #[error("cannot listen on {addr}: {source}")]
+    /// The address could not be bound. The cause is the `source`, not in
+    /// the message, so a chain printed whole (`{:#}`) says it once.
+    #[error("cannot listen on {addr}")]
     Bind {
         /// The address.
         addr: SocketAddr,
         /// Why.
         source: std::io::Error,
     },
-    /// Serving failed.
-    #[error("the server failed: {0}")]
+    /// Serving failed (the cause is the `source`).
+    #[error("the server failed")]
     Io(#[from] std::io::Error),
     /// The state directory could not be opened or restored from.
     #[error(transparent)]

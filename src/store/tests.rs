@@ -624,8 +624,9 @@ fn a_directory_under_a_file_cannot_be_created_and_says_where() {
 fn an_unwritable_directory_is_refused() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
-        eprintln!("skipped: root writes to any directory");
-        return;
+        // Root writes to any directory: the check runs as user nobody, in
+        // this test re-run as a child, rather than passing unchecked.
+        return as_nobody("an_unwritable_directory_is_refused");
     }
     use std::os::unix::fs::PermissionsExt;
     let dir = TempDir::new("unwritable");
@@ -634,6 +635,41 @@ fn an_unwritable_directory_is_refused() {
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
     assert!(matches!(err.kind(), StoreErrorKind::Unwritable(_)), "{err}");
+}
+
+/// Runs the test `name` of this module in a child as user nobody (65534),
+/// and fails if it fails: what root must do to test permissions.
+fn as_nobody(name: &str) {
+    use std::os::unix::process::CommandExt;
+    const NOBODY: u32 = 65534;
+    use std::os::unix::fs::PermissionsExt;
+    let built = std::env::current_exe().expect("the test binary's path");
+    // A copy in a folder of its own under the temporary folder: the build's
+    // folder may be one nobody cannot enter (a checkout under /root).
+    let copy = TempDir::new("as-nobody");
+    std::fs::create_dir_all(copy.path()).unwrap();
+    std::fs::set_permissions(copy.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let exe = copy.path().join("store-tests");
+    std::fs::copy(&built, &exe).unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let test = format!(
+        "{}::{name}",
+        module_path!().trim_start_matches("mfstream::")
+    );
+    let output = std::process::Command::new(&exe)
+        .args([test.as_str(), "--exact", "--test-threads=1"])
+        .uid(NOBODY)
+        .gid(NOBODY)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {} as user nobody: {e}", exe.display()));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success() && stdout.contains("1 passed"),
+        "{name} failed as user nobody (who must be able to run {}):\n{stdout}{}",
+        exe.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 #[test]

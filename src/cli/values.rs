@@ -1,0 +1,73 @@
+//! The values a flag takes, told to clap so that shell completions offer
+//! them: the operations for `--op`, the property types for `--type`, the
+//! engines for `--engine`.
+
+use std::ffi::OsStr;
+use std::marker::PhantomData;
+use std::str::FromStr;
+
+use clap::builder::{PossibleValue, TypedValueParser};
+use clap::error::ErrorKind;
+
+/// Parses a `T` with its `FromStr` (so in any case, with its own error
+/// message) and offers `names()` to completions. Unlike clap's
+/// `PossibleValuesParser`, it leaves the checking to `T`.
+#[derive(Clone)]
+pub struct Named<T> {
+    names: fn() -> Vec<&'static str>,
+    parsed: PhantomData<fn() -> T>,
+}
+
+/// A [`Named`] parser of `T` offering `names()`.
+pub fn names<T>(names: fn() -> Vec<&'static str>) -> Named<T> {
+    Named {
+        names,
+        parsed: PhantomData,
+    }
+}
+
+impl<T> TypedValueParser for Named<T>
+where
+    T: FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::fmt::Display,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let flag = arg
+            .and_then(clap::Arg::get_long)
+            .map_or_else(|| "the value".to_owned(), |long| format!("--{long}"));
+        let text = value.to_str().ok_or_else(|| {
+            clap::Error::raw(
+                ErrorKind::InvalidUtf8,
+                format!("{flag} is not UTF-8: {value:?}\n"),
+            )
+            .with_cmd(cmd)
+        })?;
+        text.parse().map_err(|e| {
+            clap::Error::raw(ErrorKind::InvalidValue, format!("{flag}: {e}\n")).with_cmd(cmd)
+        })
+    }
+
+    fn possible_values(&self) -> Option<Box<dyn Iterator<Item = PossibleValue> + '_>> {
+        Some(Box::new((self.names)().into_iter().map(PossibleValue::new)))
+    }
+}
+
+/// The lifted operations' names, for `--op`.
+pub fn operations() -> Vec<&'static str> {
+    mfstream::Op::ALL.iter().map(|op| op.name()).collect()
+}
+
+/// The property types' names, for `--type`.
+pub fn property_types() -> Vec<&'static str> {
+    mfstream::PropertyType::ALL
+        .iter()
+        .map(|t| t.as_str())
+        .collect()
+}
