@@ -76,7 +76,9 @@ fn windower(
     property: Arc<str>,
     t: PropertyType,
 ) -> Result<Box<Windower>, SpecError> {
-    let windower = Windower::new(aggregate, property)?.with_property_type(t);
+    let windower = Windower::new(aggregate, property)?
+        .with_property_type(t)
+        .with_budget(spec.budget.clone());
     Ok(Box::new(match spec.resume {
         Some(end) => windower.resumed_after(end),
         None => windower,

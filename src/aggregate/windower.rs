@@ -58,6 +58,7 @@ use std::sync::Arc;
 use super::acc::Acc;
 use super::window::gcd;
 use super::{Aggregate, Window};
+use crate::budget::{Part, StateBudget};
 use crate::datetime;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
@@ -91,7 +92,13 @@ pub struct Windower {
     /// Records pushed so far: the arrival number of the next one.
     seq: u64,
     mode: Mode,
+    /// The query's state budget, which its windows count in
+    /// ([`Windower::with_budget`]).
+    budget: Option<Arc<StateBudget>>,
 }
+
+/// What a bucket costs beyond its heap: its slot in the deque.
+const BUCKET_BYTES: u64 = std::mem::size_of::<(i64, Acc)>() as u64;
 
 /// What every event of a windower carries, and the late count it reports.
 #[derive(Debug)]
@@ -131,6 +138,8 @@ struct TimeWindows {
     /// Non-empty buckets by start (seconds), in time order, each at or
     /// after `next − span`.
     buckets: VecDeque<(i64, Acc)>,
+    /// The heap the buckets hold: [`BUCKET_BYTES`] and the `bytes` of each.
+    bytes: u64,
 }
 
 /// The type of value a windower takes.
@@ -184,6 +193,7 @@ impl Windower {
                     watermark: None,
                     next: 0,
                     buckets: VecDeque::new(),
+                    bytes: 0,
                 })
             }
         };
@@ -197,7 +207,38 @@ impl Windower {
             emit_partial: aggregate.emit_partial,
             seq: 0,
             mode,
+            budget: None,
         })
+    }
+
+    /// Counts the windows' state in `budget` (the query's, shared with its
+    /// other parts): a record that takes the query over it is an error
+    /// naming the limit ([`StateBudget::exceeded`]), which fails the query.
+    pub fn with_budget(mut self, budget: Option<Arc<StateBudget>>) -> Windower {
+        self.budget = budget;
+        self
+    }
+
+    /// The heap the open windows hold, in bytes, as [`crate::budget`]
+    /// estimates it (kept as records come and windows close, not walked).
+    pub fn state_bytes(&self) -> u64 {
+        match &self.mode {
+            Mode::Count { acc, .. } => acc.bytes,
+            Mode::Time(time) => time.bytes,
+        }
+    }
+
+    /// Publishes the windows' bytes to the budget; an error when the query
+    /// holds more than it allows.
+    fn charge(&self) -> Result<(), String> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        budget.set(Part::Windows, self.state_bytes());
+        match budget.exceeded() {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
     }
 
     /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
@@ -273,15 +314,14 @@ impl Windower {
                     Some((start, _)) if (*start..*start + time.grain).contains(&secs) => *start,
                     _ => secs - secs.rem_euclid(time.grain),
                 };
-                bucket(&mut time.buckets, start).add(
-                    aggregation,
-                    seq,
-                    instant.datetime,
-                    instant.value,
-                );
+                let (acc, made) = bucket(&mut time.buckets, start);
+                let before = acc.bytes;
+                acc.add(aggregation, seq, instant.datetime, instant.value);
+                let grown = acc.bytes;
+                time.bytes = time.bytes - before + grown + if made { BUCKET_BYTES } else { 0 };
             }
         }
-        Ok(())
+        self.charge()
     }
 
     /// Advances event time on the wall clock of a live query: `now` is the
@@ -296,7 +336,14 @@ impl Windower {
     pub fn advance(&mut self, now: i64, out: &mut Vec<Event>) -> Result<(), String> {
         match &mut self.mode {
             Mode::Count { .. } => Ok(()),
-            Mode::Time(time) => time.advance(now - time.grace, &mut self.emitter, out),
+            Mode::Time(time) => {
+                let advanced = time.advance(now - time.grace, &mut self.emitter, out);
+                // Windows closed: less to count.
+                if let Some(budget) = &self.budget {
+                    budget.set(Part::Windows, time.bytes);
+                }
+                advanced
+            }
         }
     }
 
@@ -336,11 +383,15 @@ impl Windower {
                     let boundary = time.first_boundary();
                     let emitted = emitter.emit_boundary(boundary, &time.buckets, true, out);
                     time.next = boundary + time.hop;
-                    evict(&mut time.buckets, time.next - time.span);
+                    time.evict(time.next - time.span);
                     emitted?;
                 }
                 time.buckets.clear();
+                time.bytes = 0;
             }
+        }
+        if let Some(budget) = &self.budget {
+            budget.set(Part::Windows, 0);
         }
         Ok(())
     }
@@ -419,8 +470,30 @@ impl TimeWindows {
             }
             let emitted = emitter.emit_boundary(boundary, &self.buckets, false, out);
             self.next = boundary + self.hop;
-            evict(&mut self.buckets, self.next - self.span);
+            self.evict(self.next - self.span);
             emitted?;
+        }
+    }
+
+    /// Drops the buckets that start before `oldest`, and their bytes.
+    fn evict(&mut self, oldest: i64) {
+        while self
+            .buckets
+            .front()
+            .is_some_and(|(start, _)| *start < oldest)
+        {
+            if let Some((_, acc)) = self.buckets.pop_front() {
+                self.bytes = self.bytes.saturating_sub(BUCKET_BYTES + acc.bytes);
+            }
+        }
+    }
+}
+
+impl Drop for Windower {
+    /// A query's windows go with it: its budget no longer counts them.
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.set(Part::Windows, 0);
         }
     }
 }
@@ -478,35 +551,29 @@ impl Emitter {
     }
 }
 
-/// Drops the buckets that start before `oldest`.
-fn evict(buckets: &mut VecDeque<(i64, Acc)>, oldest: i64) {
-    while buckets.front().is_some_and(|(start, _)| *start < oldest) {
-        buckets.pop_front();
-    }
-}
-
-/// The bucket starting at `start`, made if need be, keeping time order.
-fn bucket(buckets: &mut VecDeque<(i64, Acc)>, start: i64) -> &mut Acc {
-    let at = match buckets.back() {
-        Some((last, _)) if *last == start => buckets.len() - 1,
+/// The bucket starting at `start`, made if need be (then `true`), keeping
+/// time order.
+fn bucket(buckets: &mut VecDeque<(i64, Acc)>, start: i64) -> (&mut Acc, bool) {
+    let (at, made) = match buckets.back() {
+        Some((last, _)) if *last == start => (buckets.len() - 1, false),
         Some((last, _)) if *last < start => {
             buckets.push_back((start, Acc::default()));
-            buckets.len() - 1
+            (buckets.len() - 1, true)
         }
         None => {
             buckets.push_back((start, Acc::default()));
-            0
+            (0, true)
         }
         // A record out of order, still inside a window to come.
         Some(_) => match buckets.binary_search_by_key(&start, |(s, _)| *s) {
-            Ok(i) => i,
+            Ok(i) => (i, false),
             Err(i) => {
                 buckets.insert(i, (start, Acc::default()));
-                i
+                (i, true)
             }
         },
     };
-    &mut buckets[at].1
+    (&mut buckets[at].1, made)
 }
 
 #[cfg(test)]

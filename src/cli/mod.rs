@@ -205,6 +205,12 @@ pub struct RunArgs {
     /// from the records alone (a file).
     #[arg(long)]
     pub live: bool,
+    /// The most bytes of state the query may hold: its open windows (with
+    /// COUNT_DISTINCT's distinct texts) and the instants read but not yet
+    /// taken (estimated: a text counts its length plus 64 bytes). Past it
+    /// the query fails (exit 1) with a reason naming this limit.
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
+    pub max_query_state: u64,
     /// One JSON instant per line, {"datetime":…,"value":…}; stdin when
     /// absent or "-".
     #[arg(value_name = "INPUT")]
@@ -256,6 +262,13 @@ pub struct ServeArgs {
     /// The most bytes of results each query keeps for them.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub replay_bytes: usize,
+    /// The most bytes of state one query may hold: its open windows (with
+    /// COUNT_DISTINCT's distinct texts), the instants waiting for it and its
+    /// replay buffer (estimated: a text counts its length plus 64 bytes). A
+    /// query over it fails alone, with a reason naming this limit, and its
+    /// state is freed. Keep --replay-bytes well below it.
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
+    pub max_query_state: u64,
     /// How long an ingest waits on a full query buffer before answering 503.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,

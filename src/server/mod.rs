@@ -82,6 +82,13 @@ pub struct ServeOptions {
     pub replay: usize,
     /// The most bytes of results each query keeps for them.
     pub replay_bytes: usize,
+    /// The most bytes of state one query may hold (`--max-query-state`):
+    /// its open windows (with `COUNT_DISTINCT`'s distinct texts), the
+    /// instants waiting for it and its replay buffer, estimated as
+    /// [`StateBudget`](crate::StateBudget) says. A query over it fails
+    /// alone, naming the limit; its state is freed. `replay_bytes` counts
+    /// in it: keep it well below.
+    pub max_query_state: u64,
     /// The batches of instants a query's source buffers.
     pub source_buffer: usize,
     /// How long an ingest waits on a full query buffer before a 503.
@@ -116,6 +123,7 @@ impl Default for ServeOptions {
             max_properties: 65_536,
             replay: 4096,
             replay_bytes: 4 * 1024 * 1024,
+            max_query_state: crate::budget::DEFAULT_MAX_QUERY_STATE,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
             keep_alive: Duration::from_secs(15),
@@ -181,6 +189,17 @@ impl Server {
             .is_some_and(|t| t.trim().is_empty())
         {
             return Err(ServeError::EmptyToken);
+        }
+        if options.replay_bytes as u64 >= options.max_query_state {
+            // Not refused: a server that ran with a large replay buffer
+            // still starts; its queries fail when their rings fill.
+            tracing::warn!(
+                "--replay-bytes ({}) is not less than --max-query-state ({}): a query's replay \
+                 buffer counts in its state, so a query may fail once its buffer fills; lower the \
+                 first or raise the second",
+                options.replay_bytes,
+                options.max_query_state
+            );
         }
         let store = match &options.state {
             Some(dir) => {

@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::StateBudget;
 use crate::engine::Source;
 use crate::spec::Registration;
 use crate::store::{EventIds, NewQuery};
@@ -62,9 +63,13 @@ pub(crate) async fn register(
         })?;
     let mut state = reservation.property.state.lock().await;
     // Every query of the server is live: its windows close on the clock.
+    // Its windows, its waiting instants and its replay buffer count in
+    // one budget: past it, this query fails alone.
+    let budget = Arc::new(StateBudget::new(app.options.max_query_state));
     let mut spec = registration
         .into_spec_on(&key.property, state.property_type)?
-        .live();
+        .live()
+        .with_budget(budget.clone());
     let id = new_id().map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -80,7 +85,7 @@ pub(crate) async fn register(
         .store
         .as_ref()
         .map(|_| Rule::of(&spec, &engine.describe()));
-    let (sender, source) = Source::channel(app.options.source_buffer);
+    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = engine.submit(spec, source).await?;
     // Recorded with the property's lock held: the query reads exactly the
     // instants logged after this, and a crash before the 201 leaves a
@@ -126,6 +131,7 @@ pub(crate) async fn register(
             app.options.max_subscribers,
         )),
     });
+    query.fanout.count_in(budget);
     state.feeds.push(Feed {
         query_id: query.id.clone(),
         sender,

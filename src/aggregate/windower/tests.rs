@@ -1,6 +1,7 @@
 use super::*;
 use crate::aggregate::TimeUnit;
 use crate::aggregate::resume::{self, Closed};
+use crate::budget::StateBudget;
 use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
@@ -597,4 +598,49 @@ fn a_resumed_windower_never_emits_a_window_ending_by_its_resume_point_and_counts
     assert_eq!(events[0].late, 1);
     assert_eq!(events[0].window_start, at(97));
     assert!(events[1].partial && events[2].partial);
+}
+
+#[test]
+fn windows_count_their_bytes_as_they_grow_and_close_and_fail_past_the_budget() {
+    let text = |second: i64, s: String| Instant {
+        datetime: at(second),
+        value: Value::Text(s),
+    };
+    let aggregate = Aggregate::new(Aggregation::CountDistinct, hopping(4, 2));
+    let budget = Arc::new(StateBudget::new(100_000));
+    let mut windower = Windower::new(&aggregate, "p".into())
+        .unwrap()
+        .with_budget(Some(budget.clone()));
+    let mut out = Vec::new();
+    for i in 0..10 {
+        windower
+            .push(text(0, format!("{i:0>1000}")), &mut out)
+            .unwrap();
+    }
+    let ten = windower.state_bytes();
+    assert!((10 * 1064..10 * 1064 + 1000).contains(&ten), "{ten}");
+    assert_eq!(budget.used(), ten, "published as it grows");
+    // A text seen before adds only its record's datetime.
+    windower
+        .push(text(1, format!("{:0>1000}", 3)), &mut out)
+        .unwrap();
+    assert!(windower.state_bytes() < ten + 100);
+    // Past both windows holding them, their buckets go, and their bytes.
+    windower.push(text(10, "new".into()), &mut out).unwrap();
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(windower.state_bytes() < 1000, "{}", windower.state_bytes());
+    // 100 distinct texts of 1 KiB are over 100,000 bytes.
+    let failure = (0..100)
+        .find_map(|i| {
+            windower
+                .push(text(11, format!("{i:y>1000}")), &mut out)
+                .err()
+        })
+        .expect("the budget is reached");
+    assert!(
+        failure.starts_with("query state reached --max-query-state (97.7 KiB)"),
+        "{failure}"
+    );
+    drop(windower);
+    assert_eq!(budget.used(), 0, "a dropped windower holds nothing");
 }

@@ -1,0 +1,212 @@
+//! A query's state budget: the bytes one query may hold, counted where its
+//! state grows and shrinks, so that one query over it fails alone instead
+//! of taking the process down.
+//!
+//! A query holds three kinds of state, each counted by its owner:
+//!
+//! - its **windows**: the open windows and buckets of its [`Windower`],
+//!   with the distinct texts of `COUNT_DISTINCT` (the attacker's lever: a
+//!   day-long window of distinct texts grows without end otherwise);
+//! - its **pending** instants: handed to the query (in its source buffer)
+//!   and not yet taken by its engine;
+//! - its **replay** buffer: the results kept for subscribers.
+//!
+//! Each owner keeps its own count and publishes it here with one relaxed
+//! atomic store per change (a record, a batch), never a walk over the
+//! state. The windower and the source check the total when they grow and
+//! fail the query with [`StateBudget::exceeded`]'s reason; the query's state
+//! is then dropped with it.
+//!
+//! Bytes are an estimate of the heap held, not an allocator's exact figure:
+//! a text counts its capacity plus [`ENTRY_OVERHEAD`] (its slot in a set,
+//! the allocator's header), a bucket its size, an instant its size and its
+//! strings' capacities.
+//!
+//! [`Windower`]: crate::aggregate::Windower
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// What one entry of a set of texts costs beyond its bytes: the set's slot
+/// (a `String`, 24 bytes, at a load of at least one half), its control byte
+/// and the allocator's header of the text.
+pub(crate) const ENTRY_OVERHEAD: u64 = 64;
+
+/// The default budget: 64 MiB.
+pub const DEFAULT_MAX_QUERY_STATE: u64 = 64 * 1024 * 1024;
+
+/// The bytes of state one query may hold, and what it holds now.
+///
+/// Shared (`Arc`) between the query's parts: its windower, its source and
+/// its replay buffer. Two budgets are equal when their limits are.
+#[derive(Debug)]
+pub struct StateBudget {
+    limit: u64,
+    /// How the limit is named in a failure: the option that sets it.
+    option: &'static str,
+    windows: AtomicU64,
+    pending: AtomicU64,
+    replay: AtomicU64,
+}
+
+/// The part of a query's state a count is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// Open windows, buckets and distinct sets.
+    Windows,
+    /// Instants handed to the query, not yet taken by its engine.
+    Pending,
+    /// Results kept for subscribers.
+    Replay,
+}
+
+impl StateBudget {
+    /// A budget of `limit` bytes, named `--max-query-state` in failures.
+    pub fn new(limit: u64) -> StateBudget {
+        StateBudget::named(limit, "--max-query-state")
+    }
+
+    /// A budget of `limit` bytes, named `option` in failures (the option,
+    /// flag or setting that gives it).
+    pub fn named(limit: u64, option: &'static str) -> StateBudget {
+        StateBudget {
+            limit,
+            option,
+            windows: AtomicU64::new(0),
+            pending: AtomicU64::new(0),
+            replay: AtomicU64::new(0),
+        }
+    }
+
+    /// The limit, in bytes.
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// The bytes held now, all parts together.
+    pub fn used(&self) -> u64 {
+        self.windows
+            .load(Ordering::Relaxed)
+            .saturating_add(self.pending.load(Ordering::Relaxed))
+            .saturating_add(self.replay.load(Ordering::Relaxed))
+    }
+
+    fn counter(&self, part: Part) -> &AtomicU64 {
+        match part {
+            Part::Windows => &self.windows,
+            Part::Pending => &self.pending,
+            Part::Replay => &self.replay,
+        }
+    }
+
+    /// Sets what `part` holds now (its owner keeps the count).
+    pub(crate) fn set(&self, part: Part, bytes: u64) {
+        self.counter(part).store(bytes, Ordering::Relaxed);
+    }
+
+    /// Adds `bytes` to what `part` holds.
+    pub(crate) fn add(&self, part: Part, bytes: u64) {
+        self.counter(part).fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Takes `bytes` off what `part` holds.
+    pub(crate) fn sub(&self, part: Part, bytes: u64) {
+        // Never below zero, even if a count was reset meanwhile.
+        let _ = self
+            .counter(part)
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_sub(bytes))
+            });
+    }
+
+    /// Why the query must fail, when it holds more than its limit: the
+    /// reason names the limit, the option that sets it, and what holds the
+    /// bytes.
+    pub fn exceeded(&self) -> Option<String> {
+        let used = self.used();
+        if used <= self.limit {
+            return None;
+        }
+        Some(format!(
+            "query state reached {} ({}): its windows hold {}, instants waiting for it {} and \
+             its replay buffer {}; raise {} or use a shorter window",
+            self.option,
+            Bytes(self.limit),
+            Bytes(self.windows.load(Ordering::Relaxed)),
+            Bytes(self.pending.load(Ordering::Relaxed)),
+            Bytes(self.replay.load(Ordering::Relaxed)),
+            self.option,
+        ))
+    }
+}
+
+impl PartialEq for StateBudget {
+    fn eq(&self, other: &StateBudget) -> bool {
+        self.limit == other.limit
+    }
+}
+
+/// A byte count for people: `64 MiB`, `1.5 KiB`, `12 bytes`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Bytes(pub u64);
+
+impl fmt::Display for Bytes {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+        let n = self.0;
+        if n < 1024 {
+            return write!(f, "{n} bytes");
+        }
+        let mut value = n as f64 / 1024.0;
+        let mut unit = 0;
+        while value >= 1024.0 && unit + 1 < UNITS.len() {
+            value /= 1024.0;
+            unit += 1;
+        }
+        if value.fract() == 0.0 {
+            write!(f, "{value} {}", UNITS[unit])
+        } else {
+            write!(f, "{value:.1} {}", UNITS[unit])
+        }
+    }
+}
+
+/// The heap an instant holds beyond its own size: its strings' capacities.
+pub(crate) fn instant_bytes(instant: &crate::vocab::Instant) -> u64 {
+    let text = match &instant.value {
+        crate::vocab::Value::Text(s) => s.capacity() as u64,
+        _ => 0,
+    };
+    std::mem::size_of::<crate::vocab::Instant>() as u64 + instant.datetime.capacity() as u64 + text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_read_as_people_write_them() {
+        assert_eq!(Bytes(12).to_string(), "12 bytes");
+        assert_eq!(Bytes(64 * 1024 * 1024).to_string(), "64 MiB");
+        assert_eq!(Bytes(1536).to_string(), "1.5 KiB");
+        assert_eq!(Bytes(3 << 30).to_string(), "3 GiB");
+    }
+
+    #[test]
+    fn a_budget_is_exceeded_by_its_parts_together_and_names_its_option() {
+        let budget = StateBudget::new(1000);
+        budget.set(Part::Windows, 600);
+        budget.add(Part::Pending, 300);
+        assert_eq!(budget.exceeded(), None);
+        budget.set(Part::Replay, 200);
+        let reason = budget.exceeded().expect("1100 bytes of 1000");
+        assert!(
+            reason.starts_with(
+                "query state reached --max-query-state (1000 bytes): its windows hold 600 bytes"
+            ),
+            "{reason}"
+        );
+        budget.sub(Part::Pending, 1000);
+        assert_eq!(budget.used(), 800);
+    }
+}
