@@ -269,6 +269,11 @@ pub struct ServeArgs {
     /// state is freed. Keep --replay-bytes well below it.
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
     pub max_query_state: u64,
+    /// The most bytes of request bodies being received or ingested at once,
+    /// server-wide: a body holds its Content-Length (or its chunks as they
+    /// come) until its call is done; past it, 503 with Retry-After.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_inflight_bytes: usize,
     /// How long an ingest waits on a full query buffer before answering 503.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,

@@ -30,6 +30,7 @@ mod auth;
 mod connections;
 mod durable;
 mod fanout;
+mod inflight;
 mod ingest;
 mod page;
 mod parse_errors;
@@ -89,6 +90,11 @@ pub struct ServeOptions {
     /// alone, naming the limit; its state is freed. `replay_bytes` counts
     /// in it: keep it well below.
     pub max_query_state: u64,
+    /// The most bytes of request bodies being received or ingested at once,
+    /// server-wide (`--max-inflight-bytes`): a body holds its bytes from
+    /// its first (its `Content-Length` at once) until its call is done; a
+    /// request past it is answered 503 with `Retry-After`.
+    pub max_inflight_bytes: usize,
     /// The batches of instants a query's source buffers.
     pub source_buffer: usize,
     /// How long an ingest waits on a full query buffer before a 503.
@@ -124,6 +130,7 @@ impl Default for ServeOptions {
             replay: 4096,
             replay_bytes: 4 * 1024 * 1024,
             max_query_state: crate::budget::DEFAULT_MAX_QUERY_STATE,
+            max_inflight_bytes: 256 * 1024 * 1024,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
             keep_alive: Duration::from_secs(15),
@@ -167,6 +174,8 @@ pub(crate) struct App {
     pub(crate) store: Option<Arc<Store>>,
     /// The address bound, for links when a request has no usable `Host`.
     pub(crate) local_addr: SocketAddr,
+    /// The bytes of request bodies in flight (`--max-inflight-bytes`).
+    pub(crate) inflight: inflight::InFlight,
 }
 
 /// A bound control plane.
@@ -222,12 +231,14 @@ impl Server {
             .await
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
+        let options_max_inflight = options.max_inflight_bytes;
         let app = Arc::new(App {
             registry,
             options,
             table: Table::default(),
             store,
             local_addr,
+            inflight: inflight::InFlight::new(options_max_inflight),
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;

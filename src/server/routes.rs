@@ -38,7 +38,9 @@ pub(crate) async fn register(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
-    let body = read_body(&app, body).await?;
+    // The body's bytes are held (--max-inflight-bytes) while it is read
+    // and checked.
+    let (body, _held) = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
@@ -355,11 +357,13 @@ pub(crate) async fn ingest(
     PropertyAt(key): PropertyAt,
     body: Body,
 ) -> Result<Response, Problem> {
-    let body = read_body(&app, body).await?;
+    // Held (--max-inflight-bytes) until the instants are handed over.
+    let (body, held) = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
     let instants = ingest::parse(&body)?;
+    drop(body);
     let wait = app.options.ingest_wait;
     let delivered = match (app.table.property(&key), app.store.clone()) {
         (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,
@@ -368,7 +372,10 @@ pub(crate) async fn ingest(
         (Some(property), Some(store)) => {
             let path = durable::path(&key);
             tokio::spawn(async move {
-                ingest::deliver(&property, instants, wait, Some((&store, &path))).await
+                let delivered =
+                    ingest::deliver(&property, instants, wait, Some((&store, &path))).await;
+                drop(held);
+                delivered
             })
             .await
             .map_err(|e| {

@@ -4,6 +4,9 @@
 //! window's events per record, and the journal a query pins
 //! (`--max-query-log`).
 
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
 use super::*;
 
 /// The server's resident memory, in bytes (`VmRSS` of /proc/PID/status).
@@ -72,4 +75,84 @@ async fn a_query_over_its_state_budget_fails_alone_and_the_server_stays_small() 
         "the server grew to {} MiB",
         most >> 20
     );
+}
+
+/// The status of the answer on `conn` (its head read, its body left).
+async fn status_of(conn: &mut TcpStream) -> u16 {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        let n = tokio::time::timeout(PATIENCE, conn.read(&mut byte))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert_eq!(n, 1, "closed before an answer: {head:?}");
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head);
+    head.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn bodies_past_max_inflight_bytes_are_answered_503_until_those_held_are_done() {
+    let server = Serve::start(
+        "serve-inflight",
+        &["--max-inflight-bytes", "3000000", "--max-body", "2000000"],
+        &[],
+    );
+    // About 1.45 MB each.
+    let body = lines(0, 25_000);
+    assert!(
+        (1_400_000..1_500_000).contains(&body.len()),
+        "{}",
+        body.len()
+    );
+    let head = |framing: String| {
+        format!(
+            "POST {P}/ingest HTTP/1.1\r\nHost: localhost\r\n\
+             Content-Type: application/x-ndjson\r\n{framing}\r\n"
+        )
+    };
+    // One body declared whole but sent in part: held from its head on.
+    let mut declared = TcpStream::connect(server.addr).await.unwrap();
+    let declared_head = head(format!("Content-Length: {}\r\n", body.len()));
+    declared.write_all(declared_head.as_bytes()).await.unwrap();
+    declared.write_all(&body.as_bytes()[..1000]).await.unwrap();
+    // One chunked body, 1 MB sent of it: held as its chunks come.
+    let mut chunked = TcpStream::connect(server.addr).await.unwrap();
+    let chunked_head = head("Transfer-Encoding: chunked\r\n".into());
+    chunked.write_all(chunked_head.as_bytes()).await.unwrap();
+    let (sent, rest) = body.split_at(body[..1_000_000].rfind('\n').unwrap() + 1);
+    for piece in sent.as_bytes().chunks(100_000) {
+        let chunk = format!("{:x}\r\n", piece.len());
+        chunked.write_all(chunk.as_bytes()).await.unwrap();
+        chunked.write_all(piece).await.unwrap();
+        chunked.write_all(b"\r\n").await.unwrap();
+    }
+    // A third whole body fits beside the first alone (2.9 MB), not beside
+    // both: once the server holds both, it is refused at once.
+    let mut client = server.client();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let refused = loop {
+        let response = client.post(&format!("{P}/ingest"), &body).await;
+        if response.status == 503 {
+            break response;
+        }
+        assert_eq!(response.status, 202, "{response:?}");
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+    };
+    assert_eq!(refused.header("retry-after"), Some("1"), "{refused:?}");
+    assert_eq!(refused.json()["code"], "TooManyBytesInFlight");
+    assert!(
+        refused.body.contains("--max-inflight-bytes (2.9 MiB)"),
+        "{refused:?}"
+    );
+    // The chunked body done, its bytes are free: the third goes through.
+    let last = format!("{:x}\r\n{rest}\r\n0\r\n\r\n", rest.len());
+    chunked.write_all(last.as_bytes()).await.unwrap();
+    assert_eq!(status_of(&mut chunked).await, 202);
+    let response = server.client().post(&format!("{P}/ingest"), &body).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    declared.write_all(&body.as_bytes()[1000..]).await.unwrap();
+    assert_eq!(status_of(&mut declared).await, 202);
 }
