@@ -253,6 +253,12 @@ pub struct ServeArgs {
     /// The most SSE subscribers of one query.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_subscribers: usize,
+    /// The most SSE streams open at once, server-wide; keep it below
+    /// --max-connections so that streams never take every connection and
+    /// lock out ingest. Past it a stream is answered 503 with Retry-After.
+    /// [default: 3/4 of --max-connections]
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<usize>,
     /// The most temporal properties known (registered on or ingested to).
     #[arg(long, value_name = "N", default_value_t = 65_536)]
     pub max_properties: usize,

@@ -25,6 +25,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         body_timeout: Duration::from_millis(args.body_timeout_ms),
         max_queries: args.max_queries,
         max_subscribers: args.max_subscribers,
+        max_streams: args.max_streams,
         max_properties: args.max_properties,
         replay: args.replay,
         replay_bytes: args.replay_bytes,

@@ -77,6 +77,11 @@ pub struct ServeOptions {
     pub max_queries: usize,
     /// The most SSE subscribers of one query.
     pub max_subscribers: usize,
+    /// The most SSE streams open at once, server-wide (`--max-streams`):
+    /// fewer than `max_connections`, so that streams never take every
+    /// connection and lock out ingest. `None` (the default): three
+    /// quarters of `max_connections`. A stream past it is answered 503.
+    pub max_streams: Option<usize>,
     /// The most temporal properties known (registered on or ingested to).
     pub max_properties: usize,
     /// The results each query keeps for late and reconnecting subscribers.
@@ -126,6 +131,7 @@ impl Default for ServeOptions {
             body_timeout: Duration::from_secs(30),
             max_queries: 1024,
             max_subscribers: 64,
+            max_streams: None,
             max_properties: 65_536,
             replay: 4096,
             replay_bytes: 4 * 1024 * 1024,
@@ -138,6 +144,16 @@ impl Default for ServeOptions {
             state: None,
             durability: Durability::Process,
         }
+    }
+}
+
+impl ServeOptions {
+    /// The most SSE streams open at once: `max_streams`, else three
+    /// quarters of `max_connections` (at least one).
+    pub fn streams(&self) -> usize {
+        self.max_streams
+            .unwrap_or(self.max_connections / 4 * 3 + self.max_connections % 4 * 3 / 4)
+            .max(1)
     }
 }
 
@@ -176,6 +192,8 @@ pub(crate) struct App {
     pub(crate) local_addr: SocketAddr,
     /// The bytes of request bodies in flight (`--max-inflight-bytes`).
     pub(crate) inflight: inflight::InFlight,
+    /// The SSE streams open (`--max-streams`).
+    pub(crate) streams: connections::Streams,
 }
 
 /// A bound control plane.
@@ -232,6 +250,14 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
         let options_max_inflight = options.max_inflight_bytes;
+        let max_streams = options.streams();
+        if max_streams >= options.max_connections {
+            tracing::warn!(
+                "--max-streams ({max_streams}) is not below --max-connections ({}): open streams \
+                 can take every connection and lock out ingest",
+                options.max_connections
+            );
+        }
         let app = Arc::new(App {
             registry,
             options,
@@ -239,6 +265,7 @@ impl Server {
             store,
             local_addr,
             inflight: inflight::InFlight::new(options_max_inflight),
+            streams: connections::Streams::new(max_streams),
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;

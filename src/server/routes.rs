@@ -319,6 +319,13 @@ pub(crate) async fn stream(
                 })?,
         ),
     };
+    // Server-wide first: streams must leave connections for ingest.
+    let slot = app.streams.try_open().ok_or_else(|| {
+        Problem::unavailable(format!(
+            "the server has {} streams open already (--max-streams): connect again later",
+            app.streams.max()
+        ))
+    })?;
     let subscriber = query
         .fanout
         .subscribe(last_event_id, app.options.keep_alive)
@@ -333,10 +340,13 @@ pub(crate) async fn stream(
             )
         })?;
     let hello = futures_util::stream::once(async { Ok(Bytes::from_static(b"retry: 1000\n\n")) });
-    let events = futures_util::stream::unfold(subscriber, |mut subscriber| async move {
-        let chunk = subscriber.next_chunk().await?;
-        Some((Ok::<_, Infallible>(chunk), subscriber))
-    });
+    // The slot goes with the stream's body: when the stream ends or its
+    // client goes away.
+    let events =
+        futures_util::stream::unfold((subscriber, slot), |(mut subscriber, slot)| async move {
+            let chunk = subscriber.next_chunk().await?;
+            Some((Ok::<_, Infallible>(chunk), (subscriber, slot)))
+        });
     let body = Body::from_stream(futures_util::StreamExt::chain(hello, events));
     Ok((
         [

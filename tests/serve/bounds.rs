@@ -156,3 +156,52 @@ async fn bodies_past_max_inflight_bytes_are_answered_503_until_those_held_are_do
     declared.write_all(&body.as_bytes()[1000..]).await.unwrap();
     assert_eq!(status_of(&mut declared).await, 202);
 }
+
+#[tokio::test]
+async fn streams_past_max_streams_are_refused_and_ingest_still_gets_a_connection() {
+    // --max-streams defaults to 3/4 of --max-connections: 6 of 8.
+    let server = Serve::start("serve-max-streams", &["--max-connections", "8"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let stream = format!("{query}/stream");
+    let mut open = Vec::new();
+    for _ in 0..6 {
+        open.push(server.subscribe(&stream, &[]).await);
+    }
+    let refused = subscribe(server.addr, &stream, &[])
+        .await
+        .err()
+        .expect("a seventh stream is refused");
+    assert_eq!(refused.status, 503, "{refused:?}");
+    assert_eq!(refused.header("retry-after"), Some("1"));
+    assert!(
+        refused
+            .body
+            .contains("6 streams open already (--max-streams)"),
+        "{refused:?}"
+    );
+    // Ingest still gets a connection, and every stream its events.
+    let response = client.post(&format!("{P}/ingest"), &lines(0, 2)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    for sse in &mut open {
+        assert_eq!(values(&take(sse, 2).await), [0.0, 1.0]);
+    }
+    // A stream that ends gives its slot back (the server sees it gone when
+    // it next writes to it).
+    drop(open.pop());
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let mut next = 2;
+    let _again = loop {
+        match subscribe(server.addr, &stream, &[]).await {
+            Ok(sse) => break sse,
+            Err(response) => assert_eq!(response.status, 503, "{response:?}"),
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the slot never came back"
+        );
+        let response = client.post(&format!("{P}/ingest"), &lines(next, 1)).await;
+        assert_eq!(response.status, 202, "{response:?}");
+        next += 1;
+    };
+}
