@@ -205,3 +205,33 @@ async fn streams_past_max_streams_are_refused_and_ingest_still_gets_a_connection
         next += 1;
     };
 }
+
+#[tokio::test]
+async fn a_hop_that_would_turn_one_record_into_thousands_of_events_is_refused() {
+    let server = Serve::start("serve-hop-cap", &[], &[]);
+    let mut client = server.client();
+    // 7,200 buckets (under the bucket cap), but every record in 7,200
+    // windows: 7,200 events each.
+    let response = client
+        .post(
+            &format!("{P}/queries"),
+            r#"{"aggregation":"COUNT","window":{"type":"HOPPING","size":2,"unit":"HOURS","hop":1,"hopUnit":"SECONDS"}}"#,
+        )
+        .await;
+    assert_eq!(response.status, 400, "{response:?}");
+    let problem = response.json();
+    assert_eq!(problem["field"], "window.hop");
+    let description = problem["description"].as_str().unwrap();
+    assert!(
+        description.contains("puts each record in 7200 windows")
+            && description.contains("at most 1000 windows per record"),
+        "{description}"
+    );
+    // At the limit it is registered.
+    register(
+        &mut client,
+        P,
+        r#"{"aggregation":"COUNT","window":{"type":"HOPPING","size":1000,"unit":"SECONDS","hop":1}}"#,
+    )
+    .await;
+}
