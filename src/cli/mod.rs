@@ -305,6 +305,13 @@ pub struct ServeArgs {
         requires = "state"
     )]
     pub durability: DurabilityArg,
+    /// With --state: the most bytes of the journal one query may keep from
+    /// being released (its property's instants logged after its
+    /// checkpoint; a query on a bridge or plugin engine replays from its
+    /// registration, so it keeps them all). Past it the query fails, with a
+    /// reason naming this limit, and the journal releases them.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
+    pub max_query_log: u64,
 }
 
 /// `serve --durability`: what a write to the state store survives.

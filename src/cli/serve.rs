@@ -36,6 +36,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         keep_alive: Duration::from_millis(args.keep_alive_ms),
         state: args.state,
         durability: args.durability.into(),
+        max_query_log: args.max_query_log,
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

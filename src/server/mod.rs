@@ -118,6 +118,13 @@ pub struct ServeOptions {
     /// [`Durability::Power`] a power failure too, at one fsync per group
     /// commit.
     pub durability: Durability,
+    /// With `state`: the most bytes of the journal one query may keep from
+    /// being released (`--max-query-log`): its property's instants logged
+    /// after its checkpoint. A query whose checkpoint does not move (on a
+    /// bridge or plugin engine, replayed from its registration) would keep
+    /// them all; past it the query fails, naming the limit, and the
+    /// journal releases them.
+    pub max_query_log: u64,
 }
 
 impl Default for ServeOptions {
@@ -143,6 +150,7 @@ impl Default for ServeOptions {
             shutdown_grace: Duration::from_secs(10),
             state: None,
             durability: Durability::Process,
+            max_query_log: 1024 * 1024 * 1024,
         }
     }
 }

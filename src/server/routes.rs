@@ -381,9 +381,12 @@ pub(crate) async fn ingest(
         // chunk logged but not delivered (see `ingest::deliver`).
         (Some(property), Some(store)) => {
             let path = durable::path(&key);
+            let cap = durable::LogCap {
+                max: app.options.max_query_log,
+            };
             tokio::spawn(async move {
-                let delivered =
-                    ingest::deliver(&property, instants, wait, Some((&store, &path))).await;
+                let log = Some((&*store, &path, cap));
+                let delivered = ingest::deliver(&property, instants, wait, log).await;
                 drop(held);
                 delivered
             })

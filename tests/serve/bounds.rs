@@ -77,7 +77,7 @@ async fn a_query_over_its_state_budget_fails_alone_and_the_server_stays_small() 
     );
 }
 
-/// The status of the answer on `conn` (its head read, its body left).
+/// The status of the next answer on `conn` (its head read, its body left).
 async fn status_of(conn: &mut TcpStream) -> u16 {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
@@ -93,6 +93,14 @@ async fn status_of(conn: &mut TcpStream) -> u16 {
     head.split_whitespace().nth(1).unwrap().parse().unwrap()
 }
 
+/// The head of an ingest request to `P`, with `framing` headers.
+fn ingest_head(framing: &str) -> String {
+    format!(
+        "POST {P}/ingest HTTP/1.1\r\nHost: localhost\r\n\
+         Content-Type: application/x-ndjson\r\n{framing}\r\n"
+    )
+}
+
 #[tokio::test]
 async fn bodies_past_max_inflight_bytes_are_answered_503_until_those_held_are_done() {
     let server = Serve::start(
@@ -100,61 +108,77 @@ async fn bodies_past_max_inflight_bytes_are_answered_503_until_those_held_are_do
         &["--max-inflight-bytes", "3000000", "--max-body", "2000000"],
         &[],
     );
-    // About 1.45 MB each.
-    let body = lines(0, 25_000);
+    // About 1.4 MB and 1.7 MB: either fits alone, not both.
+    let held = lines(0, 25_000);
+    let other = lines(0, 30_000);
     assert!(
-        (1_400_000..1_500_000).contains(&body.len()),
+        (1_400_000..1_500_000).contains(&held.len()),
         "{}",
-        body.len()
+        held.len()
     );
-    let head = |framing: String| {
-        format!(
-            "POST {P}/ingest HTTP/1.1\r\nHost: localhost\r\n\
-             Content-Type: application/x-ndjson\r\n{framing}\r\n"
-        )
-    };
-    // One body declared whole but sent in part: held from its head on.
+    assert!(
+        (1_650_000..1_750_000).contains(&other.len()),
+        "{}",
+        other.len()
+    );
+    // A body declared whole holds its bytes once the server starts reading
+    // it, which `100 Continue` says, and until its ingest is done.
     let mut declared = TcpStream::connect(server.addr).await.unwrap();
-    let declared_head = head(format!("Content-Length: {}\r\n", body.len()));
-    declared.write_all(declared_head.as_bytes()).await.unwrap();
-    declared.write_all(&body.as_bytes()[..1000]).await.unwrap();
-    // One chunked body, 1 MB sent of it: held as its chunks come.
-    let mut chunked = TcpStream::connect(server.addr).await.unwrap();
-    let chunked_head = head("Transfer-Encoding: chunked\r\n".into());
-    chunked.write_all(chunked_head.as_bytes()).await.unwrap();
-    let (sent, rest) = body.split_at(body[..1_000_000].rfind('\n').unwrap() + 1);
-    for piece in sent.as_bytes().chunks(100_000) {
-        let chunk = format!("{:x}\r\n", piece.len());
-        chunked.write_all(chunk.as_bytes()).await.unwrap();
-        chunked.write_all(piece).await.unwrap();
-        chunked.write_all(b"\r\n").await.unwrap();
-    }
-    // A third whole body fits beside the first alone (2.9 MB), not beside
-    // both: once the server holds both, it is refused at once.
+    let head = ingest_head(&format!(
+        "Content-Length: {}\r\nExpect: 100-continue\r\n",
+        held.len()
+    ));
+    declared.write_all(head.as_bytes()).await.unwrap();
+    assert_eq!(status_of(&mut declared).await, 100);
     let mut client = server.client();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let refused = loop {
-        let response = client.post(&format!("{P}/ingest"), &body).await;
-        if response.status == 503 {
-            break response;
-        }
-        assert_eq!(response.status, 202, "{response:?}");
-        assert!(tokio::time::Instant::now() < deadline, "never refused");
-    };
+    let refused = client.post(&format!("{P}/ingest"), &other).await;
+    assert_eq!(refused.status, 503, "{refused:?}");
     assert_eq!(refused.header("retry-after"), Some("1"), "{refused:?}");
     assert_eq!(refused.json()["code"], "TooManyBytesInFlight");
     assert!(
         refused.body.contains("--max-inflight-bytes (2.9 MiB)"),
         "{refused:?}"
     );
-    // The chunked body done, its bytes are free: the third goes through.
-    let last = format!("{:x}\r\n{rest}\r\n0\r\n\r\n", rest.len());
-    chunked.write_all(last.as_bytes()).await.unwrap();
-    assert_eq!(status_of(&mut chunked).await, 202);
-    let response = server.client().post(&format!("{P}/ingest"), &body).await;
-    assert_eq!(response.status, 202, "{response:?}");
-    declared.write_all(&body.as_bytes()[1000..]).await.unwrap();
+    declared.write_all(held.as_bytes()).await.unwrap();
     assert_eq!(status_of(&mut declared).await, 202);
+    // Done: its bytes are free again.
+    let response = server.client().post(&format!("{P}/ingest"), &other).await;
+    assert_eq!(response.status, 202, "{response:?}");
+}
+
+#[tokio::test]
+async fn a_chunked_body_holds_its_bytes_as_its_chunks_come() {
+    let server = Serve::start(
+        "serve-inflight-chunked",
+        &["--max-inflight-bytes", "1000000", "--max-body", "2000000"],
+        &[],
+    );
+    // 1.45 MB in chunks of 100 kB, no length declared: refused once the
+    // chunks read pass 1 MB, before the body ends.
+    let body = lines(0, 25_000);
+    let mut chunked = TcpStream::connect(server.addr).await.unwrap();
+    let head = ingest_head("Transfer-Encoding: chunked\r\n");
+    chunked.write_all(head.as_bytes()).await.unwrap();
+    for piece in body.as_bytes().chunks(100_000) {
+        let chunk = format!("{:x}\r\n", piece.len());
+        let sent = async {
+            chunked.write_all(chunk.as_bytes()).await?;
+            chunked.write_all(piece).await?;
+            chunked.write_all(b"\r\n").await
+        };
+        // The server may close the connection once it has answered.
+        if sent.await.is_err() {
+            break;
+        }
+    }
+    let _ = chunked.write_all(b"0\r\n\r\n").await;
+    assert_eq!(status_of(&mut chunked).await, 503);
+    // Gone with its connection: a body of 900 kB fits again.
+    let response = server
+        .client()
+        .post(&format!("{P}/ingest"), &lines(0, 15_000))
+        .await;
+    assert_eq!(response.status, 202, "{response:?}");
 }
 
 #[tokio::test]
@@ -234,4 +258,63 @@ async fn a_hop_that_would_turn_one_record_into_thousands_of_events_is_refused() 
         r#"{"aggregation":"COUNT","window":{"type":"HOPPING","size":1000,"unit":"SECONDS","hop":1}}"#,
     )
     .await;
+}
+
+/// The bytes of the journal's segments in the state directory.
+fn journal_bytes(state: &TempDir) -> u64 {
+    std::fs::read_dir(state.join("journal"))
+        .unwrap()
+        .map(|entry| entry.unwrap().metadata().unwrap().len())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_query_whose_checkpoint_does_not_move_fails_past_max_query_log_and_the_journal_shrinks() {
+    let state = TempDir::new("serve-query-log");
+    let dir = state.path().to_str().unwrap();
+    let server = Serve::start(
+        "serve-query-log",
+        &["--state", dir, "--max-query-log", "2000000"],
+        &[],
+    );
+    let mut client = server.client();
+    // A COUNT window a billion records long moves its checkpoint only
+    // after a billion: every instant logged since it was registered is
+    // kept for it, as for a query on a bridge or plugin engine.
+    let pinning = register(
+        &mut client,
+        P,
+        r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":1000000000}}"#,
+    )
+    .await;
+    // A transform moves its checkpoint with every result.
+    let moving = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut sent = 0;
+    let body = |from: usize| lines(from % 900_000, 50_000);
+    let reason = loop {
+        assert!(sent < 40 * 50_000, "still running after {sent} instants");
+        let response = client.post(&format!("{P}/ingest"), &body(sent)).await;
+        assert_eq!(response.status, 202, "{response:?}");
+        sent += 50_000;
+        let link = client.get(&pinning).await.json();
+        if link["status"] == "failed" {
+            break link["reason"].as_str().unwrap().to_owned();
+        }
+        assert_eq!(link["status"], "running", "{link}");
+    };
+    assert!(
+        reason.starts_with("query log reached --max-query-log (1.9 MiB): the journal keeps "),
+        "{reason}"
+    );
+    // Nothing keeps those instants now: the journal lets them go as its
+    // segments (16 MiB) fill, however much more is ingested.
+    for _ in 0..25 {
+        let response = client.post(&format!("{P}/ingest"), &body(sent)).await;
+        assert_eq!(response.status, 202, "{response:?}");
+        sent += 50_000;
+    }
+    assert_eq!(client.get(&moving).await.json()["status"], "running");
+    let kept = journal_bytes(&state);
+    // Without the cap: about 87 MiB, all of it kept for the COUNT query.
+    assert!(kept < 40 << 20, "the journal holds {} MiB", kept >> 20);
 }

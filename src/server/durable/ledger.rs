@@ -94,6 +94,9 @@ struct LedgerInner {
     /// Whether the results stopped matching the rule (more results than
     /// instants): the checkpoint stays where it is from then on.
     lost: bool,
+    /// About the bytes of instants logged for it since the journal was
+    /// last asked what it keeps for the query (`--max-query-log`).
+    unchecked: u64,
 }
 
 impl Ledger {
@@ -111,6 +114,7 @@ impl Ledger {
                 emitted: resume,
                 stored: after_seq,
                 lost: false,
+                unchecked: 0,
             }),
         }
     }
@@ -132,6 +136,18 @@ impl Ledger {
                 (seq, secs)
             })),
         }
+    }
+
+    /// Counts about `bytes` more logged for the query; true (and the count
+    /// starts again) once `every` bytes were since the last true.
+    pub(crate) fn logged(&self, bytes: u64, every: u64) -> bool {
+        let mut inner = self.inner();
+        inner.unchecked = inner.unchecked.saturating_add(bytes);
+        if inner.unchecked < every {
+            return false;
+        }
+        inner.unchecked = 0;
+        true
     }
 
     /// Moves past the instants a batch of results covers.
