@@ -8,7 +8,8 @@
 //!   with the distinct texts of `COUNT_DISTINCT` (the attacker's lever: a
 //!   day-long window of distinct texts grows without end otherwise);
 //! - its **pending** instants: handed to the query (in its source buffer)
-//!   and not yet taken by its engine;
+//!   and not yet taken by its engine, and those a bridge job was sent and
+//!   has not answered (the host's in-flight window and write buffer);
 //! - its **replay** buffer: the results kept for subscribers.
 //!
 //! Each owner keeps its own count and publishes it here with one relaxed
@@ -46,6 +47,7 @@ pub struct StateBudget {
     option: &'static str,
     windows: AtomicU64,
     pending: AtomicU64,
+    in_flight: AtomicU64,
     replay: AtomicU64,
 }
 
@@ -56,6 +58,9 @@ pub(crate) enum Part {
     Windows,
     /// Instants handed to the query, not yet taken by its engine.
     Pending,
+    /// Instants its engine took and has not answered, held by the host (a
+    /// bridge job's in-flight window).
+    InFlight,
     /// Results kept for subscribers.
     Replay,
 }
@@ -74,6 +79,7 @@ impl StateBudget {
             option,
             windows: AtomicU64::new(0),
             pending: AtomicU64::new(0),
+            in_flight: AtomicU64::new(0),
             replay: AtomicU64::new(0),
         }
     }
@@ -87,14 +93,22 @@ impl StateBudget {
     pub fn used(&self) -> u64 {
         self.windows
             .load(Ordering::Relaxed)
-            .saturating_add(self.pending.load(Ordering::Relaxed))
+            .saturating_add(self.waiting())
             .saturating_add(self.replay.load(Ordering::Relaxed))
+    }
+
+    /// Instants handed to the query and not yet answered.
+    fn waiting(&self) -> u64 {
+        self.pending
+            .load(Ordering::Relaxed)
+            .saturating_add(self.in_flight.load(Ordering::Relaxed))
     }
 
     fn counter(&self, part: Part) -> &AtomicU64 {
         match part {
             Part::Windows => &self.windows,
             Part::Pending => &self.pending,
+            Part::InFlight => &self.in_flight,
             Part::Replay => &self.replay,
         }
     }
@@ -128,12 +142,12 @@ impl StateBudget {
             return None;
         }
         Some(format!(
-            "query state reached {} ({}): its windows hold {}, instants waiting for it {} and \
+            "query state reached {} ({}): its windows hold {}, instants not yet answered {} and \
              its replay buffer {}; raise {} or use a shorter window",
             self.option,
             Bytes(self.limit),
             Bytes(self.windows.load(Ordering::Relaxed)),
-            Bytes(self.pending.load(Ordering::Relaxed)),
+            Bytes(self.waiting()),
             Bytes(self.replay.load(Ordering::Relaxed)),
             self.option,
         ))

@@ -354,6 +354,12 @@ impl Source {
         })
     }
 
+    /// The state budget of the query reading it ([`Source::budgeted`]), for
+    /// an engine to count what it holds of the query's instants in.
+    pub(crate) fn budget(&self) -> Option<Arc<StateBudget>> {
+        self.budget.clone()
+    }
+
     /// The records of `batch` up to the first that does not fit the
     /// property's type; that one's error comes next.
     fn checked(&mut self, mut batch: Vec<Instant>) -> SourceItem {

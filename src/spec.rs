@@ -70,7 +70,7 @@ impl QuerySpec {
     }
 
     /// The same query, its state bounded by `budget`: its windows and the
-    /// instants waiting for it count in it, and a query over it fails
+    /// instants handed to it count in it, and a query over it fails
     /// naming the limit ([`StateBudget::exceeded`]).
     pub fn with_budget(mut self, budget: Arc<StateBudget>) -> QuerySpec {
         self.budget = Some(budget);

@@ -269,7 +269,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub replay_bytes: usize,
     /// The most bytes of state one query may hold: its open windows (with
-    /// COUNT_DISTINCT's distinct texts), the instants waiting for it and its
+    /// COUNT_DISTINCT's distinct texts), the instants handed to it and not yet answered and its
     /// replay buffer (estimated: a text counts its length plus 64 bytes). A
     /// query over it fails alone, with a reason naming this limit, and its
     /// state is freed. Keep --replay-bytes well below it.

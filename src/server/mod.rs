@@ -90,7 +90,7 @@ pub struct ServeOptions {
     pub replay_bytes: usize,
     /// The most bytes of state one query may hold (`--max-query-state`):
     /// its open windows (with `COUNT_DISTINCT`'s distinct texts), the
-    /// instants waiting for it and its replay buffer, estimated as
+    /// instants handed to it and not yet answered and its replay buffer, estimated as
     /// [`StateBudget`](crate::StateBudget) says. A query over it fails
     /// alone, naming the limit; its state is freed. `replay_bytes` counts
     /// in it: keep it well below.
@@ -258,6 +258,14 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
         let options_max_inflight = options.max_inflight_bytes;
+        if options.max_body > options.max_inflight_bytes {
+            tracing::warn!(
+                "--max-body ({}) is over --max-inflight-bytes ({}): a body that large is always \
+                 answered 503",
+                options.max_body,
+                options.max_inflight_bytes
+            );
+        }
         let max_streams = options.streams();
         if max_streams >= options.max_connections {
             tracing::warn!(
