@@ -48,6 +48,7 @@ pub struct StateBudget {
     windows: AtomicU64,
     pending: AtomicU64,
     in_flight: AtomicU64,
+    ledger: AtomicU64,
     replay: AtomicU64,
 }
 
@@ -61,6 +62,9 @@ pub(crate) enum Part {
     /// Instants its engine took and has not answered, held by the host (a
     /// bridge job's in-flight window).
     InFlight,
+    /// With `--state`: the instants fed since its checkpoint, which its
+    /// ledger remembers to move the checkpoint.
+    Ledger,
     /// Results kept for subscribers.
     Replay,
 }
@@ -80,6 +84,7 @@ impl StateBudget {
             windows: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
+            ledger: AtomicU64::new(0),
             replay: AtomicU64::new(0),
         }
     }
@@ -94,6 +99,7 @@ impl StateBudget {
         self.windows
             .load(Ordering::Relaxed)
             .saturating_add(self.waiting())
+            .saturating_add(self.ledger.load(Ordering::Relaxed))
             .saturating_add(self.replay.load(Ordering::Relaxed))
     }
 
@@ -109,6 +115,7 @@ impl StateBudget {
             Part::Windows => &self.windows,
             Part::Pending => &self.pending,
             Part::InFlight => &self.in_flight,
+            Part::Ledger => &self.ledger,
             Part::Replay => &self.replay,
         }
     }
@@ -141,9 +148,13 @@ impl StateBudget {
         if used <= self.limit {
             return None;
         }
+        let ledger = match self.ledger.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(", instants remembered since its checkpoint {}", Bytes(n)),
+        };
         Some(format!(
-            "query state reached {} ({}): its windows hold {}, instants not yet answered {} and \
-             its replay buffer {}; raise {} or use a shorter window",
+            "query state reached {} ({}): its windows hold {}, instants not yet answered {}{ledger} \
+             and its replay buffer {}; raise {} or use a shorter window",
             self.option,
             Bytes(self.limit),
             Bytes(self.windows.load(Ordering::Relaxed)),

@@ -198,8 +198,9 @@ async fn resume<'a>(
         Ok(handle) => handle,
         Err(e) => return Err((reservation, e.to_string())),
     };
-    fanout.count_in(budget);
-    let ledger = Arc::new(Ledger::new(rule, restored.checkpoint.after_seq, resume));
+    fanout.count_in(budget.clone());
+    let ledger =
+        Arc::new(Ledger::new(rule, restored.checkpoint.after_seq, resume).with_budget(budget));
     let query = Arc::new(Query {
         id: restored.id.clone(),
         key: key.clone(),

@@ -108,7 +108,8 @@ pub(crate) async fn register(
                 .register(record)
                 .await
                 .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
-            let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq, None));
+            let ledger =
+                Arc::new(Ledger::new(rule, checkpoint.after_seq, None).with_budget(budget.clone()));
             let keeper = Keeper {
                 store: store.clone(),
                 ids: EventIds::new(),

@@ -2,10 +2,11 @@
 //! and the [`Ledger`] of what it was fed (see the parent module's docs).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::aggregate::Window;
 use crate::aggregate::resume::{self, Closed};
+use crate::budget::{Part, StateBudget};
 use crate::engine::{EngineInfo, EngineKind};
 use crate::spec::{QueryKind, QuerySpec};
 use crate::store::Checkpoint;
@@ -68,7 +69,12 @@ impl Rule {
 #[derive(Debug)]
 pub(crate) struct Ledger {
     inner: Mutex<LedgerInner>,
+    /// The query's state budget, which what it remembers counts in.
+    budget: Option<Arc<StateBudget>>,
 }
+
+/// What one instant remembered costs: its sequence number and event time.
+const FED_BYTES: u64 = std::mem::size_of::<(u64, i64)>() as u64;
 
 #[derive(Debug)]
 struct LedgerInner {
@@ -116,6 +122,20 @@ impl Ledger {
                 lost: false,
                 unchecked: 0,
             }),
+            budget: None,
+        }
+    }
+
+    /// The same ledger, what it remembers counted in `budget`.
+    pub(crate) fn with_budget(mut self, budget: Arc<StateBudget>) -> Ledger {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Publishes what it remembers to the budget.
+    fn charge(&self, inner: &LedgerInner) {
+        if let Some(budget) = &self.budget {
+            budget.set(Part::Ledger, inner.fed.len() as u64 * FED_BYTES);
         }
     }
 
@@ -136,6 +156,7 @@ impl Ledger {
                 (seq, secs)
             })),
         }
+        self.charge(&inner);
     }
 
     /// Counts about `bytes` more logged for the query; true (and the count
@@ -156,6 +177,7 @@ impl Ledger {
         for event in events {
             inner.result(event);
         }
+        self.charge(&inner);
     }
 
     /// Moves past the instants the next result covers.
@@ -301,6 +323,16 @@ mod tests {
     const TUMBLING_10: Rule = Rule::Windows { span: 10, hop: 10 };
     /// 10 s windows every 5 s.
     const HOPPING_10_5: Rule = Rule::Windows { span: 10, hop: 5 };
+
+    #[test]
+    fn what_a_ledger_remembers_counts_in_its_querys_budget() {
+        let budget = Arc::new(StateBudget::new(1 << 20));
+        let ledger = Ledger::new(Rule::Instants(2), 0, None).with_budget(budget.clone());
+        feed(&ledger, &[1, 2, 3], &[0, 1, 2]);
+        assert_eq!(budget.used(), 3 * FED_BYTES);
+        ledger.results(&[result()]);
+        assert_eq!(budget.used(), FED_BYTES, "two covered by the result");
+    }
 
     #[test]
     fn a_transform_checkpoints_after_the_instant_of_each_result() {
