@@ -70,17 +70,12 @@ pub(crate) enum Part {
 }
 
 impl StateBudget {
-    /// A budget of `limit` bytes, named `--max-query-state` in failures.
+    /// A budget of `limit` bytes (`--max-query-state`, as failures name
+    /// it).
     pub fn new(limit: u64) -> StateBudget {
-        StateBudget::named(limit, "--max-query-state")
-    }
-
-    /// A budget of `limit` bytes, named `option` in failures (the option,
-    /// flag or setting that gives it).
-    pub fn named(limit: u64, option: &'static str) -> StateBudget {
         StateBudget {
             limit,
-            option,
+            option: "--max-query-state",
             windows: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),

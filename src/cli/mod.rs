@@ -272,7 +272,7 @@ pub struct ServeArgs {
     /// COUNT_DISTINCT's distinct texts), the instants handed to it and not yet answered and its
     /// replay buffer (estimated: a text counts its length plus 64 bytes). A
     /// query over it fails alone, with a reason naming this limit, and its
-    /// state is freed. Keep --replay-bytes well below it.
+    /// state is freed (keep --replay-bytes well below it).
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
     pub max_query_state: u64,
     /// The most bytes of request bodies being received or ingested at once,
@@ -305,7 +305,7 @@ pub struct ServeArgs {
         requires = "state"
     )]
     pub durability: DurabilityArg,
-    /// With --state: the most bytes of the journal one query may keep from
+    /// Only with --state: the most bytes of the journal one query may keep from
     /// being released (its property's instants logged after its
     /// checkpoint; a query on a bridge or plugin engine replays from its
     /// registration, so it keeps them all). Past it the query fails, with a
