@@ -20,6 +20,23 @@ fn rss(pid: u32) -> u64 {
     kib * 1024
 }
 
+/// The query at `path` once its status is no longer `running` (its last
+/// records may still be on their way to it when the ingest is answered).
+async fn ended(client: &mut Client, path: &str) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let link = client.get(path).await.json();
+        if link["status"] != "running" {
+            return link;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still running: {link}"
+        );
+        tokio::task::yield_now().await;
+    }
+}
+
 /// JSON lines of `n` distinct texts of 8 KiB, numbered from `from`, all at
 /// `datetime`.
 fn texts(datetime: &str, from: usize, n: usize) -> String {
@@ -58,7 +75,7 @@ async fn a_query_over_its_state_budget_fails_alone_and_the_server_stays_small() 
         assert_eq!(response.status, 202, "body {body}: {response:?}");
         most = most.max(rss(server.pid()));
     }
-    let failed = client.get(&distinct).await.json();
+    let failed = ended(&mut client, &distinct).await;
     assert_eq!(failed["status"], "failed", "{failed}");
     let reason = failed["reason"].as_str().unwrap();
     assert!(
@@ -317,4 +334,40 @@ async fn a_query_whose_checkpoint_does_not_move_fails_past_max_query_log_and_the
     let kept = journal_bytes(&state);
     // Without the cap: about 87 MiB, all of it kept for the COUNT query.
     assert!(kept < 40 << 20, "the journal holds {} MiB", kept >> 20);
+}
+
+#[tokio::test]
+async fn the_state_budget_holds_for_windows_the_host_computes_for_a_bridge_engine() {
+    let server = Serve::start(
+        "serve-query-state-bridge",
+        &["--max-query-state", "5000000", "--replay-bytes", "100000"],
+        &[],
+    );
+    let mut client = server.client();
+    let names = "/collections/ships/items/s1/tproperties/name";
+    // No transform for the job: the host windows the instants.
+    let query = register(
+        &mut client,
+        names,
+        r#"{"engine":"echo","aggregation":"COUNT_DISTINCT","type":"TText","window":{"type":"TUMBLING","size":24,"unit":"HOURS"}}"#,
+    )
+    .await;
+    let tomorrow = rfc3339(std::time::SystemTime::now() + std::time::Duration::from_secs(86_400));
+    for body in 0..4 {
+        let response = client
+            .post(
+                &format!("{names}/ingest"),
+                &texts(&tomorrow, body * 240, 240),
+            )
+            .await;
+        assert_eq!(response.status, 202, "{response:?}");
+    }
+    let link = ended(&mut client, &query).await;
+    assert_eq!(link["status"], "failed", "{link}");
+    assert_eq!(link["engine"], "echo");
+    let reason = link["reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("query state reached --max-query-state (4.8 MiB)"),
+        "{reason}"
+    );
 }
