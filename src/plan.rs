@@ -87,11 +87,9 @@ fn windower(
 
 /// Feeds an engine's outputs to the host's windower, delivering the window
 /// events in chunks of about [`BATCH`] as they close: the events one output
-/// closes (up to [`MAX_WINDOW_BUCKETS`]) are never held with those of the
-/// next. An error is the query's end: `Failed`, naming the record, after
+/// closes (bounded: see [`Windower`]'s bounds) are never held with those
+/// of the next. An error is the query's end: `Failed`, naming the record, after
 /// the events before it; `Stopped` when the consumer has gone.
-///
-/// [`MAX_WINDOW_BUCKETS`]: crate::aggregate::MAX_WINDOW_BUCKETS
 pub(crate) async fn window(
     windower: &mut Windower,
     outputs: impl IntoIterator<Item = Instant>,

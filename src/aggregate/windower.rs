@@ -36,14 +36,21 @@
 //!
 //! A time window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, grace
 //! included (`(span + grace) / gcd(span, hop)`; [`Windower::new`] refuses
-//! more), so a record falls in at most that many windows and one push or
-//! advance emits at most that many events, however far the
-//! record is from the one before: boundaries whose windows hold no record
-//! are skipped, not computed. Callers deliver the events in bounded chunks
-//! (`plan::window`). Combining a window's buckets at a boundary costs a few
-//! additions per non-empty bucket.
+//! more), and a record falls in at most [`MAX_WINDOWS_PER_RECORD`] windows
+//! (`span / hop`), so one push or advance emits at most that many events
+//! per record it closes windows of, however far the record is from the
+//! one before: boundaries whose windows hold no record are skipped, not
+//! computed. Callers deliver the events in bounded chunks (`plan::window`).
+//! Combining a window's buckets at a boundary costs a few additions per
+//! non-empty bucket (for `COUNT_DISTINCT`, a look-up per distinct text:
+//! the sets are counted through references, not copied).
+//!
+//! The bytes the windows hold are kept as records come and windows close
+//! ([`Windower::state_bytes`]); with a budget ([`Windower::with_budget`])
+//! a record that takes the query over it is an error naming the limit.
 //!
 //! [`MAX_WINDOW_BUCKETS`]: super::MAX_WINDOW_BUCKETS
+//! [`MAX_WINDOWS_PER_RECORD`]: super::MAX_WINDOWS_PER_RECORD
 //!
 //! # End of source
 //!
@@ -219,7 +226,7 @@ impl Windower {
         self
     }
 
-    /// The heap the open windows hold, in bytes, as [`crate::budget`]
+    /// The heap the open windows hold, in bytes, as [`StateBudget`]
     /// estimates it (kept as records come and windows close, not walked).
     pub fn state_bytes(&self) -> u64 {
         match &self.mode {
