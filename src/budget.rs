@@ -26,6 +26,7 @@
 //! [`Windower`]: crate::aggregate::Windower
 
 use std::fmt;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// What one entry of a set of texts costs beyond its bytes: the set's slot
@@ -35,6 +36,44 @@ pub(crate) const ENTRY_OVERHEAD: u64 = 64;
 
 /// The default budget: 64 MiB.
 pub const DEFAULT_MAX_QUERY_STATE: u64 = 64 * 1024 * 1024;
+
+/// The default bound on the state of every query together: 1 GiB.
+pub const DEFAULT_MAX_TOTAL_QUERY_STATE: u64 = 1024 * 1024 * 1024;
+
+/// How far a query's state may move before the total hears of it: the
+/// total is then exact to this much per query, and a query's hot path
+/// touches the shared counter once per this many bytes, not per record.
+const REPORT_STEP: u64 = 64 * 1024;
+
+/// The state of every query of a server together
+/// (`--max-total-query-state`), so that many queries, each within its own
+/// budget, cannot together exhaust the memory. Replay buffers are not
+/// counted (`--replay-bytes` bounds each). Past it, a query that grows
+/// while holding at least its share (the limit over the queries) fails:
+/// the largest go first, the small ones are never failed for the others.
+#[derive(Debug)]
+pub struct StateTotal {
+    limit: u64,
+    used: AtomicU64,
+    /// The budgets counted in it.
+    budgets: AtomicU64,
+}
+
+impl StateTotal {
+    /// A bound of `limit` bytes.
+    pub fn new(limit: u64) -> StateTotal {
+        StateTotal {
+            limit,
+            used: AtomicU64::new(0),
+            budgets: AtomicU64::new(0),
+        }
+    }
+
+    /// The bytes the queries hold now, as last reported.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
+    }
+}
 
 /// The bytes of state one query may hold, and what it holds now.
 ///
@@ -50,6 +89,9 @@ pub struct StateBudget {
     in_flight: AtomicU64,
     ledger: AtomicU64,
     replay: AtomicU64,
+    /// The server's total, and what this budget last reported to it.
+    total: Option<Arc<StateTotal>>,
+    reported: AtomicU64,
 }
 
 /// The part of a query's state a count is for.
@@ -81,6 +123,47 @@ impl StateBudget {
             in_flight: AtomicU64::new(0),
             ledger: AtomicU64::new(0),
             replay: AtomicU64::new(0),
+            total: None,
+            reported: AtomicU64::new(0),
+        }
+    }
+
+    /// The same budget, counted in the server's `total` too.
+    pub fn within(mut self, total: Arc<StateTotal>) -> StateBudget {
+        total.budgets.fetch_add(1, Ordering::Relaxed);
+        self.total = Some(total);
+        self
+    }
+
+    /// What counts in the total: every part but the replay buffer.
+    fn counted(&self) -> u64 {
+        self.windows
+            .load(Ordering::Relaxed)
+            .saturating_add(self.waiting())
+            .saturating_add(self.ledger.load(Ordering::Relaxed))
+    }
+
+    /// Tells the total, once the state has moved by [`REPORT_STEP`].
+    fn report(&self) {
+        let Some(total) = &self.total else {
+            return;
+        };
+        let now = self.counted();
+        let reported = self.reported.load(Ordering::Relaxed);
+        if now.abs_diff(reported) < REPORT_STEP {
+            return;
+        }
+        // One reporter applies each change.
+        if self
+            .reported
+            .compare_exchange(reported, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            if now > reported {
+                total.used.fetch_add(now - reported, Ordering::Relaxed);
+            } else {
+                total.used.fetch_sub(reported - now, Ordering::Relaxed);
+            }
         }
     }
 
@@ -118,11 +201,13 @@ impl StateBudget {
     /// Sets what `part` holds now (its owner keeps the count).
     pub(crate) fn set(&self, part: Part, bytes: u64) {
         self.counter(part).store(bytes, Ordering::Relaxed);
+        self.report();
     }
 
     /// Adds `bytes` to what `part` holds.
     pub(crate) fn add(&self, part: Part, bytes: u64) {
         self.counter(part).fetch_add(bytes, Ordering::Relaxed);
+        self.report();
     }
 
     /// Takes `bytes` off what `part` holds.
@@ -133,6 +218,7 @@ impl StateBudget {
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
                 Some(n.saturating_sub(bytes))
             });
+        self.report();
     }
 
     /// Why the query must fail, when it holds more than its limit: the
@@ -141,7 +227,7 @@ impl StateBudget {
     pub fn exceeded(&self) -> Option<String> {
         let used = self.used();
         if used <= self.limit {
-            return None;
+            return self.total_exceeded();
         }
         let ledger = match self.ledger.load(Ordering::Relaxed) {
             0 => String::new(),
@@ -157,6 +243,41 @@ impl StateBudget {
             Bytes(self.replay.load(Ordering::Relaxed)),
             self.option,
         ))
+    }
+}
+
+impl StateBudget {
+    /// Why the query must fail when every query together holds more than
+    /// the server's total: only a query holding at least its share.
+    fn total_exceeded(&self) -> Option<String> {
+        let total = self.total.as_ref()?;
+        let used = total.used();
+        if used <= total.limit {
+            return None;
+        }
+        let share = total.limit / total.budgets.load(Ordering::Relaxed).max(1);
+        let own = self.counted();
+        if own < share {
+            return None;
+        }
+        Some(format!(
+            "the queries' state together reached --max-total-query-state ({}): this query holds \
+             {}, at least its share ({}); raise --max-total-query-state, or delete queries",
+            Bytes(total.limit),
+            Bytes(own),
+            Bytes(share),
+        ))
+    }
+}
+
+impl Drop for StateBudget {
+    fn drop(&mut self) {
+        if let Some(total) = &self.total {
+            total
+                .used
+                .fetch_sub(*self.reported.get_mut(), Ordering::Relaxed);
+            total.budgets.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 }
 
@@ -210,6 +331,29 @@ mod tests {
         assert_eq!(Bytes(64 * 1024 * 1024).to_string(), "64 MiB");
         assert_eq!(Bytes(1536).to_string(), "1.5 KiB");
         assert_eq!(Bytes(3 << 30).to_string(), "3 GiB");
+    }
+
+    #[test]
+    fn past_the_total_only_queries_holding_their_share_fail_and_dropped_ones_leave_it() {
+        let total = Arc::new(StateTotal::new(1 << 20));
+        let big = StateBudget::new(u64::MAX).within(total.clone());
+        let small = StateBudget::new(u64::MAX).within(total.clone());
+        small.set(Part::Windows, 100 << 10);
+        big.set(Part::Windows, 800 << 10);
+        assert_eq!(total.used(), 900 << 10);
+        assert_eq!(big.exceeded(), None);
+        big.set(Part::Windows, 1000 << 10);
+        // Reported by steps of 64 KiB: 1100 KiB of 1024.
+        assert_eq!(total.used(), 1100 << 10);
+        assert_eq!(small.exceeded(), None, "100 KiB is under its share");
+        let reason = big.exceeded().expect("over the total, over its share");
+        assert!(
+            reason.starts_with("the queries' state together reached --max-total-query-state (1 MiB): this query holds 1000 KiB, at least its share (512 KiB)"),
+            "{reason}"
+        );
+        drop(big);
+        assert_eq!(total.used(), 100 << 10);
+        assert_eq!(small.exceeded(), None);
     }
 
     #[test]

@@ -275,6 +275,12 @@ pub struct ServeArgs {
     /// state is freed (keep --replay-bytes well below it).
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
     pub max_query_state: u64,
+    /// The most bytes of state every query together may hold (as
+    /// --max-query-state counts it, replay buffers aside). Past it, a query
+    /// that grows while holding at least its share (this over the number of
+    /// queries) fails, with a reason naming this limit; smaller ones go on.
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_TOTAL_QUERY_STATE)]
+    pub max_total_query_state: u64,
     /// The most bytes of request bodies being received or ingested at once,
     /// server-wide: a body holds its Content-Length (or its chunks as they
     /// come) until its call is done; past it, 503 with Retry-After.

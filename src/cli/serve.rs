@@ -30,6 +30,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         replay: args.replay,
         replay_bytes: args.replay_bytes,
         max_query_state: args.max_query_state,
+        max_total_query_state: args.max_total_query_state,
         max_inflight_bytes: args.max_inflight_bytes,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),

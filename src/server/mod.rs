@@ -95,6 +95,12 @@ pub struct ServeOptions {
     /// alone, naming the limit; its state is freed. `replay_bytes` counts
     /// in it: keep it well below.
     pub max_query_state: u64,
+    /// The most bytes of state every query together may hold
+    /// (`--max-total-query-state`): their windows, waiting instants and
+    /// ledgers (not their replay buffers). Past it, a query that grows
+    /// while holding at least its share (this over the queries) fails,
+    /// naming the limit; smaller ones go on.
+    pub max_total_query_state: u64,
     /// The most bytes of request bodies being received or ingested at once,
     /// server-wide (`--max-inflight-bytes`): a body holds its bytes from
     /// its first (its `Content-Length` at once) until its call is done; a
@@ -143,6 +149,7 @@ impl Default for ServeOptions {
             replay: 4096,
             replay_bytes: 4 * 1024 * 1024,
             max_query_state: crate::budget::DEFAULT_MAX_QUERY_STATE,
+            max_total_query_state: crate::budget::DEFAULT_MAX_TOTAL_QUERY_STATE,
             max_inflight_bytes: 256 * 1024 * 1024,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
@@ -202,6 +209,8 @@ pub(crate) struct App {
     pub(crate) inflight: inflight::InFlight,
     /// The SSE streams open (`--max-streams`).
     pub(crate) streams: connections::Streams,
+    /// The state of every query together (`--max-total-query-state`).
+    pub(crate) state_total: Arc<crate::budget::StateTotal>,
 }
 
 /// A bound control plane.
@@ -267,6 +276,7 @@ impl Server {
             );
         }
         let max_streams = options.streams();
+        let max_total_query_state = options.max_total_query_state;
         if max_streams >= options.max_connections {
             tracing::warn!(
                 "--max-streams ({max_streams}) is not below --max-connections ({}): open streams \
@@ -282,6 +292,7 @@ impl Server {
             local_addr,
             inflight: inflight::InFlight::new(options_max_inflight),
             streams: connections::Streams::new(max_streams),
+            state_total: Arc::new(crate::budget::StateTotal::new(max_total_query_state)),
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;

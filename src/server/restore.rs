@@ -174,7 +174,8 @@ async fn resume<'a>(
     fanout: &Arc<Fanout>,
 ) -> Result<u64, (Reservation<'a>, String)> {
     let (clock, release) = WallClock::system().held();
-    let budget = Arc::new(StateBudget::new(app.options.max_query_state));
+    let budget =
+        Arc::new(StateBudget::new(app.options.max_query_state).within(app.state_total.clone()));
     let mut spec = match spec_of(restored) {
         Ok(spec) => spec.live_on(clock).with_budget(budget.clone()),
         Err(reason) => return Err((reservation, reason)),

@@ -67,7 +67,8 @@ pub(crate) async fn register(
     // Every query of the server is live: its windows close on the clock.
     // Its windows, its waiting instants and its replay buffer count in
     // one budget: past it, this query fails alone.
-    let budget = Arc::new(StateBudget::new(app.options.max_query_state));
+    let budget =
+        Arc::new(StateBudget::new(app.options.max_query_state).within(app.state_total.clone()));
     let mut spec = registration
         .into_spec_on(&key.property, state.property_type)?
         .live()

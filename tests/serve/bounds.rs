@@ -371,3 +371,58 @@ async fn the_state_budget_holds_for_windows_the_host_computes_for_a_bridge_engin
         "{reason}"
     );
 }
+
+#[tokio::test]
+async fn queries_each_within_budget_cannot_together_pass_max_total_query_state() {
+    let server = Serve::start(
+        "serve-total-query-state",
+        &["--max-total-query-state", "20000000"],
+        &[],
+    );
+    let mut client = server.client();
+    let names = "/collections/ships/items/s1/tproperties/name";
+    let body = r#"{"aggregation":"COUNT_DISTINCT","type":"TText","window":{"type":"TUMBLING","size":24,"unit":"HOURS"}}"#;
+    let mut distinct = Vec::new();
+    for _ in 0..3 {
+        distinct.push(register(&mut client, names, body).await);
+    }
+    let other = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut events = server.subscribe(&format!("{other}/stream"), &[]).await;
+    // 12 MB of distinct texts: each query alone would hold them (under its
+    // 64 MiB), the three together not (36 MB of 20).
+    let tomorrow = rfc3339(std::time::SystemTime::now() + std::time::Duration::from_secs(86_400));
+    for body in 0..3 {
+        let response = client
+            .post(
+                &format!("{names}/ingest"),
+                &texts(&tomorrow, body * 480, 480),
+            )
+            .await;
+        assert_eq!(response.status, 202, "{response:?}");
+    }
+    // Until one has failed (their last records may still be on their way).
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    let reasons = loop {
+        let mut reasons = Vec::new();
+        for query in &distinct {
+            let link = client.get(query).await.json();
+            if link["status"] == "failed" {
+                reasons.push(link["reason"].to_string());
+            }
+        }
+        if !reasons.is_empty() {
+            break reasons;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "none failed");
+    };
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.contains("together reached --max-total-query-state (19.1 MiB)")),
+        "{reasons:?}"
+    );
+    // The transform on another property holds almost nothing: it goes on.
+    let response = client.post(&format!("{P}/ingest"), &lines(0, 3)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(values(&take(&mut events, 3).await), [0.0, 1.0, 2.0]);
+}
