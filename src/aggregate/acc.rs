@@ -95,7 +95,18 @@ impl Acc {
     /// latest arrivals. They are cloned once, so combining the buckets at a
     /// boundary costs a few additions each; distinct texts are counted
     /// through references, never copied.
+    #[cfg(test)]
     pub fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
+        Acc::merge_all_counted(accs, None)
+    }
+
+    /// [`Acc::merge_all`], with the number of distinct texts of the
+    /// buckets together when the caller knows it (then the sets are not
+    /// read).
+    pub fn merge_all_counted<'a>(
+        accs: impl IntoIterator<Item = &'a Acc>,
+        distinct: Option<usize>,
+    ) -> Acc {
         let mut window = Acc::default();
         let mut first: Option<&(u64, String)> = None;
         let mut last: Option<&(u64, String)> = None;
@@ -110,7 +121,7 @@ impl Acc {
             window.max = window.max.max(acc.max);
             window.trues += acc.trues;
             window.count += acc.count;
-            if !acc.distinct.is_empty() {
+            if distinct.is_none() && !acc.distinct.is_empty() {
                 sets.push(&acc.distinct);
             }
             if let Some(f) = &acc.first {
@@ -129,6 +140,7 @@ impl Acc {
         window.first = first.cloned();
         window.last = last.cloned();
         window.distinct_merged = Some(match sets.as_slice() {
+            _ if distinct.is_some() => distinct.unwrap_or(0),
             [] => 0,
             [one] => one.len(),
             many => {
@@ -160,6 +172,16 @@ impl Acc {
             Aggregation::CountTrue => Value::Number(self.trues as f64),
             Aggregation::CountFalse => Value::Number((self.count - self.trues) as f64),
         }
+    }
+
+    /// Whether `text` is in the set of distinct texts.
+    pub fn has_text(&self, text: &str) -> bool {
+        self.distinct.contains(text)
+    }
+
+    /// The distinct texts.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.distinct.iter().map(String::as_str)
     }
 
     /// The first and last record's datetimes, emptying the state (a small

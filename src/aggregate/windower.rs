@@ -59,13 +59,13 @@
 //! the records of a `COUNT` window not yet full, and for a time window each
 //! boundary still to come whose window holds records.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::acc::Acc;
 use super::window::gcd;
 use super::{Aggregate, Window};
-use crate::budget::{Part, StateBudget};
+use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
@@ -145,8 +145,64 @@ struct TimeWindows {
     /// Non-empty buckets by start (seconds), in time order, each at or
     /// after `next − span`.
     buckets: VecDeque<(i64, Acc)>,
-    /// The heap the buckets hold: [`BUCKET_BYTES`] and the `bytes` of each.
+    /// The heap the buckets hold: [`BUCKET_BYTES`] and the `bytes` of each,
+    /// and the distinct index's.
     bytes: u64,
+    /// `COUNT_DISTINCT`: the distinct texts of every bucket held.
+    distinct: Option<Distinct>,
+}
+
+/// The distinct texts of every bucket of a `COUNT_DISTINCT` `HOPPING`
+/// window, each with the number of buckets holding it: when every bucket held is
+/// in the window being emitted (records in order, the usual case), the
+/// window's count is this index's size, read at once instead of a union of
+/// the buckets' sets per window (a record far ahead may close up to
+/// `MAX_WINDOWS_PER_RECORD` windows, each over as many buckets). Kept as
+/// records come and buckets go: one look-up per record and per text
+/// evicted.
+#[derive(Debug, Default)]
+struct Distinct {
+    buckets: HashMap<String, u32>,
+}
+
+impl Distinct {
+    /// A bucket took `text` for the first time; the bytes the index grew.
+    fn add(&mut self, text: &str) -> u64 {
+        match self.buckets.get_mut(text) {
+            Some(n) => {
+                *n += 1;
+                0
+            }
+            None => {
+                self.buckets.insert(text.to_owned(), 1);
+                text.len() as u64 + ENTRY_OVERHEAD
+            }
+        }
+    }
+
+    /// A bucket holding `text` went; the bytes the index shrank.
+    fn remove(&mut self, text: &str) -> u64 {
+        match self.buckets.get_mut(text) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                0
+            }
+            Some(_) => match self.buckets.remove_entry(text) {
+                Some((key, _)) => key.capacity() as u64 + ENTRY_OVERHEAD,
+                None => 0,
+            },
+            None => 0,
+        }
+    }
+
+    /// The distinct texts of the window ending at `boundary`, when every
+    /// bucket held is in it.
+    fn count_before(&self, boundary: i64, buckets: &VecDeque<(i64, Acc)>) -> Option<usize> {
+        buckets
+            .back()
+            .is_none_or(|(start, _)| *start < boundary)
+            .then_some(self.buckets.len())
+    }
 }
 
 /// The type of value a windower takes.
@@ -201,6 +257,9 @@ impl Windower {
                     next: 0,
                     buckets: VecDeque::new(),
                     bytes: 0,
+                    // A TUMBLING window is one bucket: its set is its count.
+                    distinct: (aggregate.aggregation == Aggregation::CountDistinct && hop < span)
+                        .then(Distinct::default),
                 })
             }
         };
@@ -223,6 +282,17 @@ impl Windower {
     /// naming the limit ([`StateBudget::exceeded`]), which fails the query.
     pub fn with_budget(mut self, budget: Option<Arc<StateBudget>>) -> Windower {
         self.budget = budget;
+        self
+    }
+
+    /// The same windower without the distinct index of a time window: each
+    /// `COUNT_DISTINCT` window is then a union of its buckets' sets (the
+    /// reference the index is tested against).
+    #[cfg(test)]
+    fn without_distinct_index(mut self) -> Windower {
+        if let Mode::Time(time) = &mut self.mode {
+            time.distinct = None;
+        }
         self
     }
 
@@ -323,6 +393,11 @@ impl Windower {
                 };
                 let (acc, made) = bucket(&mut time.buckets, start);
                 let before = acc.bytes;
+                if let (Some(distinct), Value::Text(text)) = (&mut time.distinct, &instant.value)
+                    && !acc.has_text(text)
+                {
+                    time.bytes += distinct.add(text);
+                }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 let grown = acc.bytes;
                 time.bytes = time.bytes - before + grown + if made { BUCKET_BYTES } else { 0 };
@@ -388,12 +463,15 @@ impl Windower {
             Mode::Time(time) => {
                 while emit && !time.buckets.is_empty() {
                     let boundary = time.first_boundary();
-                    let emitted = emitter.emit_boundary(boundary, &time.buckets, true, out);
+                    let emitted = time.emit(emitter, boundary, true, out);
                     time.next = boundary + time.hop;
                     time.evict(time.next - time.span);
                     emitted?;
                 }
                 time.buckets.clear();
+                if let Some(distinct) = &mut time.distinct {
+                    *distinct = Distinct::default();
+                }
                 time.bytes = 0;
             }
         }
@@ -475,11 +553,26 @@ impl TimeWindows {
                 self.next = boundary;
                 return Ok(());
             }
-            let emitted = emitter.emit_boundary(boundary, &self.buckets, false, out);
+            let emitted = self.emit(emitter, boundary, false, out);
             self.next = boundary + self.hop;
             self.evict(self.next - self.span);
             emitted?;
         }
+    }
+
+    /// Emits the window ending at `boundary` (see [`Emitter::emit_boundary`]).
+    fn emit(
+        &self,
+        emitter: &mut Emitter,
+        boundary: i64,
+        partial: bool,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        let distinct = self
+            .distinct
+            .as_ref()
+            .and_then(|d| d.count_before(boundary, &self.buckets));
+        emitter.emit_boundary(boundary, &self.buckets, distinct, partial, out)
     }
 
     /// Drops the buckets that start before `oldest`, and their bytes.
@@ -490,7 +583,11 @@ impl TimeWindows {
             .is_some_and(|(start, _)| *start < oldest)
         {
             if let Some((_, acc)) = self.buckets.pop_front() {
-                self.bytes = self.bytes.saturating_sub(BUCKET_BYTES + acc.bytes);
+                let mut freed = BUCKET_BYTES + acc.bytes;
+                if let Some(distinct) = &mut self.distinct {
+                    freed += acc.texts().map(|t| distinct.remove(t)).sum::<u64>();
+                }
+                self.bytes = self.bytes.saturating_sub(freed);
             }
         }
     }
@@ -537,19 +634,21 @@ impl Emitter {
 
     /// Emits the window ending at `boundary` when it holds records: every
     /// bucket before `boundary` is in it (none is older than
-    /// `boundary − span`).
+    /// `boundary − span`); `distinct`, its distinct texts when known.
     fn emit_boundary(
         &mut self,
         boundary: i64,
         buckets: &VecDeque<(i64, Acc)>,
+        distinct: Option<usize>,
         partial: bool,
         out: &mut Vec<Event>,
     ) -> Result<(), String> {
-        let mut window = Acc::merge_all(
+        let mut window = Acc::merge_all_counted(
             buckets
                 .iter()
                 .take_while(|(start, _)| *start < boundary)
                 .map(|(_, acc)| acc),
+            distinct,
         );
         if window.count > 0 {
             out.push(self.event(&mut window, partial)?);

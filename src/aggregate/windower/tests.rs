@@ -617,8 +617,9 @@ fn windows_count_their_bytes_as_they_grow_and_close_and_fail_past_the_budget() {
             .push(text(0, format!("{i:0>1000}")), &mut out)
             .unwrap();
     }
+    // Each text twice: in its bucket's set and in the distinct index.
     let ten = windower.state_bytes();
-    assert!((10 * 1064..10 * 1064 + 1000).contains(&ten), "{ten}");
+    assert!((20 * 1064..20 * 1064 + 1000).contains(&ten), "{ten}");
     assert_eq!(budget.used(), ten, "published as it grows");
     // A text seen before adds only its record's datetime.
     windower
@@ -643,4 +644,58 @@ fn windows_count_their_bytes_as_they_grow_and_close_and_fail_past_the_budget() {
     );
     drop(windower);
     assert_eq!(budget.used(), 0, "a dropped windower holds nothing");
+}
+
+#[test]
+fn the_distinct_index_gives_the_windows_a_union_of_the_buckets_gives() {
+    // A small generator: the same seed, the same input.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..200 {
+        let (span, hop) = [(4, 2), (6, 4), (10, 1), (9, 3), (5, 5)][round % 5];
+        let grace = [0, 0, 3][round % 3];
+        let aggregate =
+            Aggregate::new(Aggregation::CountDistinct, hopping(span, hop)).with_grace(grace);
+        let mut indexed = Windower::new(&aggregate, "p".into()).unwrap();
+        let mut reference = Windower::new(&aggregate, "p".into())
+            .unwrap()
+            .without_distinct_index();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut t = 0;
+        for _ in 0..200 {
+            match next(10) {
+                // The clock, a little ahead of the records at times.
+                0 => {
+                    let now = 1_767_225_600 + t + next(4) as i64;
+                    indexed.advance(now, &mut a).unwrap();
+                    reference.advance(now, &mut b).unwrap();
+                }
+                step => {
+                    // Mostly forward; now and then back, within the grace
+                    // or late.
+                    t = if step == 1 {
+                        (t - next(6) as i64).max(0)
+                    } else {
+                        t + next(3) as i64
+                    };
+                    let text = Value::Text(format!("v{}", next(8)));
+                    let instant = Instant {
+                        datetime: at(t),
+                        value: text,
+                    };
+                    indexed.push(instant.clone(), &mut a).unwrap();
+                    reference.push(instant, &mut b).unwrap();
+                }
+            }
+        }
+        indexed.finish(&mut a).unwrap();
+        reference.finish(&mut b).unwrap();
+        assert_eq!(a, b, "round {round}");
+        assert!(!a.is_empty());
+    }
 }
