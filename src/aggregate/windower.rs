@@ -42,8 +42,10 @@
 //! one before: boundaries whose windows hold no record are skipped, not
 //! computed. Callers deliver the events in bounded chunks (`plan::window`).
 //! Combining a window's buckets at a boundary costs a few additions per
-//! non-empty bucket (for `COUNT_DISTINCT`, a look-up per distinct text:
-//! the sets are counted through references, not copied).
+//! non-empty bucket; for `COUNT_DISTINCT`, a `HOPPING` window reads an
+//! index of its buckets' distinct texts (kept as records come and buckets
+//! go) when every bucket held is in the window, else counts the union of
+//! their sets through references, without copying them.
 //!
 //! The bytes the windows hold are kept as records come and windows close
 //! ([`Windower::state_bytes`]); with a budget ([`Windower::with_budget`])
