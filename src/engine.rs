@@ -14,6 +14,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::{Part, StateBudget, instant_bytes};
 use crate::clock::ClockRelease;
 use crate::spec::QuerySpec;
 use crate::spec_error::SpecError;
@@ -237,7 +238,8 @@ type SourceItem = Result<Vec<Instant>, SourceError>;
 /// What travels on a live source's channel.
 #[derive(Debug)]
 enum Item {
-    Batch(Vec<Instant>),
+    /// A batch, with the bytes it counts in the query's budget.
+    Batch(Vec<Instant>, u64),
     Failed(SourceError),
     /// A held clock's release, in order with the batches.
     Release(ClockRelease),
@@ -255,13 +257,30 @@ pub struct Source {
     integers: bool,
     /// The failure of a record, once the records before it were delivered.
     failed: Option<SourceError>,
+    /// The query's state budget, which the instants waiting in the buffer
+    /// count in ([`Source::budgeted`]).
+    budget: Option<Arc<StateBudget>>,
 }
 
 impl Source {
     /// A live source holding at most `capacity` batches in flight.
     pub fn channel(capacity: usize) -> (SourceSender, Source) {
         let (tx, rx) = mpsc::channel(capacity.max(1));
-        (SourceSender { tx }, Source::new(rx))
+        (SourceSender { tx, budget: None }, Source::new(rx))
+    }
+
+    /// A live source whose buffered instants count in `budget` (the
+    /// query's: [`QuerySpec::with_budget`]) from the moment they are sent
+    /// until the query takes them. A batch taken while the query holds more
+    /// than its budget ends the source with [`StateBudget::exceeded`]'s
+    /// reason, which fails the query.
+    ///
+    /// [`QuerySpec::with_budget`]: crate::QuerySpec::with_budget
+    pub fn budgeted(capacity: usize, budget: Arc<StateBudget>) -> (SourceSender, Source) {
+        let (mut tx, mut rx) = Source::channel(capacity);
+        tx.budget = Some(budget.clone());
+        rx.budget = Some(budget);
+        (tx, rx)
     }
 
     /// A source of a fixed list of instants.
@@ -279,7 +298,7 @@ impl Source {
         }
         let (tx, rx) = mpsc::channel(batches.len().max(1));
         for batch in batches {
-            tx.try_send(Item::Batch(batch))
+            tx.try_send(Item::Batch(batch, 0))
                 .expect("the channel was sized to hold every batch");
         }
         Source::new(rx)
@@ -290,6 +309,7 @@ impl Source {
             rx,
             integers: false,
             failed: None,
+            budget: None,
         }
     }
 
@@ -313,13 +333,31 @@ impl Source {
             return Some(Err(error));
         }
         Some(match self.rx.recv().await? {
-            Item::Batch(batch) => self.checked(batch),
+            Item::Batch(batch, bytes) => {
+                if let Some(budget) = &self.budget {
+                    // The batch is the engine's now; past the budget (the
+                    // batch still counted) the query ends here, before its
+                    // state grows further.
+                    let over = budget.exceeded();
+                    budget.sub(Part::Pending, bytes);
+                    if let Some(reason) = over {
+                        return Some(Err(SourceError(reason)));
+                    }
+                }
+                self.checked(batch)
+            }
             Item::Failed(error) => Err(error),
             Item::Release(release) => {
                 release.release();
                 Ok(Vec::new())
             }
         })
+    }
+
+    /// The state budget of the query reading it ([`Source::budgeted`]), for
+    /// an engine to count what it holds of the query's instants in.
+    pub(crate) fn budget(&self) -> Option<Arc<StateBudget>> {
+        self.budget.clone()
     }
 
     /// The records of `batch` up to the first that does not fit the
@@ -352,6 +390,7 @@ impl Source {
 #[derive(Debug, Clone)]
 pub struct SourceSender {
     tx: mpsc::Sender<Item>,
+    budget: Option<Arc<StateBudget>>,
 }
 
 /// The query reading the source has ended; the batch was not taken.
@@ -360,15 +399,19 @@ pub struct SourceSender {
 pub struct SourceClosed;
 
 impl SourceSender {
+    /// The item carrying `batch`, counted in the budget until taken.
+    fn item(&self, batch: Vec<Instant>) -> Item {
+        let bytes = charge(self.budget.as_deref(), &batch);
+        Item::Batch(batch, bytes)
+    }
+
     /// Sends a batch, waiting while the query's buffer is full.
     pub async fn send_batch(&self, batch: Vec<Instant>) -> Result<(), SourceClosed> {
         if batch.is_empty() {
             return Ok(());
         }
-        self.tx
-            .send(Item::Batch(batch))
-            .await
-            .map_err(|_| SourceClosed)
+        let item = self.item(batch);
+        self.tx.send(item).await.map_err(|_| SourceClosed)
     }
 
     /// Reserves room for one batch, waiting while the query's buffer is
@@ -380,7 +423,10 @@ impl SourceSender {
     /// Cancel safe: dropping the future (or the permit) gives the room back.
     pub async fn reserve(&self) -> Result<SourcePermit<'_>, SourceClosed> {
         let permit = self.tx.reserve().await.map_err(|_| SourceClosed)?;
-        Ok(SourcePermit { permit })
+        Ok(SourcePermit {
+            permit,
+            budget: self.budget.as_deref(),
+        })
     }
 
     /// Sends one instant.
@@ -398,9 +444,8 @@ impl SourceSender {
         if batch.is_empty() {
             return Ok(());
         }
-        self.tx
-            .blocking_send(Item::Batch(batch))
-            .map_err(|_| SourceClosed)
+        let item = self.item(batch);
+        self.tx.blocking_send(item).map_err(|_| SourceClosed)
     }
 
     /// Ends the source with an error from a thread outside the async
@@ -440,6 +485,18 @@ impl SourceSender {
 #[derive(Debug)]
 pub struct SourcePermit<'a> {
     permit: mpsc::Permit<'a, Item>,
+    budget: Option<&'a StateBudget>,
+}
+
+/// Counts `batch` in `budget` as pending, returning its bytes (0 without a
+/// budget: nothing is walked then).
+fn charge(budget: Option<&StateBudget>, batch: &[Instant]) -> u64 {
+    let Some(budget) = budget else {
+        return 0;
+    };
+    let bytes = batch.iter().map(instant_bytes).sum();
+    budget.add(Part::Pending, bytes);
+    bytes
 }
 
 impl SourcePermit<'_> {
@@ -447,7 +504,8 @@ impl SourcePermit<'_> {
     /// back instead.
     pub fn send_batch(self, batch: Vec<Instant>) {
         if !batch.is_empty() {
-            self.permit.send(Item::Batch(batch));
+            let bytes = charge(self.budget, &batch);
+            self.permit.send(Item::Batch(batch, bytes));
         }
     }
 }
@@ -762,6 +820,29 @@ mod tests {
         assert!(source.next_batch().await.unwrap().unwrap().is_empty());
         assert!(!clock.is_held());
         assert_eq!(source.next_batch().await.unwrap().unwrap()[0].datetime, "u");
+    }
+
+    #[tokio::test]
+    async fn instants_waiting_count_in_the_budget_until_taken_and_past_it_fail_the_source() {
+        let budget = Arc::new(StateBudget::new(10_000));
+        let (sender, mut source) = Source::budgeted(4, budget.clone());
+        let text = |n: usize| Instant {
+            datetime: "t".into(),
+            value: crate::vocab::Value::Text("x".repeat(n)),
+        };
+        sender.send(text(1000)).await.unwrap();
+        let waiting = budget.used();
+        assert!(waiting >= 1001, "{waiting}");
+        assert_eq!(source.next_batch().await.unwrap().unwrap().len(), 1);
+        assert_eq!(budget.used(), 0, "taken: the engine's now");
+        sender.send(text(20_000)).await.unwrap();
+        let failure = source.next_batch().await.unwrap().unwrap_err();
+        assert!(
+            failure
+                .0
+                .starts_with("query state reached --max-query-state"),
+            "{failure}"
+        );
     }
 
     #[tokio::test]

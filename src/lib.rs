@@ -53,6 +53,7 @@
 // `config` and `ops` for their entries, options and errors.
 pub mod aggregate;
 mod bridge;
+mod budget;
 mod clock;
 pub mod config;
 mod datetime;
@@ -71,6 +72,9 @@ mod vocab;
 
 pub use crate::aggregate::{Aggregate, TimeUnit, Window};
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
+pub use crate::budget::{
+    DEFAULT_MAX_QUERY_STATE, DEFAULT_MAX_TOTAL_QUERY_STATE, StateBudget, StateTotal,
+};
 pub use crate::clock::{ClockRelease, WallClock};
 pub use crate::config::{Config, ConfigError};
 pub use crate::engine::{

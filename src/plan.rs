@@ -76,7 +76,9 @@ fn windower(
     property: Arc<str>,
     t: PropertyType,
 ) -> Result<Box<Windower>, SpecError> {
-    let windower = Windower::new(aggregate, property)?.with_property_type(t);
+    let windower = Windower::new(aggregate, property)?
+        .with_property_type(t)
+        .with_budget(spec.budget.clone());
     Ok(Box::new(match spec.resume {
         Some(end) => windower.resumed_after(end),
         None => windower,
@@ -85,11 +87,9 @@ fn windower(
 
 /// Feeds an engine's outputs to the host's windower, delivering the window
 /// events in chunks of about [`BATCH`] as they close: the events one output
-/// closes (up to [`MAX_WINDOW_BUCKETS`]) are never held with those of the
-/// next. An error is the query's end: `Failed`, naming the record, after
+/// closes (bounded: see [`Windower`]'s bounds) are never held with those
+/// of the next. An error is the query's end: `Failed`, naming the record, after
 /// the events before it; `Stopped` when the consumer has gone.
-///
-/// [`MAX_WINDOW_BUCKETS`]: crate::aggregate::MAX_WINDOW_BUCKETS
 pub(crate) async fn window(
     windower: &mut Windower,
     outputs: impl IntoIterator<Item = Instant>,

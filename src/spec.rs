@@ -1,9 +1,12 @@
 //! Queries: what a continuous query computes, and the OGC API – MF Part 4
 //! registration body that describes one.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
 
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
+use crate::budget::StateBudget;
 use crate::clock::WallClock;
 use crate::ops::{OpError, Transform};
 pub(crate) use crate::spec_error::SpecError;
@@ -47,6 +50,9 @@ pub struct QuerySpec {
     /// the epoch, was emitted before it (`aggregate::resume`). How a query
     /// is run, not part of its body: set by the server from a checkpoint.
     pub(crate) resume: Option<i64>,
+    /// The bytes of state the query may hold ([`QuerySpec::with_budget`]):
+    /// none by default. How a query is run, not part of its body.
+    pub(crate) budget: Option<Arc<StateBudget>>,
 }
 
 impl QuerySpec {
@@ -59,7 +65,16 @@ impl QuerySpec {
             kind: QueryKind::Transform(transform),
             clock: None,
             resume: None,
+            budget: None,
         }
+    }
+
+    /// The same query, its state bounded by `budget`: its windows and the
+    /// instants handed to it count in it, and a query over it fails
+    /// naming the limit ([`StateBudget::exceeded`]).
+    pub fn with_budget(mut self, budget: Arc<StateBudget>) -> QuerySpec {
+        self.budget = Some(budget);
+        self
     }
 
     /// The same query, live on the system's wall clock
@@ -92,6 +107,7 @@ impl QuerySpec {
             },
             clock: None,
             resume: None,
+            budget: None,
         }
     }
 
@@ -274,6 +290,7 @@ impl Registration {
             kind: self.into_kind()?,
             clock: None,
             resume: None,
+            budget: None,
         };
         spec.validate()?;
         Ok(spec)
@@ -402,6 +419,7 @@ impl Registration {
             kind,
             clock: None,
             resume: None,
+            budget: None,
         };
         spec.validate().map_err(RegistrationError::Invalid)?;
         Ok(spec)

@@ -412,3 +412,33 @@ fn jobs_fail_after_two_minutes_without_progress_by_default() {
     let options = BridgeOptions::new("x", vec!["job".into()]);
     assert_eq!(options.no_progress_timeout, Some(Duration::from_secs(120)));
 }
+
+#[tokio::test]
+async fn records_a_job_has_not_answered_count_in_the_querys_state_budget() {
+    // A job that reads everything and never answers: 20,000 records in
+    // flight are about 2 MiB, over a budget of 1 MiB.
+    let mut options = sh_options("hang.sh");
+    options.max_in_flight = 1_000_000;
+    let budget = std::sync::Arc::new(mfstream::StateBudget::new(1 << 20));
+    let (sender, source) = Source::budgeted(4, budget.clone());
+    let handle = BridgeEngine::new(options)
+        .submit(echo_spec().with_budget(budget), source)
+        .await
+        .expect("the job starts");
+    let feed = tokio::spawn(async move {
+        for batch in instants(20_000).chunks(1000) {
+            if sender.send_batch(batch.to_vec()).await.is_err() {
+                break;
+            }
+        }
+    });
+    let status = tokio::time::timeout(Duration::from_secs(20), handle.wait())
+        .await
+        .expect("the query ends");
+    let reason = failure(&status);
+    assert!(
+        reason.starts_with("query state reached --max-query-state (1 MiB)"),
+        "{reason}"
+    );
+    feed.await.unwrap();
+}

@@ -219,12 +219,12 @@ async fn a_bridge_engine_refuses_an_aggregation_the_property_type_does_not_allow
 }
 
 #[tokio::test]
-async fn host_windows_at_the_bucket_cap_over_records_a_century_apart_match_local() {
-    // Every output of the job closes up to MAX_WINDOW_BUCKETS windows; they
-    // are delivered in chunks, and the century between holds none.
+async fn host_windows_at_the_windows_per_record_cap_over_records_a_century_apart_match_local() {
+    // Every output of the job closes up to MAX_WINDOWS_PER_RECORD windows;
+    // they are delivered in chunks, and the century between holds none.
     let body = format!(
         r#"{{"operation":"mul","arg":1,"aggregation":"MAX","window":{{"type":"HOPPING","size":{},"unit":"SECONDS","hop":1}}}}"#,
-        mfstream::aggregate::MAX_WINDOW_BUCKETS
+        mfstream::aggregate::MAX_WINDOWS_PER_RECORD
     );
     let input = vec![
         Instant::number("2026-01-01T00:00:00Z", 1.0),
@@ -235,7 +235,7 @@ async fn host_windows_at_the_bucket_cap_over_records_a_century_apart_match_local
     let bridge = run(&reference(Framing::Value, false), query, input).await;
     assert_eq!(
         local.len(),
-        2 * mfstream::aggregate::MAX_WINDOW_BUCKETS as usize
+        2 * mfstream::aggregate::MAX_WINDOWS_PER_RECORD as usize
     );
     assert_same(&local, &bridge, "HOPPING at the cap");
 }

@@ -114,6 +114,46 @@ fn a_bad_input_line_fails_the_query_naming_its_number() {
 }
 
 #[test]
+fn run_fails_a_query_whose_distinct_texts_pass_max_query_state() {
+    let dir = TempDir::new("cli-max-query-state");
+    let input = dir.join("in.ndjson");
+    // 2,000 distinct texts of 1 KiB in one day-long window: about 2 MiB.
+    let lines: String = (0..2000)
+        .map(|i| {
+            format!(
+                "{{\"datetime\":\"2026-01-01T00:00:00.{i:06}Z\",\"value\":\"{i}{}\"}}\n",
+                "x".repeat(1024)
+            )
+        })
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let query =
+        r#"{"aggregation":"COUNT_DISTINCT","window":{"type":"TUMBLING","size":24,"unit":"HOURS"}}"#;
+    let run = |budget: &str| {
+        mfstream_command(dir.path())
+            .args(["run", "--type", "TText", "--query", query])
+            .args(["--max-query-state", budget])
+            .arg(&input)
+            .output()
+            .unwrap()
+    };
+    let failed = run("1000000");
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    assert!(
+        stderr(&failed).contains("query state reached --max-query-state (976.6 KiB)"),
+        "{}",
+        stderr(&failed)
+    );
+    let fits = run("4000000");
+    assert_eq!(fits.status.code(), Some(0), "{}", stderr(&fits));
+    assert!(
+        stdout(&fits).contains(r#""value":2000"#),
+        "{}",
+        stdout(&fits)
+    );
+}
+
+#[test]
 fn bad_queries_are_refused_before_anything_runs() {
     let dir = TempDir::new("cli-bad-query");
     let unknown = mfstream_command(dir.path())

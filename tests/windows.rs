@@ -483,12 +483,13 @@ async fn a_hopping_window_of_876000_hours_by_1_second_is_refused_naming_the_buck
 }
 
 #[tokio::test]
-async fn a_hopping_window_at_the_bucket_cap_over_records_a_century_apart_emits_each_window_once() {
-    let cap = mfstream::aggregate::MAX_WINDOW_BUCKETS as usize;
+async fn a_hopping_window_at_the_windows_per_record_cap_over_records_a_century_apart_emits_each_window_once()
+ {
+    let cap = mfstream::aggregate::MAX_WINDOWS_PER_RECORD as usize;
     let spec = aggregate(
         PropertyType::TReal,
         Aggregation::Avg,
-        hopping(mfstream::aggregate::MAX_WINDOW_BUCKETS, 1),
+        hopping(mfstream::aggregate::MAX_WINDOWS_PER_RECORD, 1),
     );
     let (events, status) = run_local_json(spec, a_century_apart()).await;
     assert_eq!(status, QueryStatus::Completed);

@@ -3,13 +3,22 @@
 
 use std::collections::HashSet;
 
+use crate::budget::ENTRY_OVERHEAD;
 use crate::vocab::{Aggregation, Value};
+
+/// The most entries a set of distinct texts keeps its allocation for when
+/// its window is emitted: a larger one is freed, so that an emitted window
+/// holds nothing its budget does not count.
+const KEEP_SET: usize = 1024;
 
 /// The state of one aggregate: constant size, except the set of distinct
 /// texts of `COUNT_DISTINCT`, which holds at most the window's records.
 #[derive(Debug, Clone)]
 pub(super) struct Acc {
     pub count: u64,
+    /// The heap it holds, as [`crate::budget`] estimates it: its distinct
+    /// texts and its datetimes.
+    pub bytes: u64,
     /// Neumaier's compensated sum: `sum + comp` is the sum, correctly
     /// rounded in all but pathological cases (as Python's `math.fsum`).
     sum: f64,
@@ -18,6 +27,9 @@ pub(super) struct Acc {
     max: f64,
     trues: u64,
     distinct: HashSet<String>,
+    /// The number of distinct texts of merged buckets (their sets are
+    /// counted, not copied): `None` for a bucket, whose set says it.
+    distinct_merged: Option<usize>,
     /// The first and last record's datetimes, with their arrival numbers so
     /// that merged buckets keep arrival order.
     first: Option<(u64, String)>,
@@ -28,12 +40,14 @@ impl Default for Acc {
     fn default() -> Acc {
         Acc {
             count: 0,
+            bytes: 0,
             sum: 0.0,
             comp: 0.0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             trues: 0,
             distinct: HashSet::new(),
+            distinct_merged: None,
             first: None,
             last: None,
         }
@@ -49,16 +63,20 @@ impl Acc {
             (Aggregation::Min, Value::Number(x)) => self.min = self.min.min(x),
             (Aggregation::Max, Value::Number(x)) => self.max = self.max.max(x),
             (Aggregation::CountDistinct, Value::Text(s)) => {
-                self.distinct.insert(s);
+                let cost = s.capacity() as u64 + ENTRY_OVERHEAD;
+                if self.distinct.insert(s) {
+                    self.bytes += cost;
+                }
             }
             (_, Value::Bool(b)) => self.trues += u64::from(b),
             _ => {}
         }
         self.count += 1;
+        self.bytes += datetime.capacity() as u64;
         if self.first.is_none() {
             self.first = Some((seq, datetime));
-        } else {
-            self.last = Some((seq, datetime));
+        } else if let Some((_, old)) = self.last.replace((seq, datetime)) {
+            self.bytes -= old.capacity() as u64;
         }
     }
 
@@ -75,11 +93,24 @@ impl Acc {
     /// The state of the records of `accs` together (the buckets of one
     /// window), its first and last datetimes those of the earliest and
     /// latest arrivals. They are cloned once, so combining the buckets at a
-    /// boundary costs a few additions each.
+    /// boundary costs a few additions each; distinct texts are counted
+    /// through references, never copied.
+    #[cfg(test)]
     pub fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
+        Acc::merge_all_counted(accs, None)
+    }
+
+    /// [`Acc::merge_all`], with the number of distinct texts of the
+    /// buckets together when the caller knows it (then the sets are not
+    /// read).
+    pub fn merge_all_counted<'a>(
+        accs: impl IntoIterator<Item = &'a Acc>,
+        distinct: Option<usize>,
+    ) -> Acc {
         let mut window = Acc::default();
         let mut first: Option<&(u64, String)> = None;
         let mut last: Option<&(u64, String)> = None;
+        let mut sets: Vec<&HashSet<String>> = Vec::new();
         for acc in accs {
             if acc.count == 0 {
                 continue;
@@ -90,7 +121,9 @@ impl Acc {
             window.max = window.max.max(acc.max);
             window.trues += acc.trues;
             window.count += acc.count;
-            window.distinct.extend(acc.distinct.iter().cloned());
+            if distinct.is_none() && !acc.distinct.is_empty() {
+                sets.push(&acc.distinct);
+            }
             if let Some(f) = &acc.first {
                 if first.is_none_or(|x| f.0 < x.0) {
                     first = Some(f);
@@ -106,6 +139,19 @@ impl Acc {
         let last = last.filter(|l| first.is_none_or(|f| f.0 != l.0));
         window.first = first.cloned();
         window.last = last.cloned();
+        window.distinct_merged = Some(match sets.as_slice() {
+            _ if distinct.is_some() => distinct.unwrap_or(0),
+            [] => 0,
+            [one] => one.len(),
+            many => {
+                let largest = many.iter().map(|s| s.len()).max().unwrap_or(0);
+                let mut union: HashSet<&str> = HashSet::with_capacity(largest);
+                for set in many {
+                    union.extend(set.iter().map(String::as_str));
+                }
+                union.len()
+            }
+        });
         window
     }
 
@@ -118,7 +164,9 @@ impl Acc {
             Aggregation::Avg => Value::Number((self.sum + self.comp) / n),
             Aggregation::Min => Value::Number(self.min),
             Aggregation::Max => Value::Number(self.max),
-            Aggregation::CountDistinct => Value::Number(self.distinct.len() as f64),
+            Aggregation::CountDistinct => {
+                Value::Number(self.distinct_merged.unwrap_or(self.distinct.len()) as f64)
+            }
             Aggregation::Any => Value::Bool(self.trues > 0),
             Aggregation::All => Value::Bool(self.trues == self.count),
             Aggregation::CountTrue => Value::Number(self.trues as f64),
@@ -126,8 +174,18 @@ impl Acc {
         }
     }
 
-    /// The first and last record's datetimes, emptying the state (the set's
-    /// allocation is kept for the next window).
+    /// Whether `text` is in the set of distinct texts.
+    pub fn has_text(&self, text: &str) -> bool {
+        self.distinct.contains(text)
+    }
+
+    /// The distinct texts.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.distinct.iter().map(String::as_str)
+    }
+
+    /// The first and last record's datetimes, emptying the state (a small
+    /// set's allocation is kept for the next window).
     pub fn take_bounds(&mut self) -> (String, String) {
         let first = self.first.take().map(|f| f.1).unwrap_or_default();
         let last = match self.last.take() {
@@ -135,6 +193,9 @@ impl Acc {
             None => first.clone(),
         };
         let mut distinct = std::mem::take(&mut self.distinct);
+        if distinct.capacity() > KEEP_SET {
+            distinct = HashSet::new();
+        }
         distinct.clear();
         *self = Acc {
             distinct,
@@ -184,6 +245,29 @@ mod tests {
         ];
         let sum = Acc::merge_all(&sums).value(Aggregation::Sum);
         assert_eq!(sum, Value::Number(0.1 + 0.2));
+    }
+
+    #[test]
+    fn distinct_texts_are_counted_in_bytes_once_and_merged_without_copies() {
+        let text = |s: &str| Value::Text(s.to_owned());
+        let mut a = Acc::default();
+        a.add(Aggregation::CountDistinct, 0, "t0".into(), text("abc"));
+        let one = a.bytes;
+        assert_eq!(one, 3 + ENTRY_OVERHEAD + 2);
+        a.add(Aggregation::CountDistinct, 1, "t1".into(), text("abc"));
+        assert_eq!(
+            a.bytes,
+            one + 2,
+            "a text seen before costs only its datetime"
+        );
+        let mut b = Acc::default();
+        b.add(Aggregation::CountDistinct, 2, "t2".into(), text("abc"));
+        b.add(Aggregation::CountDistinct, 3, "t3".into(), text("de"));
+        let merged = Acc::merge_all([&a, &b]);
+        assert_eq!(merged.value(Aggregation::CountDistinct), Value::Number(2.0));
+        assert!(merged.distinct.is_empty());
+        a.take_bounds();
+        assert_eq!(a.bytes, 0);
     }
 
     #[test]

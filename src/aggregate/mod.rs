@@ -24,7 +24,7 @@ pub(crate) mod resume;
 mod window;
 mod windower;
 
-pub use self::window::{MAX_WINDOW_BUCKETS, TimeUnit, Window};
+pub use self::window::{MAX_WINDOW_BUCKETS, MAX_WINDOWS_PER_RECORD, TimeUnit, Window};
 pub use self::windower::Windower;
 pub use crate::vocab::Aggregation;
 

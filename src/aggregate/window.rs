@@ -88,6 +88,15 @@ pub enum Window {
 /// is from the one before. A registration over it is refused, naming it.
 pub const MAX_WINDOW_BUCKETS: u64 = 10_000;
 
+/// The most windows one record of a `HOPPING` window may fall in
+/// (`span / hop`, rounded up): each is an event, so a tiny hop over a long
+/// span would turn one record into thousands of events. A registration
+/// over it is refused, naming `window.hop` and the limit. With it, one
+/// record yields at most this many events, and one instant (a record far
+/// ahead, or the clock) closes only windows holding records, at most
+/// `(span + grace) / hop + 1` of them.
+pub const MAX_WINDOWS_PER_RECORD: u64 = 1_000;
+
 /// The longest span or hop accepted: about 100 years, so that every
 /// boundary computed in seconds fits an `i64` with room to spare.
 const MAX_SECONDS: u64 = 100 * 366 * 86_400;
@@ -177,6 +186,18 @@ impl Window {
                              {buckets} buckets (the span over gcd(span, hop), in seconds): \
                              at most {MAX_WINDOW_BUCKETS} are allowed; use a longer hop or a \
                              shorter window"
+                        ),
+                    ));
+                }
+                let windows = span.div_ceil(hop_span);
+                if windows > MAX_WINDOWS_PER_RECORD {
+                    return Err(SpecError::new(
+                        "window.hop",
+                        format!(
+                            "a window of {size} {unit} hopping by {hop} {hop_unit} puts each \
+                             record in {windows} windows, so one record would emit {windows} \
+                             events: at most {MAX_WINDOWS_PER_RECORD} windows per record are \
+                             allowed; use a longer hop or a shorter window"
                         ),
                     ));
                 }
@@ -354,5 +375,24 @@ mod tests {
             field(json!({"type":"TUMBLING","size":u64::MAX,"unit":"HOURS"})).field,
             "window.size"
         );
+    }
+
+    #[test]
+    fn a_hop_that_puts_a_record_in_more_than_1000_windows_is_refused_naming_the_limit() {
+        let w = |size: u64, hop: u64| {
+            Window::from_json(&json!({"type":"HOPPING","size":size,"unit":"SECONDS","hop":hop}))
+        };
+        assert!(w(1000, 1).is_ok());
+        assert!(w(3000, 3).is_ok());
+        // 1001 windows per record, 1001 buckets: under the bucket cap.
+        let e = w(1001, 1).unwrap_err();
+        assert_eq!(e.field, "window.hop");
+        assert!(
+            e.message.contains("puts each record in 1001 windows")
+                && e.message.contains("at most 1000 windows per record"),
+            "{e}"
+        );
+        // Rounded up: 2001 / 2 is 1000.5 windows.
+        assert_eq!(w(2001, 2).unwrap_err().field, "window.hop");
     }
 }

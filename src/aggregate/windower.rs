@@ -36,14 +36,23 @@
 //!
 //! A time window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, grace
 //! included (`(span + grace) / gcd(span, hop)`; [`Windower::new`] refuses
-//! more), so a record falls in at most that many windows and one push or
-//! advance emits at most that many events, however far the
-//! record is from the one before: boundaries whose windows hold no record
-//! are skipped, not computed. Callers deliver the events in bounded chunks
-//! (`plan::window`). Combining a window's buckets at a boundary costs a few
-//! additions per non-empty bucket.
+//! more), and a record falls in at most [`MAX_WINDOWS_PER_RECORD`] windows
+//! (`span / hop`), so one push or advance emits at most that many events
+//! per record it closes windows of, however far the record is from the
+//! one before: boundaries whose windows hold no record are skipped, not
+//! computed. Callers deliver the events in bounded chunks (`plan::window`).
+//! Combining a window's buckets at a boundary costs a few additions per
+//! non-empty bucket; for `COUNT_DISTINCT`, a `HOPPING` window reads an
+//! index of its buckets' distinct texts (kept as records come and buckets
+//! go) when every bucket held is in the window, else counts the union of
+//! their sets through references, without copying them.
+//!
+//! The bytes the windows hold are kept as records come and windows close
+//! ([`Windower::state_bytes`]); with a budget ([`Windower::with_budget`])
+//! a record that takes the query over it is an error naming the limit.
 //!
 //! [`MAX_WINDOW_BUCKETS`]: super::MAX_WINDOW_BUCKETS
+//! [`MAX_WINDOWS_PER_RECORD`]: super::MAX_WINDOWS_PER_RECORD
 //!
 //! # End of source
 //!
@@ -52,12 +61,13 @@
 //! the records of a `COUNT` window not yet full, and for a time window each
 //! boundary still to come whose window holds records.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::acc::Acc;
 use super::window::gcd;
 use super::{Aggregate, Window};
+use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
@@ -91,7 +101,13 @@ pub struct Windower {
     /// Records pushed so far: the arrival number of the next one.
     seq: u64,
     mode: Mode,
+    /// The query's state budget, which its windows count in
+    /// ([`Windower::with_budget`]).
+    budget: Option<Arc<StateBudget>>,
 }
+
+/// What a bucket costs beyond its heap: its slot in the deque.
+const BUCKET_BYTES: u64 = std::mem::size_of::<(i64, Acc)>() as u64;
 
 /// What every event of a windower carries, and the late count it reports.
 #[derive(Debug)]
@@ -131,6 +147,64 @@ struct TimeWindows {
     /// Non-empty buckets by start (seconds), in time order, each at or
     /// after `next − span`.
     buckets: VecDeque<(i64, Acc)>,
+    /// The heap the buckets hold: [`BUCKET_BYTES`] and the `bytes` of each,
+    /// and the distinct index's.
+    bytes: u64,
+    /// `COUNT_DISTINCT`: the distinct texts of every bucket held.
+    distinct: Option<Distinct>,
+}
+
+/// The distinct texts of every bucket of a `COUNT_DISTINCT` `HOPPING`
+/// window, each with the number of buckets holding it: when every bucket held is
+/// in the window being emitted (records in order, the usual case), the
+/// window's count is this index's size, read at once instead of a union of
+/// the buckets' sets per window (a record far ahead may close up to
+/// `MAX_WINDOWS_PER_RECORD` windows, each over as many buckets). Kept as
+/// records come and buckets go: one look-up per record and per text
+/// evicted.
+#[derive(Debug, Default)]
+struct Distinct {
+    buckets: HashMap<String, u32>,
+}
+
+impl Distinct {
+    /// A bucket took `text` for the first time; the bytes the index grew.
+    fn add(&mut self, text: &str) -> u64 {
+        match self.buckets.get_mut(text) {
+            Some(n) => {
+                *n += 1;
+                0
+            }
+            None => {
+                self.buckets.insert(text.to_owned(), 1);
+                text.len() as u64 + ENTRY_OVERHEAD
+            }
+        }
+    }
+
+    /// A bucket holding `text` went; the bytes the index shrank.
+    fn remove(&mut self, text: &str) -> u64 {
+        match self.buckets.get_mut(text) {
+            Some(n) if *n > 1 => {
+                *n -= 1;
+                0
+            }
+            Some(_) => match self.buckets.remove_entry(text) {
+                Some((key, _)) => key.capacity() as u64 + ENTRY_OVERHEAD,
+                None => 0,
+            },
+            None => 0,
+        }
+    }
+
+    /// The distinct texts of the window ending at `boundary`, when every
+    /// bucket held is in it.
+    fn count_before(&self, boundary: i64, buckets: &VecDeque<(i64, Acc)>) -> Option<usize> {
+        buckets
+            .back()
+            .is_none_or(|(start, _)| *start < boundary)
+            .then_some(self.buckets.len())
+    }
 }
 
 /// The type of value a windower takes.
@@ -184,6 +258,10 @@ impl Windower {
                     watermark: None,
                     next: 0,
                     buckets: VecDeque::new(),
+                    bytes: 0,
+                    // A TUMBLING window is one bucket: its set is its count.
+                    distinct: (aggregate.aggregation == Aggregation::CountDistinct && hop < span)
+                        .then(Distinct::default),
                 })
             }
         };
@@ -197,7 +275,49 @@ impl Windower {
             emit_partial: aggregate.emit_partial,
             seq: 0,
             mode,
+            budget: None,
         })
+    }
+
+    /// Counts the windows' state in `budget` (the query's, shared with its
+    /// other parts): a record that takes the query over it is an error
+    /// naming the limit ([`StateBudget::exceeded`]), which fails the query.
+    pub fn with_budget(mut self, budget: Option<Arc<StateBudget>>) -> Windower {
+        self.budget = budget;
+        self
+    }
+
+    /// The same windower without the distinct index of a time window: each
+    /// `COUNT_DISTINCT` window is then a union of its buckets' sets (the
+    /// reference the index is tested against).
+    #[cfg(test)]
+    fn without_distinct_index(mut self) -> Windower {
+        if let Mode::Time(time) = &mut self.mode {
+            time.distinct = None;
+        }
+        self
+    }
+
+    /// The heap the open windows hold, in bytes, as [`StateBudget`]
+    /// estimates it (kept as records come and windows close, not walked).
+    pub fn state_bytes(&self) -> u64 {
+        match &self.mode {
+            Mode::Count { acc, .. } => acc.bytes,
+            Mode::Time(time) => time.bytes,
+        }
+    }
+
+    /// Publishes the windows' bytes to the budget; an error when the query
+    /// holds more than it allows.
+    fn charge(&self) -> Result<(), String> {
+        let Some(budget) = &self.budget else {
+            return Ok(());
+        };
+        budget.set(Part::Windows, self.state_bytes());
+        match budget.exceeded() {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
     }
 
     /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
@@ -273,15 +393,19 @@ impl Windower {
                     Some((start, _)) if (*start..*start + time.grain).contains(&secs) => *start,
                     _ => secs - secs.rem_euclid(time.grain),
                 };
-                bucket(&mut time.buckets, start).add(
-                    aggregation,
-                    seq,
-                    instant.datetime,
-                    instant.value,
-                );
+                let (acc, made) = bucket(&mut time.buckets, start);
+                let before = acc.bytes;
+                if let (Some(distinct), Value::Text(text)) = (&mut time.distinct, &instant.value)
+                    && !acc.has_text(text)
+                {
+                    time.bytes += distinct.add(text);
+                }
+                acc.add(aggregation, seq, instant.datetime, instant.value);
+                let grown = acc.bytes;
+                time.bytes = time.bytes - before + grown + if made { BUCKET_BYTES } else { 0 };
             }
         }
-        Ok(())
+        self.charge()
     }
 
     /// Advances event time on the wall clock of a live query: `now` is the
@@ -296,7 +420,14 @@ impl Windower {
     pub fn advance(&mut self, now: i64, out: &mut Vec<Event>) -> Result<(), String> {
         match &mut self.mode {
             Mode::Count { .. } => Ok(()),
-            Mode::Time(time) => time.advance(now - time.grace, &mut self.emitter, out),
+            Mode::Time(time) => {
+                let advanced = time.advance(now - time.grace, &mut self.emitter, out);
+                // Windows closed: less to count.
+                if let Some(budget) = &self.budget {
+                    budget.set(Part::Windows, time.bytes);
+                }
+                advanced
+            }
         }
     }
 
@@ -334,13 +465,20 @@ impl Windower {
             Mode::Time(time) => {
                 while emit && !time.buckets.is_empty() {
                     let boundary = time.first_boundary();
-                    let emitted = emitter.emit_boundary(boundary, &time.buckets, true, out);
+                    let emitted = time.emit(emitter, boundary, true, out);
                     time.next = boundary + time.hop;
-                    evict(&mut time.buckets, time.next - time.span);
+                    time.evict(time.next - time.span);
                     emitted?;
                 }
                 time.buckets.clear();
+                if let Some(distinct) = &mut time.distinct {
+                    *distinct = Distinct::default();
+                }
+                time.bytes = 0;
             }
+        }
+        if let Some(budget) = &self.budget {
+            budget.set(Part::Windows, 0);
         }
         Ok(())
     }
@@ -417,10 +555,51 @@ impl TimeWindows {
                 self.next = boundary;
                 return Ok(());
             }
-            let emitted = emitter.emit_boundary(boundary, &self.buckets, false, out);
+            let emitted = self.emit(emitter, boundary, false, out);
             self.next = boundary + self.hop;
-            evict(&mut self.buckets, self.next - self.span);
+            self.evict(self.next - self.span);
             emitted?;
+        }
+    }
+
+    /// Emits the window ending at `boundary` (see [`Emitter::emit_boundary`]).
+    fn emit(
+        &self,
+        emitter: &mut Emitter,
+        boundary: i64,
+        partial: bool,
+        out: &mut Vec<Event>,
+    ) -> Result<(), String> {
+        let distinct = self
+            .distinct
+            .as_ref()
+            .and_then(|d| d.count_before(boundary, &self.buckets));
+        emitter.emit_boundary(boundary, &self.buckets, distinct, partial, out)
+    }
+
+    /// Drops the buckets that start before `oldest`, and their bytes.
+    fn evict(&mut self, oldest: i64) {
+        while self
+            .buckets
+            .front()
+            .is_some_and(|(start, _)| *start < oldest)
+        {
+            if let Some((_, acc)) = self.buckets.pop_front() {
+                let mut freed = BUCKET_BYTES + acc.bytes;
+                if let Some(distinct) = &mut self.distinct {
+                    freed += acc.texts().map(|t| distinct.remove(t)).sum::<u64>();
+                }
+                self.bytes = self.bytes.saturating_sub(freed);
+            }
+        }
+    }
+}
+
+impl Drop for Windower {
+    /// A query's windows go with it: its budget no longer counts them.
+    fn drop(&mut self) {
+        if let Some(budget) = &self.budget {
+            budget.set(Part::Windows, 0);
         }
     }
 }
@@ -457,19 +636,21 @@ impl Emitter {
 
     /// Emits the window ending at `boundary` when it holds records: every
     /// bucket before `boundary` is in it (none is older than
-    /// `boundary − span`).
+    /// `boundary − span`); `distinct`, its distinct texts when known.
     fn emit_boundary(
         &mut self,
         boundary: i64,
         buckets: &VecDeque<(i64, Acc)>,
+        distinct: Option<usize>,
         partial: bool,
         out: &mut Vec<Event>,
     ) -> Result<(), String> {
-        let mut window = Acc::merge_all(
+        let mut window = Acc::merge_all_counted(
             buckets
                 .iter()
                 .take_while(|(start, _)| *start < boundary)
                 .map(|(_, acc)| acc),
+            distinct,
         );
         if window.count > 0 {
             out.push(self.event(&mut window, partial)?);
@@ -478,35 +659,29 @@ impl Emitter {
     }
 }
 
-/// Drops the buckets that start before `oldest`.
-fn evict(buckets: &mut VecDeque<(i64, Acc)>, oldest: i64) {
-    while buckets.front().is_some_and(|(start, _)| *start < oldest) {
-        buckets.pop_front();
-    }
-}
-
-/// The bucket starting at `start`, made if need be, keeping time order.
-fn bucket(buckets: &mut VecDeque<(i64, Acc)>, start: i64) -> &mut Acc {
-    let at = match buckets.back() {
-        Some((last, _)) if *last == start => buckets.len() - 1,
+/// The bucket starting at `start`, made if need be (then `true`), keeping
+/// time order.
+fn bucket(buckets: &mut VecDeque<(i64, Acc)>, start: i64) -> (&mut Acc, bool) {
+    let (at, made) = match buckets.back() {
+        Some((last, _)) if *last == start => (buckets.len() - 1, false),
         Some((last, _)) if *last < start => {
             buckets.push_back((start, Acc::default()));
-            buckets.len() - 1
+            (buckets.len() - 1, true)
         }
         None => {
             buckets.push_back((start, Acc::default()));
-            0
+            (0, true)
         }
         // A record out of order, still inside a window to come.
         Some(_) => match buckets.binary_search_by_key(&start, |(s, _)| *s) {
-            Ok(i) => i,
+            Ok(i) => (i, false),
             Err(i) => {
                 buckets.insert(i, (start, Acc::default()));
-                i
+                (i, true)
             }
         },
     };
-    &mut buckets[at].1
+    (&mut buckets[at].1, made)
 }
 
 #[cfg(test)]

@@ -32,6 +32,7 @@ use super::job::{Job, JobCommand, describe_exit};
 use super::watermark::{Due, Watermarks};
 use super::{BridgeOptions, Framing};
 use crate::aggregate::Windower;
+use crate::budget::{Part, StateBudget};
 use crate::engine::{QueryOutput, Source, SourceError};
 use crate::lines::{LineReader, quote};
 use crate::plan::sleep_until;
@@ -106,6 +107,11 @@ struct Answers {
     events: Vec<Event>,
 }
 
+/// What a record in flight to a `value` job is counted as in its query's
+/// state budget: an instant and a datetime of the longest length ingest
+/// accepts.
+const IN_FLIGHT_RECORD: u64 = std::mem::size_of::<Instant>() as u64 + 64;
+
 /// One bridge query.
 pub(crate) struct Driver {
     options: Arc<BridgeOptions>,
@@ -124,6 +130,8 @@ pub(crate) struct Driver {
     /// A live query's clock, when it has windows to close on time.
     watermarks: Option<Watermarks>,
     ending: Option<Ending>,
+    /// The query's state budget, which the records in flight count in.
+    budget: Option<Arc<StateBudget>>,
 }
 
 impl Driver {
@@ -147,6 +155,7 @@ impl Driver {
             options,
             job_args,
             env,
+            budget: source.budget(),
             source,
             output,
             answers,
@@ -715,6 +724,13 @@ impl<'a> Run<'a> {
     /// `value` job that has answered everything a grace period to exit.
     fn after_step(&mut self) {
         let d = &self.driver;
+        if let Some(budget) = &d.budget {
+            // An estimate, with no walk: a record in flight holds a number
+            // and a datetime of at most 64 bytes (ingest's bound).
+            let records = (d.answers.pending.len() + d.held.len()) as u64;
+            let unwritten = self.wbuf.len().saturating_sub(self.wpos) as u64;
+            budget.set(Part::InFlight, records * IN_FLIGHT_RECORD + unwritten);
+        }
         if d.source_done
             && self.stdin.is_some()
             && self.wbuf.len() == self.wpos

@@ -293,6 +293,12 @@ pub struct RunArgs {
     /// from the records alone (a file).
     #[arg(long)]
     pub live: bool,
+    /// The most bytes of state the query may hold: its open windows (with
+    /// COUNT_DISTINCT's distinct texts) and the instants read but not yet
+    /// taken (estimated: a text counts its length plus 64 bytes). Past it
+    /// the query fails (exit 1) with a reason naming this limit.
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
+    pub max_query_state: u64,
     /// One JSON instant per line, {"datetime":…,"value":…}; stdin when
     /// absent or "-".
     #[arg(value_name = "INPUT")]
@@ -336,6 +342,12 @@ pub struct ServeArgs {
     /// The most SSE subscribers of one query.
     #[arg(long, value_name = "N", default_value_t = 64)]
     pub max_subscribers: usize,
+    /// The most SSE streams open at once, server-wide; keep it below
+    /// --max-connections so that streams never take every connection and
+    /// lock out ingest. Past it a stream is answered 503 with Retry-After.
+    /// [default: 3/4 of --max-connections]
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<usize>,
     /// The most temporal properties known (registered on or ingested to).
     #[arg(long, value_name = "N", default_value_t = 65_536)]
     pub max_properties: usize,
@@ -345,6 +357,24 @@ pub struct ServeArgs {
     /// The most bytes of results each query keeps for them.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub replay_bytes: usize,
+    /// The most bytes of state one query may hold: its open windows (with
+    /// COUNT_DISTINCT's distinct texts), the instants handed to it and not yet answered and its
+    /// replay buffer (estimated: a text counts its length plus 64 bytes). A
+    /// query over it fails alone, with a reason naming this limit, and its
+    /// state is freed (keep --replay-bytes well below it).
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
+    pub max_query_state: u64,
+    /// The most bytes of state every query together may hold (as
+    /// --max-query-state counts it, replay buffers aside). Past it, a query
+    /// that grows while holding at least its share (this over the number of
+    /// queries) fails, with a reason naming this limit; smaller ones go on.
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_TOTAL_QUERY_STATE)]
+    pub max_total_query_state: u64,
+    /// The most bytes of request bodies being received or ingested at once,
+    /// server-wide: a body holds its Content-Length (or its chunks as they
+    /// come) until its call is done; past it, 503 with Retry-After.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_inflight_bytes: usize,
     /// How long an ingest waits on a full query buffer before answering 503.
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,
@@ -383,6 +413,13 @@ pub struct ServeArgs {
     /// (those of any other origin get 403). Repeatable.
     #[arg(long, value_name = "ORIGIN")]
     pub cors_origin: Vec<String>,
+    /// Only with --state: the most bytes of the journal one query may keep from
+    /// being released (its property's instants logged after its
+    /// checkpoint; a query on a bridge or plugin engine replays from its
+    /// registration, so it keeps them all). Past it the query fails, with a
+    /// reason naming this limit, and the journal releases them.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
+    pub max_query_log: u64,
 }
 
 /// `serve --durability`: what a write to the state store survives.

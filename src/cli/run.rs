@@ -2,10 +2,11 @@
 //! stdout.
 
 use std::io::{self, IsTerminal, Write};
+use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use anyhow::{Context, Result};
-use mfstream::{QueryHandle, QuerySpec, QueryStatus, Registration, Registry, Source};
+use mfstream::{QueryHandle, QuerySpec, QueryStatus, Registration, Registry, Source, StateBudget};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::RunArgs;
@@ -19,7 +20,8 @@ const SOURCE_BUFFER: usize = 16;
 pub fn run(args: RunArgs) -> Result<Outcome> {
     let path = Registry::discover(args.config.config.as_deref());
     let registry = Registry::load(path.as_deref())?;
-    let spec = spec(&args)?;
+    let budget = Arc::new(StateBudget::new(args.max_query_state));
+    let spec = spec(&args)?.with_budget(budget.clone());
     let engine = match &args.engine {
         Some(name) => registry.get(name)?,
         None => registry.get_default()?,
@@ -36,7 +38,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let (sender, source) = Source::channel(SOURCE_BUFFER);
+        let (sender, source) = Source::budgeted(SOURCE_BUFFER, budget);
         let handle = engine.submit(spec, source).await?;
         // The input is read on a thread of its own: a blocking read of stdin
         // must not hold an async worker.

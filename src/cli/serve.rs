@@ -25,9 +25,13 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         body_timeout: Duration::from_millis(args.body_timeout_ms),
         max_queries: args.max_queries,
         max_subscribers: args.max_subscribers,
+        max_streams: args.max_streams,
         max_properties: args.max_properties,
         replay: args.replay,
         replay_bytes: args.replay_bytes,
+        max_query_state: args.max_query_state,
+        max_total_query_state: args.max_total_query_state,
+        max_inflight_bytes: args.max_inflight_bytes,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),
@@ -35,6 +39,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         durability: args.durability.into(),
         allowed_hosts: args.allowed_host,
         cors_origins: args.cors_origin,
+        max_query_log: args.max_query_log,
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

@@ -17,6 +17,7 @@
 //!   [`Connections::close`] is called (after the shutdown grace) are closed.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -145,5 +146,65 @@ impl Connections {
         self.drain();
         self.closing.cancel();
         self.tasks.wait().await;
+    }
+}
+
+/// The SSE streams open, capped below the connections (`--max-streams`) so
+/// that open streams can never take every connection and lock out ingest
+/// and registrations.
+#[derive(Debug)]
+pub(crate) struct Streams {
+    open: Arc<AtomicUsize>,
+    max: usize,
+}
+
+/// One open stream's slot, given back when the stream ends (its body is
+/// dropped).
+#[derive(Debug)]
+pub(crate) struct StreamSlot(Arc<AtomicUsize>);
+
+impl Streams {
+    /// At most `max` streams open at once.
+    pub(crate) fn new(max: usize) -> Streams {
+        Streams {
+            open: Arc::new(AtomicUsize::new(0)),
+            max,
+        }
+    }
+
+    /// A slot for one more stream; `None` when `max` are open.
+    pub(crate) fn try_open(&self) -> Option<StreamSlot> {
+        self.open
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.max).then_some(n + 1)
+            })
+            .ok()
+            .map(|_| StreamSlot(self.open.clone()))
+    }
+
+    /// The most streams open at once.
+    pub(crate) fn max(&self) -> usize {
+        self.max
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streams_past_the_cap_are_refused_until_one_ends() {
+        let streams = Streams::new(2);
+        let a = streams.try_open().unwrap();
+        let _b = streams.try_open().unwrap();
+        assert!(streams.try_open().is_none());
+        drop(a);
+        assert!(streams.try_open().is_some());
     }
 }

@@ -28,6 +28,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
+use crate::budget::{Part, StateBudget};
 use crate::store::StoredEvent;
 use crate::vocab::{Event, QueryStatus};
 
@@ -59,6 +60,19 @@ struct Ring {
     capacity: usize,
     /// The final `event: end` frame, once the query has ended.
     end: Option<Bytes>,
+    /// The query's state budget, which the ring counts in.
+    budget: Option<Arc<StateBudget>>,
+}
+
+impl Ring {
+    /// Publishes what the ring holds to the query's budget: its frames and
+    /// their slots.
+    fn charge(&self) {
+        if let Some(budget) = &self.budget {
+            let slots = self.frames.len() * std::mem::size_of::<Bytes>();
+            budget.set(Part::Replay, (self.bytes + slots) as u64);
+        }
+    }
 }
 
 /// Too many subscribers on one query.
@@ -77,6 +91,7 @@ impl Fanout {
                 next: 1,
                 capacity: replay.max(1),
                 end: None,
+                budget: None,
             }),
             changed: watch::channel(1).0,
             subscribers: AtomicUsize::new(0),
@@ -103,6 +118,13 @@ impl Fanout {
             frames.push(frame(&mut buf, id, event.kind(), &json));
         }
         self.push_frames(frames);
+    }
+
+    /// Counts the ring in `budget`, the query's state budget, from now on.
+    pub(crate) fn count_in(&self, budget: Arc<StateBudget>) {
+        let mut ring = self.ring();
+        ring.budget = Some(budget);
+        ring.charge();
     }
 
     /// Renders stored results (each with its id) into their frames, outside
@@ -133,6 +155,7 @@ impl Fanout {
                 ring.first += 1;
             }
         }
+        ring.charge();
         let next = ring.next;
         drop(ring);
         self.changed.send_replace(next);
@@ -402,6 +425,19 @@ mod tests {
         let tiny = Arc::new(Fanout::new(100, 1, 1));
         tiny.push(&[event(1), event(2)]);
         assert_eq!(tiny.ring().frames.len(), 1);
+    }
+
+    #[tokio::test]
+    async fn the_ring_counts_in_its_querys_budget_as_it_fills_and_trims() {
+        let budget = Arc::new(StateBudget::new(1 << 20));
+        let fanout = Arc::new(Fanout::new(2, usize::MAX, 1));
+        fanout.count_in(budget.clone());
+        assert_eq!(budget.used(), 0);
+        fanout.push(&[event(1)]);
+        let one = budget.used();
+        assert!(one > 64, "a frame and its slot: {one}");
+        fanout.push(&[event(2), event(3), event(4)]);
+        assert_eq!(budget.used(), 2 * one, "two frames kept of four");
     }
 
     #[tokio::test]

@@ -11,15 +11,13 @@ use std::time::Duration;
 
 use tokio::time::Instant as Clock;
 
-use std::sync::Arc;
-
-use crate::engine::SourcePermit;
+use crate::engine::{SourceError, SourcePermit};
 use crate::store::{PropertyPath, Store};
 use crate::vocab::{Instant, PropertyType, Value};
 
-use super::durable::{Ledger, unavailable};
+use super::durable::{LogCap, unavailable};
 use super::problem::Problem;
-use super::table::Property;
+use super::table::{Feed, Property};
 
 /// Instants sent to a query at once.
 const CHUNK: usize = 256;
@@ -178,12 +176,14 @@ pub(crate) struct Delivered {
 /// query gets it: so a chunk is logged and delivered, or neither, and a
 /// chunk acknowledged is durable. Call it from a task of its own (the
 /// route spawns one): were it dropped between the log's commit and the
-/// send, the log would hold instants no query was given.
+/// send, the log would hold instants no query was given. A query that
+/// keeps more of the log than `cap` allows fails ([`LogCap`]) and is fed
+/// no more.
 pub(crate) async fn deliver(
     property: &Property,
     instants: Vec<Instant>,
     wait: Duration,
-    log: Option<(&Store, &PropertyPath)>,
+    log: Option<(&Store, &PropertyPath, LogCap)>,
 ) -> Result<Delivered, Problem> {
     let deadline = Clock::now() + wait;
     let total = instants.len();
@@ -204,15 +204,17 @@ pub(crate) async fn deliver(
     };
     check_types(&instants, property_type)?;
     state.property_type = Some(property_type);
-    let feeds: Vec<_> = state
+    let mut feeds: Vec<_> = state
         .feeds
         .iter()
         .filter(|feed| !feed.stop.is_cancelled())
         .collect();
+    let queries = feeds.len();
+    // Queries failed for the log they keep: fed no more.
+    let mut capped: Vec<String> = Vec::new();
     let mut accepted = 0;
     for chunk in instants.chunks(CHUNK) {
-        let mut permits: Vec<(SourcePermit<'_>, Option<&Arc<Ledger>>)> =
-            Vec::with_capacity(feeds.len());
+        let mut permits: Vec<(SourcePermit<'_>, &Feed)> = Vec::with_capacity(feeds.len());
         for feed in &feeds {
             let reserve = async {
                 tokio::select! {
@@ -222,7 +224,7 @@ pub(crate) async fn deliver(
                 }
             };
             match tokio::time::timeout_at(deadline, reserve).await {
-                Ok(Some(permit)) => permits.push((permit, feed.ledger.as_ref())),
+                Ok(Some(permit)) => permits.push((permit, feed)),
                 // The query has ended or is stopping: it takes no more.
                 Ok(None) => {}
                 Err(_elapsed) => {
@@ -236,7 +238,7 @@ pub(crate) async fn deliver(
                 }
             }
         }
-        if let Some((store, path)) = log
+        if let Some((store, path, cap)) = log
             && !permits.is_empty()
         {
             let seqs = store.append_instants(path, chunk).await.map_err(|e| {
@@ -249,21 +251,33 @@ pub(crate) async fn deliver(
                 )
                 .with_accepted(accepted)
             })?;
-            for (_, ledger) in &permits {
-                if let Some(ledger) = ledger {
-                    ledger.fed(seqs.clone().zip(chunk));
+            for (_, feed) in &permits {
+                let Some(ledger) = &feed.ledger else {
+                    continue;
+                };
+                ledger.fed(seqs.clone().zip(chunk));
+                if let Some(reason) = cap.check(store, &feed.query_id, ledger, chunk) {
+                    tracing::warn!(query = %feed.query_id, %reason, "query failed");
+                    capped.push(feed.query_id.clone());
+                    // Behind the batches it was given (this chunk too: it
+                    // is logged for it); on a task, as its buffer may be
+                    // full.
+                    let sender = feed.sender.clone();
+                    tokio::spawn(sender.fail(SourceError(reason)));
                 }
             }
         }
         for (permit, _) in permits {
             permit.send_batch(chunk.to_vec());
         }
+        feeds.retain(|feed| !capped.contains(&feed.query_id));
         accepted += chunk.len();
     }
-    Ok(Delivered {
-        accepted,
-        queries: feeds.len(),
-    })
+    drop(feeds);
+    if !capped.is_empty() {
+        state.feeds.retain(|feed| !capped.contains(&feed.query_id));
+    }
+    Ok(Delivered { accepted, queries })
 }
 
 #[cfg(test)]

@@ -36,6 +36,7 @@ mod browser;
 mod connections;
 mod durable;
 mod fanout;
+mod inflight;
 mod ingest;
 mod page;
 mod parse_errors;
@@ -82,12 +83,35 @@ pub struct ServeOptions {
     pub max_queries: usize,
     /// The most SSE subscribers of one query.
     pub max_subscribers: usize,
+    /// The most SSE streams open at once, server-wide (`--max-streams`):
+    /// fewer than `max_connections`, so that streams never take every
+    /// connection and lock out ingest. `None` (the default): three
+    /// quarters of `max_connections`. A stream past it is answered 503.
+    pub max_streams: Option<usize>,
     /// The most temporal properties known (registered on or ingested to).
     pub max_properties: usize,
     /// The results each query keeps for late and reconnecting subscribers.
     pub replay: usize,
     /// The most bytes of results each query keeps for them.
     pub replay_bytes: usize,
+    /// The most bytes of state one query may hold (`--max-query-state`):
+    /// its open windows (with `COUNT_DISTINCT`'s distinct texts), the
+    /// instants handed to it and not yet answered and its replay buffer, estimated as
+    /// [`StateBudget`](crate::StateBudget) says. A query over it fails
+    /// alone, naming the limit; its state is freed. `replay_bytes` counts
+    /// in it: keep it well below.
+    pub max_query_state: u64,
+    /// The most bytes of state every query together may hold
+    /// (`--max-total-query-state`): their windows, waiting instants and
+    /// ledgers (not their replay buffers). Past it, a query that grows
+    /// while holding at least its share (this over the queries) fails,
+    /// naming the limit; smaller ones go on.
+    pub max_total_query_state: u64,
+    /// The most bytes of request bodies being received or ingested at once,
+    /// server-wide (`--max-inflight-bytes`): a body holds its bytes from
+    /// its first (its `Content-Length` at once) until its call is done; a
+    /// request past it is answered 503 with `Retry-After`.
+    pub max_inflight_bytes: usize,
     /// The batches of instants a query's source buffers.
     pub source_buffer: usize,
     /// How long an ingest waits on a full query buffer before a 503.
@@ -115,6 +139,13 @@ pub struct ServeOptions {
     /// server: they get CORS headers, and their state-changing requests are
     /// not refused.
     pub cors_origins: Vec<String>,
+    /// With `state`: the most bytes of the journal one query may keep from
+    /// being released (`--max-query-log`): its property's instants logged
+    /// after its checkpoint. A query whose checkpoint does not move (on a
+    /// bridge or plugin engine, replayed from its registration) would keep
+    /// them all; past it the query fails, naming the limit, and the
+    /// journal releases them.
+    pub max_query_log: u64,
 }
 
 impl Default for ServeOptions {
@@ -128,9 +159,13 @@ impl Default for ServeOptions {
             body_timeout: Duration::from_secs(30),
             max_queries: 1024,
             max_subscribers: 64,
+            max_streams: None,
             max_properties: 65_536,
             replay: 4096,
             replay_bytes: 4 * 1024 * 1024,
+            max_query_state: crate::budget::DEFAULT_MAX_QUERY_STATE,
+            max_total_query_state: crate::budget::DEFAULT_MAX_TOTAL_QUERY_STATE,
+            max_inflight_bytes: 256 * 1024 * 1024,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
             keep_alive: Duration::from_secs(15),
@@ -139,7 +174,18 @@ impl Default for ServeOptions {
             durability: Durability::Process,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            max_query_log: 1024 * 1024 * 1024,
         }
+    }
+}
+
+impl ServeOptions {
+    /// The most SSE streams open at once: `max_streams`, else three
+    /// quarters of `max_connections` (at least one).
+    pub fn streams(&self) -> usize {
+        self.max_streams
+            .unwrap_or(self.max_connections / 4 * 3 + self.max_connections % 4 * 3 / 4)
+            .max(1)
     }
 }
 
@@ -198,6 +244,12 @@ pub(crate) struct App {
     pub(crate) local_addr: SocketAddr,
     /// The names and origins a browser's requests may carry.
     pub(crate) browsers: browser::Browsers,
+    /// The bytes of request bodies in flight (`--max-inflight-bytes`).
+    pub(crate) inflight: inflight::InFlight,
+    /// The SSE streams open (`--max-streams`).
+    pub(crate) streams: connections::Streams,
+    /// The state of every query together (`--max-total-query-state`).
+    pub(crate) state_total: Arc<crate::budget::StateTotal>,
 }
 
 /// A bound control plane.
@@ -221,6 +273,17 @@ impl Server {
         }
         // Checked before the state is opened: a typo costs no restore.
         browser::Browsers::new(&options, options.addr)?;
+        if options.replay_bytes as u64 >= options.max_query_state {
+            // Not refused: a server that ran with a large replay buffer
+            // still starts; its queries fail when their rings fill.
+            tracing::warn!(
+                "--replay-bytes ({}) is not less than --max-query-state ({}): a query's replay \
+                 buffer counts in its state, so a query may fail once its buffer fills; lower the \
+                 first or raise the second",
+                options.replay_bytes,
+                options.max_query_state
+            );
+        }
         let store = match &options.state {
             Some(dir) => {
                 let store_options = StoreOptions {
@@ -243,6 +306,24 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
         let browsers = browser::Browsers::new(&options, local_addr)?;
+        let options_max_inflight = options.max_inflight_bytes;
+        if options.max_body > options.max_inflight_bytes {
+            tracing::warn!(
+                "--max-body ({}) is over --max-inflight-bytes ({}): a body that large is always \
+                 answered 503",
+                options.max_body,
+                options.max_inflight_bytes
+            );
+        }
+        let max_streams = options.streams();
+        let max_total_query_state = options.max_total_query_state;
+        if max_streams >= options.max_connections {
+            tracing::warn!(
+                "--max-streams ({max_streams}) is not below --max-connections ({}): open streams \
+                 can take every connection and lock out ingest",
+                options.max_connections
+            );
+        }
         let app = Arc::new(App {
             browsers,
             registry,
@@ -250,6 +331,9 @@ impl Server {
             table: Table::default(),
             store,
             local_addr,
+            inflight: inflight::InFlight::new(options_max_inflight),
+            streams: connections::Streams::new(max_streams),
+            state_total: Arc::new(crate::budget::StateTotal::new(max_total_query_state)),
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;

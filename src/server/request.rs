@@ -7,14 +7,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::body::HttpBody as _;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use bytes::BytesMut;
+use http_body_util::BodyExt;
 
 use super::App;
+use super::inflight::Held;
 use super::problem::Problem;
 use super::table::PropertyKey;
 
@@ -119,21 +123,13 @@ pub(crate) fn require_content_type(headers: &HeaderMap, accepted: &[&str]) -> Re
 }
 
 /// Reads a request body whole: at most `--max-body` bytes (413 beyond), all
-/// of it within `--body-timeout-ms` (408 after).
-pub(crate) async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
-    let max = app.options.max_body;
+/// of it within `--body-timeout-ms` (408 after), its bytes held under
+/// `--max-inflight-bytes` from the start (503 past it) until the returned
+/// [`Held`] is dropped: keep it until the call the body carries is done.
+pub(crate) async fn read_body(app: &App, body: Body) -> Result<(Bytes, Held), Problem> {
     let wait: Duration = app.options.body_timeout;
-    match tokio::time::timeout(wait, axum::body::to_bytes(body, max)).await {
-        Ok(Ok(bytes)) => Ok(bytes),
-        Ok(Err(e)) => {
-            let over = std::error::Error::source(&e)
-                .is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
-            if over {
-                Err(too_large(max))
-            } else {
-                Err(Problem::invalid("body", format!("cannot be read: {e}")).closing())
-            }
-        }
+    match tokio::time::timeout(wait, collect(app, body)).await {
+        Ok(read) => read,
         Err(_elapsed) => Err(Problem::new(
             StatusCode::REQUEST_TIMEOUT,
             "RequestTimeout",
@@ -144,6 +140,33 @@ pub(crate) async fn read_body(app: &App, body: Body) -> Result<Bytes, Problem> {
         )
         .closing()),
     }
+}
+
+/// The body's bytes, held as they come: a declared length at once.
+async fn collect(app: &App, mut body: Body) -> Result<(Bytes, Held), Problem> {
+    let max = app.options.max_body;
+    let mut held = app.inflight.hold();
+    let declared = body.size_hint().exact().map(|n| n as usize);
+    if let Some(n) = declared {
+        if n > max {
+            return Err(too_large(max));
+        }
+        held.cover(n)?;
+    }
+    let mut buf = BytesMut::with_capacity(declared.unwrap_or(0));
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|e| Problem::invalid("body", format!("cannot be read: {e}")).closing())?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        if buf.len() + data.len() > max {
+            return Err(too_large(max));
+        }
+        held.cover(buf.len() + data.len())?;
+        buf.extend_from_slice(&data);
+    }
+    Ok((buf.freeze(), held))
 }
 
 /// The temporal property a path names:

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::StateBudget;
 use crate::clock::WallClock;
 use crate::engine::{BATCH, Source, SourceSender};
 use crate::spec::{QuerySpec, Registration};
@@ -174,8 +175,10 @@ async fn resume<'a>(
     fanout: &Arc<Fanout>,
 ) -> Result<u64, (Reservation<'a>, String)> {
     let (clock, release) = WallClock::system().held();
+    let budget =
+        Arc::new(StateBudget::new(app.options.max_query_state).within(app.state_total.clone()));
     let mut spec = match spec_of(restored) {
-        Ok(spec) => spec.live_on(clock),
+        Ok(spec) => spec.live_on(clock).with_budget(budget.clone()),
         Err(reason) => return Err((reservation, reason)),
     };
     let engine = match app.registry.get(&restored.engine) {
@@ -192,12 +195,14 @@ async fn resume<'a>(
     let property_type = spec.property_type;
     let operation = spec.operation_name().to_owned();
     let kind = Kind::from(&spec.kind);
-    let (sender, source) = Source::channel(app.options.source_buffer);
+    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = match engine.submit(spec, source).await {
         Ok(handle) => handle,
         Err(e) => return Err((reservation, e.to_string())),
     };
-    let ledger = Arc::new(Ledger::new(rule, restored.checkpoint.after_seq, resume));
+    fanout.count_in(budget.clone());
+    let ledger =
+        Arc::new(Ledger::new(rule, restored.checkpoint.after_seq, resume).with_budget(budget));
     let query = Arc::new(Query {
         id: restored.id.clone(),
         key: key.clone(),

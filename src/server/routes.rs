@@ -12,6 +12,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::budget::StateBudget;
 use crate::engine::Source;
 use crate::spec::Registration;
 use crate::store::{EventIds, NewQuery};
@@ -45,7 +46,9 @@ pub(crate) async fn register(
     body: Body,
 ) -> Result<Response, Problem> {
     require_content_type(&headers, &[JSON])?;
-    let body = read_body(&app, body).await?;
+    // The body's bytes are held (--max-inflight-bytes) while it is read
+    // and checked.
+    let (body, _held) = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
@@ -70,9 +73,14 @@ pub(crate) async fn register(
         })?;
     let mut state = reservation.property.state.lock().await;
     // Every query of the server is live: its windows close on the clock.
+    // Its windows, its waiting instants and its replay buffer count in
+    // one budget: past it, this query fails alone.
+    let budget =
+        Arc::new(StateBudget::new(app.options.max_query_state).within(app.state_total.clone()));
     let mut spec = registration
         .into_spec_on(&key.property, state.property_type)?
-        .live();
+        .live()
+        .with_budget(budget.clone());
     let id = new_id().map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
@@ -88,7 +96,7 @@ pub(crate) async fn register(
         .store
         .as_ref()
         .map(|_| Rule::of(&spec, &engine.describe()));
-    let (sender, source) = Source::channel(app.options.source_buffer);
+    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = engine.submit(spec, source).await?;
     // Recorded with the property's lock held: the query reads exactly the
     // instants logged after this, and a crash before the 201 leaves a
@@ -109,7 +117,8 @@ pub(crate) async fn register(
                 .register(&state, record)
                 .await
                 .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
-            let ledger = Arc::new(Ledger::new(rule, checkpoint.after_seq, None));
+            let ledger =
+                Arc::new(Ledger::new(rule, checkpoint.after_seq, None).with_budget(budget.clone()));
             let keeper = Keeper {
                 store: store.clone(),
                 ids: EventIds::new(),
@@ -135,6 +144,7 @@ pub(crate) async fn register(
             app.options.max_subscribers,
         )),
     });
+    query.fanout.count_in(budget);
     state.feeds.push(Feed {
         query_id: query.id.clone(),
         sender,
@@ -338,6 +348,13 @@ pub(crate) async fn stream(
                 })?,
         ),
     };
+    // Server-wide first: streams must leave connections for ingest.
+    let slot = app.streams.try_open().ok_or_else(|| {
+        Problem::unavailable(format!(
+            "the server has {} streams open already (--max-streams): connect again later",
+            app.streams.max()
+        ))
+    })?;
     let subscriber = query
         .fanout
         .subscribe(last_event_id, app.options.keep_alive)
@@ -352,10 +369,13 @@ pub(crate) async fn stream(
             )
         })?;
     let hello = futures_util::stream::once(async { Ok(Bytes::from_static(b"retry: 1000\n\n")) });
-    let events = futures_util::stream::unfold(subscriber, |mut subscriber| async move {
-        let chunk = subscriber.next_chunk().await?;
-        Some((Ok::<_, Infallible>(chunk), subscriber))
-    });
+    // The slot goes with the stream's body: when the stream ends or its
+    // client goes away.
+    let events =
+        futures_util::stream::unfold((subscriber, slot), |(mut subscriber, slot)| async move {
+            let chunk = subscriber.next_chunk().await?;
+            Some((Ok::<_, Infallible>(chunk), (subscriber, slot)))
+        });
     let body = Body::from_stream(futures_util::StreamExt::chain(hello, events));
     Ok((
         [
@@ -378,7 +398,8 @@ pub(crate) async fn ingest(
     body: Body,
 ) -> Result<Response, Problem> {
     require_content_type(&headers, &[JSON, NDJSON])?;
-    let body = read_body(&app, body).await?;
+    // Held (--max-inflight-bytes) until the instants are handed over.
+    let (body, held) = read_body(&app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
@@ -386,6 +407,7 @@ pub(crate) async fn ingest(
     if let Some(store) = &app.store {
         ingest::check_text_values(&instants, store.options().max_text_bytes)?;
     }
+    drop(body);
     let wait = app.options.ingest_wait;
     let delivered = match (app.table.property(&key), app.store.clone()) {
         (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,
@@ -393,8 +415,14 @@ pub(crate) async fn ingest(
         // chunk logged but not delivered (see `ingest::deliver`).
         (Some(property), Some(store)) => {
             let path = durable::path(&key);
+            let cap = durable::LogCap {
+                max: app.options.max_query_log,
+            };
             tokio::spawn(async move {
-                ingest::deliver(&property, instants, wait, Some((&store, &path))).await
+                let log = Some((&*store, &path, cap));
+                let delivered = ingest::deliver(&property, instants, wait, log).await;
+                drop(held);
+                delivered
             })
             .await
             .map_err(|e| {

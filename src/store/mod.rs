@@ -658,6 +658,15 @@ impl Store {
         Ok(queries)
     }
 
+    /// The bytes of the journal's records of query `id`'s property logged
+    /// after its stored checkpoint: what the journal keeps on its behalf
+    /// (while it runs and its checkpoint stays there). `None` for a query
+    /// the store does not know. Read-only; walks those records, so call it
+    /// now and then, not per ingest.
+    pub fn pinned_bytes(&self, id: &str) -> Option<u64> {
+        self.journal.pinned_bytes(id)
+    }
+
     /// Up to `limit` instants of `property` logged after the sequence number
     /// `after`, in order: call again with the last one's `seq` for the next
     /// page. Blocking.

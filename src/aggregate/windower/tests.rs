@@ -1,6 +1,7 @@
 use super::*;
 use crate::aggregate::TimeUnit;
 use crate::aggregate::resume::{self, Closed};
+use crate::budget::StateBudget;
 use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
@@ -597,4 +598,104 @@ fn a_resumed_windower_never_emits_a_window_ending_by_its_resume_point_and_counts
     assert_eq!(events[0].late, 1);
     assert_eq!(events[0].window_start, at(97));
     assert!(events[1].partial && events[2].partial);
+}
+
+#[test]
+fn windows_count_their_bytes_as_they_grow_and_close_and_fail_past_the_budget() {
+    let text = |second: i64, s: String| Instant {
+        datetime: at(second),
+        value: Value::Text(s),
+    };
+    let aggregate = Aggregate::new(Aggregation::CountDistinct, hopping(4, 2));
+    let budget = Arc::new(StateBudget::new(100_000));
+    let mut windower = Windower::new(&aggregate, "p".into())
+        .unwrap()
+        .with_budget(Some(budget.clone()));
+    let mut out = Vec::new();
+    for i in 0..10 {
+        windower
+            .push(text(0, format!("{i:0>1000}")), &mut out)
+            .unwrap();
+    }
+    // Each text twice: in its bucket's set and in the distinct index.
+    let ten = windower.state_bytes();
+    assert!((20 * 1064..20 * 1064 + 1000).contains(&ten), "{ten}");
+    assert_eq!(budget.used(), ten, "published as it grows");
+    // A text seen before adds only its record's datetime.
+    windower
+        .push(text(1, format!("{:0>1000}", 3)), &mut out)
+        .unwrap();
+    assert!(windower.state_bytes() < ten + 100);
+    // Past both windows holding them, their buckets go, and their bytes.
+    windower.push(text(10, "new".into()), &mut out).unwrap();
+    assert_eq!(out.len(), 2, "{out:?}");
+    assert!(windower.state_bytes() < 1000, "{}", windower.state_bytes());
+    // 100 distinct texts of 1 KiB are over 100,000 bytes.
+    let failure = (0..100)
+        .find_map(|i| {
+            windower
+                .push(text(11, format!("{i:y>1000}")), &mut out)
+                .err()
+        })
+        .expect("the budget is reached");
+    assert!(
+        failure.starts_with("query state reached --max-query-state (97.7 KiB)"),
+        "{failure}"
+    );
+    drop(windower);
+    assert_eq!(budget.used(), 0, "a dropped windower holds nothing");
+}
+
+#[test]
+fn the_distinct_index_gives_the_windows_a_union_of_the_buckets_gives() {
+    // A small generator: the same seed, the same input.
+    let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+    let mut next = move |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..200 {
+        let (span, hop) = [(4, 2), (6, 4), (10, 1), (9, 3), (5, 5)][round % 5];
+        let grace = [0, 0, 3][round % 3];
+        let aggregate =
+            Aggregate::new(Aggregation::CountDistinct, hopping(span, hop)).with_grace(grace);
+        let mut indexed = Windower::new(&aggregate, "p".into()).unwrap();
+        let mut reference = Windower::new(&aggregate, "p".into())
+            .unwrap()
+            .without_distinct_index();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut t = 0;
+        for _ in 0..200 {
+            match next(10) {
+                // The clock, a little ahead of the records at times.
+                0 => {
+                    let now = 1_767_225_600 + t + next(4) as i64;
+                    indexed.advance(now, &mut a).unwrap();
+                    reference.advance(now, &mut b).unwrap();
+                }
+                step => {
+                    // Mostly forward; now and then back, within the grace
+                    // or late.
+                    t = if step == 1 {
+                        (t - next(6) as i64).max(0)
+                    } else {
+                        t + next(3) as i64
+                    };
+                    let text = Value::Text(format!("v{}", next(8)));
+                    let instant = Instant {
+                        datetime: at(t),
+                        value: text,
+                    };
+                    indexed.push(instant.clone(), &mut a).unwrap();
+                    reference.push(instant, &mut b).unwrap();
+                }
+            }
+        }
+        indexed.finish(&mut a).unwrap();
+        reference.finish(&mut b).unwrap();
+        assert_eq!(a, b, "round {round}");
+        assert!(!a.is_empty());
+    }
 }

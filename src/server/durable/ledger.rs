@@ -2,10 +2,11 @@
 //! and the [`Ledger`] of what it was fed (see the parent module's docs).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::aggregate::Window;
 use crate::aggregate::resume::{self, Closed};
+use crate::budget::{Part, StateBudget};
 use crate::engine::{EngineInfo, EngineKind};
 use crate::spec::{QueryKind, QuerySpec};
 use crate::store::Checkpoint;
@@ -68,7 +69,12 @@ impl Rule {
 #[derive(Debug)]
 pub(crate) struct Ledger {
     inner: Mutex<LedgerInner>,
+    /// The query's state budget, which what it remembers counts in.
+    budget: Option<Arc<StateBudget>>,
 }
+
+/// What one instant remembered costs: its sequence number and event time.
+const FED_BYTES: u64 = std::mem::size_of::<(u64, i64)>() as u64;
 
 #[derive(Debug)]
 struct LedgerInner {
@@ -94,6 +100,9 @@ struct LedgerInner {
     /// Whether the results stopped matching the rule (more results than
     /// instants): the checkpoint stays where it is from then on.
     lost: bool,
+    /// About the bytes of instants logged for it since the journal was
+    /// last asked what it keeps for the query (`--max-query-log`).
+    unchecked: u64,
 }
 
 impl Ledger {
@@ -111,7 +120,22 @@ impl Ledger {
                 emitted: resume,
                 stored: after_seq,
                 lost: false,
+                unchecked: 0,
             }),
+            budget: None,
+        }
+    }
+
+    /// The same ledger, what it remembers counted in `budget`.
+    pub(crate) fn with_budget(mut self, budget: Arc<StateBudget>) -> Ledger {
+        self.budget = Some(budget);
+        self
+    }
+
+    /// Publishes what it remembers to the budget.
+    fn charge(&self, inner: &LedgerInner) {
+        if let Some(budget) = &self.budget {
+            budget.set(Part::Ledger, inner.fed.len() as u64 * FED_BYTES);
         }
     }
 
@@ -132,6 +156,19 @@ impl Ledger {
                 (seq, secs)
             })),
         }
+        self.charge(&inner);
+    }
+
+    /// Counts about `bytes` more logged for the query; true (and the count
+    /// starts again) once `every` bytes were since the last true.
+    pub(crate) fn logged(&self, bytes: u64, every: u64) -> bool {
+        let mut inner = self.inner();
+        inner.unchecked = inner.unchecked.saturating_add(bytes);
+        if inner.unchecked < every {
+            return false;
+        }
+        inner.unchecked = 0;
+        true
     }
 
     /// Moves past the instants a batch of results covers.
@@ -140,6 +177,7 @@ impl Ledger {
         for event in events {
             inner.result(event);
         }
+        self.charge(&inner);
     }
 
     /// Moves past the instants the next result covers.
@@ -285,6 +323,16 @@ mod tests {
     const TUMBLING_10: Rule = Rule::Windows { span: 10, hop: 10 };
     /// 10 s windows every 5 s.
     const HOPPING_10_5: Rule = Rule::Windows { span: 10, hop: 5 };
+
+    #[test]
+    fn what_a_ledger_remembers_counts_in_its_querys_budget() {
+        let budget = Arc::new(StateBudget::new(1 << 20));
+        let ledger = Ledger::new(Rule::Instants(2), 0, None).with_budget(budget.clone());
+        feed(&ledger, &[1, 2, 3], &[0, 1, 2]);
+        assert_eq!(budget.used(), 3 * FED_BYTES);
+        ledger.results(&[result()]);
+        assert_eq!(budget.used(), FED_BYTES, "two covered by the result");
+    }
 
     #[test]
     fn a_transform_checkpoints_after_the_instant_of_each_result() {

@@ -65,8 +65,9 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use bytes::BytesMut;
 
+use crate::budget::Bytes;
 use crate::store::{Assigned, EventBatch, EventIds, PropertyPath, Store, StoreError};
-use crate::vocab::Event;
+use crate::vocab::{Event, Instant};
 
 use super::fanout::Fanout;
 use super::problem::Problem;
@@ -119,6 +120,57 @@ impl Keeper {
         self.store.append_batch(query, new, checkpoint).await?;
         fanout.push_frames(frames);
         Ok(())
+    }
+}
+
+/// The journal bytes one query may keep from being released
+/// (`--max-query-log`): the instants of its property logged after its
+/// checkpoint. A query whose checkpoint never moves (on a bridge or plugin
+/// engine, replayed from its registration after a restart; a `HOPPING`
+/// window of sparse records, a long `COUNT` window for a while) would keep
+/// every instant of its property, and the disk would fill. Past the cap the
+/// query fails, naming it; a failed query keeps nothing, so the journal
+/// releases those records at its next segment.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogCap {
+    /// The most bytes.
+    pub(crate) max: u64,
+}
+
+impl LogCap {
+    /// How often the journal is asked: after about this many bytes logged
+    /// for a query (an eighth of the cap, so the cap is overshot by at most
+    /// that; asking walks the records kept).
+    fn every(self) -> u64 {
+        (self.max / 8).max(1)
+    }
+
+    /// Counts `instants`, just logged for query `id`, and, now and then,
+    /// asks the journal what it keeps for the query: why the query must
+    /// fail when that is over the cap.
+    pub(crate) fn check(
+        self,
+        store: &Store,
+        id: &str,
+        ledger: &Ledger,
+        instants: &[Instant],
+    ) -> Option<String> {
+        let bytes = instants.iter().map(crate::budget::instant_bytes).sum();
+        if !ledger.logged(bytes, self.every()) {
+            return None;
+        }
+        let kept = store.pinned_bytes(id)?;
+        (kept > self.max).then(|| {
+            format!(
+                "query log reached --max-query-log ({}): the journal keeps {} of this property's \
+                 instants for this query, logged after its checkpoint, which has not moved since \
+                 (a query on a bridge or plugin engine is replayed from its registration); the \
+                 query fails so that they can be released: raise --max-query-log, or run it on \
+                 the local engine",
+                Bytes(self.max),
+                Bytes(kept)
+            )
+        })
     }
 }
 

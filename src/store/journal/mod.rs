@@ -460,6 +460,34 @@ impl Journal {
         Ok(out)
     }
 
+    /// The bytes of the instants records of query `id`'s property that
+    /// hold an instant logged after its checkpoint: what the journal keeps
+    /// for it (a record is kept while any running query's checkpoint is
+    /// below its end). `None` for a query it does not know. Read-only; walks
+    /// those records under the lock, so call it now and then, not per
+    /// ingest.
+    pub(crate) fn pinned_bytes(&self, id: &str) -> Option<u64> {
+        let inner = self.inner();
+        let query = inner.queries.get(id)?;
+        let after = query.checkpoint.after_seq;
+        let Some(log) = inner.properties.get(&query.property) else {
+            return Some(0);
+        };
+        // The record holding `after + 1`, if one does, and those after it.
+        let from = log
+            .records
+            .range(..=after.saturating_add(1))
+            .next_back()
+            .map_or(0, |(&first, _)| first);
+        Some(
+            log.records
+                .range(from..)
+                .filter(|(_, (last, _))| *last > after)
+                .map(|(_, (_, loc))| loc.len)
+                .sum(),
+        )
+    }
+
     /// The records of a query's ring, and the events they hold.
     #[cfg(test)]
     pub(crate) fn ring_records(&self, id: &str) -> (usize, usize) {
