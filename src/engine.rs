@@ -458,6 +458,10 @@ pub struct Progress {
     records_in: AtomicU64,
     records_out: AtomicU64,
     restarts: AtomicU64,
+    skipped: AtomicU64,
+    /// Skipped and not yet carried by an event: the next batch delivered
+    /// carries them ([`QueryOutput::emit`]).
+    unreported: AtomicU64,
 }
 
 /// A copy of a query's [`Progress`] at one moment.
@@ -469,6 +473,9 @@ pub struct ProgressSnapshot {
     pub records_out: u64,
     /// Times the engine restarted the query's job.
     pub restarts: u64,
+    /// Records (or windows) skipped under `onError: skip`: with no result
+    /// in their operation's domain, or no finite one.
+    pub skipped: u64,
 }
 
 impl Progress {
@@ -482,6 +489,15 @@ impl Progress {
         self.records_out.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Counts `n` records or windows skipped under `onError: skip`; the
+    /// next event delivered carries them in its `skipped`.
+    pub fn add_skipped(&self, n: u64) {
+        if n > 0 {
+            self.skipped.fetch_add(n, Ordering::Relaxed);
+            self.unreported.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
     /// Counts one restart.
     pub fn add_restart(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
@@ -493,6 +509,7 @@ impl Progress {
             records_in: self.records_in.load(Ordering::Relaxed),
             records_out: self.records_out.load(Ordering::Relaxed),
             restarts: self.restarts.load(Ordering::Relaxed),
+            skipped: self.skipped.load(Ordering::Relaxed),
         }
     }
 }
@@ -617,6 +634,12 @@ impl QueryHandle {
         self.progress.snapshot()
     }
 
+    /// The live counters, for a control plane that shows them after it has
+    /// handed the handle on.
+    pub fn progress_counters(&self) -> Arc<Progress> {
+        self.progress.clone()
+    }
+
     /// Asks the query to stop, gracefully: the engine finishes what it can
     /// within its grace period, then ends. Events still arrive until then.
     /// Idempotent.
@@ -656,9 +679,15 @@ impl QueryOutput {
     /// # Cancel safety
     ///
     /// Not cancel safe: a dropped call may lose its batch.
-    pub async fn emit(&self, batch: Vec<Event>) -> Result<(), ConsumerGone> {
+    /// The first event carries the records skipped since the last batch
+    /// ([`Progress::add_skipped`]), added to what it carries already.
+    pub async fn emit(&self, mut batch: Vec<Event>) -> Result<(), ConsumerGone> {
         if batch.is_empty() {
             return Ok(());
+        }
+        if self.progress.unreported.load(Ordering::Relaxed) > 0 {
+            let n = self.progress.unreported.swap(0, Ordering::Relaxed);
+            batch[0].add_skipped(n);
         }
         let n = batch.len();
         let events = self.events.as_ref().ok_or(ConsumerGone)?;
@@ -729,6 +758,7 @@ mod tests {
                 value: crate::vocab::Value::Number(1.0),
                 property: "p".into(),
                 operation: "abs".into(),
+                skipped: 0,
             });
             output.emit(vec![event]).await.unwrap();
             output.finish(QueryStatus::Completed);

@@ -79,6 +79,25 @@ impl Op {
         }
     }
 
+    /// The operation's domain, as the catalogue states it: the inputs with a
+    /// result. Outside it, or where the result is not finite (an overflow:
+    /// `exp` of more than about 709.78, `mul` of two large numbers), a
+    /// record has no result, and the query's `onError` says what follows
+    /// ([`OnError`](crate::OnError)). Every engine kind uses this one list:
+    /// the local engine through [`Transform::apply`], and the host's guard
+    /// before a version-1 bridge job or plugin that would die on such an
+    /// input.
+    pub fn domain(self) -> &'static str {
+        match self {
+            Op::Ln | Op::Log10 => "x > 0",
+            Op::Exp => "x ≤ 709.78 (the result overflows past it)",
+            Op::Div => "every x (the argument is never 0); the result must be finite",
+            Op::Mul | Op::Add | Op::Sub => "every x; the result must be finite",
+            Op::Degrees => "every x; the result must be finite",
+            Op::Ceil | Op::Floor | Op::Abs | Op::Radians | Op::Sin | Op::Cos | Op::Tan => "every x",
+        }
+    }
+
     /// Whether the operation takes one scalar argument.
     pub fn takes_arg(self) -> bool {
         matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div)

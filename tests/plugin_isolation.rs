@@ -112,8 +112,7 @@ async fn an_isolated_plugin_is_asked_for_the_transform_alone_as_in_process() {
         .unwrap_err()
         .to_string();
     let (_, status) = run_on(&isolating, "refuser", spec, instants(1)).await;
-    let transform_alone =
-        r#"{"arg":2.0,"id":"","operation":"mul","property":"speed","type":"TReal"}"#;
+    let transform_alone = r#"{"arg":2.0,"id":"","onError":"skip","operation":"mul","property":"speed","type":"TReal"}"#;
     assert_eq!(quoted_spec(&refused), transform_alone, "{refused}");
     assert_eq!(quoted_spec(failure(&status)), transform_alone, "{status:?}");
 }

@@ -32,6 +32,15 @@
 //! aggregated as usual. So state never grows for late data, and no result
 //! already emitted is ever revised.
 //!
+//! # Aggregates with no finite result
+//!
+//! A window whose aggregate is not finite (a `SUM` or `AVG` overflowing) is
+//! handled as the query's `onError` says ([`Windower::with_on_error`]):
+//! under `skip` (the default) the window emits nothing and counts as one
+//! skipped result, which the caller takes with [`Windower::take_skipped`]
+//! and the next event delivered carries in its `skipped`; under `fail` the
+//! query fails, naming the window's first and last records.
+//!
 //! # Bounds
 //!
 //! A time window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, grace
@@ -59,6 +68,7 @@ use super::acc::Acc;
 use super::window::gcd;
 use super::{Aggregate, Window};
 use crate::datetime;
+use crate::spec::OnError;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
 
@@ -100,6 +110,11 @@ struct Emitter {
     property: Arc<str>,
     /// Records skipped as late since the last event.
     late: u64,
+    /// What a window with no finite aggregate does.
+    on_error: OnError,
+    /// Windows skipped for want of a finite aggregate, not yet taken by
+    /// [`Windower::take_skipped`].
+    skipped: u64,
 }
 
 #[derive(Debug)]
@@ -192,12 +207,27 @@ impl Windower {
                 aggregation: aggregate.aggregation,
                 property,
                 late: 0,
+                on_error: OnError::Skip,
+                skipped: 0,
             },
             expect,
             emit_partial: aggregate.emit_partial,
             seq: 0,
             mode,
         })
+    }
+
+    /// Handles a window whose aggregate is not finite as `on_error` says
+    /// (skipped by default).
+    pub fn with_on_error(mut self, on_error: OnError) -> Windower {
+        self.emitter.on_error = on_error;
+        self
+    }
+
+    /// The windows skipped for want of a finite aggregate since the last
+    /// call (`onError: skip`), for the query's `skipped` count.
+    pub fn take_skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.emitter.skipped)
     }
 
     /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
@@ -253,7 +283,7 @@ impl Windower {
             Mode::Count { size, acc } => {
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 if acc.count >= *size {
-                    out.push(emitter.event(acc, false)?);
+                    out.extend(emitter.event(acc, false)?);
                 }
             }
             Mode::Time(time) => {
@@ -328,7 +358,7 @@ impl Windower {
             Mode::Count { acc, .. } => {
                 let mut open = std::mem::take(acc);
                 if emit && open.count > 0 {
-                    out.push(emitter.event(&mut open, true)?);
+                    out.extend(emitter.event(&mut open, true)?);
                 }
             }
             Mode::Time(time) => {
@@ -431,19 +461,24 @@ fn boundary_after(secs: i64, step: i64) -> i64 {
 }
 
 impl Emitter {
-    /// The event of `acc`'s window, emptying it; an error when the
-    /// aggregate overflows (JSON has no infinity).
-    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Event, String> {
+    /// The event of `acc`'s window, emptying it. When the aggregate
+    /// overflows (JSON has no infinity), none under `onError: skip` (the
+    /// window is counted as skipped), else an error naming the window.
+    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Option<Event>, String> {
         let value = acc.value(self.aggregation);
         let count = acc.count;
         let (window_start, window_end) = acc.take_bounds();
         if value.as_f64().is_some_and(|v| !v.is_finite()) {
+            if self.on_error == OnError::Skip {
+                self.skipped += 1;
+                return Ok(None);
+            }
             return Err(format!(
                 "the {} of the window from {window_start} to {window_end} overflows",
                 self.aggregation
             ));
         }
-        Ok(Event::Window(WindowEvent {
+        Ok(Some(Event::Window(WindowEvent {
             window_start,
             window_end,
             property: self.property.clone(),
@@ -452,7 +487,8 @@ impl Emitter {
             count,
             partial,
             late: std::mem::take(&mut self.late),
-        }))
+            skipped: 0,
+        })))
     }
 
     /// Emits the window ending at `boundary` when it holds records: every
@@ -472,7 +508,7 @@ impl Emitter {
                 .map(|(_, acc)| acc),
         );
         if window.count > 0 {
-            out.push(self.event(&mut window, partial)?);
+            out.extend(self.event(&mut window, partial)?);
         }
         Ok(())
     }

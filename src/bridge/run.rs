@@ -34,7 +34,9 @@ use super::{BridgeOptions, Framing};
 use crate::aggregate::Windower;
 use crate::engine::{QueryOutput, Source, SourceError};
 use crate::lines::{LineReader, quote};
+use crate::ops::Transform;
 use crate::plan::sleep_until;
+use crate::spec::OnError;
 use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
 /// The write buffer is refilled from the source only below this size.
@@ -104,6 +106,11 @@ struct Answers {
     pending: VecDeque<Instant>,
     /// Events decoded and not yet delivered.
     events: Vec<Event>,
+    /// What a record (or window) the job found no result for does.
+    on_error: OnError,
+    /// Records or windows skipped in the lines read, not yet counted in the
+    /// query's progress.
+    skipped: u64,
 }
 
 /// One bridge query.
@@ -124,6 +131,9 @@ pub(crate) struct Driver {
     /// A live query's clock, when it has windows to close on time.
     watermarks: Option<Watermarks>,
     ending: Option<Ending>,
+    /// The host's guard (`plan::guard`): for a version-1 job, the transform
+    /// whose bad records are never sent under `onError: skip`.
+    guard: Option<Transform>,
 }
 
 impl Driver {
@@ -142,6 +152,8 @@ impl Driver {
             results,
             pending: VecDeque::new(),
             events: Vec::new(),
+            on_error: OnError::Skip,
+            skipped: 0,
         };
         Driver {
             options,
@@ -155,7 +167,16 @@ impl Driver {
             since_output: 0,
             watermarks: None,
             ending: None,
+            guard: None,
         }
+    }
+
+    /// The query's error policy, and for a version-1 job the transform the
+    /// host checks each record against before sending it (`plan::guard`).
+    pub fn with_on_error(mut self, on_error: OnError, guard: Option<Transform>) -> Driver {
+        self.answers.on_error = on_error;
+        self.guard = guard;
+        self
     }
 
     /// A live query: its windows close on the clock (`watermark` module).
@@ -542,13 +563,20 @@ impl<'a> Run<'a> {
 
     /// Every complete line read, as events.
     fn take_lines(&mut self) -> Result<(), String> {
-        loop {
+        let taken = loop {
             match self.lines.next_line() {
-                Ok(Some((line_no, line))) => self.driver.answers.take_line(line, line_no)?,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(format!("job output {e}")),
+                Ok(Some((line_no, line))) => {
+                    if let Err(e) = self.driver.answers.take_line(line, line_no) {
+                        break Err(e);
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(format!("job output {e}")),
             }
-        }
+        };
+        let skipped = std::mem::take(&mut self.driver.answers.skipped);
+        self.driver.output.progress().add_skipped(skipped);
+        taken
     }
 
     fn on_written(&mut self, written: std::io::Result<usize>) {
@@ -574,12 +602,21 @@ impl<'a> Run<'a> {
                 self.driver.source_done = true;
                 self.fail(e.to_string());
             }
-            Some(Ok(batch)) => {
+            Some(Ok(mut batch)) => {
                 if !self.driver.owes_answers() && !self.input_waiting() {
                     // The job had nothing to do: the clock starts now.
                     self.last_progress = Clock::now();
                 }
                 self.driver.output.progress().add_in(batch.len());
+                if let Some(transform) = &self.driver.guard {
+                    let progress = self.driver.output.progress();
+                    crate::plan::guard(
+                        transform,
+                        self.driver.answers.on_error,
+                        &mut batch,
+                        progress,
+                    );
+                }
                 self.driver.since_output += batch.len() as u64;
                 if self.wpos > 0 {
                     self.wbuf.drain(..self.wpos);
@@ -799,7 +836,7 @@ impl Answers {
     fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), String> {
         match (self.framing, &self.results) {
             (Framing::Value, _) => {
-                let Some(value) = framing::decode_value(line) else {
+                let Some(answer) = framing::decode_value(line) else {
                     return Err(format!(
                         "job output line {line_no} is not a finite number: {}",
                         quote(line)
@@ -812,7 +849,34 @@ impl Answers {
                         quote(line)
                     ));
                 };
-                self.answer(instant.datetime, Value::Number(value))
+                match answer {
+                    framing::ValueAnswer::Number(value) if value.is_finite() => {
+                        self.answer(instant.datetime, Value::Number(value))
+                    }
+                    framing::ValueAnswer::Number(_) => self.no_result(
+                        &format!("record at {}", instant.datetime),
+                        &format!(
+                            "job output line {line_no} is not a finite number: {}",
+                            quote(line)
+                        ),
+                    ),
+                    framing::ValueAnswer::Error(message) => self.no_result(
+                        &format!("record at {}", instant.datetime),
+                        &format!("the job found no result: {message}"),
+                    ),
+                }
+            }
+            (Framing::Json, Results::JobWindows { .. }) if framing::is_error(line) => {
+                let error = framing::decode_error(line).map_err(|e| {
+                    format!(
+                        "job output line {line_no} is not a JSON error ({e}): {}",
+                        quote(line)
+                    )
+                })?;
+                self.no_result(
+                    &error.at(),
+                    &format!("the job found no result: {}", error.error),
+                )
             }
             (Framing::Json, Results::JobWindows { aggregation }) => {
                 let window = framing::decode_window(line).map_err(|e| {
@@ -821,6 +885,7 @@ impl Answers {
                         quote(line)
                     )
                 })?;
+                self.skipped += window.skipped;
                 self.events.push(Event::Window(WindowEvent {
                     window_start: window.window_start,
                     window_end: window.window_end,
@@ -830,8 +895,21 @@ impl Answers {
                     count: window.count,
                     partial: window.partial,
                     late: window.late,
+                    skipped: 0,
                 }));
                 Ok(())
+            }
+            (Framing::Json, _) if framing::is_error(line) => {
+                let error = framing::decode_error(line).map_err(|e| {
+                    format!(
+                        "job output line {line_no} is not a JSON error ({e}): {}",
+                        quote(line)
+                    )
+                })?;
+                self.no_result(
+                    &error.at(),
+                    &format!("the job found no result: {}", error.error),
+                )
             }
             (Framing::Json, _) => {
                 let JobEvent { datetime, value } = framing::decode_json(line).map_err(|e| {
@@ -842,6 +920,18 @@ impl Answers {
                 })?;
                 self.answer(datetime, value)
             }
+        }
+    }
+
+    /// A record (or window) `at` the job found no result for: skipped and
+    /// counted under `onError: skip`, else the query's failure naming it.
+    fn no_result(&mut self, at: &str, why: &str) -> Result<(), String> {
+        match self.on_error {
+            OnError::Skip => {
+                self.skipped += 1;
+                Ok(())
+            }
+            OnError::Fail => Err(format!("{at}: {why}")),
         }
     }
 
@@ -856,6 +946,7 @@ impl Answers {
                     value,
                     property: self.property.clone(),
                     operation: operation.clone(),
+                    skipped: 0,
                 }));
                 Ok(())
             }

@@ -205,6 +205,13 @@ pub struct RunArgs {
     /// from the records alone (a file).
     #[arg(long)]
     pub live: bool,
+    /// What a record with no result does (ln of 0 or less, an exp that
+    /// overflows, a SUM or AVG that overflows): "skip" drops it, counts it
+    /// in the next event's "skipped" and goes on; "fail" fails the query,
+    /// naming the record's datetime (exit status 1). Overrides the
+    /// query's "onError"; when neither says, skip.
+    #[arg(long, value_name = "POLICY", value_parser = ["skip", "fail"])]
+    pub on_error: Option<String>,
     /// One JSON instant per line, {"datetime":…,"value":…}; stdin when
     /// absent or "-".
     #[arg(value_name = "INPUT")]

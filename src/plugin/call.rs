@@ -98,6 +98,7 @@ impl Collector<'_> {
             value,
             property: self.property.clone(),
             operation: self.operation.clone(),
+            skipped: 0,
         }));
         Ok(())
     }

@@ -150,6 +150,7 @@ async fn ended(
         kind,
         operation,
         status: watch::channel(status).1,
+        progress: Default::default(),
         stop: CancellationToken::new(),
         fanout,
     });
@@ -204,6 +205,7 @@ async fn resume<'a>(
         kind,
         operation,
         status: handle.watch_status(),
+        progress: handle.progress_counters(),
         stop: CancellationToken::new(),
         fanout: fanout.clone(),
     });

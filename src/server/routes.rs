@@ -119,6 +119,7 @@ pub(crate) async fn register(
         kind,
         operation,
         status: handle.watch_status(),
+        progress: handle.progress_counters(),
         stop: CancellationToken::new(),
         fanout: Arc::new(Fanout::new(
             app.options.replay,
@@ -210,6 +211,7 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
         "engine": query.engine,
         "property": query.key.property,
         "events": query.fanout.events(),
+        "skipped": query.progress.snapshot().skipped,
         "links": [
             {"rel": "self", "href": this, "type": "application/json"},
             {"rel": "stream", "href": stream, "type": "text/event-stream"},

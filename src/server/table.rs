@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::engine::{QueryHandle, SourceSender};
+use crate::engine::{Progress, QueryHandle, SourceSender};
 use crate::spec::QueryKind;
 use crate::vocab::{PropertyType, QueryStatus};
 
@@ -109,6 +109,9 @@ pub(crate) struct Query {
     pub(crate) status: watch::Receiver<QueryStatus>,
     pub(crate) stop: CancellationToken,
     pub(crate) fanout: Arc<Fanout>,
+    /// The engine's counters (`skipped`): fresh for a query that ended
+    /// before this start.
+    pub(crate) progress: Arc<Progress>,
 }
 
 impl Query {

@@ -6,6 +6,7 @@ mod errors;
 mod fuzz;
 mod lifecycle;
 mod limits;
+mod on_error;
 mod state;
 mod stream;
 

@@ -250,6 +250,7 @@ mod tests {
             value: Value::Number(1.0),
             property: "p".into(),
             operation: "abs".into(),
+            skipped: 0,
         })
     }
 
@@ -264,6 +265,7 @@ mod tests {
             count: 2,
             partial: false,
             late: 0,
+            skipped: 0,
         })
     }
 

@@ -1,0 +1,281 @@
+//! `onError`: one bad value costs one result, not the query, on every
+//! engine kind; `"fail"` keeps failing the query, naming the record.
+//!
+//! The checks here are shared: each engine kind's tests (the local engine
+//! below, bridge jobs and plugins in their own sections) run the same
+//! streams through [`skips_bad_records`] and [`fails_on_the_first`].
+
+use std::f64::consts::E;
+
+use mfstream::{
+    Event, Instant, LocalEngine, OnError, QuerySpec, QueryStatus, Registration, Source,
+    StreamEngine, Transform,
+};
+
+use crate::util::*;
+
+fn at(second: u32) -> String {
+    format!("2026-01-01T00:00:{second:02}Z")
+}
+
+/// A stream for one operation with bad values in the middle, never last
+/// (so an event follows every skip and carries it).
+pub struct Case {
+    pub op: &'static str,
+    pub arg: Option<f64>,
+    pub values: Vec<f64>,
+}
+
+/// ln of -1 and of 0, exp overflowing, div and mul overflowing: each in the
+/// middle of good records.
+pub fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            op: "ln",
+            arg: None,
+            values: vec![1.0, -1.0, E, 0.0, 1.0, E * E],
+        },
+        Case {
+            op: "exp",
+            arg: None,
+            values: vec![0.0, 1000.0, 1.0],
+        },
+        Case {
+            op: "div",
+            arg: Some(1e-300),
+            values: vec![1.0, 1e10, 2.0],
+        },
+        Case {
+            op: "mul",
+            arg: Some(1e300),
+            values: vec![1.0, -1e300, 2.0],
+        },
+    ]
+}
+
+impl Case {
+    pub fn transform(&self) -> Transform {
+        Transform::new(self.op, self.arg).unwrap()
+    }
+
+    pub fn spec(&self, on_error: OnError) -> QuerySpec {
+        QuerySpec::transform("speed", self.transform()).on_error(on_error)
+    }
+
+    pub fn input(&self) -> Vec<Instant> {
+        let values = self.values.iter().enumerate();
+        values
+            .map(|(i, v)| Instant::number(at(i as u32), *v))
+            .collect()
+    }
+
+    /// The records with a result, and their results, as the catalogue says.
+    fn expected(&self) -> Vec<(String, f64)> {
+        let t = self.transform();
+        let input = self.input().into_iter();
+        input
+            .filter_map(|i| Some((i.datetime.clone(), t.apply(i.value.as_f64()?).ok()?)))
+            .collect()
+    }
+
+    /// The first record with no result.
+    pub fn first_bad(&self) -> String {
+        let t = self.transform();
+        let bad = self.values.iter().position(|v| t.apply(*v).is_err());
+        at(bad.expect("every case has a bad record") as u32)
+    }
+}
+
+/// Every event of a query, its final status and its `skipped` count.
+pub async fn run(
+    engine: &dyn StreamEngine,
+    spec: QuerySpec,
+    input: Vec<Instant>,
+) -> (Vec<Event>, QueryStatus, u64) {
+    let mut handle = engine
+        .submit(spec, Source::from_instants(input))
+        .await
+        .expect("the query starts");
+    let mut events = Vec::new();
+    while let Some(batch) = handle.next_batch().await {
+        events.extend(batch);
+    }
+    (events, handle.status(), handle.progress().skipped)
+}
+
+/// Under skip (given, and as the default): every good record's result with
+/// its own datetime (no pairing shifted), the query completes, `skipped`
+/// counts the bad ones and the events carry the same count. With
+/// `precise`, each count rides on the event right after the bad records.
+pub async fn skips_bad_records(engine: &dyn StreamEngine, precise: bool) {
+    for case in cases() {
+        for spec in [case.spec(OnError::Skip), case.spec(OnError::default())] {
+            let (events, status, skipped) = run(engine, spec, case.input()).await;
+            let name = format!("{} {:?} on {}", case.op, case.arg, engine.name());
+            assert_eq!(status, QueryStatus::Completed, "{name}");
+            let expected = case.expected();
+            let got: Vec<(String, f64)> = events
+                .iter()
+                .map(|e| (e.datetime().to_owned(), e.value().as_f64().unwrap()))
+                .collect();
+            assert_eq!(got.len(), expected.len(), "{name}: {got:?}");
+            for ((t, y), (want_t, want_y)) in got.iter().zip(&expected) {
+                assert_eq!(t, want_t, "{name}");
+                assert!((y - want_y).abs() <= 1e-9 * want_y.abs().max(1.0), "{name}");
+            }
+            let bad = (case.values.len() - expected.len()) as u64;
+            assert_eq!(skipped, bad, "{name}: the query's count");
+            let carried: u64 = events.iter().map(Event::skipped).sum();
+            assert_eq!(carried, bad, "{name}: the events' counts");
+            if precise {
+                // The event after each run of bad records carries it.
+                let t = case.transform();
+                let mut owed = 0;
+                let mut events = events.iter();
+                for v in &case.values {
+                    if t.apply(*v).is_err() {
+                        owed += 1;
+                    } else {
+                        let event = events.next().unwrap();
+                        assert_eq!(event.skipped(), std::mem::take(&mut owed), "{name}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Under fail: the query fails at the first bad record, with the results
+/// before it; with `names_datetime`, the reason names the record's datetime
+/// (a version-1 job or plugin fails in its own words instead).
+pub async fn fails_on_the_first(engine: &dyn StreamEngine, names_datetime: bool) {
+    for case in cases() {
+        let (events, status, skipped) = run(engine, case.spec(OnError::Fail), case.input()).await;
+        let name = format!("{} {:?} on {}", case.op, case.arg, engine.name());
+        let reason = failure(&status);
+        if names_datetime {
+            assert!(reason.contains(&case.first_bad()), "{name}: {reason}");
+        }
+        assert_eq!(skipped, 0, "{name}");
+        assert!(
+            events
+                .iter()
+                .all(|e| e.datetime() < case.first_bad().as_str()),
+            "{name}: nothing after the bad record: {events:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn local_skips_bad_records_by_default_and_the_next_event_carries_the_count() {
+    skips_bad_records(&LocalEngine::new(), true).await;
+}
+
+#[tokio::test]
+async fn local_fails_at_a_bad_record_under_fail_naming_its_datetime() {
+    fails_on_the_first(&LocalEngine::new(), true).await;
+}
+
+fn aggregate(body: &str) -> QuerySpec {
+    Registration::from_json(body)
+        .unwrap()
+        .into_spec("speed", mfstream::PropertyType::TReal)
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_overflowing_window_is_skipped_and_counted_or_fails_naming_the_window() {
+    // COUNT 2 windows: the first overflows (SUM of two maxima), the second
+    // does not.
+    let input = vec![
+        Instant::number(at(0), f64::MAX),
+        Instant::number(at(1), f64::MAX),
+        Instant::number(at(2), 1.0),
+        Instant::number(at(3), 2.0),
+    ];
+    let body = r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2}}"#;
+    let (events, status, skipped) = run(&LocalEngine::new(), aggregate(body), input.clone()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(skipped, 1);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].value().as_f64(), Some(3.0));
+    assert_eq!(events[0].skipped(), 1, "{}", events[0].to_json());
+    assert!(events[0].to_json().ends_with(r#""count":2,"skipped":1}"#));
+    let fail = r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2},"onError":"fail"}"#;
+    let (events, status, _) = run(&LocalEngine::new(), aggregate(fail), input).await;
+    assert!(events.is_empty());
+    let reason = failure(&status);
+    assert!(
+        reason.contains(&at(0)) && reason.contains(&at(1)) && reason.contains("overflows"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_record_a_transform_cannot_compute_is_skipped_out_of_its_window() {
+    // ln then AVG over COUNT 2: the record at 1 s (ln of -5) has no result;
+    // the window holds the records at 0 s and 2 s.
+    let body = r#"{"operation":"ln","aggregation":"AVG","window":{"type":"COUNT","size":2}}"#;
+    let input = vec![
+        Instant::number(at(0), 1.0),
+        Instant::number(at(1), -5.0),
+        Instant::number(at(2), E * E),
+    ];
+    let (events, status, skipped) = run(&LocalEngine::new(), aggregate(body), input).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(skipped, 1);
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0].value().as_f64(), Some(1.0));
+    assert_eq!(events[0].skipped(), 1);
+    let json = events[0].to_json();
+    assert!(
+        json.contains(&format!(r#""windowEnd":"{}""#, at(2))),
+        "{json}"
+    );
+}
+
+/// `mfstream run --op ln` over 1, -1, 1, with `extra` arguments.
+fn run_ln(name: &str, extra: &[&str]) -> std::process::Output {
+    let dir = TempDir::new(name);
+    let input = dir.join("in.ndjson");
+    let mut text = Vec::new();
+    for (i, v) in [1.0, -1.0, 1.0].iter().enumerate() {
+        Instant::number(at(i as u32), *v).write_json(&mut text);
+        text.push(b'\n');
+    }
+    std::fs::write(&input, text).unwrap();
+    mfstream_command(dir.path())
+        .args(["run", "--op", "ln"])
+        .args(extra)
+        .arg(&input)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn run_skips_a_bad_record_by_default_and_fails_on_it_with_on_error_fail() {
+    let output = run_ln("on-error-run-skip", &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let datetimes: Vec<&str> = lines
+        .iter()
+        .map(|l| l["datetime"].as_str().unwrap())
+        .collect();
+    assert_eq!(datetimes, [at(0), at(2)]);
+    assert_eq!(lines[1]["skipped"], 1);
+    assert!(
+        stderr(&output).contains("skipped 1 record"),
+        "{}",
+        stderr(&output)
+    );
+    let output = run_ln("on-error-run-fail", &["--on-error", "fail"]);
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(stdout(&output).lines().count(), 1);
+    assert!(stderr(&output).contains(&at(1)), "{}", stderr(&output));
+    // An unknown policy is refused with the usage error.
+    let output = run_ln("on-error-run-maybe", &["--on-error", "maybe"]);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
