@@ -279,3 +279,139 @@ fn run_skips_a_bad_record_by_default_and_fails_on_it_with_on_error_fail() {
     let output = run_ln("on-error-run-maybe", &["--on-error", "maybe"]);
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
 }
+
+// Bridge jobs.
+
+use mfstream::{BridgeEngine, BridgeOptions, Framing};
+
+fn reference(framing: Framing, protocol: u32) -> BridgeEngine {
+    let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
+    options.framing = framing;
+    options.protocol = protocol;
+    BridgeEngine::new(options)
+}
+
+fn native(framing: Framing, protocol: u32) -> BridgeEngine {
+    let mut options = BridgeOptions::new("fastjob", vec![fastjob().display().to_string()]);
+    options.framing = framing;
+    options.protocol = protocol;
+    BridgeEngine::new(options)
+}
+
+#[tokio::test]
+async fn reference_jobs_of_protocol_2_report_a_bad_record_in_both_framings() {
+    for framing in [Framing::Value, Framing::Json] {
+        for engine in [reference(framing, 2), native(framing, 2)] {
+            skips_bad_records(&engine, false).await;
+            // The job's error line names no datetime; the host pairs it.
+            fails_on_the_first(&engine, true).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_version_1_job_is_never_sent_a_bad_record_under_skip_and_fails_in_its_own_words() {
+    // echo.sh answers every record it is sent: under skip it never sees the
+    // bad ones (the host's guard), so the pairing holds.
+    let mut options = sh_options("echo.sh");
+    options.protocol = 1;
+    let echo = BridgeEngine::new(options);
+    for case in cases() {
+        let (events, status, skipped) = run(&echo, case.spec(OnError::Skip), case.input()).await;
+        assert_eq!(status, QueryStatus::Completed, "{}", case.op);
+        let t = case.transform();
+        let good: Vec<String> = case
+            .input()
+            .into_iter()
+            .filter(|i| t.apply(i.value.as_f64().unwrap()).is_ok())
+            .map(|i| i.datetime)
+            .collect();
+        let got: Vec<&str> = events.iter().map(Event::datetime).collect();
+        assert_eq!(got, good, "{}", case.op);
+        assert_eq!(
+            skipped as usize,
+            case.values.len() - good.len(),
+            "{}",
+            case.op
+        );
+    }
+    // The reference jobs as version 1: the guard under skip; under fail
+    // the job meets the record and dies with its message (line number).
+    for framing in [Framing::Value, Framing::Json] {
+        for engine in [reference(framing, 1), native(framing, 1)] {
+            skips_bad_records(&engine, false).await;
+            fails_on_the_first(&engine, false).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_nan_answer_is_a_record_with_no_result_and_later_answers_keep_their_datetimes() {
+    let abs = QuerySpec::transform("speed", Transform::new("abs", None).unwrap());
+    let input: Vec<Instant> = [1.0, -2.0, 3.0, -4.0, 5.0]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Instant::number(at(i as u32), *v))
+        .collect();
+    let engine = BridgeEngine::new(sh_options("nan_on_negative.sh"));
+    let (events, status, skipped) = run(&engine, abs.clone(), input.clone()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    let got: Vec<(&str, f64)> = events
+        .iter()
+        .map(|e| (e.datetime(), e.value().as_f64().unwrap()))
+        .collect();
+    assert_eq!(got, [(at(0).as_str(), 1.0), (&at(2), 3.0), (&at(4), 5.0)]);
+    assert_eq!(skipped, 2);
+    assert_eq!(events.iter().map(Event::skipped).sum::<u64>(), 2);
+    let (events, status, _) = run(&engine, abs.on_error(OnError::Fail), input).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(&at(1)) && reason.contains("NaN"),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 1);
+}
+
+#[tokio::test]
+async fn a_job_that_aggregates_reports_a_bad_record_and_an_overflowing_window() {
+    let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
+    options.framing = Framing::Json;
+    options.aggregates = true;
+    options.protocol = 2;
+    let engine = BridgeEngine::new(options);
+    // SUM over COUNT 2 of ln: [0 s, 1 s] overflows? No: ln keeps it small;
+    // the record at 2 s (ln of -1) has no result and is left out.
+    let body = r#"{"operation":"ln","aggregation":"SUM","window":{"type":"COUNT","size":2}}"#;
+    let values = [1.0, E, -1.0, E, E];
+    let input: Vec<Instant> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Instant::number(at(i as u32), *v))
+        .collect();
+    let (events, status, skipped) = run(&engine, aggregate(body), input.clone()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(skipped, 1);
+    let sums: Vec<f64> = events.iter().map(|e| e.value().as_f64().unwrap()).collect();
+    assert_eq!(sums, [1.0, 2.0]);
+    let fail = r#"{"operation":"ln","aggregation":"SUM","window":{"type":"COUNT","size":2},"onError":"fail"}"#;
+    let (_, status, _) = run(&engine, aggregate(fail), input).await;
+    assert!(failure(&status).contains(&at(2)), "{status:?}");
+    // A window whose SUM overflows: skipped, or the query fails naming it.
+    let body = r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2}}"#;
+    let input: Vec<Instant> = [f64::MAX, f64::MAX, 1.0, 2.0]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Instant::number(at(i as u32), *v))
+        .collect();
+    let (events, status, skipped) = run(&engine, aggregate(body), input.clone()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!((events.len(), skipped), (1, 1));
+    assert_eq!(events[0].skipped(), 1);
+    let fail = r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2},"onError":"fail"}"#;
+    let (_, status, _) = run(&engine, aggregate(fail), input).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(&format!("the window from {} to {}", at(0), at(1))),
+        "{reason}"
+    );
+}

@@ -834,6 +834,14 @@ impl Answers {
     /// One output line of the job, as an event (or a record for the host's
     /// windows).
     fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), String> {
+        // Protocol 2: a record (or window) the job found no result for. A
+        // line that only looks like one is decoded as usual below.
+        if self.framing == Framing::Json && framing::is_error(line) {
+            if let Ok(error) = framing::decode_error(line) {
+                let why = format!("the job found no result: {}", error.error);
+                return self.no_result(&error.at(), &why);
+            }
+        }
         match (self.framing, &self.results) {
             (Framing::Value, _) => {
                 let Some(answer) = framing::decode_value(line) else {
@@ -866,18 +874,6 @@ impl Answers {
                     ),
                 }
             }
-            (Framing::Json, Results::JobWindows { .. }) if framing::is_error(line) => {
-                let error = framing::decode_error(line).map_err(|e| {
-                    format!(
-                        "job output line {line_no} is not a JSON error ({e}): {}",
-                        quote(line)
-                    )
-                })?;
-                self.no_result(
-                    &error.at(),
-                    &format!("the job found no result: {}", error.error),
-                )
-            }
             (Framing::Json, Results::JobWindows { aggregation }) => {
                 let window = framing::decode_window(line).map_err(|e| {
                     format!(
@@ -898,18 +894,6 @@ impl Answers {
                     skipped: 0,
                 }));
                 Ok(())
-            }
-            (Framing::Json, _) if framing::is_error(line) => {
-                let error = framing::decode_error(line).map_err(|e| {
-                    format!(
-                        "job output line {line_no} is not a JSON error ({e}): {}",
-                        quote(line)
-                    )
-                })?;
-                self.no_result(
-                    &error.at(),
-                    &format!("the job found no result: {}", error.error),
-                )
             }
             (Framing::Json, _) => {
                 let JobEvent { datetime, value } = framing::decode_json(line).map_err(|e| {
