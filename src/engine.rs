@@ -492,8 +492,24 @@ impl Progress {
     /// Counts `n` records or windows skipped under `onError: skip`; the
     /// next event delivered carries them in its `skipped`.
     pub fn add_skipped(&self, n: u64) {
+        self.count_skipped(n);
+        self.carry_skipped(n);
+    }
+
+    /// Counts `n` skipped records or windows in the query's total only: an
+    /// engine that stamps them on an event itself (the one right after
+    /// them) counts them here.
+    pub fn count_skipped(&self, n: u64) {
         if n > 0 {
             self.skipped.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+
+    /// Has the next event delivered carry `n` skipped records or windows,
+    /// counted already ([`count_skipped`](Progress::count_skipped)): those
+    /// an engine's events carried before the host windowed them.
+    pub fn carry_skipped(&self, n: u64) {
+        if n > 0 {
             self.unreported.fetch_add(n, Ordering::Relaxed);
         }
     }

@@ -336,6 +336,32 @@ mod tests {
     }
 
     #[test]
+    fn the_catalogue_states_a_domain_for_every_operation_and_apply_keeps_to_it() {
+        for op in Op::ALL {
+            assert!(!op.domain().is_empty(), "{op}");
+        }
+        let t = |op: &str, arg| Transform::new(op, arg).unwrap();
+        // x > 0.
+        for op in ["ln", "log10"] {
+            assert!(t(op, None).apply(0.0).is_err() && t(op, None).apply(-1.0).is_err());
+            assert!(t(op, None).apply(f64::MIN_POSITIVE).is_ok());
+        }
+        assert!(t("exp", None).apply(709.78).is_ok());
+        assert!(t("exp", None).apply(709.79).is_err());
+        // Every finite x, for the trigonometric functions.
+        assert!(t("sin", None).apply(f64::INFINITY).is_err());
+        assert!(t("tan", None).apply(f64::MAX).is_ok());
+        // Every x; the result must be finite.
+        assert!(t("mul", Some(10.0)).apply(f64::MAX).is_err());
+        assert!(t("div", Some(1e-300)).apply(1e10).is_err());
+        assert!(t("degrees", None).apply(f64::MAX).is_err());
+        for op in ["ceil", "floor", "abs", "radians"] {
+            assert!(t(op, None).apply(f64::MAX).is_ok(), "{op}");
+            assert!(t(op, None).apply(-f64::MAX).is_ok(), "{op}");
+        }
+    }
+
+    #[test]
     fn domain_errors_write_the_input_as_events_do() {
         // `-0` as `0`, and a large input without its hundreds of digits.
         let ln = Transform::new("ln", None).unwrap();

@@ -111,6 +111,8 @@ struct Answers {
     /// Records or windows skipped in the lines read, not yet counted in the
     /// query's progress.
     skipped: u64,
+    /// Skipped, to be carried by the next answer (the event right after).
+    carry: u64,
 }
 
 /// One bridge query.
@@ -154,6 +156,7 @@ impl Driver {
             events: Vec::new(),
             on_error: OnError::Skip,
             skipped: 0,
+            carry: 0,
         };
         Driver {
             options,
@@ -258,6 +261,9 @@ impl Driver {
                 .await
                 .map_err(|_| QueryStatus::Stopped);
         };
+        // What the answers carried, the window events carry.
+        let carried = events.iter().map(Event::skipped).sum();
+        self.output.progress().carry_skipped(carried);
         let answers = events.into_iter().filter_map(|event| match event {
             Event::Instant(e) => Some(Instant {
                 datetime: e.datetime,
@@ -575,7 +581,7 @@ impl<'a> Run<'a> {
             }
         };
         let skipped = std::mem::take(&mut self.driver.answers.skipped);
-        self.driver.output.progress().add_skipped(skipped);
+        self.driver.output.progress().count_skipped(skipped);
         taken
     }
 
@@ -882,6 +888,7 @@ impl Answers {
                     )
                 })?;
                 self.skipped += window.skipped;
+                let skipped = std::mem::take(&mut self.carry) + window.skipped;
                 self.events.push(Event::Window(WindowEvent {
                     window_start: window.window_start,
                     window_end: window.window_end,
@@ -891,7 +898,7 @@ impl Answers {
                     count: window.count,
                     partial: window.partial,
                     late: window.late,
-                    skipped: 0,
+                    skipped,
                 }));
                 Ok(())
             }
@@ -913,6 +920,7 @@ impl Answers {
         match self.on_error {
             OnError::Skip => {
                 self.skipped += 1;
+                self.carry += 1;
                 Ok(())
             }
             OnError::Fail => Err(format!("{at}: {why}")),
@@ -930,7 +938,7 @@ impl Answers {
                     value,
                     property: self.property.clone(),
                     operation: operation.clone(),
-                    skipped: 0,
+                    skipped: std::mem::take(&mut self.carry),
                 }));
                 Ok(())
             }
