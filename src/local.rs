@@ -91,6 +91,9 @@ struct Work {
     clock: Option<WallClock>,
     /// What a record with no finite result does.
     on_error: OnError,
+    /// Records skipped since the last instant event (a transform alone):
+    /// the next one carries them.
+    carry: u64,
 }
 
 /// What became of one instant.
@@ -115,6 +118,7 @@ impl Work {
             operation: transform.map_or("", |t| t.op.name()).into(),
             clock,
             on_error: OnError::Skip,
+            carry: 0,
         }
     }
 
@@ -136,7 +140,15 @@ impl Work {
         let instant = match &self.transform {
             Some(transform) => match transformed(transform, instant)? {
                 Ok(instant) => instant,
-                Err(_) if self.on_error == OnError::Skip => return Ok(Pushed::Skipped),
+                Err(_) if self.on_error == OnError::Skip => {
+                    // The next event carries it: the window's, or the
+                    // next transformed instant's.
+                    match &mut self.windower {
+                        Some(windower) => windower.skip(1),
+                        None => self.carry += 1,
+                    }
+                    return Ok(Pushed::Skipped);
+                }
                 Err(reason) => return Err(reason),
             },
             None => instant,
@@ -149,7 +161,7 @@ impl Work {
                     value: instant.value,
                     property: self.property.clone(),
                     operation: self.operation.clone(),
-                    skipped: 0,
+                    skipped: std::mem::take(&mut self.carry),
                 }));
                 Ok(Pushed::Done)
             }
@@ -160,8 +172,8 @@ impl Work {
 /// Delivers a batch's events in chunks of about [`BATCH`], so that the
 /// events of records that close many windows are never all held at once.
 /// Results before a failing record are delivered, then the failure. A
-/// skipped record is counted once the events before it are delivered, so
-/// that the next event carries it.
+/// skipped record is counted in the query's total; the next event carries
+/// it.
 async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Option<QueryStatus> {
     let mut events = Vec::with_capacity(batch.len().min(BATCH));
     for instant in batch {
@@ -169,10 +181,12 @@ async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Op
             Ok(pushed) => (matches!(pushed, Pushed::Skipped), None),
             Err(reason) => (false, Some(reason)),
         };
-        if let Some(windower) = work.windower.as_deref_mut() {
-            plan::count_skipped(windower, output);
+        match work.windower.as_deref_mut() {
+            Some(windower) => plan::count_skipped(windower, output),
+            None if skipped => output.progress().count_skipped(1),
+            None => {}
         }
-        if events.len() >= BATCH || failure.is_some() || (skipped && !events.is_empty()) {
+        if events.len() >= BATCH || failure.is_some() {
             let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
             if output.emit(chunk).await.is_err() {
                 return Some(QueryStatus::Stopped);
@@ -180,10 +194,6 @@ async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Op
         }
         if let Some(reason) = failure {
             return Some(QueryStatus::Failed { reason });
-        }
-        if skipped {
-            // The next event carries it: an instant, or a window.
-            output.progress().add_skipped(1);
         }
     }
     output

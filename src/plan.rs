@@ -114,11 +114,10 @@ pub(crate) async fn window(
     output.emit(events).await.map_err(|_| QueryStatus::Stopped)
 }
 
-/// Counts the windows `windower` skipped for want of a finite aggregate
-/// (`onError: skip`) in the query's progress: the next event delivered
-/// carries them.
+/// Counts the records `windower` skipped (`onError: skip`) in the query's
+/// total; its next event carries them already.
 pub(crate) fn count_skipped(windower: &mut Windower, output: &QueryOutput) {
-    output.progress().add_skipped(windower.take_skipped());
+    output.progress().count_skipped(windower.take_skipped());
 }
 
 /// The host's guard before an engine that cannot answer one bad record

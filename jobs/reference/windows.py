@@ -182,7 +182,7 @@ class Windower:
             message = f"the {self.aggregation} of the window from {start} to {end} overflows"
             if not self.v2:
                 raise ValueError(message)
-            return {"windowStart": start, "windowEnd": end, "error": message}
+            return {"windowStart": start, "windowEnd": end, "count": len(records), "error": message}
         event = {
             "windowStart": start,
             "windowEnd": end,

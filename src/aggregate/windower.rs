@@ -36,10 +36,12 @@
 //!
 //! A window whose aggregate is not finite (a `SUM` or `AVG` overflowing) is
 //! handled as the query's `onError` says ([`Windower::with_on_error`]):
-//! under `skip` (the default) the window emits nothing and counts as one
-//! skipped result, which the caller takes with [`Windower::take_skipped`]
-//! and the next event delivered carries in its `skipped`; under `fail` the
-//! query fails, naming the window's first and last records.
+//! under `skip` (the default) the window emits nothing and its records are
+//! skipped: the next event carries their number in its `skipped`, as it
+//! carries `late`, with the records skipped before the windower
+//! ([`Windower::skip`]: a transform with no result); under `fail` the query
+//! fails, naming the window's first and last records. The caller counts
+//! them in the query's total with [`Windower::take_skipped`].
 //!
 //! # Bounds
 //!
@@ -112,9 +114,11 @@ struct Emitter {
     late: u64,
     /// What a window with no finite aggregate does.
     on_error: OnError,
-    /// Windows skipped for want of a finite aggregate, not yet taken by
-    /// [`Windower::take_skipped`].
+    /// Records skipped since the last event (before the windower, or in a
+    /// window with no finite aggregate): the next event carries them.
     skipped: u64,
+    /// Records skipped, not yet taken by [`Windower::take_skipped`].
+    untaken: u64,
 }
 
 #[derive(Debug)]
@@ -209,6 +213,7 @@ impl Windower {
                 late: 0,
                 on_error: OnError::Skip,
                 skipped: 0,
+                untaken: 0,
             },
             expect,
             emit_partial: aggregate.emit_partial,
@@ -224,10 +229,18 @@ impl Windower {
         self
     }
 
-    /// The windows skipped for want of a finite aggregate since the last
-    /// call (`onError: skip`), for the query's `skipped` count.
+    /// Counts `n` records skipped before the windower (a transform found
+    /// no result for them, `onError: skip`): the next event carries them.
+    pub fn skip(&mut self, n: u64) {
+        self.emitter.skipped += n;
+        self.emitter.untaken += n;
+    }
+
+    /// The records skipped since the last call (by [`skip`](Windower::skip),
+    /// or in windows with no finite aggregate), for the query's `skipped`
+    /// total.
     pub fn take_skipped(&mut self) -> u64 {
-        std::mem::take(&mut self.emitter.skipped)
+        std::mem::take(&mut self.emitter.untaken)
     }
 
     /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
@@ -470,7 +483,8 @@ impl Emitter {
         let (window_start, window_end) = acc.take_bounds();
         if value.as_f64().is_some_and(|v| !v.is_finite()) {
             if self.on_error == OnError::Skip {
-                self.skipped += 1;
+                self.skipped += count;
+                self.untaken += count;
                 return Ok(None);
             }
             return Err(format!(
@@ -487,7 +501,7 @@ impl Emitter {
             count,
             partial,
             late: std::mem::take(&mut self.late),
-            skipped: 0,
+            skipped: std::mem::take(&mut self.skipped),
         })))
     }
 

@@ -62,7 +62,8 @@ pub(crate) fn short(message: &str) -> String {
 
 /// A protocol-2 `json` error line: the job found no result for the record
 /// at `datetime` (`{"datetime":"…","error":"…"}`), or for the window from
-/// `windowStart` to `windowEnd` of a job that aggregates.
+/// `windowStart` to `windowEnd` of a job that aggregates, holding `count`
+/// records.
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub(crate) struct JobError {
@@ -73,9 +74,17 @@ pub(crate) struct JobError {
     pub window_start: Option<String>,
     #[serde(default)]
     pub window_end: Option<String>,
+    /// The records of a window with no result; 1 when absent.
+    #[serde(default)]
+    pub count: Option<u64>,
 }
 
 impl JobError {
+    /// The records skipped with it: a window's `count`, else 1.
+    pub fn records(&self) -> u64 {
+        self.count.unwrap_or(1)
+    }
+
     /// What had no result: `record at …` or `the window from … to …`.
     pub fn at(&self) -> String {
         match (&self.datetime, &self.window_start, &self.window_end) {
@@ -91,8 +100,13 @@ pub(crate) fn decode_error(line: &[u8]) -> Result<JobError, String> {
     let mut error: JobError = serde_json::from_slice(line).map_err(|e| e.to_string())?;
     error.error = short(&error.error);
     match (&error.datetime, &error.window_start, &error.window_end) {
-        (Some(_), None, None) | (None, Some(_), Some(_)) => Ok(error),
-        _ => Err("an error line names a `datetime`, or a `windowStart` and a `windowEnd`".into()),
+        (Some(_), None, None) if error.count.is_none() => Ok(error),
+        (None, Some(_), Some(_)) => Ok(error),
+        _ => Err(
+            "an error line names a `datetime`, or a `windowStart`, a `windowEnd` and \
+             optionally the window's `count`"
+                .into(),
+        ),
     }
 }
 
@@ -196,8 +210,13 @@ mod tests {
         let line = br#"{"datetime":"t","error":"ln of -1"}"#;
         assert!(is_error(line));
         assert_eq!(decode_error(line).unwrap().at(), "record at t");
-        let window = br#"{"windowStart":"a","windowEnd":"b","error":"overflow"}"#;
-        assert_eq!(decode_error(window).unwrap().at(), "the window from a to b");
+        let window = br#"{"windowStart":"a","windowEnd":"b","count":3,"error":"overflow"}"#;
+        let window = decode_error(window).unwrap();
+        assert_eq!(
+            (window.at().as_str(), window.records()),
+            ("the window from a to b", 3)
+        );
+        assert_eq!(decode_error(line).unwrap().records(), 1);
         assert!(decode_error(br#"{"error":"x"}"#).is_err());
         assert!(decode_error(br#"{"datetime":"t","error":"x","value":1}"#).is_err());
         assert!(!is_error(br#"{"datetime":"t","value":1}"#));

@@ -845,7 +845,7 @@ impl Answers {
         if self.framing == Framing::Json && framing::is_error(line) {
             if let Ok(error) = framing::decode_error(line) {
                 let why = format!("the job found no result: {}", error.error);
-                return self.no_result(&error.at(), &why);
+                return self.no_result(&error.at(), &why, error.records());
             }
         }
         match (self.framing, &self.results) {
@@ -873,10 +873,12 @@ impl Answers {
                             "job output line {line_no} is not a finite number: {}",
                             quote(line)
                         ),
+                        1,
                     ),
                     framing::ValueAnswer::Error(message) => self.no_result(
                         &format!("record at {}", instant.datetime),
                         &format!("the job found no result: {message}"),
+                        1,
                     ),
                 }
             }
@@ -914,13 +916,14 @@ impl Answers {
         }
     }
 
-    /// A record (or window) `at` the job found no result for: skipped and
-    /// counted under `onError: skip`, else the query's failure naming it.
-    fn no_result(&mut self, at: &str, why: &str) -> Result<(), String> {
+    /// A record (or a window of `records`) `at` the job found no result
+    /// for: skipped and counted under `onError: skip`, else the query's
+    /// failure naming it.
+    fn no_result(&mut self, at: &str, why: &str, records: u64) -> Result<(), String> {
         match self.on_error {
             OnError::Skip => {
-                self.skipped += 1;
-                self.carry += 1;
+                self.skipped += records;
+                self.carry += records;
                 Ok(())
             }
             OnError::Fail => Err(format!("{at}: {why}")),

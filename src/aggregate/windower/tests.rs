@@ -366,14 +366,27 @@ fn an_overflowing_window_is_skipped_by_default_and_the_next_window_follows() {
     ] {
         windower.push(num(t, v), &mut out).unwrap();
     }
+    windower.skip(3); // three records a transform had no result for
     windower.finish(&mut out).unwrap();
-    assert_eq!(windower.take_skipped(), 1, "the one window that overflowed");
+    assert_eq!(
+        windower.take_skipped(),
+        5,
+        "the overflowing window's 2, and 3"
+    );
     assert_eq!(windower.take_skipped(), 0, "taken once");
-    let got: Vec<(String, f64)> = out
+    let got: Vec<(String, f64, u64)> = out
         .iter()
-        .map(|e| (e.datetime().to_owned(), e.value().as_f64().unwrap()))
+        .map(|e| {
+            (
+                e.datetime().to_owned(),
+                e.value().as_f64().unwrap(),
+                e.skipped(),
+            )
+        })
         .collect();
-    assert_eq!(got, [(at(12), 5.0), (at(21), 1.0)]);
+    // The window after the overflowing one carries its records; the next
+    // event after `skip` carries those.
+    assert_eq!(got, [(at(12), 5.0, 2), (at(21), 1.0, 3)]);
 }
 
 #[test]
