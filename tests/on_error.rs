@@ -285,18 +285,28 @@ fn run_skips_a_bad_record_by_default_and_fails_on_it_with_on_error_fail() {
 
 use mfstream::{BridgeEngine, BridgeOptions, Framing};
 
-fn reference(framing: Framing, protocol: u32) -> BridgeEngine {
-    let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
+/// A job run as `argv` speaking `protocol`: declared so to the host, and
+/// for version 1 run as a job that never heard of version 2 would be (the
+/// host passes `MFSTREAM_PROTOCOL=2` to every job; `env` overrides it).
+fn job_engine(name: &str, argv: Vec<String>, framing: Framing, protocol: u32) -> BridgeEngine {
+    let mut argv = argv;
+    if protocol == 1 {
+        argv.splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
+    }
+    let mut options = BridgeOptions::new(name, argv);
     options.framing = framing;
     options.protocol = protocol;
     BridgeEngine::new(options)
 }
 
+fn reference(framing: Framing, protocol: u32) -> BridgeEngine {
+    let argv = vec!["python3".into(), reference_job()];
+    job_engine("reference", argv, framing, protocol)
+}
+
 fn native(framing: Framing, protocol: u32) -> BridgeEngine {
-    let mut options = BridgeOptions::new("fastjob", vec![fastjob().display().to_string()]);
-    options.framing = framing;
-    options.protocol = protocol;
-    BridgeEngine::new(options)
+    let argv = vec![fastjob().display().to_string()];
+    job_engine("fastjob", argv, framing, protocol)
 }
 
 #[tokio::test]
@@ -344,6 +354,15 @@ async fn a_version_1_job_is_never_sent_a_bad_record_under_skip_and_fails_in_its_
         for engine in [reference(framing, 1), native(framing, 1)] {
             skips_bad_records(&engine, false).await;
             fails_on_the_first(&engine, false).await;
+            let case = &cases()[0];
+            let fail = case.spec(OnError::Fail);
+            let (_, status, _) = run(&engine, fail, case.input()).await;
+            let reason = failure(&status);
+            assert!(
+                reason.contains("line 2: ln is defined for positive values only")
+                    && reason.contains("status 2"),
+                "{framing:?}: {reason}"
+            );
         }
     }
 }

@@ -148,8 +148,9 @@ pub fn values(xs: &[f64]) -> Vec<Instant> {
 /// Runs `spec` on `engine` under the default `onError` (skip): the query
 /// completes with the answers to the records at `kept` (indexes of
 /// `input`), each on its own datetime, and the events carry one skipped
-/// record for each other one.
-pub async fn check_skipped_by_the_host(
+/// record for each other one (a version-1 job never sees them: the host's
+/// guard; a version-2 job answers them with error lines).
+pub async fn check_skipped(
     engine: &dyn StreamEngine,
     spec: QuerySpec,
     input: &[Instant],
@@ -401,7 +402,7 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
         .map(|(v, i)| Instant::number(i.datetime, v))
         .collect();
     let spec = QuerySpec::transform("speed", Transform::new("ln", None).unwrap());
-    check_skipped_by_the_host(&job, spec.clone(), &input, &[0, 2]).await;
+    check_skipped(&job, spec.clone(), &input, &[0, 2]).await;
     assert_group_gone(&pid_file);
     let spec = spec.on_error(mfstream::OnError::Fail);
     let (events, status) = run_query(&job, spec, input).await;
