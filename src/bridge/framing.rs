@@ -46,7 +46,7 @@ pub(crate) fn decode_value(line: &[u8]) -> Option<ValueAnswer> {
 /// Whether a `json`-framing output line is an error line (protocol 2): an
 /// object with an `error` key. A cheap look before the full decode.
 pub(crate) fn is_error(line: &[u8]) -> bool {
-    line.windows(7).any(|w| w == b"\"error\"")
+    memchr::memmem::find(line, b"\"error\"").is_some()
 }
 
 /// A job's message for one record, as a failure reason quotes it: trimmed,
