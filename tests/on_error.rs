@@ -497,3 +497,38 @@ async fn a_nan_a_plugin_emits_is_a_record_with_no_result() {
         );
     }
 }
+
+#[tokio::test]
+async fn under_fail_a_job_that_reports_a_bad_record_is_ended_gracefully_through_its_input() {
+    // The job is well: the query fails, and the job gets the end of its
+    // input (time to clean up) rather than SIGTERM at once.
+    let dir = TempDir::new("on-error-graceful");
+    let marker = dir.join("reached-eof");
+    let mut options = sh_options("error_line_then_eof.sh");
+    options.protocol = 2;
+    options.stop_grace = std::time::Duration::from_secs(30);
+    options
+        .env
+        .push(("MARKER".into(), marker.display().to_string()));
+    let abs = QuerySpec::transform("speed", Transform::new("abs", None).unwrap());
+    let input: Vec<Instant> = [1.0, -2.0, 3.0]
+        .iter()
+        .enumerate()
+        .map(|(i, v)| Instant::number(at(i as u32), *v))
+        .collect();
+    let engine = BridgeEngine::new(options);
+    let (events, status, _) = run(&engine, abs.on_error(OnError::Fail), input).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(&format!(
+            "record at {}: the job found no result: negative",
+            at(1)
+        )),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 1, "the answer before it, not the one after");
+    assert!(
+        marker.exists(),
+        "the job read to the end of its input and exited"
+    );
+}

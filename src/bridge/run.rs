@@ -113,6 +113,9 @@ struct Answers {
     skipped: u64,
     /// Skipped, to be carried by the next answer (the event right after).
     carry: u64,
+    /// Under `onError: fail`, the record the job found no result for: the
+    /// query fails with this reason, and no later line is read.
+    refused: Option<String>,
 }
 
 /// One bridge query.
@@ -157,6 +160,7 @@ impl Driver {
             on_error: OnError::Skip,
             skipped: 0,
             carry: 0,
+            refused: None,
         };
         Driver {
             options,
@@ -575,6 +579,9 @@ impl<'a> Run<'a> {
                     if let Err(e) = self.driver.answers.take_line(line, line_no) {
                         break Err(e);
                     }
+                    if self.driver.answers.refused.is_some() {
+                        break Ok(());
+                    }
                 }
                 Ok(None) => break Ok(()),
                 Err(e) => break Err(format!("job output {e}")),
@@ -582,7 +589,24 @@ impl<'a> Run<'a> {
         };
         let skipped = std::mem::take(&mut self.driver.answers.skipped);
         self.driver.output.progress().count_skipped(skipped);
+        if let Some(reason) = self.driver.answers.refused.take() {
+            self.fail_gracefully(reason);
+        }
         taken
+    }
+
+    /// The query fails for a record with no result (`onError: fail`): the
+    /// job is well, so it ends as on a stop, its input closed and a grace
+    /// period before SIGTERM (time for a JVM to clean up after itself), its
+    /// later answers discarded.
+    fn fail_gracefully(&mut self, reason: String) {
+        if self.driver.ending.is_none() {
+            tracing::debug!(%reason, "query failing");
+            self.driver.ending = Some(Ending::Fail(reason));
+        }
+        self.stdin = None;
+        let grace = Clock::now() + self.driver.options.stop_grace;
+        self.escalation.get_or_insert((grace, Escalation::Term));
     }
 
     fn on_written(&mut self, written: std::io::Result<usize>) {
@@ -918,7 +942,7 @@ impl Answers {
 
     /// A record (or a window of `records`) `at` the job found no result
     /// for: skipped and counted under `onError: skip`, else the query's
-    /// failure naming it.
+    /// failure naming it (`refused`).
     fn no_result(&mut self, at: &str, why: &str, records: u64) -> Result<(), String> {
         match self.on_error {
             OnError::Skip => {
@@ -926,7 +950,10 @@ impl Answers {
                 self.carry += records;
                 Ok(())
             }
-            OnError::Fail => Err(format!("{at}: {why}")),
+            OnError::Fail => {
+                self.refused.get_or_insert_with(|| format!("{at}: {why}"));
+                Ok(())
+            }
         }
     }
 

@@ -23,7 +23,7 @@ async fn flink_gives_the_local_engines_results_for_every_operation() {
 #[ignore = "needs flink: eval \"$(jobs/flink/setup.sh)\""]
 async fn flink_fails_a_domain_error_with_the_jobs_message() {
     let argv = runtime_command(VAR, SETUP);
-    check_domain_error("flink", &argv, "mfstream-flink").await;
+    check_domain_error("flink", &argv, "mfstream-flink", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

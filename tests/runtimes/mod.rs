@@ -390,11 +390,15 @@ pub async fn check_every_operation(name: &str, argv: &[String], framing: Framing
 /// the value, after the first answer; and an unknown operation makes the
 /// job itself exit 2 before it reads anything. The job's temp folder is
 /// gone too.
-pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
+///
+/// A job of `protocol` 2 answers the record with an error line instead, and
+/// under `fail` the host fails the query naming its datetime.
+pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str, protocol: u32) {
     let dir = TempDir::new(&format!("{name}-domain"));
     let pid_file = dir.join("pid");
     let mut options = traced_options(name, argv, &pid_file);
     options.env = jvm_tmp_env(&dir.join("tmp"));
+    options.protocol = protocol;
     let job = BridgeEngine::new(options);
     let input: Vec<Instant> = [1.0, 0.0, 3.0]
         .into_iter()
@@ -405,15 +409,25 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
     check_skipped(&job, spec.clone(), &input, &[0, 2]).await;
     assert_group_gone(&pid_file);
     let spec = spec.on_error(mfstream::OnError::Fail);
+    let bad = input[1].datetime.clone();
     let (events, status) = run_query(&job, spec, input).await;
     let reason = failure(&status);
-    assert!(
-        reason.contains(&format!(
-            "{prefix}: line 2: ln is defined for positive values only, got 0"
-        )),
-        "{reason}"
-    );
-    assert!(reason.contains("status 2"), "{reason}");
+    if protocol >= 2 {
+        assert!(
+            reason.contains(&format!(
+                "record at {bad}: the job found no result: ln is defined for positive values only"
+            )),
+            "{reason}"
+        );
+    } else {
+        assert!(
+            reason.contains(&format!(
+                "{prefix}: line 2: ln is defined for positive values only, got 0"
+            )),
+            "{reason}"
+        );
+        assert!(reason.contains("status 2"), "{reason}");
+    }
     assert_eq!(
         events.len(),
         1,
