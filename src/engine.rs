@@ -464,6 +464,14 @@ pub struct Progress {
     unreported: AtomicU64,
 }
 
+/// Adds `n` to `counter`, stopping at `u64::MAX`: a skipped count can come
+/// from a job's own numbers, which must not wrap it.
+fn saturating_add(counter: &AtomicU64, n: u64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_add(n))
+    });
+}
+
 /// A copy of a query's [`Progress`] at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ProgressSnapshot {
@@ -501,7 +509,7 @@ impl Progress {
     /// them) counts them here.
     pub fn count_skipped(&self, n: u64) {
         if n > 0 {
-            self.skipped.fetch_add(n, Ordering::Relaxed);
+            saturating_add(&self.skipped, n);
         }
     }
 
@@ -510,7 +518,7 @@ impl Progress {
     /// an engine's events carried before the host windowed them.
     pub fn carry_skipped(&self, n: u64) {
         if n > 0 {
-            self.unreported.fetch_add(n, Ordering::Relaxed);
+            saturating_add(&self.unreported, n);
         }
     }
 

@@ -532,3 +532,33 @@ async fn under_fail_a_job_that_reports_a_bad_record_is_ended_gracefully_through_
         "the job read to the end of its input and exited"
     );
 }
+
+#[tokio::test]
+async fn a_job_that_claims_huge_skipped_counts_cannot_overflow_the_host() {
+    // A job that aggregates, writing two windows that each claim u64::MAX
+    // skipped records and an error line for a window of as many.
+    let script = r#"
+read -r line
+echo '{"windowStart":"a","windowEnd":"a","value":1,"count":1,"skipped":18446744073709551615}'
+echo '{"windowStart":"a","windowEnd":"b","count":18446744073709551615,"error":"overflow"}'
+echo '{"windowStart":"b","windowEnd":"b","value":1,"count":1,"skipped":18446744073709551615}'
+cat > /dev/null
+"#;
+    let dir = TempDir::new("on-error-huge");
+    let path = dir.join("huge.sh");
+    std::fs::write(&path, script).unwrap();
+    let mut options = BridgeOptions::new("huge", vec!["sh".into(), path.display().to_string()]);
+    options.framing = Framing::Json;
+    options.aggregates = true;
+    let body = r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":1}}"#;
+    let (events, status, skipped) = run(
+        &BridgeEngine::new(options),
+        aggregate(body),
+        vec![Instant::number(at(0), 1.0)],
+    )
+    .await;
+    assert_eq!(status, QueryStatus::Completed, "{events:?}");
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].skipped(), u64::MAX);
+    assert_eq!(skipped, u64::MAX, "the total stops there, it does not wrap");
+}

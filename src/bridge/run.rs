@@ -913,8 +913,9 @@ impl Answers {
                         quote(line)
                     )
                 })?;
-                self.skipped += window.skipped;
-                let skipped = std::mem::take(&mut self.carry) + window.skipped;
+                // The job's own count: a job's number, so added saturating.
+                self.skipped = self.skipped.saturating_add(window.skipped);
+                let skipped = std::mem::take(&mut self.carry).saturating_add(window.skipped);
                 self.events.push(Event::Window(WindowEvent {
                     window_start: window.window_start,
                     window_end: window.window_end,
@@ -946,8 +947,9 @@ impl Answers {
     fn no_result(&mut self, at: &str, why: &str, records: u64) -> Result<(), String> {
         match self.on_error {
             OnError::Skip => {
-                self.skipped += records;
-                self.carry += records;
+                // `records` may be a job's number (a window's `count`).
+                self.skipped = self.skipped.saturating_add(records);
+                self.carry = self.carry.saturating_add(records);
                 Ok(())
             }
             OnError::Fail => {

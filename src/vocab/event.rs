@@ -81,8 +81,8 @@ impl Event {
     /// Adds `n` to the records skipped that the event carries.
     pub fn add_skipped(&mut self, n: u64) {
         match self {
-            Event::Instant(e) => e.skipped += n,
-            Event::Window(e) => e.skipped += n,
+            Event::Instant(e) => e.skipped = e.skipped.saturating_add(n),
+            Event::Window(e) => e.skipped = e.skipped.saturating_add(n),
         }
     }
 
