@@ -883,6 +883,14 @@ async fn skipped_records_move_the_checkpoint_and_the_policy_survives_a_restart()
     let body =
         r#"{"operation":"mul","arg":1e308,"aggregation":"SUM","window":{"type":"COUNT","size":2}}"#;
     let sums = register(&mut client, P, body).await;
+    // On another property, fed only after the restart: its policy is kept.
+    let course = "/collections/ships/items/s2/tproperties/course";
+    let later = register(
+        &mut client,
+        course,
+        r#"{"operation":"ln","onError":"fail"}"#,
+    )
+    .await;
     let mut sse = server.subscribe(&format!("{ln}/stream"), &[]).await;
     let mut windows = server.subscribe(&format!("{sums}/stream"), &[]).await;
     // ln: no result at 3 and 4. SUM: [1, 2] and [5, 6] overflow.
@@ -929,4 +937,11 @@ async fn skipped_records_move_the_checkpoint_and_the_policy_survives_a_restart()
     assert_eq!(every[1].json()["windowStart"], at(7));
     assert_eq!(every[1].json()["skipped"], 2, "the window [5, 6]");
     assert_eq!(ids(&every), [1, 2]);
+    let mut failing = server.subscribe(&format!("{later}/stream"), &[]).await;
+    client
+        .post(&format!("{course}/ingest"), &instant(9, "-1"))
+        .await;
+    let end = until_end(&mut failing).await.pop().unwrap().json();
+    assert_eq!(end["status"], "failed", "{end}");
+    assert!(end["reason"].as_str().unwrap().contains(&at(9)), "{end}");
 }
