@@ -516,6 +516,18 @@ pub struct Progress {
     records_in: AtomicU64,
     records_out: AtomicU64,
     restarts: AtomicU64,
+    skipped: AtomicU64,
+    /// Skipped and not yet carried by an event: the next batch delivered
+    /// carries them ([`QueryOutput::emit`]).
+    unreported: AtomicU64,
+}
+
+/// Adds `n` to `counter`, stopping at `u64::MAX`: a skipped count can come
+/// from a job's own numbers, which must not wrap it.
+fn saturating_add(counter: &AtomicU64, n: u64) {
+    let _ = counter.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |v| {
+        Some(v.saturating_add(n))
+    });
 }
 
 /// A copy of a query's [`Progress`] at one moment.
@@ -527,6 +539,9 @@ pub struct ProgressSnapshot {
     pub records_out: u64,
     /// Times the engine restarted the query's job.
     pub restarts: u64,
+    /// Records (or windows) skipped under `onError: skip`: with no result
+    /// in their operation's domain, or no finite one.
+    pub skipped: u64,
 }
 
 impl Progress {
@@ -540,6 +555,31 @@ impl Progress {
         self.records_out.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// Counts `n` records or windows skipped under `onError: skip`; the
+    /// next event delivered carries them in its `skipped`.
+    pub fn add_skipped(&self, n: u64) {
+        self.count_skipped(n);
+        self.carry_skipped(n);
+    }
+
+    /// Counts `n` skipped records or windows in the query's total only: an
+    /// engine that stamps them on an event itself (the one right after
+    /// them) counts them here.
+    pub fn count_skipped(&self, n: u64) {
+        if n > 0 {
+            saturating_add(&self.skipped, n);
+        }
+    }
+
+    /// Has the next event delivered carry `n` skipped records or windows,
+    /// counted already ([`count_skipped`](Progress::count_skipped)): those
+    /// an engine's events carried before the host windowed them.
+    pub fn carry_skipped(&self, n: u64) {
+        if n > 0 {
+            saturating_add(&self.unreported, n);
+        }
+    }
+
     /// Counts one restart.
     pub fn add_restart(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
@@ -551,6 +591,7 @@ impl Progress {
             records_in: self.records_in.load(Ordering::Relaxed),
             records_out: self.records_out.load(Ordering::Relaxed),
             restarts: self.restarts.load(Ordering::Relaxed),
+            skipped: self.skipped.load(Ordering::Relaxed),
         }
     }
 }
@@ -675,6 +716,12 @@ impl QueryHandle {
         self.progress.snapshot()
     }
 
+    /// The live counters, for a control plane that shows them after it has
+    /// handed the handle on.
+    pub fn progress_counters(&self) -> Arc<Progress> {
+        self.progress.clone()
+    }
+
     /// Asks the query to stop, gracefully: the engine finishes what it can
     /// within its grace period, then ends. Events still arrive until then.
     /// Idempotent.
@@ -714,9 +761,15 @@ impl QueryOutput {
     /// # Cancel safety
     ///
     /// Not cancel safe: a dropped call may lose its batch.
-    pub async fn emit(&self, batch: Vec<Event>) -> Result<(), ConsumerGone> {
+    /// The first event carries the records skipped since the last batch
+    /// ([`Progress::add_skipped`]), added to what it carries already.
+    pub async fn emit(&self, mut batch: Vec<Event>) -> Result<(), ConsumerGone> {
         if batch.is_empty() {
             return Ok(());
+        }
+        if self.progress.unreported.load(Ordering::Relaxed) > 0 {
+            let n = self.progress.unreported.swap(0, Ordering::Relaxed);
+            batch[0].add_skipped(n);
         }
         let n = batch.len();
         let events = self.events.as_ref().ok_or(ConsumerGone)?;
@@ -787,6 +840,7 @@ mod tests {
                 value: crate::vocab::Value::Number(1.0),
                 property: "p".into(),
                 operation: "abs".into(),
+                skipped: 0,
             });
             output.emit(vec![event]).await.unwrap();
             output.finish(QueryStatus::Completed);

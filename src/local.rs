@@ -14,7 +14,7 @@ use crate::engine::{
 };
 use crate::ops::Transform;
 use crate::plan::{self, Plan, plan};
-use crate::spec::QuerySpec;
+use crate::spec::{OnError, QuerySpec};
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
 
 /// The name of the built-in engine.
@@ -71,7 +71,8 @@ pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Sour
             windower,
         } => Work::new(Some(transform), windower, property, spec.clock.clone()),
         Plan::Host(windower) => Work::new(None, Some(windower), property, spec.clock.clone()),
-    };
+    }
+    .on_error(spec.on_error);
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
@@ -88,6 +89,19 @@ struct Work {
     operation: Arc<str>,
     /// A live query's wall clock, which closes windows on time.
     clock: Option<WallClock>,
+    /// What a record with no finite result does.
+    on_error: OnError,
+    /// Records skipped since the last instant event (a transform alone):
+    /// the next one carries them.
+    carry: u64,
+}
+
+/// What became of one instant.
+enum Pushed {
+    /// Its events (if any) were pushed.
+    Done,
+    /// It has no result and was skipped (`onError: skip`).
+    Skipped,
 }
 
 impl Work {
@@ -103,7 +117,14 @@ impl Work {
             property,
             operation: transform.map_or("", |t| t.op.name()).into(),
             clock,
+            on_error: OnError::Skip,
+            carry: 0,
         }
+    }
+
+    fn on_error(mut self, on_error: OnError) -> Work {
+        self.on_error = on_error;
+        self
     }
 
     /// A live query's windows, advanced to the wall clock.
@@ -112,22 +133,37 @@ impl Work {
     }
 
     /// Processes one instant, its events pushed onto `events`; an error
-    /// names the record and fails the query.
-    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<(), String> {
+    /// names the record and fails the query. A record with no result in
+    /// its operation's domain is skipped under `onError: skip`, else an
+    /// error too.
+    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<Pushed, String> {
         let instant = match &self.transform {
-            Some(transform) => transformed(transform, instant)?,
+            Some(transform) => match transformed(transform, instant)? {
+                Ok(instant) => instant,
+                Err(_) if self.on_error == OnError::Skip => {
+                    // The next event carries it: the window's, or the
+                    // next transformed instant's.
+                    match &mut self.windower {
+                        Some(windower) => windower.skip(1),
+                        None => self.carry += 1,
+                    }
+                    return Ok(Pushed::Skipped);
+                }
+                Err(reason) => return Err(reason),
+            },
             None => instant,
         };
         match &mut self.windower {
-            Some(windower) => windower.push(instant, events),
+            Some(windower) => windower.push(instant, events).map(|()| Pushed::Done),
             None => {
                 events.push(Event::Instant(InstantEvent {
                     datetime: instant.datetime,
                     value: instant.value,
                     property: self.property.clone(),
                     operation: self.operation.clone(),
+                    skipped: std::mem::take(&mut self.carry),
                 }));
-                Ok(())
+                Ok(Pushed::Done)
             }
         }
     }
@@ -135,11 +171,21 @@ impl Work {
 
 /// Delivers a batch's events in chunks of about [`BATCH`], so that the
 /// events of records that close many windows are never all held at once.
-/// Results before a failing record are delivered, then the failure.
+/// Results before a failing record are delivered, then the failure. A
+/// skipped record is counted in the query's total; the next event carries
+/// it.
 async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Option<QueryStatus> {
     let mut events = Vec::with_capacity(batch.len().min(BATCH));
     for instant in batch {
-        let failure = work.push(instant, &mut events).err();
+        let (skipped, failure) = match work.push(instant, &mut events) {
+            Ok(pushed) => (matches!(pushed, Pushed::Skipped), None),
+            Err(reason) => (false, Some(reason)),
+        };
+        match work.windower.as_deref_mut() {
+            Some(windower) => plan::count_skipped(windower, output),
+            None if skipped => output.progress().count_skipped(1),
+            None => {}
+        }
         if events.len() >= BATCH || failure.is_some() {
             let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
             if output.emit(chunk).await.is_err() {
@@ -193,8 +239,10 @@ async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
     tracing::debug!(%status, "query ended");
     output.finish(status);
 }
-/// The instant with its value transformed, or why it cannot be.
-fn transformed(transform: &Transform, instant: Instant) -> Result<Instant, String> {
+/// The instant with its value transformed, or why it has no result (the
+/// inner error: outside the operation's domain, or not finite); the outer
+/// error is a value that is not a number.
+fn transformed(transform: &Transform, instant: Instant) -> Result<Result<Instant, String>, String> {
     let x = match instant.value {
         Value::Number(x) => x,
         other => {
@@ -204,11 +252,11 @@ fn transformed(transform: &Transform, instant: Instant) -> Result<Instant, Strin
             ));
         }
     };
-    match transform.apply(x) {
+    Ok(match transform.apply(x) {
         Ok(y) => Ok(Instant {
             datetime: instant.datetime,
             value: Value::Number(y),
         }),
         Err(e) => Err(format!("record at {}: {e}", instant.datetime)),
-    }
+    })
 }

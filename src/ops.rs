@@ -79,6 +79,25 @@ impl Op {
         }
     }
 
+    /// The operation's domain, as the catalogue states it: the inputs with a
+    /// result. Outside it, or where the result is not finite (an overflow:
+    /// `exp` of more than about 709.78, `mul` of two large numbers), a
+    /// record has no result, and the query's `onError` says what follows
+    /// ([`OnError`](crate::OnError)). Every engine kind uses this one list:
+    /// the local engine through [`Transform::apply`], and the host's guard
+    /// before a version-1 bridge job or plugin that would die on such an
+    /// input.
+    pub fn domain(self) -> &'static str {
+        match self {
+            Op::Ln | Op::Log10 => "x > 0",
+            Op::Exp => "x ≤ 709.78 (the result overflows past it)",
+            Op::Div => "every x (the argument is never 0); the result must be finite",
+            Op::Mul | Op::Add | Op::Sub => "every x; the result must be finite",
+            Op::Degrees => "every x; the result must be finite",
+            Op::Ceil | Op::Floor | Op::Abs | Op::Radians | Op::Sin | Op::Cos | Op::Tan => "every x",
+        }
+    }
+
     /// Whether the operation takes one scalar argument.
     pub fn takes_arg(self) -> bool {
         matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div)
@@ -314,6 +333,32 @@ mod tests {
         assert!(log10.apply(-5.0).is_err());
         let exp = Transform::new("exp", None).unwrap();
         assert_eq!(exp.apply(1000.0).unwrap_err().why, "overflows to infinity");
+    }
+
+    #[test]
+    fn the_catalogue_states_a_domain_for_every_operation_and_apply_keeps_to_it() {
+        for op in Op::ALL {
+            assert!(!op.domain().is_empty(), "{op}");
+        }
+        let t = |op: &str, arg| Transform::new(op, arg).unwrap();
+        // x > 0.
+        for op in ["ln", "log10"] {
+            assert!(t(op, None).apply(0.0).is_err() && t(op, None).apply(-1.0).is_err());
+            assert!(t(op, None).apply(f64::MIN_POSITIVE).is_ok());
+        }
+        assert!(t("exp", None).apply(709.78).is_ok());
+        assert!(t("exp", None).apply(709.79).is_err());
+        // Every finite x, for the trigonometric functions.
+        assert!(t("sin", None).apply(f64::INFINITY).is_err());
+        assert!(t("tan", None).apply(f64::MAX).is_ok());
+        // Every x; the result must be finite.
+        assert!(t("mul", Some(10.0)).apply(f64::MAX).is_err());
+        assert!(t("div", Some(1e-300)).apply(1e10).is_err());
+        assert!(t("degrees", None).apply(f64::MAX).is_err());
+        for op in ["ceil", "floor", "abs", "radians"] {
+            assert!(t(op, None).apply(f64::MAX).is_ok(), "{op}");
+            assert!(t(op, None).apply(-f64::MAX).is_ok(), "{op}");
+        }
     }
 
     #[test]

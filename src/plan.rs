@@ -12,9 +12,9 @@ use std::sync::Arc;
 
 use crate::aggregate::{Aggregate, Windower};
 use crate::clock::WallClock;
-use crate::engine::{BATCH, QueryOutput};
+use crate::engine::{BATCH, Progress, QueryOutput};
 use crate::ops::Transform;
-use crate::spec::{QueryKind, QuerySpec};
+use crate::spec::{OnError, QueryKind, QuerySpec};
 use crate::spec_error::SpecError;
 use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 
@@ -78,7 +78,8 @@ fn windower(
 ) -> Result<Box<Windower>, SpecError> {
     let windower = Windower::new(aggregate, property)?
         .with_property_type(t)
-        .with_budget(spec.budget.clone());
+        .with_budget(spec.budget.clone())
+        .with_on_error(spec.on_error);
     Ok(Box::new(match spec.resume {
         Some(end) => windower.resumed_after(end),
         None => windower,
@@ -98,6 +99,7 @@ pub(crate) async fn window(
     let mut events = Vec::new();
     for instant in outputs {
         let failure = windower.push(instant, &mut events).err();
+        count_skipped(windower, output);
         if events.len() >= BATCH || failure.is_some() {
             output
                 .emit(std::mem::take(&mut events))
@@ -111,6 +113,35 @@ pub(crate) async fn window(
     output.emit(events).await.map_err(|_| QueryStatus::Stopped)
 }
 
+/// Counts the records `windower` skipped (`onError: skip`) in the query's
+/// total; its next event carries them already.
+pub(crate) fn count_skipped(windower: &mut Windower, output: &QueryOutput) {
+    output.progress().count_skipped(windower.take_skipped());
+}
+
+/// The host's guard before an engine that cannot answer one bad record
+/// without dying (a version-1 bridge job or plugin), under `onError: skip`:
+/// takes out of `batch` the records the catalogue says have no finite
+/// result for `transform` ([`Op::domain`](crate::Op::domain): `ln` of 0,
+/// `exp` of 1000), counting each as skipped, so the engine is never sent
+/// one. The engine's own answers pair with the records it is sent, so no
+/// later answer shifts. Nothing is taken under `onError: fail`: the engine
+/// meets the record and fails the query in its own words, as before.
+pub(crate) fn guard(
+    transform: &Transform,
+    on_error: OnError,
+    batch: &mut Vec<Instant>,
+    progress: &Progress,
+) {
+    if on_error != OnError::Skip {
+        return;
+    }
+    let before = batch.len();
+    // A value that is not a number is left for the engine to refuse.
+    batch.retain(|i| i.value.as_f64().is_none_or(|x| transform.apply(x).is_ok()));
+    progress.add_skipped((before - batch.len()) as u64);
+}
+
 /// Advances `windower` to `secs` on the wall clock (a live query; see
 /// [`WallClock::now_secs`]), and delivers the events of the windows that
 /// closes. An error is the query's end, as for [`window`].
@@ -121,6 +152,7 @@ pub(crate) async fn advance(
 ) -> Result<(), QueryStatus> {
     let mut events = Vec::new();
     let failure = windower.advance(secs, &mut events).err();
+    count_skipped(windower, output);
     output
         .emit(events)
         .await
@@ -188,6 +220,7 @@ pub(crate) async fn finish(
     }
     let mut events: Vec<Event> = Vec::new();
     let flushed = windower.finish(&mut events);
+    count_skipped(windower, output);
     if output.emit(events).await.is_err() {
         return QueryStatus::Stopped;
     }

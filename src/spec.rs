@@ -27,6 +27,65 @@ pub enum QueryKind {
     },
 }
 
+/// What a query does with a record whose result is undefined (outside the
+/// operation's domain, see [`Op::domain`](crate::Op::domain)) or not finite,
+/// and with a window whose aggregate is not finite: the registration body's
+/// `onError`, the same on every engine kind.
+///
+/// After Kafka Streams' processing exception handler (`CONTINUE`, `FAIL`)
+/// and Vector's `drop_on_error`: by default one bad value costs one result,
+/// not the query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum OnError {
+    /// The record (or window) gives no result; it is counted in the query's
+    /// `skipped` and in the next event's, and the query keeps running.
+    #[default]
+    Skip,
+    /// The query fails, its reason naming the record's datetime (or the
+    /// window).
+    Fail,
+}
+
+impl OnError {
+    /// The accepted values, as a body spells them.
+    pub const NAMES: [&'static str; 2] = ["skip", "fail"];
+
+    /// The policy's name: `skip` or `fail`.
+    pub fn name(self) -> &'static str {
+        match self {
+            OnError::Skip => "skip",
+            OnError::Fail => "fail",
+        }
+    }
+
+    /// Reads a policy by name (`skip`, `fail`); an error names the field
+    /// (`onError`) and the accepted values.
+    pub fn from_name(name: &str) -> Result<OnError, SpecError> {
+        match name {
+            "skip" => Ok(OnError::Skip),
+            "fail" => Ok(OnError::Fail),
+            other => Err(SpecError::new(
+                "onError",
+                format!("expected \"skip\" or \"fail\", got {other:?}"),
+            )),
+        }
+    }
+}
+
+impl std::fmt::Display for OnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for OnError {
+    type Err = SpecError;
+
+    fn from_str(s: &str) -> Result<OnError, SpecError> {
+        OnError::from_name(s)
+    }
+}
+
 /// An engine-neutral continuous query.
 #[derive(Debug, Clone, PartialEq)]
 pub struct QuerySpec {
@@ -38,6 +97,9 @@ pub struct QuerySpec {
     pub property_type: PropertyType,
     /// What it computes.
     pub kind: QueryKind,
+    /// What a record with no (finite) result does: skipped (the default) or
+    /// the query's failure.
+    pub on_error: OnError,
     /// How event time advances: from the records alone (`None`: a file), or,
     /// for a live query, on this wall clock too, so that a time window
     /// closes on time when no later record comes (see [`Aggregate::grace`]);
@@ -63,6 +125,7 @@ impl QuerySpec {
             property: property.into(),
             property_type: PropertyType::TReal,
             kind: QueryKind::Transform(transform),
+            on_error: OnError::Skip,
             clock: None,
             resume: None,
             budget: None,
@@ -74,6 +137,12 @@ impl QuerySpec {
     /// naming the limit ([`StateBudget::exceeded`]).
     pub fn with_budget(mut self, budget: Arc<StateBudget>) -> QuerySpec {
         self.budget = Some(budget);
+        self
+    }
+
+    /// The same query with the error policy `on_error`.
+    pub fn on_error(mut self, on_error: OnError) -> QuerySpec {
+        self.on_error = on_error;
         self
     }
 
@@ -105,6 +174,7 @@ impl QuerySpec {
                 transform,
                 aggregate,
             },
+            on_error: OnError::Skip,
             clock: None,
             resume: None,
             budget: None,
@@ -158,7 +228,7 @@ impl QuerySpec {
     /// The spec as the JSON object bridge jobs receive in `MFSTREAM_QUERY`:
     /// `id`, `property`, `type`, then `operation` and `arg` for a transform,
     /// then `aggregation`, `window`, `emitPartial` and `grace` (seconds) for
-    /// an aggregate.
+    /// an aggregate, then `onError` (`skip` or `fail`).
     pub fn to_json(&self) -> String {
         let mut obj = serde_json::Map::new();
         obj.insert("id".into(), self.id.clone().into());
@@ -186,6 +256,7 @@ impl QuerySpec {
             obj.insert("emitPartial".into(), a.emit_partial.into());
             obj.insert("grace".into(), a.grace.into());
         }
+        obj.insert("onError".into(), self.on_error.name().into());
         serde_json::Value::Object(obj).to_string()
     }
 
@@ -236,6 +307,10 @@ pub struct Registration {
     /// The property's type; `TReal` when absent.
     #[serde(rename = "type")]
     pub property_type: Option<PropertyType>,
+    /// What a record with no finite result does: `"skip"` (the default) or
+    /// `"fail"` ([`OnError`]).
+    #[serde(rename = "onError")]
+    pub on_error: Option<String>,
 }
 
 impl Registration {
@@ -246,7 +321,7 @@ impl Registration {
         // A wrong type is named by its field (`arg: expected a number`), not
         // as a body error. `null` is an absent value, except for emitPartial.
         type Is = fn(&serde_json::Value) -> bool;
-        let types: [(&str, Is, &str); 7] = [
+        let types: [(&str, Is, &str); 8] = [
             ("operation", |v| v.is_string() || v.is_null(), "a string"),
             ("arg", |v| v.is_number() || v.is_null(), "a number"),
             ("aggregation", |v| v.is_string() || v.is_null(), "a string"),
@@ -262,6 +337,11 @@ impl Registration {
             ),
             ("engine", |v| v.is_string() || v.is_null(), "a string"),
             ("type", |v| v.is_string() || v.is_null(), "a string"),
+            (
+                "onError",
+                |v| v.is_string() || v.is_null(),
+                "\"skip\" or \"fail\"",
+            ),
         ];
         for (field, is, expected) in types {
             if let Some(v) = value.get(field).filter(|v| !is(v)) {
@@ -271,7 +351,17 @@ impl Registration {
                 ));
             }
         }
+        if let Some(name) = value.get("onError").and_then(serde_json::Value::as_str) {
+            OnError::from_name(name)?;
+        }
         serde_json::from_value(value).map_err(|e| SpecError::new("body", e.to_string()))
+    }
+
+    /// The body's error policy: `onError`, [`OnError::Skip`] when absent.
+    fn policy(&self) -> Result<OnError, SpecError> {
+        self.on_error
+            .as_deref()
+            .map_or(Ok(OnError::Skip), OnError::from_name)
     }
 
     /// Validates the body into a query on `property`.
@@ -283,11 +373,13 @@ impl Registration {
         default_type: PropertyType,
     ) -> Result<QuerySpec, SpecError> {
         let property_type = self.property_type.unwrap_or(default_type);
+        let on_error = self.policy()?;
         let spec = QuerySpec {
             id: String::new(),
             property: property.into(),
             property_type,
             kind: self.into_kind()?,
+            on_error,
             clock: None,
             resume: None,
             budget: None,
@@ -410,6 +502,7 @@ impl Registration {
         known: Option<PropertyType>,
     ) -> Result<QuerySpec, RegistrationError> {
         let given = self.property_type;
+        let on_error = self.policy().map_err(RegistrationError::Invalid)?;
         let kind = self.into_kind().map_err(RegistrationError::Invalid)?;
         let property_type = fit(property, given, known, &kind).map_err(RegistrationError::Unfit)?;
         let spec = QuerySpec {
@@ -417,6 +510,7 @@ impl Registration {
             property: property.to_owned(),
             property_type,
             kind,
+            on_error,
             clock: None,
             resume: None,
             budget: None,
@@ -617,7 +711,7 @@ mod tests {
             json,
             serde_json::json!({"id":"","property":"speed","type":"TReal","aggregation":"AVG",
                 "window":{"type":"HOPPING","size":3,"unit":"SECONDS","hop":1,"hopUnit":"SECONDS"},
-                "emitPartial":true,"grace":0})
+                "emitPartial":true,"grace":0,"onError":"skip"})
         );
     }
 
@@ -659,7 +753,31 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&spec.to_json()).unwrap();
         assert_eq!(
             json,
-            serde_json::json!({"id":"q1","property":"speed","type":"TReal","operation":"add","arg":2.0})
+            serde_json::json!({"id":"q1","property":"speed","type":"TReal","operation":"add","arg":2.0,"onError":"skip"})
         );
+    }
+
+    #[test]
+    fn on_error_is_skip_by_default_fail_when_asked_and_anything_else_is_refused() {
+        assert_eq!(
+            spec(r#"{"operation":"ln"}"#).unwrap().on_error,
+            OnError::Skip
+        );
+        let fail = spec(r#"{"operation":"ln","onError":"fail"}"#).unwrap();
+        assert_eq!(fail.on_error, OnError::Fail);
+        // It reaches jobs and isolated plugins, and comes back.
+        let json: serde_json::Value = serde_json::from_str(&fail.to_json()).unwrap();
+        assert_eq!(json["onError"], "fail");
+        assert_eq!(
+            QuerySpec::from_json(&fail.to_json()).unwrap().on_error,
+            OnError::Fail
+        );
+        for bad in [r#""maybe""#, r#""SKIP""#, "1", "true"] {
+            let e = spec(&format!(r#"{{"operation":"ln","onError":{bad}}}"#)).unwrap_err();
+            assert_eq!(e.field, "onError", "{bad}");
+            assert!(e.message.contains(r#""skip" or "fail""#), "{bad}: {e}");
+        }
+        let maybe = spec(r#"{"operation":"ln","onError":"maybe"}"#).unwrap_err();
+        assert!(maybe.message.contains(r#""maybe""#), "{maybe}");
     }
 }

@@ -11,7 +11,10 @@ async fn run_local(
     arg: Option<f64>,
     input: Vec<Instant>,
 ) -> (Vec<mfstream::Event>, QueryStatus) {
-    let spec = QuerySpec::transform("speed", Transform::new(op, arg).unwrap());
+    // Failing at a bad record (`onError: fail`), as these tests check;
+    // tests/on_error.rs has the default, skip.
+    let spec = QuerySpec::transform("speed", Transform::new(op, arg).unwrap())
+        .on_error(mfstream::OnError::Fail);
     let handle = LocalEngine::new()
         .submit(spec, Source::from_instants(input))
         .await
@@ -69,7 +72,7 @@ async fn datetimes_pass_through_verbatim_and_order_is_kept() {
 }
 
 #[tokio::test]
-async fn a_domain_error_fails_the_query_naming_the_record() {
+async fn a_domain_error_fails_the_query_naming_the_record_under_fail() {
     let input = vec![
         Instant::number("2026-01-01T00:00:00Z", 1.0),
         Instant::number("2026-01-01T00:00:01Z", 0.0),
@@ -91,7 +94,7 @@ async fn a_domain_error_fails_the_query_naming_the_record() {
 }
 
 #[tokio::test]
-async fn no_nan_or_infinity_is_ever_emitted() {
+async fn no_nan_or_infinity_is_ever_emitted_under_fail() {
     let (events, status) = run_local("exp", None, vec![Instant::number("t", 1000.0)]).await;
     assert!(events.is_empty());
     assert!(failure(&status).contains("overflows"));

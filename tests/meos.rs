@@ -103,7 +103,7 @@ fn the_meos_plugin_matches_local_for_every_operation() {
 
 #[test]
 #[ignore = "needs libmeos: eval \"$(jobs/meos/setup.sh)\""]
-fn a_meos_domain_error_fails_the_query_with_meos_message() {
+fn a_meos_domain_error_fails_the_query_with_meos_message_under_fail_and_is_skipped_by_default() {
     let meos = meos_lib();
     let dir = TempDir::new("plugin-meos-domain");
     let config = dir.join("engines.toml");
@@ -111,12 +111,60 @@ fn a_meos_domain_error_fails_the_query_with_meos_message() {
     let input = dir.join("input.ndjson");
     std::fs::write(
         &input,
-        "{\"datetime\":\"a\",\"value\":1}\n{\"datetime\":\"b\",\"value\":0}\n",
+        "{\"datetime\":\"a\",\"value\":1}\n{\"datetime\":\"b\",\"value\":0}\n\
+         {\"datetime\":\"c\",\"value\":1}\n",
     )
     .unwrap();
+    let run = |extra: &[&str]| {
+        mfstream_command(dir.path())
+            .args(["run", "--engine", "meos", "--op", "ln", "--config"])
+            .arg(&config)
+            .args(extra)
+            .arg(&input)
+            .env("MFSTREAM_MEOS_LIB", &meos)
+            .output()
+            .unwrap()
+    };
+    // The default: the record at b is skipped, c keeps its datetime.
+    let output = run(&[]);
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let datetimes: Vec<String> = stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["datetime"].to_string())
+        .collect();
+    assert_eq!(datetimes, ["\"a\"", "\"c\""]);
+    assert!(
+        stdout.lines().nth(1).unwrap().ends_with(r#""skipped":1}"#),
+        "{stdout}"
+    );
+    let output = run(&["--on-error", "fail"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("record at b: MEOS ln: Cannot take logarithm of zero or a negative number"),
+        "{stderr}"
+    );
+    // In the same words out of process (the child reports it, the host fails).
+    let isolated = dir.join("isolated.toml");
+    let text = entry(&plugin_library("mfstream-plugin-meos"));
+    std::fs::write(&isolated, format!("{text}isolation = \"process\"\n")).unwrap();
     let output = mfstream_command(dir.path())
-        .args(["run", "--engine", "meos", "--op", "ln", "--config"])
-        .arg(&config)
+        .args([
+            "run",
+            "--on-error",
+            "fail",
+            "--engine",
+            "meos",
+            "--op",
+            "ln",
+            "--config",
+        ])
+        .arg(&isolated)
         .arg(&input)
         .env("MFSTREAM_MEOS_LIB", &meos)
         .output()
@@ -124,7 +172,7 @@ fn a_meos_domain_error_fails_the_query_with_meos_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
-        stderr.contains("record at b: MEOS ln: Cannot take logarithm of zero or a negative number"),
+        stderr.contains("record at b: the job found no result: MEOS ln: Cannot take logarithm"),
         "{stderr}"
     );
     assert_eq!(String::from_utf8_lossy(&output.stdout).lines().count(), 1);

@@ -51,13 +51,13 @@ async fn a_crashing_isolated_plugin_fails_its_query_with_the_signal_and_others_g
 #[test]
 fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
     let dir = TempDir::new("plugin-iso-abi");
-    let bad = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]);
+    let bad = c_plugin(&dir, "libabi3.so", &["-DMFS_TEST_WRONG_ABI"]);
     let registry = isolating_registry(&dir, &isolated(&bad));
     let errors = registry.plugin_errors();
     assert_eq!(errors.len(), 1);
     let text = errors[0].to_string();
     let expected = format!(
-        "plugin {}: the plugin speaks ABI version 2, but this mfstream speaks version 1",
+        "plugin {}: the plugin speaks ABI version 3, but this mfstream speaks versions 1 to 2",
         bad.display()
     );
     assert!(text.starts_with(&expected), "{text}");
@@ -112,8 +112,7 @@ async fn an_isolated_plugin_is_asked_for_the_transform_alone_as_in_process() {
         .unwrap_err()
         .to_string();
     let (_, status) = run_on(&isolating, "refuser", spec, instants(1)).await;
-    let transform_alone =
-        r#"{"arg":2.0,"id":"","operation":"mul","property":"speed","type":"TReal"}"#;
+    let transform_alone = r#"{"arg":2.0,"id":"","onError":"skip","operation":"mul","property":"speed","type":"TReal"}"#;
     assert_eq!(quoted_spec(&refused), transform_alone, "{refused}");
     assert_eq!(quoted_spec(failure(&status)), transform_alone, "{status:?}");
 }

@@ -122,8 +122,8 @@ fn a_library_without_the_entry_symbol_is_refused() {
 #[test]
 fn a_plugin_of_another_abi_version_is_refused_naming_both_versions() {
     let dir = TempDir::new("plugin-abi");
-    let bad = c_plugin(&dir, "libabi2.so", &["-DMFS_TEST_WRONG_ABI"]);
-    let reason = "the plugin speaks ABI version 2, but this mfstream speaks version 1";
+    let bad = c_plugin(&dir, "libabi3.so", &["-DMFS_TEST_WRONG_ABI"]);
+    let reason = "the plugin speaks ABI version 3, but this mfstream speaks versions 1 to 2";
     assert_refused(&dir, &bad, &bad.display().to_string(), reason);
 }
 

@@ -57,6 +57,7 @@ fn the_c_header_and_the_rust_abi_agree_on_every_size_and_offset() {
         ("MfsHost.ctx", offset_of!(MfsHost, ctx)),
         ("MfsHost.emit", offset_of!(MfsHost, emit)),
         ("MfsHost.fail", offset_of!(MfsHost, fail)),
+        ("MfsHost.error", offset_of!(MfsHost, error)),
         ("MfsEngine", size_of::<MfsEngine>()),
         ("MfsEngine.struct_size", offset_of!(MfsEngine, struct_size)),
         ("MfsEngine.serves", offset_of!(MfsEngine, serves)),
@@ -231,10 +232,11 @@ async fn plugin_code_runs_on_the_query_thread_not_on_a_runtime_worker() {
 }
 
 #[tokio::test]
-async fn a_plugin_that_emits_nan_fails_its_query() {
+async fn a_plugin_that_emits_nan_fails_its_query_under_fail() {
     let dir = TempDir::new("plugin-nan");
     let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-chaos")));
-    let (events, status) = run_on(&registry, "nan", echo_spec(), instants(3)).await;
+    let fail = echo_spec().on_error(mfstream::OnError::Fail);
+    let (events, status) = run_on(&registry, "nan", fail, instants(3)).await;
     let reason = failure(&status);
     assert!(reason.contains("not a finite number"), "{reason}");
     assert!(events.is_empty());

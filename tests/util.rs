@@ -179,7 +179,7 @@ pub fn plugin_library(package: &str) -> PathBuf {
             .env("CARGO_TARGET_DIR", target)
             .args(["build", "--quiet"])
             .args(["-p", "mfstream-plugin-scale", "-p", "mfstream-plugin-chaos"])
-            .args(["-p", "mfstream-plugin-meos"]);
+            .args(["-p", "mfstream-plugin-meos", "-p", "mfstream-fastjob"]);
         if profile.file_name().is_some_and(|n| n == "release") {
             cargo.arg("--release");
         }
@@ -196,6 +196,13 @@ pub fn plugin_library(package: &str) -> PathBuf {
     }
     let file = format!("lib{}.so", package.replace('-', "_"));
     profile_dir().join(file)
+}
+
+/// The native reference job, `mfstream-fastjob`, built with the plugins
+/// (see [`plugin_library`]).
+pub fn fastjob() -> PathBuf {
+    plugin_library("mfstream-plugin-scale");
+    profile_dir().join("mfstream-fastjob")
 }
 
 /// What a test needs that not every machine has (a runtime, libmeos,

@@ -10,8 +10,12 @@ soon as its line has arrived (stdout is flushed before every read of stdin),
 but the pipeline is a bounded one that ends at EOF; see README.md.
 
 Protocol (jobs/README.md): one answer per line, in order; exit 0 at EOF;
-exit 2 with a message naming the line for bad usage, a line that does not
-parse, or a domain error; results only on stdout.
+exit 2 with a message naming the line for bad usage or a line that does not
+parse; results only on stdout. A value with no result (a domain error: ln of
+0, an overflow) is answered with an error line under protocol 2
+(MFSTREAM_PROTOCOL=2, which the host sets: "!" and the message in value
+framing, {"datetime":...,"error":...} in json framing) and the job goes on;
+under protocol 1 it ends the job with status 2, naming the line.
 """
 
 import json
@@ -40,6 +44,14 @@ UNARY = {
 BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
 POSITIVE_ONLY = {"ln", "log10"}
 USAGE = "usage: beam_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)"
+
+
+def protocol():
+    """The bridge protocol version the host speaks; 1 when unset or unreadable."""
+    try:
+        return int(os.environ.get("MFSTREAM_PROTOCOL", "1"))
+    except ValueError:
+        return 1
 
 
 def usage_error(message):
@@ -86,6 +98,7 @@ def run(op, arg, framing):
     from apache_beam.runners.portability.fn_api_runner import FnApiRunner
 
     fn = UNARY.get(op) or (lambda x: BINARY[op](x, arg))
+    v2 = protocol() >= 2
 
     class ReadStdin(beam.DoFn):
         def process(self, _):
@@ -113,25 +126,34 @@ def run(op, arg, framing):
             yield number, obj["datetime"], float(obj["value"])
 
     class Apply(beam.DoFn):
+        """(number, datetime, x) -> (datetime, result, None), or with no
+        result (protocol 2) (datetime, None, why)."""
+
         def process(self, element):
             number, datetime, x = element
             if op in POSITIVE_ONLY and x <= 0:
-                stdio.fail(2, f"line {number}: {op} is defined for positive values only, got {x!r}")
-            try:
-                y = float(fn(x))
-            except (ValueError, OverflowError):
-                y = math.nan
-            if not math.isfinite(y):
-                stdio.fail(2, f"line {number}: {op} has no finite result, got {x!r}")
-            yield datetime, y
+                why = f"{op} is defined for positive values only, got {x!r}"
+            else:
+                try:
+                    y = float(fn(x))
+                except (ValueError, OverflowError):
+                    y = math.nan
+                if math.isfinite(y):
+                    yield datetime, y, None
+                    return
+                why = f"{op} has no finite result, got {x!r}"
+            if not v2:
+                stdio.fail(2, f"line {number}: {why}")
+            yield datetime, None, why
 
     class WriteStdout(beam.DoFn):
         def process(self, element):
-            datetime, y = element
+            datetime, y, why = element
             if datetime is None:
-                stdio.write(repr(y) + "\n")
+                stdio.write(repr(y) + "\n" if why is None else f"!{why}\n")
             else:
-                stdio.write(json.dumps({"datetime": datetime, "value": y}, separators=(",", ":")) + "\n")
+                answer = {"datetime": datetime, "value": y} if why is None else {"datetime": datetime, "error": why}
+                stdio.write(json.dumps(answer, separators=(",", ":")) + "\n")
 
     options = PipelineOptions(["--direct_num_workers=1"])
     with beam.Pipeline(runner=FnApiRunner(), options=options) as p:

@@ -357,6 +357,17 @@ final class Windows {
         }
     }
 
+    /** Whether the host speaks bridge protocol 2 (error lines for one result). */
+    static final boolean PROTOCOL_2 = protocol() >= 2;
+
+    private static int protocol() {
+        try {
+            return Integer.parseInt(System.getenv().getOrDefault("MFSTREAM_PROTOCOL", "1").trim());
+        } catch (NumberFormatException e) {
+            return 1;
+        }
+    }
+
     /** One window's records to its result line. */
     static final class Result<W extends Window> extends ProcessWindowFunction<Rec, String, Integer, W> {
         private final Spec spec;
@@ -379,8 +390,15 @@ final class Windows {
             ObjectNode e = Json.MAPPER.createObjectNode();
             e.put("windowStart", rs.get(0).dt);
             e.put("windowEnd", rs.get(rs.size() - 1).dt);
-            aggregate(rs, e);
+            String error = aggregate(rs, e);
             e.put("count", rs.size());
+            if (error != null) {
+                // Protocol 2: this window has no result; the host applies
+                // the query's onError (late stays for the next window).
+                e.put("error", error);
+                out.collect(e.toString());
+                return;
+            }
             if (partial) {
                 e.put("partial", true);
             }
@@ -391,21 +409,40 @@ final class Windows {
             out.collect(e.toString());
         }
 
-        private void aggregate(List<Rec> rs, ObjectNode e) {
+        /**
+         * Puts the window's aggregate in {@code e}. A SUM or AVG that is not
+         * finite ends the job, as protocol 1 has it; with protocol 2
+         * (MFSTREAM_PROTOCOL=2) it is returned, for an error line instead.
+         */
+        private String aggregate(List<Rec> rs, ObjectNode e) {
             switch (spec.aggregation) {
-                case "COUNT": e.put("value", rs.size()); return;
+                case "COUNT":
+                    e.put("value", rs.size());
+                    return null;
                 case "COUNT_DISTINCT": {
                     HashSet<String> seen = new HashSet<>();
                     rs.forEach(r -> seen.add(r.text));
                     e.put("value", seen.size());
-                    return;
+                    return null;
                 }
-                case "ANY": e.put("value", rs.stream().anyMatch(r -> r.flag)); return;
-                case "ALL": e.put("value", rs.stream().allMatch(r -> r.flag)); return;
-                case "COUNT_TRUE": e.put("value", rs.stream().filter(r -> r.flag).count()); return;
-                case "COUNT_FALSE": e.put("value", rs.stream().filter(r -> !r.flag).count()); return;
-                case "MIN": e.put("value", rs.stream().mapToDouble(r -> r.num).min().getAsDouble()); return;
-                case "MAX": e.put("value", rs.stream().mapToDouble(r -> r.num).max().getAsDouble()); return;
+                case "ANY":
+                    e.put("value", rs.stream().anyMatch(r -> r.flag));
+                    return null;
+                case "ALL":
+                    e.put("value", rs.stream().allMatch(r -> r.flag));
+                    return null;
+                case "COUNT_TRUE":
+                    e.put("value", rs.stream().filter(r -> r.flag).count());
+                    return null;
+                case "COUNT_FALSE":
+                    e.put("value", rs.stream().filter(r -> !r.flag).count());
+                    return null;
+                case "MIN":
+                    e.put("value", rs.stream().mapToDouble(r -> r.num).min().getAsDouble());
+                    return null;
+                case "MAX":
+                    e.put("value", rs.stream().mapToDouble(r -> r.num).max().getAsDouble());
+                    return null;
                 default: break;
             }
             // SUM and AVG: Neumaier's compensated sum, as local's.
@@ -417,13 +454,17 @@ final class Windows {
             }
             double v = spec.aggregation.equals("SUM") ? sum + comp : (sum + comp) / rs.size();
             if (!Double.isFinite(v)) {
+                String message = "the " + spec.aggregation + " of the window from " + rs.get(0).dt
+                        + " to " + rs.get(rs.size() - 1).dt + " overflows";
+                if (PROTOCOL_2) {
+                    return message;
+                }
                 MfstreamFlinkJob.Stdout.flush();
-                MfstreamFlinkJob.Stdout.failure = new JobError("the " + spec.aggregation
-                        + " of the window from " + rs.get(0).dt + " to " + rs.get(rs.size() - 1).dt
-                        + " overflows", false);
+                MfstreamFlinkJob.Stdout.failure = new JobError(message, false);
                 throw MfstreamFlinkJob.Stdout.failure;
             }
             e.put("value", v);
+            return null;
         }
     }
 

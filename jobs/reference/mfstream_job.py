@@ -26,11 +26,18 @@ The protocol in brief (jobs/README.md has it in full):
   ending at or before t - grace (watermark lines come with it subtracted).
 - Exactly one output per input, in order. Results are finite numbers in their
   shortest round-trip form (repr of a float).
+- Protocol 2 (MFSTREAM_PROTOCOL=2 or more, which the host sets): a value with
+  no result (ln of 0, an overflow) is answered with an error line in the
+  answer's place and the job goes on: value framing "!" and the message,
+  json framing {"datetime":"...","error":"..."}; a windowed aggregate leaves
+  the record out of its windows, and answers a window whose aggregate is not
+  finite with {"windowStart":"...","windowEnd":"...","error":"..."}. The
+  host applies the query's onError (skip or fail).
 - Errors go to stderr and end the job with status 2: bad usage (before
-  anything is read), a line that does not parse, a value outside the
-  operation's domain (ln of 0, an overflow: anything with no finite result).
-  Each names the line number and the text or value. Answers to earlier lines
-  are still delivered.
+  anything is read), a line that does not parse, and with protocol 1 a value
+  outside the operation's domain (ln of 0, an overflow: anything with no
+  finite result). Each names the line number and the text or value. Answers
+  to earlier lines are still delivered.
 - At end of input: flush, exit 0. If the host closes our stdout, exit 0 quietly.
 - Flushing: stdout is flushed before every read of stdin, which is exactly
   when a read might block; never once per record unless records arrive one
@@ -85,6 +92,23 @@ class UsageError(JobError):
     """A JobError in the command line or environment: the usage line follows."""
 
 
+class NoResult(JobError):
+    """A value with no result for the operation: with protocol 2 an error line
+    answers it, with protocol 1 it ends the job as any JobError."""
+
+
+def protocol():
+    """The protocol version the host speaks (MFSTREAM_PROTOCOL), 1 when unset
+    or unreadable."""
+    try:
+        return int(os.environ.get("MFSTREAM_PROTOCOL", "1"))
+    except ValueError:
+        return 1
+
+
+V2 = protocol() >= 2
+
+
 def transform(args):
     """Validates OP [ARG] and returns apply(x, shown) -> result."""
     if len(args) not in (1, 2):
@@ -111,13 +135,13 @@ def transform(args):
 
     def apply(x, shown):
         if op in POSITIVE_ONLY and x <= 0:
-            raise JobError(f"{op} is defined for positive values only, got {shown}")
+            raise NoResult(f"{op} is defined for positive values only, got {shown}")
         try:
             y = float(fn(x))
         except (ValueError, OverflowError):  # math's way of saying "no result"
             y = math.nan
         if not math.isfinite(y):
-            raise JobError(f"{op} has no finite result, got {shown}")
+            raise NoResult(f"{op} has no finite result, got {shown}")
         return y
 
     return apply
@@ -146,7 +170,12 @@ def answer_value(apply, line):
     x = parse_number(text)
     if x is None:
         raise JobError(f"not a number: {quote(line)}")
-    return repr(apply(x, text)) + "\n"
+    try:
+        return repr(apply(x, text)) + "\n"
+    except NoResult as e:
+        if not V2:
+            raise
+        return f"!{e}\n"
 
 
 def not_json(constant):
@@ -178,7 +207,12 @@ def answer_json(apply, line):
         x = float(value)
     except (ValueError, TypeError, OverflowError):
         raise JobError(f"not a JSON instant {shape}: {quote(line)}") from None
-    event = {"datetime": datetime, "value": apply(x, repr(x))}
+    try:
+        event = {"datetime": datetime, "value": apply(x, repr(x))}
+    except NoResult as e:
+        if not V2:
+            raise
+        event = {"datetime": datetime, "error": str(e)}
     return COMPACT.encode(event) + "\n"
 
 
@@ -220,7 +254,7 @@ def aggregate(args, framing):
         op_args = [query["operation"]] + ([repr(float(query["arg"]))] if "arg" in query else [])
         apply = transform(op_args)
     try:
-        return windows.Windower(query, apply)
+        return windows.Windower(query, apply, v2=V2)
     except ValueError as e:
         raise UsageError(f"MFSTREAM_QUERY: {e}") from None
 
@@ -245,6 +279,11 @@ def answer_window(windower, line):
             events = windower.advance(obj["watermark"])
         else:
             events = windower.push(obj["datetime"], obj["value"])
+    except NoResult as e:
+        if not V2:
+            raise
+        # Left out of its windows; the host counts it (or fails).
+        events = [{"datetime": obj["datetime"], "error": str(e)}]
     except ValueError as e:
         raise JobError(str(e)) from None
     return "".join(COMPACT.encode(event) + "\n" for event in events)

@@ -121,10 +121,11 @@ def unit(window, key):
 class Windower:
     """The windows of one query."""
 
-    def __init__(self, query, apply=None):
+    def __init__(self, query, apply=None, v2=False):
         self.type = query.get("type", "TReal")
         self.aggregation = query.get("aggregation")
         self.apply = apply
+        self.v2 = v2  # protocol 2: a window with no finite aggregate is an error line
         # A transform's outputs are numbers, whatever the property was.
         value_type = "TReal" if apply else self.type
         if value_type not in ALLOWED:
@@ -172,10 +173,20 @@ class Windower:
         return value
 
     def event(self, records, partial=False):
+        start, end = records[0][1], records[-1][1]
+        try:
+            value = aggregate(self.aggregation, [r[2] for r in records])
+        except OverflowError:  # math.fsum's way of saying "no finite sum"
+            value = math.inf
+        if isinstance(value, float) and not math.isfinite(value):
+            message = f"the {self.aggregation} of the window from {start} to {end} overflows"
+            if not self.v2:
+                raise ValueError(message)
+            return {"windowStart": start, "windowEnd": end, "count": len(records), "error": message}
         event = {
-            "windowStart": records[0][1],
-            "windowEnd": records[-1][1],
-            "value": aggregate(self.aggregation, [r[2] for r in records]),
+            "windowStart": start,
+            "windowEnd": end,
+            "value": value,
             "count": len(records),
         }
         if partial:

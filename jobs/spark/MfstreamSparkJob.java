@@ -14,8 +14,11 @@
 //   ProcessingTime(0): the next micro-batch starts as soon as data is there.
 // - Structured Streaming has no end of stream: at EOF the job waits until
 //   every line read has been written, then stops the query and exits 0.
-// - A line that is not a number or a domain error: the results before it
-//   are written, then "mfstream-spark: line N: ..." on stderr and exit 2.
+// - A line that is not a number, or with bridge protocol 1 a domain error:
+//   the results before it are written, then "mfstream-spark: line N: ..." on
+//   stderr and exit 2. With protocol 2 (MFSTREAM_PROTOCOL=2, which the host
+//   sets) a domain error is answered with an error line, "!" and the
+//   message, and the job goes on: the host applies the query's onError.
 //   Bad usage: exit 2 before Spark starts. The host closing stdout: exit 0.
 // - Spark's local dirs, checkpoints and warehouse go to a per-run temp folder,
 //   removed at exit.
@@ -55,6 +58,23 @@ public final class MfstreamSparkJob {
     static final long MAX_PENDING = 100_000;
     /** Marks a map result that is an error message rather than a number. */
     static final String ERROR = "!";
+    /**
+     * Marks a map result for a value with no result (ln of 0, an overflow)
+     * under bridge protocol 2: the sink answers it with an error line, "!"
+     * and the message, and the job goes on; the host applies the query's
+     * onError. Under protocol 1 such a value is an ERROR, as before.
+     */
+    static final String NO_RESULT = "?";
+    /** Whether the host speaks bridge protocol 2 (MFSTREAM_PROTOCOL). */
+    static final boolean PROTOCOL_2 = protocol() >= 2;
+
+    private static int protocol() {
+        try {
+            return Integer.parseInt(System.getenv().getOrDefault("MFSTREAM_PROTOCOL", "1").trim());
+        } catch (NumberFormatException e) {
+            return 1;
+        }
+    }
 
     /** The lifted operation on one numbered line: its result, or ERROR + message. */
     static final class Apply implements MapFunction<Tuple2<Long, String>, String> {
@@ -66,13 +86,16 @@ public final class MfstreamSparkJob {
 
         @Override
         public String call(Tuple2<Long, String> line) {
+            Double x = LiftedOperation.parseNumber(line._2());
+            if (x == null) {
+                return ERROR + "line " + line._1() + ": not a number: " + LiftedOperation.quote(line._2());
+            }
             try {
-                Double x = LiftedOperation.parseNumber(line._2());
-                if (x == null) {
-                    throw new JobError("not a number: " + LiftedOperation.quote(line._2()), false);
-                }
                 return Double.toString(operation.apply(x, line._2().strip()));
             } catch (JobError e) {
+                if (PROTOCOL_2) {
+                    return NO_RESULT + e.getMessage();
+                }
                 return ERROR + "line " + line._1() + ": " + e.getMessage();
             }
         }
@@ -95,6 +118,12 @@ public final class MfstreamSparkJob {
                 if (r.startsWith(ERROR)) {
                     error = r.substring(ERROR.length());
                     break;
+                }
+                if (r.startsWith(NO_RESULT)) {
+                    // Protocol 2: this line's answer is an error line.
+                    out.append('!').append(r, NO_RESULT.length(), r.length()).append('\n');
+                    answered++;
+                    continue;
                 }
                 out.append(r).append('\n');
                 answered++;

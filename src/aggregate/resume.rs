@@ -140,6 +140,7 @@ mod tests {
             count: 2,
             partial: false,
             late: 0,
+            skipped: 0,
         }
     }
 

@@ -32,6 +32,17 @@
 //! aggregated as usual. So state never grows for late data, and no result
 //! already emitted is ever revised.
 //!
+//! # Aggregates with no finite result
+//!
+//! A window whose aggregate is not finite (a `SUM` or `AVG` overflowing) is
+//! handled as the query's `onError` says ([`Windower::with_on_error`]):
+//! under `skip` (the default) the window emits nothing and its records are
+//! skipped: the next event carries their number in its `skipped`, as it
+//! carries `late`, with the records skipped before the windower
+//! ([`Windower::skip`]: a transform with no result); under `fail` the query
+//! fails, naming the window's first and last records. The caller counts
+//! them in the query's total with [`Windower::take_skipped`].
+//!
 //! # Bounds
 //!
 //! A time window keeps at most [`MAX_WINDOW_BUCKETS`] buckets, grace
@@ -69,6 +80,7 @@ use super::window::gcd;
 use super::{Aggregate, Window};
 use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
+use crate::spec::OnError;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
 
@@ -116,6 +128,13 @@ struct Emitter {
     property: Arc<str>,
     /// Records skipped as late since the last event.
     late: u64,
+    /// What a window with no finite aggregate does.
+    on_error: OnError,
+    /// Records skipped since the last event (before the windower, or in a
+    /// window with no finite aggregate): the next event carries them.
+    skipped: u64,
+    /// Records skipped, not yet taken by [`Windower::take_skipped`].
+    untaken: u64,
 }
 
 #[derive(Debug)]
@@ -270,6 +289,9 @@ impl Windower {
                 aggregation: aggregate.aggregation,
                 property,
                 late: 0,
+                on_error: OnError::Skip,
+                skipped: 0,
+                untaken: 0,
             },
             expect,
             emit_partial: aggregate.emit_partial,
@@ -318,6 +340,27 @@ impl Windower {
             Some(reason) => Err(reason),
             None => Ok(()),
         }
+    }
+
+    /// Handles a window whose aggregate is not finite as `on_error` says
+    /// (skipped by default).
+    pub fn with_on_error(mut self, on_error: OnError) -> Windower {
+        self.emitter.on_error = on_error;
+        self
+    }
+
+    /// Counts `n` records skipped before the windower (a transform found
+    /// no result for them, `onError: skip`): the next event carries them.
+    pub fn skip(&mut self, n: u64) {
+        self.emitter.skipped += n;
+        self.emitter.untaken += n;
+    }
+
+    /// The records skipped since the last call (by [`skip`](Windower::skip),
+    /// or in windows with no finite aggregate), for the query's `skipped`
+    /// total.
+    pub fn take_skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.emitter.untaken)
     }
 
     /// Takes values of type `t` only: numbers for `TReal` and `TInteger`,
@@ -373,7 +416,7 @@ impl Windower {
             Mode::Count { size, acc } => {
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 if acc.count >= *size {
-                    out.push(emitter.event(acc, false)?);
+                    out.extend(emitter.event(acc, false)?);
                 }
             }
             Mode::Time(time) => {
@@ -459,7 +502,7 @@ impl Windower {
             Mode::Count { acc, .. } => {
                 let mut open = std::mem::take(acc);
                 if emit && open.count > 0 {
-                    out.push(emitter.event(&mut open, true)?);
+                    out.extend(emitter.event(&mut open, true)?);
                 }
             }
             Mode::Time(time) => {
@@ -610,19 +653,25 @@ fn boundary_after(secs: i64, step: i64) -> i64 {
 }
 
 impl Emitter {
-    /// The event of `acc`'s window, emptying it; an error when the
-    /// aggregate overflows (JSON has no infinity).
-    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Event, String> {
+    /// The event of `acc`'s window, emptying it. When the aggregate
+    /// overflows (JSON has no infinity), none under `onError: skip` (the
+    /// window is counted as skipped), else an error naming the window.
+    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Option<Event>, String> {
         let value = acc.value(self.aggregation);
         let count = acc.count;
         let (window_start, window_end) = acc.take_bounds();
         if value.as_f64().is_some_and(|v| !v.is_finite()) {
+            if self.on_error == OnError::Skip {
+                self.skipped += count;
+                self.untaken += count;
+                return Ok(None);
+            }
             return Err(format!(
                 "the {} of the window from {window_start} to {window_end} overflows",
                 self.aggregation
             ));
         }
-        Ok(Event::Window(WindowEvent {
+        Ok(Some(Event::Window(WindowEvent {
             window_start,
             window_end,
             property: self.property.clone(),
@@ -631,7 +680,8 @@ impl Emitter {
             count,
             partial,
             late: std::mem::take(&mut self.late),
-        }))
+            skipped: std::mem::take(&mut self.skipped),
+        })))
     }
 
     /// Emits the window ending at `boundary` when it holds records: every
@@ -653,7 +703,7 @@ impl Emitter {
             distinct,
         );
         if window.count > 0 {
-            out.push(self.event(&mut window, partial)?);
+            out.extend(self.event(&mut window, partial)?);
         }
         Ok(())
     }

@@ -22,11 +22,92 @@ pub(crate) fn encode(framing: Framing, instant: &Instant, out: &mut Vec<u8>) {
     out.push(b'\n');
 }
 
-/// Parses a `value`-framing output line: one finite number.
+/// A `value`-framing output line, answering one record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ValueAnswer {
+    /// A number, finite or not (`NaN`, `inf`: the record has no result).
+    Number(f64),
+    /// Protocol 2: `!` and a message: the job found no result for the
+    /// record.
+    Error(String),
+}
+
+/// Parses a `value`-framing output line: a number, or (protocol 2) `!`
+/// and a message; `None` when it is neither.
 #[inline]
-pub(crate) fn decode_value(line: &[u8]) -> Option<f64> {
+pub(crate) fn decode_value(line: &[u8]) -> Option<ValueAnswer> {
+    if let Some(message) = line.strip_prefix(b"!") {
+        return Some(ValueAnswer::Error(short(&String::from_utf8_lossy(message))));
+    }
     let text = std::str::from_utf8(line).ok()?.trim();
-    text.parse::<f64>().ok().filter(|v| v.is_finite())
+    text.parse::<f64>().ok().map(ValueAnswer::Number)
+}
+
+/// Whether a `json`-framing output line is an error line (protocol 2): an
+/// object with an `error` key. A cheap look before the full decode.
+pub(crate) fn is_error(line: &[u8]) -> bool {
+    memchr::memmem::find(line, b"\"error\"").is_some()
+}
+
+/// A job's message for one record, as a failure reason quotes it: trimmed,
+/// at most 200 bytes (the whole line is bounded already, by the reader).
+pub(crate) fn short(message: &str) -> String {
+    let message = message.trim();
+    let mut end = message.len().min(200);
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    message[..end].to_owned()
+}
+
+/// A protocol-2 `json` error line: the job found no result for the record
+/// at `datetime` (`{"datetime":"…","error":"…"}`), or for the window from
+/// `windowStart` to `windowEnd` of a job that aggregates, holding `count`
+/// records.
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct JobError {
+    pub error: String,
+    #[serde(default)]
+    pub datetime: Option<String>,
+    #[serde(default)]
+    pub window_start: Option<String>,
+    #[serde(default)]
+    pub window_end: Option<String>,
+    /// The records of a window with no result; 1 when absent.
+    #[serde(default)]
+    pub count: Option<u64>,
+}
+
+impl JobError {
+    /// The records skipped with it: a window's `count`, else 1.
+    pub fn records(&self) -> u64 {
+        self.count.unwrap_or(1)
+    }
+
+    /// What had no result: `record at …` or `the window from … to …`.
+    pub fn at(&self) -> String {
+        match (&self.datetime, &self.window_start, &self.window_end) {
+            (Some(datetime), _, _) => format!("record at {datetime}"),
+            (None, Some(start), Some(end)) => format!("the window from {start} to {end}"),
+            _ => "a record".to_owned(),
+        }
+    }
+}
+
+/// Parses a protocol-2 `json` error line; it names a record or a window.
+pub(crate) fn decode_error(line: &[u8]) -> Result<JobError, String> {
+    let mut error: JobError = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+    error.error = short(&error.error);
+    match (&error.datetime, &error.window_start, &error.window_end) {
+        (Some(_), None, None) if error.count.is_none() => Ok(error),
+        (None, Some(_), Some(_)) => Ok(error),
+        _ => Err(
+            "an error line names a `datetime`, or a `windowStart`, a `windowEnd` and \
+             optionally the window's `count`"
+                .into(),
+        ),
+    }
 }
 
 /// A `json`-framing output line: an event with its own datetime.
@@ -48,6 +129,9 @@ pub(crate) struct JobWindow {
     pub partial: bool,
     #[serde(default)]
     pub late: u64,
+    /// Records the job skipped (protocol 2) since its previous line.
+    #[serde(default)]
+    pub skipped: u64,
 }
 
 /// Parses a window result line of a job that aggregates.
@@ -101,13 +185,41 @@ mod tests {
     }
 
     #[test]
-    fn value_lines_must_be_finite_numbers() {
-        assert_eq!(decode_value(b" 2.5\r"), Some(2.5));
-        assert_eq!(decode_value(b"3"), Some(3.0));
-        assert_eq!(decode_value(b"NaN"), None);
-        assert_eq!(decode_value(b"inf"), None);
+    fn value_lines_are_numbers_or_protocol_2_errors() {
+        let number = |line: &[u8]| match decode_value(line) {
+            Some(ValueAnswer::Number(x)) => Some(x),
+            _ => None,
+        };
+        assert_eq!(number(b" 2.5\r"), Some(2.5));
+        assert_eq!(number(b"3"), Some(3.0));
+        // Not finite: parsed, for the host to skip or fail on.
+        assert!(number(b"NaN").unwrap().is_nan());
+        assert_eq!(number(b"inf"), Some(f64::INFINITY));
         assert_eq!(decode_value(b"not-a-number"), None);
         assert_eq!(decode_value(b""), None);
+        assert_eq!(
+            decode_value(b"!ln is defined for positive values only\r"),
+            Some(ValueAnswer::Error(
+                "ln is defined for positive values only".into()
+            ))
+        );
+    }
+
+    #[test]
+    fn json_error_lines_name_a_record_or_a_window() {
+        let line = br#"{"datetime":"t","error":"ln of -1"}"#;
+        assert!(is_error(line));
+        assert_eq!(decode_error(line).unwrap().at(), "record at t");
+        let window = br#"{"windowStart":"a","windowEnd":"b","count":3,"error":"overflow"}"#;
+        let window = decode_error(window).unwrap();
+        assert_eq!(
+            (window.at().as_str(), window.records()),
+            ("the window from a to b", 3)
+        );
+        assert_eq!(decode_error(line).unwrap().records(), 1);
+        assert!(decode_error(br#"{"error":"x"}"#).is_err());
+        assert!(decode_error(br#"{"datetime":"t","error":"x","value":1}"#).is_err());
+        assert!(!is_error(br#"{"datetime":"t","value":1}"#));
     }
 
     #[test]

@@ -5,8 +5,20 @@
 //! where it takes one, its argument appended (`… mul 1.852`). It runs
 //! without a shell, in its own process group, with `LD_LIBRARY_PATH`
 //! extended by the engine's library path, `MFSTREAM_FRAMING` naming the
-//! framing and `MFSTREAM_QUERY` holding the query as JSON. `jobs/README.md`
-//! is the protocol reference.
+//! framing, `MFSTREAM_QUERY` holding the query as JSON and
+//! `MFSTREAM_PROTOCOL` the protocol version the host speaks ([`PROTOCOL`]).
+//! `jobs/README.md` is the protocol reference.
+//!
+//! # One bad record (protocol 2)
+//!
+//! A version-2 job answers a record it cannot compute with an error line in
+//! its place (`value`: `!` and a message; `json`: `{"datetime":…,"error":…}`),
+//! and the host applies the query's `onError`: the record is skipped and
+//! counted, or the query fails naming its datetime. A version-1 job (the
+//! default, `protocol = 1` in `engines.toml`) dies on such a record, so
+//! under `onError: skip` the host never sends it one: it checks each record
+//! against the operation catalogue first (`plan::guard`). Either way, a
+//! `NaN` or infinite answer is a record with no result.
 
 mod framing;
 mod job;
@@ -29,6 +41,11 @@ use crate::plan::{Plan, plan};
 use crate::spec::{QueryKind, QuerySpec};
 
 use self::run::Results;
+
+/// The bridge protocol version the host speaks, passed to every job in
+/// `MFSTREAM_PROTOCOL`: 2, which adds error lines for one record. Jobs of
+/// version 1 keep working.
+pub const PROTOCOL: u32 = 2;
 
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -79,6 +96,10 @@ pub struct BridgeOptions {
     /// Whether the job computes windowed aggregates itself (`json` framing
     /// only); otherwise the host aggregates the job's transformed outputs.
     pub aggregates: bool,
+    /// The protocol version the job speaks: 1 (the default), or 2 (it
+    /// answers a record it cannot compute with an error line; see
+    /// [`PROTOCOL`]).
+    pub protocol: u32,
     /// How long a stopping job may take to finish before SIGTERM, and again
     /// before SIGKILL.
     pub stop_grace: Duration,
@@ -104,6 +125,7 @@ impl BridgeOptions {
             libpath: None,
             framing: Framing::Value,
             aggregates: false,
+            protocol: 1,
             stop_grace: Duration::from_secs(5),
             max_in_flight: 65_536,
             no_progress_timeout: Some(DEFAULT_NO_PROGRESS_TIMEOUT),
@@ -218,6 +240,14 @@ impl StreamEngine for BridgeEngine {
             self.options.framing.as_str().into(),
         ));
         env.push(("MFSTREAM_QUERY".into(), spec.to_json()));
+        env.push(("MFSTREAM_PROTOCOL".into(), PROTOCOL.to_string()));
+        // A version-1 job dies on a record with no result: under skip, the
+        // host keeps such records from it.
+        let guard = match &spec.kind {
+            _ if self.options.protocol >= 2 => None,
+            QueryKind::Transform(t) => Some(*t),
+            QueryKind::Aggregate { transform, .. } => *transform,
+        };
         let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let driver = run::Driver::new(
             self.options.clone(),
@@ -228,7 +258,8 @@ impl StreamEngine for BridgeEngine {
             source,
             output,
         )
-        .with_watermarks(watermarks);
+        .with_watermarks(watermarks)
+        .with_on_error(spec.on_error, guard);
         let job = driver.spawn().map_err(|e| EngineError::Start {
             engine: name.clone(),
             reason: format!(

@@ -35,7 +35,9 @@ use crate::aggregate::Windower;
 use crate::budget::{Part, StateBudget};
 use crate::engine::{QueryOutput, Source, SourceError};
 use crate::lines::{LineReader, quote};
+use crate::ops::Transform;
 use crate::plan::sleep_until;
+use crate::spec::OnError;
 use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
 /// The write buffer is refilled from the source only below this size.
@@ -105,6 +107,16 @@ struct Answers {
     pending: VecDeque<Instant>,
     /// Events decoded and not yet delivered.
     events: Vec<Event>,
+    /// What a record (or window) the job found no result for does.
+    on_error: OnError,
+    /// Records or windows skipped in the lines read, not yet counted in the
+    /// query's progress.
+    skipped: u64,
+    /// Skipped, to be carried by the next answer (the event right after).
+    carry: u64,
+    /// Under `onError: fail`, the record the job found no result for: the
+    /// query fails with this reason, and no later line is read.
+    refused: Option<String>,
 }
 
 /// What a record in flight to a `value` job is counted as in its query's
@@ -132,6 +144,9 @@ pub(crate) struct Driver {
     ending: Option<Ending>,
     /// The query's state budget, which the records in flight count in.
     budget: Option<Arc<StateBudget>>,
+    /// The host's guard (`plan::guard`): for a version-1 job, the transform
+    /// whose bad records are never sent under `onError: skip`.
+    guard: Option<Transform>,
 }
 
 impl Driver {
@@ -150,6 +165,10 @@ impl Driver {
             results,
             pending: VecDeque::new(),
             events: Vec::new(),
+            on_error: OnError::Skip,
+            skipped: 0,
+            carry: 0,
+            refused: None,
         };
         Driver {
             options,
@@ -164,7 +183,16 @@ impl Driver {
             since_output: 0,
             watermarks: None,
             ending: None,
+            guard: None,
         }
+    }
+
+    /// The query's error policy, and for a version-1 job the transform the
+    /// host checks each record against before sending it (`plan::guard`).
+    pub fn with_on_error(mut self, on_error: OnError, guard: Option<Transform>) -> Driver {
+        self.answers.on_error = on_error;
+        self.guard = guard;
+        self
     }
 
     /// A live query: its windows close on the clock (`watermark` module).
@@ -246,6 +274,9 @@ impl Driver {
                 .await
                 .map_err(|_| QueryStatus::Stopped);
         };
+        // What the answers carried, the window events carry.
+        let carried = events.iter().map(Event::skipped).sum();
+        self.output.progress().carry_skipped(carried);
         let answers = events.into_iter().filter_map(|event| match event {
             Event::Instant(e) => Some(Instant {
                 datetime: e.datetime,
@@ -551,13 +582,40 @@ impl<'a> Run<'a> {
 
     /// Every complete line read, as events.
     fn take_lines(&mut self) -> Result<(), String> {
-        loop {
+        let taken = loop {
             match self.lines.next_line() {
-                Ok(Some((line_no, line))) => self.driver.answers.take_line(line, line_no)?,
-                Ok(None) => return Ok(()),
-                Err(e) => return Err(format!("job output {e}")),
+                Ok(Some((line_no, line))) => {
+                    if let Err(e) = self.driver.answers.take_line(line, line_no) {
+                        break Err(e);
+                    }
+                    if self.driver.answers.refused.is_some() {
+                        break Ok(());
+                    }
+                }
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(format!("job output {e}")),
             }
+        };
+        let skipped = std::mem::take(&mut self.driver.answers.skipped);
+        self.driver.output.progress().count_skipped(skipped);
+        if let Some(reason) = self.driver.answers.refused.take() {
+            self.fail_gracefully(reason);
         }
+        taken
+    }
+
+    /// The query fails for a record with no result (`onError: fail`): the
+    /// job is well, so it ends as on a stop, its input closed and a grace
+    /// period before SIGTERM (time for a JVM to clean up after itself), its
+    /// later answers discarded.
+    fn fail_gracefully(&mut self, reason: String) {
+        if self.driver.ending.is_none() {
+            tracing::debug!(%reason, "query failing");
+            self.driver.ending = Some(Ending::Fail(reason));
+        }
+        self.stdin = None;
+        let grace = Clock::now() + self.driver.options.stop_grace;
+        self.escalation.get_or_insert((grace, Escalation::Term));
     }
 
     fn on_written(&mut self, written: std::io::Result<usize>) {
@@ -583,12 +641,21 @@ impl<'a> Run<'a> {
                 self.driver.source_done = true;
                 self.fail(e.to_string());
             }
-            Some(Ok(batch)) => {
+            Some(Ok(mut batch)) => {
                 if !self.driver.owes_answers() && !self.input_waiting() {
                     // The job had nothing to do: the clock starts now.
                     self.last_progress = Clock::now();
                 }
                 self.driver.output.progress().add_in(batch.len());
+                if let Some(transform) = &self.driver.guard {
+                    let progress = self.driver.output.progress();
+                    crate::plan::guard(
+                        transform,
+                        self.driver.answers.on_error,
+                        &mut batch,
+                        progress,
+                    );
+                }
                 self.driver.since_output += batch.len() as u64;
                 if self.wpos > 0 {
                     self.wbuf.drain(..self.wpos);
@@ -813,9 +880,17 @@ impl Answers {
     /// One output line of the job, as an event (or a record for the host's
     /// windows).
     fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), String> {
+        // Protocol 2: a record (or window) the job found no result for. A
+        // line that only looks like one is decoded as usual below.
+        if self.framing == Framing::Json && framing::is_error(line) {
+            if let Ok(error) = framing::decode_error(line) {
+                let why = format!("the job found no result: {}", error.error);
+                return self.no_result(&error.at(), &why, error.records());
+            }
+        }
         match (self.framing, &self.results) {
             (Framing::Value, _) => {
-                let Some(value) = framing::decode_value(line) else {
+                let Some(answer) = framing::decode_value(line) else {
                     return Err(format!(
                         "job output line {line_no} is not a finite number: {}",
                         quote(line)
@@ -828,7 +903,24 @@ impl Answers {
                         quote(line)
                     ));
                 };
-                self.answer(instant.datetime, Value::Number(value))
+                match answer {
+                    framing::ValueAnswer::Number(value) if value.is_finite() => {
+                        self.answer(instant.datetime, Value::Number(value))
+                    }
+                    framing::ValueAnswer::Number(_) => self.no_result(
+                        &format!("record at {}", instant.datetime),
+                        &format!(
+                            "job output line {line_no} is not a finite number: {}",
+                            quote(line)
+                        ),
+                        1,
+                    ),
+                    framing::ValueAnswer::Error(message) => self.no_result(
+                        &format!("record at {}", instant.datetime),
+                        &format!("the job found no result: {message}"),
+                        1,
+                    ),
+                }
             }
             (Framing::Json, Results::JobWindows { aggregation }) => {
                 let window = framing::decode_window(line).map_err(|e| {
@@ -837,6 +929,9 @@ impl Answers {
                         quote(line)
                     )
                 })?;
+                // The job's own count: a job's number, so added saturating.
+                self.skipped = self.skipped.saturating_add(window.skipped);
+                let skipped = std::mem::take(&mut self.carry).saturating_add(window.skipped);
                 self.events.push(Event::Window(WindowEvent {
                     window_start: window.window_start,
                     window_end: window.window_end,
@@ -846,6 +941,7 @@ impl Answers {
                     count: window.count,
                     partial: window.partial,
                     late: window.late,
+                    skipped,
                 }));
                 Ok(())
             }
@@ -861,6 +957,24 @@ impl Answers {
         }
     }
 
+    /// A record (or a window of `records`) `at` the job found no result
+    /// for: skipped and counted under `onError: skip`, else the query's
+    /// failure naming it (`refused`).
+    fn no_result(&mut self, at: &str, why: &str, records: u64) -> Result<(), String> {
+        match self.on_error {
+            OnError::Skip => {
+                // `records` may be a job's number (a window's `count`).
+                self.skipped = self.skipped.saturating_add(records);
+                self.carry = self.carry.saturating_add(records);
+                Ok(())
+            }
+            OnError::Fail => {
+                self.refused.get_or_insert_with(|| format!("{at}: {why}"));
+                Ok(())
+            }
+        }
+    }
+
     /// One transformed instant: an event, or a record for the host's windows.
     fn answer(&mut self, datetime: String, value: Value) -> Result<(), String> {
         match &mut self.results {
@@ -872,6 +986,7 @@ impl Answers {
                     value,
                     property: self.property.clone(),
                     operation: operation.clone(),
+                    skipped: std::mem::take(&mut self.carry),
                 }));
                 Ok(())
             }

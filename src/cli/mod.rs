@@ -299,6 +299,13 @@ pub struct RunArgs {
     /// the query fails (exit 1) with a reason naming this limit.
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
     pub max_query_state: u64,
+    /// What a record with no result does (ln of 0 or less, an exp that
+    /// overflows, a SUM or AVG that overflows): "skip" drops it, counts it
+    /// in the next event's "skipped" and goes on; "fail" fails the query,
+    /// naming the record's datetime (exit status 1). Overrides the
+    /// query's "onError"; when neither says, skip.
+    #[arg(long, value_name = "POLICY", value_parser = ["skip", "fail"])]
+    pub on_error: Option<String>,
     /// One JSON instant per line, {"datetime":…,"value":…}; stdin when
     /// absent or "-".
     #[arg(value_name = "INPUT")]

@@ -61,6 +61,9 @@ fn spec(args: &RunArgs) -> Result<QuerySpec> {
         },
     };
     let mut spec = registration.into_spec(&args.property, args.property_type)?;
+    if let Some(policy) = &args.on_error {
+        spec.on_error = policy.parse()?;
+    }
     spec.id = "run".into();
     Ok(if args.live { spec.live() } else { spec })
 }
@@ -111,6 +114,13 @@ async fn deliver(mut handle: QueryHandle) -> Result<Outcome> {
     let restarts = handle.progress().restarts;
     if restarts > 0 {
         eprintln!("mfstream: the engine restarted the query's job {restarts} time(s)");
+    }
+    let skipped = handle.progress().skipped;
+    if skipped > 0 {
+        eprintln!(
+            "mfstream: skipped {skipped} record(s) or window(s) with no result \
+             (--on-error fail to stop at the first)"
+        );
     }
     Ok(match handle.status() {
         QueryStatus::Completed => Outcome::Success,

@@ -13,6 +13,7 @@
 //! libpath_env = "MFAPI_FLINK_LIBPATH"  # optional; the variable holding a library path
 //! framing = "value"                    # optional; "value" (default) or "json"
 //! aggregates = false                   # optional; true: the job computes windowed aggregates (json framing)
+//! protocol = 1                         # optional, default 1; 2: the job answers a record it cannot compute with an error line
 //! stop_grace_ms = 5000                 # optional, default 5000, 0 to 600000
 //! max_in_flight = 65536                # optional, default 65536, 1 to 16777216
 //! no_progress_timeout_ms = 120000      # optional, default 120000, 1 to 86400000
@@ -30,7 +31,8 @@
 //!
 //! Environment variable names (`cmd_env`, `libpath_env`, the keys of `env`)
 //! are `[A-Za-z_][A-Za-z0-9_]*`. `env` may not set `LD_LIBRARY_PATH`,
-//! `MFSTREAM_QUERY` or `MFSTREAM_FRAMING`: mfstream sets those for each job.
+//! `MFSTREAM_QUERY`, `MFSTREAM_FRAMING` or `MFSTREAM_PROTOCOL`: mfstream sets
+//! those for each job.
 //! `restart` needs `framing = "value"`: with json framing the records a
 //! crashed job had not answered cannot be replayed. `aggregates = true`
 //! needs `framing = "json"`: only a json job can write window events.
@@ -69,7 +71,12 @@ use self::problem::{ErrorKind, Problems};
 const DEFAULT_FILE_NAME: &str = "engines.toml";
 
 /// Variables mfstream sets for every job, so an entry may not.
-const RESERVED_ENV: [&str; 3] = ["LD_LIBRARY_PATH", "MFSTREAM_QUERY", "MFSTREAM_FRAMING"];
+const RESERVED_ENV: [&str; 4] = [
+    "LD_LIBRARY_PATH",
+    "MFSTREAM_QUERY",
+    "MFSTREAM_FRAMING",
+    "MFSTREAM_PROTOCOL",
+];
 
 /// A validated `engines.toml`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -170,6 +177,9 @@ pub struct EngineDef {
     pub framing: Framing,
     /// Whether the job computes windowed aggregates itself.
     pub aggregates: bool,
+    /// The bridge protocol version the job speaks: 1, or 2 (it answers a
+    /// record it cannot compute with an error line).
+    pub protocol: u32,
     /// The grace period of a stopping job.
     pub stop_grace: Duration,
     /// Records sent but not yet answered, at most.
@@ -217,6 +227,7 @@ impl EngineDef {
             libpath,
             framing: self.framing,
             aggregates: self.aggregates,
+            protocol: self.protocol,
             stop_grace: self.stop_grace,
             max_in_flight: self.max_in_flight,
             no_progress_timeout: self.no_progress_timeout,
@@ -261,6 +272,7 @@ struct RawEngine {
     #[serde(default)]
     framing: Framing,
     aggregates: Option<Spanned<bool>>,
+    protocol: Option<Spanned<u64>>,
     stop_grace_ms: Option<Spanned<u64>>,
     max_in_flight: Option<Spanned<u64>>,
     no_progress_timeout_ms: Option<Spanned<u64>>,
@@ -510,6 +522,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         }
     }
     let stop_grace = p.ranged(raw.stop_grace_ms.as_ref(), "stop_grace_ms", 0..=600_000);
+    let protocol = p.ranged(raw.protocol.as_ref(), "protocol", 1..=2);
     let max_in_flight = p.ranged(raw.max_in_flight.as_ref(), "max_in_flight", 1..=16_777_216);
     let no_progress = p.ranged(
         raw.no_progress_timeout_ms.as_ref(),
@@ -543,6 +556,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         libpath_env: raw.libpath_env.as_ref().map(|v| v.get_ref().clone()),
         framing: raw.framing,
         aggregates,
+        protocol: protocol.map_or(1, |v| v as u32),
         // The defaults are `BridgeOptions::new`'s.
         stop_grace: Duration::from_millis(stop_grace.unwrap_or(5_000)),
         max_in_flight: max_in_flight.map_or(65_536, |n| n as usize),

@@ -623,3 +623,26 @@ fn a_plugin_next_to_a_config_named_without_a_folder_is_looked_for_in_this_folder
     );
     assert_eq!(config.unwrap().plugins[0].path, Path::new("./libx.so"));
 }
+
+#[test]
+fn protocol_is_1_by_default_2_when_set_and_anything_else_is_refused() {
+    let parse = |extra: &str| Config::parse(&entry("job", extra), None);
+    assert_eq!(parse("").unwrap().engines[0].protocol, 1);
+    let two = parse("protocol = 2\n").unwrap();
+    assert_eq!(two.engines[0].protocol, 2);
+    let env = env_of(&[("MFAPI_X_CMD", "job")]);
+    assert_eq!(two.engines[0].resolve(&env).unwrap().protocol, 2);
+    assert_eq!(
+        problem(&entry("job", "protocol = 3\n")),
+        (
+            4,
+            12,
+            "value 3 is out of range for key `protocol`: use 1 to 2".to_owned()
+        )
+    );
+    let (_, _, message) = problem(&entry("job", "env = { MFSTREAM_PROTOCOL = \"1\" }\n"));
+    assert!(
+        message.starts_with("`env` may not set MFSTREAM_PROTOCOL"),
+        "{message}"
+    );
+}

@@ -22,6 +22,19 @@ use crate::vocab::{Event, Instant, InstantEvent, Value};
 /// consumer has gone.
 pub(crate) type Sink<'a> = &'a mut dyn FnMut(Vec<Event>) -> bool;
 
+/// What a collector does with a record the plugin found no result for
+/// (`MfsHost::error`, or a NaN or infinite number emitted).
+pub(crate) enum NoResult<'a> {
+    /// Counted, and the call goes on (`onError: skip`).
+    Skip,
+    /// The call fails naming the record (`onError: fail`).
+    Fail,
+    /// Handed on with its datetime and message, after the events before
+    /// it: an isolated plugin's child writes it as a protocol-2 error line,
+    /// and the host applies the policy. `false` means the consumer has gone.
+    Report(&'a mut dyn FnMut(&str, &str) -> bool),
+}
+
 /// An opened query's state in the plugin. Closed exactly once: by
 /// [`State::close`], or on drop.
 pub(crate) struct State {
@@ -45,6 +58,11 @@ pub(crate) struct Collector<'a> {
     pub gone: bool,
     property: Arc<str>,
     operation: Arc<str>,
+    no_result: NoResult<'a>,
+    /// Records with no result skipped, not yet taken.
+    skipped: u64,
+    /// Skipped, to be carried by the next event (the one right after).
+    carry: u64,
 }
 
 impl Collector<'_> {
@@ -53,7 +71,41 @@ impl Collector<'_> {
             ctx: (self as *mut Collector<'_>).cast::<c_void>(),
             emit: emit_callback,
             fail: fail_callback,
+            error: error_callback,
         }
+    }
+
+    /// The records with no result skipped since the last call, for the
+    /// query's `skipped` total (the event after each carries it).
+    pub fn take_skipped(&mut self) -> u64 {
+        std::mem::take(&mut self.skipped)
+    }
+
+    /// A record at `datetime` with no result, for `why`: skipped, the
+    /// call's failure, or reported. Returns what the plugin is told:
+    /// [`MFS_OK`] to go on, [`MFS_STOP`] to return soon.
+    fn no_result(&mut self, datetime: &str, why: &str) -> i32 {
+        if matches!(self.no_result, NoResult::Report(_)) {
+            // The events before it go first, in order.
+            self.deliver();
+        }
+        match &mut self.no_result {
+            NoResult::Skip => {
+                self.skipped += 1;
+                self.carry += 1;
+            }
+            NoResult::Fail => {
+                self.failure
+                    .get_or_insert_with(|| format!("record at {datetime}: {why}"));
+                return MFS_STOP;
+            }
+            NoResult::Report(report) => {
+                if !self.gone && !report(datetime, why) {
+                    self.gone = true;
+                }
+            }
+        }
+        if self.gone { MFS_STOP } else { MFS_OK }
     }
 
     /// Delivers the gathered events, waiting while the consumer is slow.
@@ -72,12 +124,8 @@ impl Collector<'_> {
         let datetime = std::str::from_utf8(datetime)
             .map_err(|_| "the plugin emitted a datetime that is not UTF-8".to_owned())?;
         let value = match raw.value.kind {
-            MFS_NUMBER if raw.value.number.is_finite() => Value::Number(raw.value.number),
-            MFS_NUMBER => {
-                return Err(format!(
-                    "the plugin emitted a value that is not a finite number at {datetime}"
-                ));
-            }
+            // Not finite: taken as a record with no result before this.
+            MFS_NUMBER => Value::Number(raw.value.number),
             MFS_BOOL => Value::Bool(raw.value.number != 0.0),
             MFS_TEXT => {
                 // SAFETY: as the datetime.
@@ -98,9 +146,17 @@ impl Collector<'_> {
             value,
             property: self.property.clone(),
             operation: self.operation.clone(),
+            skipped: std::mem::take(&mut self.carry),
         }));
         Ok(())
     }
+}
+
+/// A message from the plugin, as a failure reason quotes it: lossy UTF-8,
+/// at most 200 bytes.
+fn message(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(200)]);
+    text.trim().to_owned()
 }
 
 /// The host's `emit`: copies the events, delivering full batches.
@@ -116,6 +172,15 @@ unsafe extern "C" fn emit_callback(ctx: *mut c_void, events: *const MfsEvent, n:
     // Nothing here should panic, but no unwinding may cross into the plugin.
     let result = catch_unwind(AssertUnwindSafe(|| {
         for event in raw {
+            if event.value.kind == MFS_NUMBER && !event.value.number.is_finite() {
+                // SAFETY: the plugin's events are valid for the emit call.
+                let datetime = message(unsafe { event.datetime.as_bytes() });
+                let why = "the plugin emitted a value that is not a finite number";
+                if collector.no_result(&datetime, why) == MFS_STOP {
+                    return MFS_STOP;
+                }
+                continue;
+            }
             if let Err(reason) = collector.take(event) {
                 collector.failure.get_or_insert(reason);
                 return MFS_STOP;
@@ -127,6 +192,16 @@ unsafe extern "C" fn emit_callback(ctx: *mut c_void, events: *const MfsEvent, n:
         if collector.gone { MFS_STOP } else { MFS_OK }
     }));
     result.unwrap_or(MFS_STOP)
+}
+
+/// The host's `error` (ABI version 2): a record with no result.
+unsafe extern "C" fn error_callback(ctx: *mut c_void, datetime: MfsStr, why: MfsStr) -> i32 {
+    // SAFETY: `ctx` is the `Collector` of the call in progress on this thread.
+    let collector = unsafe { &mut *ctx.cast::<Collector<'_>>() };
+    // SAFETY: the strings are valid for the call.
+    let (datetime, why) = unsafe { (message(datetime.as_bytes()), message(why.as_bytes())) };
+    // Nothing here should panic, but no unwinding may cross into the plugin.
+    catch_unwind(AssertUnwindSafe(|| collector.no_result(&datetime, &why))).unwrap_or(MFS_STOP)
 }
 
 /// The host's `fail`: records the reason.
@@ -213,8 +288,14 @@ impl Drop for State {
 }
 
 impl<'a> Collector<'a> {
-    /// A collector handing events for `property` and `operation` to `sink`.
-    pub fn new(sink: Sink<'a>, property: Arc<str>, operation: Arc<str>) -> Collector<'a> {
+    /// A collector handing events for `property` and `operation` to `sink`,
+    /// and records with no result to `no_result`.
+    pub fn new(
+        sink: Sink<'a>,
+        property: Arc<str>,
+        operation: Arc<str>,
+        no_result: NoResult<'a>,
+    ) -> Collector<'a> {
         Collector {
             sink: Some(sink),
             events: Vec::new(),
@@ -222,6 +303,9 @@ impl<'a> Collector<'a> {
             gone: false,
             property,
             operation,
+            no_result,
+            skipped: 0,
+            carry: 0,
         }
     }
 
@@ -234,6 +318,9 @@ impl<'a> Collector<'a> {
             gone: false,
             property: "".into(),
             operation: "".into(),
+            no_result: NoResult::Skip,
+            skipped: 0,
+            carry: 0,
         }
     }
 }

@@ -6,7 +6,10 @@
 //!   with it.
 //! - `run LIB ENGINE` serves one query as a bridge job in `json` framing
 //!   (`jobs/README.md`): the spec in `MFSTREAM_QUERY`, one JSON instant per
-//!   line in, one `{"datetime","value"}` per line out. The plugin gets
+//!   line in, one `{"datetime","value"}` per line out, and (protocol 2) a
+//!   `{"datetime","error"}` line for a record the plugin found no result
+//!   for (`MfsHost::error`, or a NaN emitted): the host applies the
+//!   query's `onError`. The plugin gets
 //!   batches of at most [`BATCH`] records, and its events are flushed batch
 //!   by batch, so a plugin that crashes has delivered what it emitted in
 //!   earlier batches. A failure is reported on stderr with a non-zero
@@ -19,7 +22,7 @@ use std::path::Path;
 
 use mfstream_plugin::abi::MfsInstant;
 
-use super::call::{Collector, State, to_raw};
+use super::call::{Collector, NoResult, State, to_raw};
 use super::isolated::{DESCRIBE_PROTOCOL, Described, DescribedEngine};
 use super::load::load;
 use crate::engine::BATCH;
@@ -45,6 +48,7 @@ pub fn describe(path: &Path) -> Result<String, String> {
                 description: e.description.clone(),
                 serves: e.serves,
                 not_ready: super::call::ready(e).err(),
+                abi_version: e.abi_version,
             })
             .collect(),
     };
@@ -81,7 +85,11 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
     let mut sink = |events: Vec<Event>| {
         write_events(&stdout, &events).is_ok() && stdout.borrow_mut().flush().is_ok()
     };
-    let mut collector = Collector::new(&mut sink, "".into(), "".into());
+    let mut report = |datetime: &str, why: &str| {
+        write_error(&stdout, datetime, why).is_ok() && stdout.borrow_mut().flush().is_ok()
+    };
+    let no_result = NoResult::Report(&mut report);
+    let mut collector = Collector::new(&mut sink, "".into(), "".into(), no_result);
     let mut stdin = std::io::stdin().lock();
     let mut lines = LineReader::default();
     let mut batch: Vec<Instant> = Vec::with_capacity(BATCH);
@@ -146,6 +154,17 @@ fn process(
     collector.deliver();
     result?;
     Ok(!collector.gone)
+}
+
+/// Writes a protocol-2 error line: the record at `datetime` has no result.
+fn write_error(out: &RefCell<impl Write>, datetime: &str, why: &str) -> std::io::Result<()> {
+    let mut line = Vec::with_capacity(64);
+    line.extend_from_slice(b"{\"datetime\":");
+    write_json_str(datetime, &mut line);
+    line.extend_from_slice(b",\"error\":");
+    write_json_str(why, &mut line);
+    line.extend_from_slice(b"}\n");
+    out.borrow_mut().write_all(&line)
 }
 
 /// Writes events as json-framing lines.

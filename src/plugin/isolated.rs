@@ -97,6 +97,10 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             ];
             let mut options = BridgeOptions::new(engine.name, argv);
             options.framing = Framing::Json;
+            // The child speaks protocol 2 (error lines) for a plugin that
+            // reports its own bad records; for a version-1 plugin, the
+            // host's guard keeps them from it, as from a version-1 job.
+            options.protocol = if engine.abi_version >= 2 { 2 } else { 1 };
             options.description = engine.description.clone();
             IsolatedEngine {
                 bridge: BridgeEngine::new(options),
@@ -225,6 +229,15 @@ pub(crate) struct DescribedEngine {
     pub serves: u32,
     /// Why the engine cannot run queries, as its `ready` said in the child.
     pub not_ready: Option<String>,
+    /// The plugin's ABI version: from 2 it reports a record with no result
+    /// itself; for 1 the host's bridge keeps such records from it.
+    #[serde(default = "abi_1")]
+    pub abi_version: u32,
+}
+
+/// A child that does not say its plugin's ABI version: 1, the safe guess.
+fn abi_1() -> u32 {
+    1
 }
 
 impl Described {

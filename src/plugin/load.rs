@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mfstream_plugin::abi::{
-    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_TRANSFORM, MfsEngine, MfsPlugin,
-    MfsStr, OpenFn, ProcessFn, ReadyFn,
+    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_TRANSFORM, MIN_ABI_VERSION, MfsEngine,
+    MfsPlugin, MfsStr, OpenFn, ProcessFn, ReadyFn,
 };
 
 use super::file::{PrivateCopy, read_library};
@@ -119,8 +119,9 @@ pub enum PluginErrorKind {
     NullDescriptor,
     /// Another ABI version.
     #[error(
-        "the plugin speaks ABI version {found}, but this mfstream speaks version {expected}: \
-         rebuild the plugin against mfstream-plugin (or mfstream_plugin.h) of ABI version {expected}"
+        "the plugin speaks ABI version {found}, but this mfstream speaks versions {MIN_ABI_VERSION} \
+         to {expected}: rebuild the plugin against mfstream-plugin (or mfstream_plugin.h) of ABI \
+         version {expected}"
     )]
     AbiVersion {
         /// The plugin's.
@@ -188,6 +189,8 @@ pub(crate) struct EngineFns {
     pub name: String,
     pub description: String,
     pub serves: u32,
+    /// The plugin's ABI version: 1 has no per-record error (`MfsHost::error`).
+    pub abi_version: u32,
     pub open: OpenFn,
     pub process: ProcessFn,
     pub close: CloseFn,
@@ -251,7 +254,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
     let head = descriptor.cast::<u32>();
     // SAFETY: every ABI version starts the descriptor with two u32s.
     let (struct_size, abi_version) = unsafe { (head.read(), head.add(1).read()) };
-    if abi_version != ABI_VERSION {
+    if !(MIN_ABI_VERSION..=ABI_VERSION).contains(&abi_version) {
         return Err(error(PluginErrorKind::AbiVersion {
             found: abi_version,
             expected: ABI_VERSION,
@@ -265,8 +268,9 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
             expected,
         }));
     }
-    // SAFETY: version and size match: the descriptor is an `MfsPlugin`,
-    // static while the library is loaded (we hold it).
+    // SAFETY: version and size match (`MfsPlugin` is the same in every
+    // version spoken): the descriptor is an `MfsPlugin`, static while the
+    // library is loaded (we hold it).
     let plugin = unsafe { &*descriptor };
     let (name, version, engines) = read_descriptor(plugin).map_err(error)?;
     Ok(Loaded {
@@ -344,6 +348,7 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
             name,
             description,
             serves: engine.serves,
+            abi_version: plugin.abi_version,
             open,
             process,
             close,

@@ -1,7 +1,7 @@
 //! Plugin engines: native engines from shared libraries named by the
 //! `[[plugin]]` entries of `engines.toml`.
 //!
-//! The ABI (version 1) is defined by the `mfstream-plugin` crate
+//! The ABI (version 2; version 1 still loads) is defined by the `mfstream-plugin` crate
 //! (`plugins/mfstream-plugin`), which plugin authors use too; its `abi`
 //! module is the reference, and `mfstream_plugin.h` its C twin. This module
 //! is the host's side:
@@ -139,6 +139,10 @@ impl StreamEngine for PluginEngine {
             operation: transform.op.name().into(),
             windower,
             clock: spec.clock,
+            on_error: spec.on_error,
+            // A version-1 plugin fails on a record with no result: under
+            // skip, the host keeps such records from it.
+            guard: (self.fns.abi_version < 2).then_some(transform),
             source: source.typed(spec.property_type),
             output,
             runtime: tokio::runtime::Handle::current(),

@@ -12,14 +12,16 @@ use std::sync::Arc;
 use mfstream_plugin::abi::MfsInstant;
 use tokio::runtime::Handle;
 
-use super::call::{Collector, State, to_raw};
+use super::call::{Collector, NoResult, State, to_raw};
 use super::load::{EngineFns, Library};
 use std::cell::RefCell;
 
 use crate::aggregate::Windower;
 use crate::clock::WallClock;
 use crate::engine::{BATCH, QueryOutput, Source};
+use crate::ops::Transform;
 use crate::plan;
+use crate::spec::OnError;
 use crate::vocab::{Event, Instant, QueryStatus};
 
 /// A query to start on its own thread.
@@ -33,6 +35,11 @@ pub(crate) struct Start {
     pub windower: Option<Box<Windower>>,
     /// A live query's wall clock, which closes windows on time.
     pub clock: Option<WallClock>,
+    /// What a record with no result does.
+    pub on_error: OnError,
+    /// For a version-1 plugin, the transform the host checks each record
+    /// against before handing it over (`plan::guard`).
+    pub guard: Option<Transform>,
     pub source: Source,
     pub output: QueryOutput,
     pub runtime: Handle,
@@ -55,6 +62,8 @@ pub(crate) fn spawn(
             operation,
             windower,
             clock,
+            on_error,
+            guard,
             source,
             output,
             runtime,
@@ -79,6 +88,9 @@ pub(crate) fn spawn(
         let mut sink = |events: Vec<Event>| match windower.borrow_mut().as_deref_mut() {
             None => runtime.block_on(output.emit(events)).is_ok(),
             Some(windower) => {
+                // What the plugin's events carried, the window events carry.
+                let carried = events.iter().map(Event::skipped).sum();
+                output.progress().carry_skipped(carried);
                 let answers = events.into_iter().filter_map(|event| match event {
                     Event::Instant(e) => Some(Instant {
                         datetime: e.datetime,
@@ -96,12 +108,17 @@ pub(crate) fn spawn(
                 }
             }
         };
-        let collector = Collector::new(&mut sink, property, operation);
+        let no_result = match on_error {
+            OnError::Skip => NoResult::Skip,
+            OnError::Fail => NoResult::Fail,
+        };
+        let collector = Collector::new(&mut sink, property, operation, no_result);
         let clocked = Clocked {
             windower: &windower,
             clock,
         };
-        let mut status = run(state, source, collector, &clocked, &output, &runtime);
+        let guard = guard.map(|t| (t, on_error));
+        let mut status = run(state, source, collector, &clocked, &output, &runtime, guard);
         if let Some(reason) = window_failure.into_inner() {
             status = QueryStatus::Failed { reason };
         }
@@ -145,6 +162,7 @@ fn run(
     clocked: &Clocked<'_>,
     output: &QueryOutput,
     runtime: &Handle,
+    guard: Option<(Transform, OnError)>,
 ) -> QueryStatus {
     let mut raw: Vec<MfsInstant> = Vec::with_capacity(BATCH);
     let status = loop {
@@ -167,6 +185,7 @@ fn run(
             Some(Some(Some(Err(e)))) => break QueryStatus::Failed { reason: e.0 },
             Some(Some(Some(Ok(batch)))) => batch,
         };
+        let mut batch = batch;
         if let Err(status) = clocked.tick(output, runtime) {
             break status;
         }
@@ -175,10 +194,14 @@ fn run(
             continue;
         }
         output.progress().add_in(batch.len());
+        if let Some((transform, on_error)) = &guard {
+            plan::guard(transform, *on_error, &mut batch, output.progress());
+        }
         raw.extend(batch.iter().map(to_raw));
         let result = state.process(&raw, &mut collector);
         raw.clear();
         drop(batch);
+        output.progress().count_skipped(collector.take_skipped());
         // Results before a failing record are delivered, then the failure.
         collector.deliver();
         if let Err(reason) = result {

@@ -381,6 +381,7 @@ mod tests {
             value: Value::Number(i as f64),
             property: "p".into(),
             operation: "abs".into(),
+            skipped: 0,
         })
     }
 

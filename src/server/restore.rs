@@ -152,6 +152,7 @@ async fn ended(
         operation,
         status: watch::channel(status).1,
         failure: std::sync::OnceLock::new(),
+        progress: Default::default(),
         stop: CancellationToken::new(),
         fanout,
     });
@@ -211,6 +212,7 @@ async fn resume<'a>(
         operation,
         status: handle.watch_status(),
         failure: std::sync::OnceLock::new(),
+        progress: handle.progress_counters(),
         stop: CancellationToken::new(),
         fanout: fanout.clone(),
     });

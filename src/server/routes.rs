@@ -137,6 +137,7 @@ pub(crate) async fn register(
         operation,
         status: handle.watch_status(),
         failure: std::sync::OnceLock::new(),
+        progress: handle.progress_counters(),
         stop: CancellationToken::new(),
         fanout: Arc::new(Fanout::new(
             app.options.replay,
@@ -229,6 +230,7 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
         "engine": query.engine,
         "property": query.key.property,
         "events": query.fanout.events(),
+        "skipped": query.progress.snapshot().skipped,
         "links": [
             {"rel": "self", "href": this, "type": "application/json"},
             {"rel": "stream", "href": stream, "type": "text/event-stream"},

@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use crate::engine::{QueryHandle, SourceSender};
+use crate::engine::{Progress, QueryHandle, SourceSender};
 use crate::spec::QueryKind;
 use crate::store::PropertyLock;
 use crate::vocab::{PropertyType, QueryStatus};
@@ -124,6 +124,9 @@ pub(crate) struct Query {
     pub(crate) failure: OnceLock<String>,
     pub(crate) stop: CancellationToken,
     pub(crate) fanout: Arc<Fanout>,
+    /// The engine's counters (`skipped`): fresh for a query that ended
+    /// before this start.
+    pub(crate) progress: Arc<Progress>,
 }
 
 impl Query {

@@ -15,7 +15,9 @@ pub enum Event {
     Window(WindowEvent),
 }
 
-/// A transformed instant: `{"datetime","value","property","operation"}`.
+/// A transformed instant: `{"datetime","value","property","operation"}`,
+/// then `"skipped":n` when records were skipped (`onError: skip`) since the
+/// previous event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstantEvent {
     /// The source instant's datetime, verbatim.
@@ -26,12 +28,16 @@ pub struct InstantEvent {
     pub property: Arc<str>,
     /// The operation that produced it.
     pub operation: Arc<str>,
+    /// Records skipped (no result, `onError: skip`) since the previous event.
+    pub skipped: u64,
 }
 
 /// The aggregate of one window:
 /// `{"windowStart","windowEnd","property","aggregation","value","count"}`,
-/// then `"partial":true` for a window flushed at the end of the source and
-/// `"late":n` when records were skipped as late.
+/// then `"partial":true` for a window flushed at the end of the source,
+/// `"late":n` when records were skipped as late and `"skipped":n` when
+/// records or windows had no finite result (`onError: skip`) since the
+/// previous event.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WindowEvent {
     /// The datetime of the window's first record, verbatim.
@@ -50,6 +56,9 @@ pub struct WindowEvent {
     pub partial: bool,
     /// The records skipped as late since the previous event.
     pub late: u64,
+    /// The records or windows skipped for want of a finite result
+    /// (`onError: skip`) since the previous event.
+    pub skipped: u64,
 }
 
 impl Event {
@@ -66,6 +75,23 @@ impl Event {
         match self {
             Event::Instant(e) => &e.datetime,
             Event::Window(e) => &e.window_end,
+        }
+    }
+
+    /// Adds `n` to the records skipped that the event carries.
+    pub fn add_skipped(&mut self, n: u64) {
+        match self {
+            Event::Instant(e) => e.skipped = e.skipped.saturating_add(n),
+            Event::Window(e) => e.skipped = e.skipped.saturating_add(n),
+        }
+    }
+
+    /// The records (or windows) skipped since the previous event that the
+    /// event carries.
+    pub fn skipped(&self) -> u64 {
+        match self {
+            Event::Instant(e) => e.skipped,
+            Event::Window(e) => e.skipped,
         }
     }
 
@@ -89,6 +115,7 @@ impl Event {
                 write_json_str(&e.property, out);
                 out.extend_from_slice(b",\"operation\":");
                 write_json_str(&e.operation, out);
+                write_skipped(e.skipped, out);
                 out.push(b'}');
             }
             Event::Window(e) => {
@@ -111,6 +138,7 @@ impl Event {
                     out.extend_from_slice(b",\"late\":");
                     out.extend_from_slice(itoa::Buffer::new().format(e.late).as_bytes());
                 }
+                write_skipped(e.skipped, out);
                 out.push(b'}');
             }
         }
@@ -121,6 +149,14 @@ impl Event {
         let mut out = Vec::with_capacity(96);
         self.write_json(&mut out);
         String::from_utf8(out).expect("the JSON writer emits UTF-8 only")
+    }
+}
+
+/// `,"skipped":n` when `n` is not 0.
+fn write_skipped(n: u64, out: &mut Vec<u8>) {
+    if n > 0 {
+        out.extend_from_slice(b",\"skipped\":");
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
     }
 }
 
@@ -135,6 +171,7 @@ mod tests {
             value: Value::Number(2.5),
             property: "speed".into(),
             operation: "mul".into(),
+            skipped: 0,
         });
         assert_eq!(event.kind(), "instant");
         let parsed: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
@@ -154,6 +191,7 @@ mod tests {
             count: 3,
             partial,
             late,
+            skipped: 0,
         })
     }
 
@@ -173,5 +211,27 @@ mod tests {
             json.ends_with(r#""count":3,"partial":true,"late":2}"#),
             "{json}"
         );
+    }
+
+    #[test]
+    fn skipped_appears_only_when_set_after_the_other_fields() {
+        let mut event = window(false, 1);
+        event.add_skipped(2);
+        assert!(event.to_json().ends_with(r#""late":1,"skipped":2}"#));
+        let mut instant = Event::Instant(InstantEvent {
+            datetime: "t".into(),
+            value: Value::Number(1.0),
+            property: "p".into(),
+            operation: "ln".into(),
+            skipped: 0,
+        });
+        assert!(!instant.to_json().contains("skipped"));
+        instant.add_skipped(3);
+        assert!(
+            instant
+                .to_json()
+                .ends_with(r#""operation":"ln","skipped":3}"#)
+        );
+        assert_eq!(instant.skipped(), 3);
     }
 }

@@ -64,12 +64,30 @@ async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
-async fn a_domain_error_on_beam_fails_the_query_with_the_jobs_message() {
+async fn a_domain_error_on_beam_is_skipped_by_default_or_fails_the_query() {
     let (mut options, _) = runtime("beam");
     let tmp = watch_tmp(&mut options, "beam-domain");
     let input = values(&[4.0, 1.0, 0.0, 2.0]);
-    let handle = submit(options, transform(Op::Ln), input).await;
+    // The job speaks protocol 2 (engines.toml): it answers the record with
+    // an error line; skipped by default.
+    assert_eq!(options.protocol, 2);
+    let engine = mfstream::BridgeEngine::new(options.clone());
+    check_skipped(&engine, transform(Op::Ln), &input, &[0, 1, 3]).await;
+    let fail = transform(Op::Ln).on_error(mfstream::OnError::Fail);
+    let handle = submit(options.clone(), fail.clone(), input.clone()).await;
     let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    let expected = format!(
+        "record at {}: the job found no result: ln is defined for positive values only",
+        input[2].datetime
+    );
+    assert!(reason.contains(&expected), "{reason}");
+    // As a version-1 job (no MFSTREAM_PROTOCOL), it fails in its own words.
+    let mut v1 = options;
+    v1.protocol = 1;
+    v1.argv
+        .splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
+    let (_, status) = collect(submit(v1, fail, input).await).await;
     let reason = failure(&status);
     assert!(
         reason.contains("line 3: ln is defined for positive values only"),

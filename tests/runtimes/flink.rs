@@ -23,7 +23,7 @@ async fn flink_gives_the_local_engines_results_for_every_operation() {
 #[ignore = "needs flink: eval \"$(jobs/flink/setup.sh)\""]
 async fn flink_fails_a_domain_error_with_the_jobs_message() {
     let argv = runtime_command(VAR, SETUP);
-    check_domain_error("flink", &argv, "mfstream-flink").await;
+    check_domain_error("flink", &argv, "mfstream-flink", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,4 +117,41 @@ async fn flink_windows_give_the_local_engines_aggregates() {
         }
     }
     assert!(late > 0, "the input has late records, counted alike");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs flink: eval \"$(jobs/flink/setup.sh)\""]
+async fn a_flink_window_that_overflows_is_skipped_by_default_or_fails_naming_it() {
+    let argv = runtime_command(VAR, SETUP);
+    let mut options = BridgeOptions::new("flink", argv);
+    options.framing = Framing::Json;
+    options.aggregates = true;
+    let job = BridgeEngine::new(options);
+    // SUM over COUNT 2: [0, 1] overflows (protocol 2: an error line with
+    // its count), [2, 3] does not.
+    let input = values(&[f64::MAX, f64::MAX, 1.0, 2.0]);
+    let spec = |body: &str| {
+        Registration::from_json(body)
+            .unwrap()
+            .into_spec("speed", PropertyType::TReal)
+            .unwrap()
+    };
+    let body = r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2}}"#;
+    let (events, status) = run_query(&job, spec(body), input.clone()).await;
+    assert_eq!(status, QueryStatus::Completed, "{events:?}");
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].value(), &Value::Number(3.0));
+    assert_eq!(events[0].skipped(), 2, "the overflowing window's records");
+    let fail = r#"{"aggregation":"SUM","window":{"type":"COUNT","size":2},"onError":"fail"}"#;
+    let (events, status) = run_query(&job, spec(fail), input.clone()).await;
+    let reason = failure(&status);
+    let window = format!(
+        "the window from {} to {}",
+        input[0].datetime, input[1].datetime
+    );
+    assert!(
+        reason.contains(&window) && reason.contains("overflows"),
+        "{reason}"
+    );
+    assert!(events.is_empty());
 }

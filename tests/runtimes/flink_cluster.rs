@@ -137,7 +137,7 @@ async fn flink_cluster_gives_the_local_engines_results_for_every_operation() {
 async fn flink_cluster_fails_a_domain_error_with_the_jobs_message() {
     let (argv, rest) = cluster();
     let _turn = CLUSTER.lock().await;
-    check_domain_error("flink-cluster", &argv, "mfstream-flink-client").await;
+    check_domain_error("flink-cluster", &argv, "mfstream-flink-client", 1).await;
     assert_no_live_job(&rest);
 }
 

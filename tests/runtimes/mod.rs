@@ -145,6 +145,26 @@ pub fn values(xs: &[f64]) -> Vec<Instant> {
     input
 }
 
+/// Runs `spec` on `engine` under the default `onError` (skip): the query
+/// completes with the answers to the records at `kept` (indexes of
+/// `input`), each on its own datetime, and the events carry one skipped
+/// record for each other one (a version-1 job never sees them: the host's
+/// guard; a version-2 job answers them with error lines).
+pub async fn check_skipped(
+    engine: &dyn StreamEngine,
+    spec: QuerySpec,
+    input: &[Instant],
+    kept: &[usize],
+) {
+    let (events, status) = run_query(engine, spec, input.to_vec()).await;
+    assert_eq!(status, QueryStatus::Completed, "{events:?}");
+    let datetimes: Vec<&str> = events.iter().map(Event::datetime).collect();
+    let expected: Vec<&str> = kept.iter().map(|&i| input[i].datetime.as_str()).collect();
+    assert_eq!(datetimes, expected);
+    let skipped: u64 = events.iter().map(Event::skipped).sum();
+    assert_eq!(skipped as usize, input.len() - kept.len());
+}
+
 /// `n` positive values (in every operation's domain), irregular, some whole,
 /// some below one, some large.
 pub fn positive(n: usize) -> Vec<Instant> {
@@ -363,15 +383,22 @@ pub async fn check_every_operation(name: &str, argv: &[String], framing: Framing
     }
 }
 
-/// `ln` of 0 on the 2nd record: the query fails with the job's message
-/// naming the line and the value, after the first answer; and an unknown
-/// operation makes the job itself exit 2 before it reads anything.
-/// The job's temp folder is gone too.
-pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
+/// `ln` of 0 on the 2nd record. Under `onError: skip` (the default) the
+/// host never sends it to the job (a version-1 job: the host's guard), so
+/// the query completes with the other two answers on their own datetimes.
+/// Under `fail` the query fails with the job's message naming the line and
+/// the value, after the first answer; and an unknown operation makes the
+/// job itself exit 2 before it reads anything. The job's temp folder is
+/// gone too.
+///
+/// A job of `protocol` 2 answers the record with an error line instead, and
+/// under `fail` the host fails the query naming its datetime.
+pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str, protocol: u32) {
     let dir = TempDir::new(&format!("{name}-domain"));
     let pid_file = dir.join("pid");
     let mut options = traced_options(name, argv, &pid_file);
     options.env = jvm_tmp_env(&dir.join("tmp"));
+    options.protocol = protocol;
     let job = BridgeEngine::new(options);
     let input: Vec<Instant> = [1.0, 0.0, 3.0]
         .into_iter()
@@ -379,15 +406,28 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str) {
         .map(|(v, i)| Instant::number(i.datetime, v))
         .collect();
     let spec = QuerySpec::transform("speed", Transform::new("ln", None).unwrap());
+    check_skipped(&job, spec.clone(), &input, &[0, 2]).await;
+    assert_group_gone(&pid_file);
+    let spec = spec.on_error(mfstream::OnError::Fail);
+    let bad = input[1].datetime.clone();
     let (events, status) = run_query(&job, spec, input).await;
     let reason = failure(&status);
-    assert!(
-        reason.contains(&format!(
-            "{prefix}: line 2: ln is defined for positive values only, got 0"
-        )),
-        "{reason}"
-    );
-    assert!(reason.contains("status 2"), "{reason}");
+    if protocol >= 2 {
+        assert!(
+            reason.contains(&format!(
+                "record at {bad}: the job found no result: ln is defined for positive values only"
+            )),
+            "{reason}"
+        );
+    } else {
+        assert!(
+            reason.contains(&format!(
+                "{prefix}: line 2: ln is defined for positive values only, got 0"
+            )),
+            "{reason}"
+        );
+        assert!(reason.contains("status 2"), "{reason}");
+    }
     assert_eq!(
         events.len(),
         1,

@@ -15,9 +15,9 @@ async fn spark_gives_the_local_engines_results_for_every_operation() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs spark: eval \"$(jobs/spark/setup.sh)\""]
-async fn spark_fails_a_domain_error_with_the_jobs_message() {
+async fn spark_reports_a_domain_error_for_the_host_to_skip_or_fail_on() {
     let argv = runtime_command(VAR, SETUP);
-    check_domain_error("spark", &argv, "mfstream-spark").await;
+    check_domain_error("spark", &argv, "mfstream-spark", 2).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

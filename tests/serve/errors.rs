@@ -90,6 +90,13 @@ async fn every_error_is_json_with_a_code_a_description_and_the_right_status() {
         case("an unknown key", "POST", &queries)
             .body(r#"{"operation":"ln","bogus":1}"#)
             .field("body"),
+        case("an onError that is neither skip nor fail", "POST", &queries)
+            .body(r#"{"operation":"ln","onError":"maybe"}"#)
+            .field("onError")
+            .says(&["\"maybe\"", "\"skip\" or \"fail\""]),
+        case("an onError that is not a string", "POST", &queries)
+            .body(r#"{"operation":"ln","onError":true}"#)
+            .field("onError"),
         case("a window without an aggregation", "POST", &queries)
             .body(r#"{"window":{"type":"COUNT","size":1}}"#)
             .field("aggregation"),

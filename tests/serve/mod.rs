@@ -7,6 +7,7 @@ mod errors;
 mod fuzz;
 mod lifecycle;
 mod limits;
+mod on_error;
 mod ownership;
 mod reset;
 mod state;

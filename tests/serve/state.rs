@@ -870,3 +870,78 @@ async fn a_query_whose_engine_is_gone_after_a_restart_comes_back_failed_with_the
     let end = until_end(&mut sse).await;
     assert_eq!(end.last().unwrap().json()["status"], "failed");
 }
+
+#[tokio::test]
+async fn skipped_records_move_the_checkpoint_and_the_policy_survives_a_restart() {
+    let state = TempDir::new("state-on-error");
+    let mut server = start("state-on-error-1", &state, &[]);
+    let mut client = server.client();
+    // ln skips (the default), and one asks to fail; SUM over COUNT 2 of
+    // mul 1e308 skips the windows that overflow.
+    let ln = register(&mut client, P, r#"{"operation":"ln"}"#).await;
+    let fail = register(&mut client, P, r#"{"operation":"ln","onError":"fail"}"#).await;
+    let body =
+        r#"{"operation":"mul","arg":1e308,"aggregation":"SUM","window":{"type":"COUNT","size":2}}"#;
+    let sums = register(&mut client, P, body).await;
+    // On another property, fed only after the restart: its policy is kept.
+    let course = "/collections/ships/items/s2/tproperties/course";
+    let later = register(
+        &mut client,
+        course,
+        r#"{"operation":"ln","onError":"fail"}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{ln}/stream"), &[]).await;
+    let mut windows = server.subscribe(&format!("{sums}/stream"), &[]).await;
+    // ln: no result at 3 and 4. SUM: [1, 2] and [5, 6] overflow.
+    let values = ["1", "1", "-1", "0", "1", "1"];
+    let body: Vec<String> = values
+        .iter()
+        .enumerate()
+        .map(|(i, v)| instant(i + 1, v))
+        .collect();
+    client.post(&format!("{P}/ingest"), &body.join("\n")).await;
+    let first = take(&mut sse, 4).await;
+    assert_eq!(first[2].json()["datetime"], at(5));
+    assert_eq!(first[2].json()["skipped"], 2, "{first:?}");
+    let window = take(&mut windows, 1).await.remove(0).json();
+    assert_eq!(
+        (&window["windowStart"], &window["skipped"]),
+        (&at(3).into(), &2.into())
+    );
+    drop((sse, windows));
+    assert!(server.terminate().success());
+
+    let server = start("state-on-error-2", &state, &[]);
+    let mut client = server.client();
+    let failed = client.get(&fail).await.json();
+    assert_eq!(failed["status"], "failed");
+    assert!(
+        failed["reason"].as_str().unwrap().contains(&at(3)),
+        "{failed}"
+    );
+    assert_eq!(client.get(&ln).await.json()["status"], "running");
+    let body = [instant(7, "1"), instant(8, "-1")];
+    client.post(&format!("{P}/ingest"), &body.join("\n")).await;
+    // Every result once, under consecutive ids: the checkpoints moved past
+    // the skipped records, and nothing before them is computed again.
+    let mut all = server.subscribe(&format!("{ln}/stream"), &[]).await;
+    let every = take(&mut all, 5).await;
+    let datetimes: Vec<&str> = every.iter().map(|e| e.data.as_str()).collect();
+    for (event, i) in every.iter().zip([1, 2, 5, 6, 7]) {
+        assert_eq!(event.json()["datetime"], at(i), "{datetimes:?}");
+    }
+    assert_eq!(ids(&every), [1, 2, 3, 4, 5]);
+    let mut all = server.subscribe(&format!("{sums}/stream"), &[]).await;
+    let every = take(&mut all, 2).await;
+    assert_eq!(every[1].json()["windowStart"], at(7));
+    assert_eq!(every[1].json()["skipped"], 2, "the window [5, 6]");
+    assert_eq!(ids(&every), [1, 2]);
+    let mut failing = server.subscribe(&format!("{later}/stream"), &[]).await;
+    client
+        .post(&format!("{course}/ingest"), &instant(9, "-1"))
+        .await;
+    let end = until_end(&mut failing).await.pop().unwrap().json();
+    assert_eq!(end["status"], "failed", "{end}");
+    assert!(end["reason"].as_str().unwrap().contains(&at(9)), "{end}");
+}

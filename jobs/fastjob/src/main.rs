@@ -10,11 +10,16 @@
 //! (`value`, the default, or `json`). In value framing each input line is a
 //! number and each output line its result; in json framing each line is an
 //! instant, `{"datetime":"…","value":1.5}`, answered by an event with the same
-//! datetime. Exactly one output per input, in order. Bad usage, a line that
-//! does not parse and a value outside the operation's domain are each
-//! reported on stderr (with the line number) and end the job with status 2;
-//! an I/O error ends it with status 1. `MFSTREAM_QUERY` is not read: the
-//! command line says everything a transform needs.
+//! datetime. Exactly one output per input, in order. Bad usage and a line
+//! that does not parse are each reported on stderr (with the line number)
+//! and end the job with status 2; an I/O error ends it with status 1. A
+//! value with no result (outside the operation's domain, or an overflow) is
+//! answered with an error line when the host speaks protocol 2
+//! (`MFSTREAM_PROTOCOL` ≥ 2: `!` and the message in value framing,
+//! `{"datetime":…,"error":…}` in json framing), and the job goes on; with
+//! protocol 1 it ends the job with status 2 as a bad line does.
+//! `MFSTREAM_QUERY` is not read: the command line says everything a
+//! transform needs (the host applies the query's `onError`).
 //!
 //! How it stays fast: stdin is read in 64 KiB chunks into one reused buffer,
 //! lines are parsed in place (no allocation per line), results go to a 64 KiB
@@ -104,6 +109,11 @@ fn run() -> Result<(), Failure> {
         )),
     }
     .map_err(Failure::Usage)?;
+    // Protocol 2: a value with no result is answered with an error line.
+    let v2 = std::env::var("MFSTREAM_PROTOCOL")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .is_some_and(|v| v >= 2);
     let framing = match std::env::var("MFSTREAM_FRAMING") {
         Err(std::env::VarError::NotPresent) => Framing::Value,
         Ok(v) if v == "value" => Framing::Value,
@@ -125,9 +135,11 @@ fn run() -> Result<(), Failure> {
     let mut out = BufWriter::with_capacity(CHUNK, output);
     match framing {
         Framing::Value => pump(input, &mut out, |line, out| {
-            value_line(transform, line, out)
+            value_line(transform, v2, line, out)
         }),
-        Framing::Json => pump(input, &mut out, |line, out| json_line(transform, line, out)),
+        Framing::Json => pump(input, &mut out, |line, out| {
+            json_line(transform, v2, line, out)
+        }),
     }
 }
 
@@ -201,30 +213,48 @@ fn pump<R: Read, W: Write>(
     Ok(())
 }
 
-/// Answers one number with its result.
-fn value_line(t: Transform, line: &[u8], out: &mut impl Write) -> Result<(), LineError> {
+/// Answers one number with its result; with protocol 2 (`v2`), a value with
+/// no result with `!` and why.
+fn value_line(t: Transform, v2: bool, line: &[u8], out: &mut impl Write) -> Result<(), LineError> {
     let text = line.trim_ascii();
     let x = parse_value(text)
         .ok_or_else(|| LineError::Bad(format!("not a number: {}", quote(line))))?;
-    let y = t.apply(x).map_err(|why| {
-        LineError::Bad(format!(
-            "{} {why}, got {}",
-            t.name(),
-            String::from_utf8_lossy(text)
-        ))
-    })?;
+    let y = match t.apply(x) {
+        Ok(y) => y,
+        Err(why) => {
+            // `text` parsed as a float: it is short and plain.
+            let message = format!("{} {why}, got {}", t.name(), String::from_utf8_lossy(text));
+            if !v2 {
+                return Err(LineError::Bad(message));
+            }
+            writeln!(out, "!{message}")?;
+            return Ok(());
+        }
+    };
     write_f64(out, y)?;
     out.write_all(b"\n")?;
     Ok(())
 }
 
-/// Answers one JSON instant with the event for its result.
-fn json_line(t: Transform, line: &[u8], out: &mut impl Write) -> Result<(), LineError> {
+/// Answers one JSON instant with the event for its result; with protocol 2
+/// (`v2`), a value with no result with `{"datetime":…,"error":…}`.
+fn json_line(t: Transform, v2: bool, line: &[u8], out: &mut impl Write) -> Result<(), LineError> {
     let i = instant::parse(line)
         .map_err(|e| LineError::Bad(format!("not a JSON instant ({e}): {}", quote(line))))?;
-    let y = t
-        .apply(i.value)
-        .map_err(|why| LineError::Bad(format!("{} {why}, got {}", t.name(), i.value)))?;
+    let y = match t.apply(i.value) {
+        Ok(y) => y,
+        Err(why) => {
+            // A float's Display has no quote or backslash: no escaping.
+            let message = format!("{} {why}, got {}", t.name(), i.value);
+            if !v2 {
+                return Err(LineError::Bad(message));
+            }
+            out.write_all(b"{\"datetime\":")?;
+            out.write_all(i.datetime)?;
+            writeln!(out, ",\"error\":\"{message}\"}}")?;
+            return Ok(());
+        }
+    };
     out.write_all(b"{\"datetime\":")?;
     out.write_all(i.datetime)?;
     out.write_all(b",\"value\":")?;
@@ -264,8 +294,10 @@ mod tests {
         let t = Transform::from_args(op, arg).unwrap();
         let mut out = Vec::new();
         let result = match framing {
-            Framing::Value => pump(input.as_bytes(), &mut out, |l, o| value_line(t, l, o)),
-            Framing::Json => pump(input.as_bytes(), &mut out, |l, o| json_line(t, l, o)),
+            Framing::Value => pump(input.as_bytes(), &mut out, |l, o| {
+                value_line(t, false, l, o)
+            }),
+            Framing::Json => pump(input.as_bytes(), &mut out, |l, o| json_line(t, false, l, o)),
         };
         result
             .map(|()| String::from_utf8(out).unwrap())
@@ -296,6 +328,38 @@ mod tests {
         assert_eq!(err, "line 2: ln is defined for positive values only, got 0");
         let err = job("mul", Some("2"), Framing::Value, "1\nnan\n").unwrap_err();
         assert_eq!(err, "line 2: mul has no finite result, got nan");
+    }
+
+    #[test]
+    fn with_protocol_2_a_value_with_no_result_is_an_error_line_and_the_job_goes_on() {
+        let t = Transform::from_args("ln", None).unwrap();
+        let mut out = Vec::new();
+        pump("1\n-1\n1\n".as_bytes(), &mut out, |l, o| {
+            value_line(t, true, l, o)
+        })
+        .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "0.0\n!ln is defined for positive values only, got -1\n0.0\n"
+        );
+        let t = Transform::from_args("exp", None).unwrap();
+        let mut out = Vec::new();
+        let input = concat!(
+            r#"{"datetime":"a","value":1000}"#,
+            "\n",
+            r#"{"datetime":"b","value":0}"#,
+            "\n"
+        );
+        pump(input.as_bytes(), &mut out, |l, o| json_line(t, true, l, o)).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            concat!(
+                r#"{"datetime":"a","error":"exp has no finite result, got 1000"}"#,
+                "\n",
+                r#"{"datetime":"b","value":1.0}"#,
+                "\n"
+            )
+        );
     }
 
     #[test]
@@ -404,7 +468,7 @@ mod tests {
             flushed: std::rc::Rc::clone(&flushed),
         };
         let t = Transform::from_args("abs", None).unwrap();
-        pump(input, &mut out, |l, o| value_line(t, l, o)).unwrap();
+        pump(input, &mut out, |l, o| value_line(t, false, l, o)).unwrap();
         // Before each read, everything answered so far has been flushed, and
         // the two lines of the first read went out in one flush.
         assert_eq!(

@@ -73,11 +73,15 @@ impl Engine for MeosEngine {
                     instant.datetime, self.name
                 ));
             };
-            let y = self
-                .meos
-                .apply(self.op, x)
-                .map_err(|e| format!("record at {}: MEOS {}: {e}", instant.datetime, self.name))?;
-            out.emit(instant.datetime, Value::Number(y));
+            match self.meos.apply(self.op, x) {
+                Ok(y) => out.emit(instant.datetime, Value::Number(y)),
+                // MEOS found no result for this record: the host applies
+                // `onError` (skip it, or fail naming it) and the batch goes on.
+                Err(e) => out.no_result(instant.datetime, &format!("MEOS {}: {e}", self.name)),
+            }
+            if out.is_stopped() {
+                break;
+            }
         }
         Ok(())
     }

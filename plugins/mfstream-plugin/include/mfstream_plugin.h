@@ -1,5 +1,5 @@
 /*
- * mfstream_plugin.h: the mfstream plugin ABI, version 1, for plugin authors
+ * mfstream_plugin.h: the mfstream plugin ABI, version 2, for plugin authors
  * writing in C (or Zig, Go, C++ ... through their C FFI).
  *
  * The source of truth is plugins/mfstream-plugin/src/abi.rs; this header
@@ -13,8 +13,9 @@
  *   valid and unchanged while the library is loaded.
  * - struct_size and abi_version are the first two fields of MfsPlugin in
  *   every ABI version. The host refuses a plugin whose abi_version is not
- *   MFS_ABI_VERSION or whose struct_size is not sizeof(MfsPlugin); each
- *   MfsEngine's struct_size is checked the same way.
+ *   one it speaks (MFS_MIN_ABI_VERSION to MFS_ABI_VERSION) or whose
+ *   struct_size is not sizeof(MfsPlugin); each MfsEngine's struct_size is
+ *   checked the same way.
  * - Strings (MfsStr) are UTF-8, pointer + length, not NUL-terminated. A
  *   string the host passes is borrowed for the call; a string the plugin
  *   passes to a host callback is copied before the callback returns.
@@ -29,10 +30,19 @@
  *   it returns MFS_OK, or MFS_STOP when the query is ending.
  * - A failing call calls host->fail(host->ctx, reason), then returns
  *   MFS_ERROR; the query fails with that reason.
+ * - (Version 2.) A record the plugin cannot compute (ln of -1, an exp that
+ *   overflows) is reported with host->error(host->ctx, datetime, message)
+ *   instead of an event, and process goes on with the next record: the
+ *   host applies the query's onError. error returns MFS_OK (skipped and
+ *   counted: go on) or MFS_STOP (the query fails naming the record: return
+ *   soon). A NaN or infinite number emitted is taken the same way.
  * - No exception or unwinding may cross the boundary.
  *
  * Versioning: any change to a type, a field, a signature or the meaning of a
- * call bumps MFS_ABI_VERSION.
+ * call bumps MFS_ABI_VERSION. The host loads versions 1 and 2. Version 2
+ * added MfsHost.error, the last field: a version-1 plugin never reads it,
+ * and under onError "skip" the host never hands it a record the operation
+ * catalogue says has no result.
  */
 #ifndef MFSTREAM_PLUGIN_H
 #define MFSTREAM_PLUGIN_H
@@ -44,7 +54,8 @@
 extern "C" {
 #endif
 
-#define MFS_ABI_VERSION 1u
+#define MFS_ABI_VERSION 2u
+#define MFS_MIN_ABI_VERSION 1u /* the oldest version the host still loads */
 #define MFS_ENTRY_SYMBOL "mfstream_plugin"
 
 #define MFS_OK 0
@@ -78,7 +89,7 @@ typedef struct MfsInstant {
 /* A result the plugin emits; copied by the host during emit. */
 typedef struct MfsEvent {
     MfsStr datetime;
-    MfsValue value; /* a number must be finite */
+    MfsValue value; /* a number should be finite (else: no result, as host->error) */
 } MfsEvent;
 
 /* The host's callbacks; valid for the duration of the call they come with. */
@@ -86,6 +97,8 @@ typedef struct MfsHost {
     void *ctx;
     int32_t (*emit)(void *ctx, const MfsEvent *events, size_t n);
     void (*fail)(void *ctx, MfsStr message);
+    /* Version 2: the record at datetime has no result; MFS_OK or MFS_STOP. */
+    int32_t (*error)(void *ctx, MfsStr datetime, MfsStr message);
 } MfsHost;
 
 /* spec: the query as JSON, borrowed; on MFS_OK *state holds the query's state. */

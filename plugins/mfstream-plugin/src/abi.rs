@@ -1,4 +1,4 @@
-//! ABI v1: the C types a plugin and the host exchange, in one place.
+//! ABI v2: the C types a plugin and the host exchange, in one place.
 //!
 //! `include/mfstream_plugin.h` declares the same types for C; the tests of
 //! the host compile a C program against it that checks every size and
@@ -14,9 +14,10 @@
 //!   unloads a library while an engine or query from it lives.
 //! - [`MfsPlugin`]'s first two fields, `struct_size` and `abi_version`, keep
 //!   their place in every ABI version. The host reads them before anything
-//!   else and refuses a library whose version is not [`ABI_VERSION`] or whose
-//!   `struct_size` is not `sizeof(MfsPlugin)` of that version. Every
-//!   [`MfsEngine`] carries its own `struct_size`, checked the same way.
+//!   else and refuses a library whose version is not one it speaks
+//!   ([`MIN_ABI_VERSION`] to [`ABI_VERSION`]) or whose `struct_size` is not
+//!   `sizeof(MfsPlugin)` of that version. Every [`MfsEngine`] carries its
+//!   own `struct_size`, checked the same way.
 //! - Strings ([`MfsStr`]) are a pointer and a length in bytes, UTF-8, not
 //!   NUL-terminated. A string the host passes is borrowed for the duration of
 //!   the call only; a string the plugin passes to a host callback is copied by
@@ -37,18 +38,41 @@
 //!   [`MFS_STOP`] when the query is ending: the plugin should return soon.
 //! - A function that fails returns [`MFS_ERROR`] after calling
 //!   [`MfsHost::fail`] with the reason; the query fails with that text.
+//! - (Version 2.) A record the plugin cannot compute (outside its
+//!   operation's domain: `ln` of -1; or with no finite result: `exp` of
+//!   1000) is reported through [`MfsHost::error`] with its datetime and a
+//!   message, instead of an event, and `process` goes on with the next
+//!   record. The host applies the query's `onError`: under `skip` it counts
+//!   the record and `error` returns [`MFS_OK`]; under `fail` the query
+//!   fails naming the record and `error` returns [`MFS_STOP`] (the plugin
+//!   should return soon; what it returns then does not matter). A NaN or
+//!   infinite number emitted is taken the same way, in either version.
 //! - No unwinding may cross the boundary: a Rust plugin catches its panics
 //!   (the export macro does) and a C++ plugin its exceptions.
 //!
 //! # Versioning
 //!
 //! Any change to a type, a field, a function's signature or the meaning of a
-//! call bumps [`ABI_VERSION`]. There are no optional extensions in v1.
+//! call bumps [`ABI_VERSION`]. The host loads every version from
+//! [`MIN_ABI_VERSION`] on:
+//!
+//! - **1**: the types below without [`MfsHost::error`]. A version-1 plugin
+//!   never reads that field (the host passes it to every plugin; it is the
+//!   last one, so the fields a version-1 plugin reads keep their place).
+//!   It fails a query on a record it cannot compute, or emits NaN; so under
+//!   `onError: skip` the host never hands it a record the operation
+//!   catalogue says has no result, and skips its non-finite results.
+//! - **2**: adds [`MfsHost::error`], a per-record error. Nothing else
+//!   changed: a version-1 plugin's descriptor, engines and functions are
+//!   read the same way.
 
 use std::ffi::c_void;
 
-/// The ABI version this crate describes.
-pub const ABI_VERSION: u32 = 1;
+/// The ABI version this crate describes, and the newest the host speaks.
+pub const ABI_VERSION: u32 = 2;
+
+/// The oldest ABI version the host still loads.
+pub const MIN_ABI_VERSION: u32 = 1;
 
 /// The name of the symbol every plugin exports, NUL-terminated.
 pub const ENTRY_SYMBOL: &[u8] = b"mfstream_plugin\0";
@@ -155,6 +179,11 @@ pub struct MfsEvent {
 pub type EmitFn = unsafe extern "C" fn(ctx: *mut c_void, events: *const MfsEvent, n: usize) -> i32;
 /// Records why the current call fails: `ctx` and the reason.
 pub type FailFn = unsafe extern "C" fn(ctx: *mut c_void, message: MfsStr);
+/// (Version 2.) Reports that the record at `datetime` has no result, with a
+/// message for people: `ctx`, the record's datetime (as the host passed
+/// it), the message. Returns [`MFS_OK`] (go on with the next record) or
+/// [`MFS_STOP`] (the query is ending: return soon).
+pub type ErrorFn = unsafe extern "C" fn(ctx: *mut c_void, datetime: MfsStr, message: MfsStr) -> i32;
 
 /// The host's callbacks, passed to every call. Owned by the host, valid for
 /// the duration of the call only.
@@ -167,6 +196,10 @@ pub struct MfsHost {
     pub emit: EmitFn,
     /// Records why the current call fails.
     pub fail: FailFn,
+    /// (Version 2; always set by the host.) Reports a record with no
+    /// result. The last field, so a version-1 plugin, which does not know
+    /// it, reads the others where they always were.
+    pub error: ErrorFn,
 }
 
 /// Opens a query: `spec` is the query as JSON (the `MFSTREAM_QUERY` object of

@@ -119,8 +119,8 @@ impl<'h> Emitter<'h> {
         }
     }
 
-    /// Emits one result. A number must be finite: the host fails a query
-    /// that emits NaN or infinity.
+    /// Emits one result. A number should be finite: the host takes NaN or
+    /// infinity for a record with no result, as [`no_result`](Emitter::no_result).
     pub fn emit(&mut self, datetime: &str, value: Value<'_>) {
         if self.stopped {
             return;
@@ -139,6 +139,31 @@ impl<'h> Emitter<'h> {
         self.events.push((start, end, kind, number, text.0, text.1));
         if self.events.len() >= EMIT_BATCH {
             self.flush();
+        }
+    }
+
+    /// Reports that the record at `datetime` has no result (ABI version 2:
+    /// `ln` of -1, an `exp` that overflows), with a message for people, in
+    /// place of its event. The host applies the query's `onError`: under
+    /// `skip` the record is counted and the batch goes on; under `fail` the
+    /// query fails naming it, and the emitter stops ([`is_stopped`]).
+    ///
+    /// [`is_stopped`]: Emitter::is_stopped
+    pub fn no_result(&mut self, datetime: &str, message: &str) {
+        if self.stopped {
+            return;
+        }
+        // The events before it reach the host first, in order.
+        self.flush();
+        // SAFETY: the callback and context are valid for the call this
+        // emitter lives in (the host always sets `error`: a host that loads
+        // a version-2 plugin has it); the strings are copied before it
+        // returns.
+        let answer = unsafe {
+            (self.host.error)(self.host.ctx, MfsStr::new(datetime), MfsStr::new(message))
+        };
+        if answer == MFS_STOP {
+            self.stopped = true;
         }
     }
 
@@ -314,6 +339,24 @@ mod tests {
     struct Seen {
         events: Vec<(String, f64)>,
         error: Option<String>,
+        no_result: Vec<(String, String)>,
+    }
+
+    unsafe extern "C" fn no_result(ctx: *mut c_void, datetime: MfsStr, message: MfsStr) -> i32 {
+        // SAFETY: the test passes a `Seen`; the strings are valid for the call.
+        let (seen, dt, text) = unsafe {
+            (
+                &mut *ctx.cast::<Seen>(),
+                datetime.as_bytes(),
+                message.as_bytes(),
+            )
+        };
+        let dt = String::from_utf8_lossy(dt).into_owned();
+        // The events before it were handed over first.
+        assert_eq!(seen.events.len(), seen.no_result.len() + 1, "{dt}");
+        seen.no_result
+            .push((dt, String::from_utf8_lossy(text).into_owned()));
+        MFS_OK
     }
 
     unsafe extern "C" fn emit(ctx: *mut c_void, events: *const MfsEvent, n: usize) -> i32 {
@@ -353,6 +396,7 @@ mod tests {
         fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
             for i in batch.iter() {
                 match i.value {
+                    Value::Number(x) if x.is_nan() => out.no_result(i.datetime, "not a number"),
                     Value::Number(x) if x < 0.0 => panic!("negative at {}", i.datetime),
                     Value::Number(x) => out.emit(i.datetime, Value::Number(x / 2.0)),
                     _ => return Err("not a number".into()),
@@ -367,6 +411,7 @@ mod tests {
             ctx: (seen as *mut Seen).cast(),
             emit,
             fail: record_failure,
+            error: no_result,
         }
     }
 
@@ -404,6 +449,29 @@ mod tests {
             seen.error.as_deref(),
             Some("the plugin panicked: negative at b")
         );
+    }
+
+    #[test]
+    fn a_record_with_no_result_is_reported_in_order_and_the_batch_goes_on() {
+        let mut seen = Seen::default();
+        let host = host(&mut seen);
+        let mut state = std::ptr::null_mut();
+        // SAFETY: the calls follow the ABI: open, process, close.
+        unsafe {
+            assert_eq!(
+                __open::<Halve>(MfsStr::new("{}"), &host, &mut state),
+                MFS_OK
+            );
+            let batch = [instant("a", 4.0), instant("b", f64::NAN), instant("c", 2.0)];
+            assert_eq!(__process::<Halve>(state, batch.as_ptr(), 3, &host), MFS_OK);
+            assert_eq!(__close::<Halve>(state, &host), MFS_OK);
+        }
+        assert_eq!(seen.events, [("a".to_owned(), 2.0), ("c".to_owned(), 1.0)]);
+        assert_eq!(
+            seen.no_result,
+            [("b".to_owned(), "not a number".to_owned())]
+        );
+        assert_eq!(seen.error, None);
     }
 
     #[test]

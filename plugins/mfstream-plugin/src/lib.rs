@@ -5,7 +5,7 @@
 //! engines; the control plane gets them from `registry.get(name)` like the
 //! built-in ones. The roles:
 //!
-//! - [`abi`] is the C ABI (version 1), the one source of truth for the host
+//! - [`abi`] is the C ABI (version 2), the one source of truth for the host
 //!   and for plugin authors; `include/mfstream_plugin.h` is its C twin.
 //! - [`Engine`] is what a Rust author implements: `open` a query from its
 //!   spec, `process` batches of instants, `close` (flush) at the end.
@@ -86,9 +86,11 @@ pub trait Engine: Sized + Send + 'static {
     /// An `Err` refuses the query with that message.
     fn open(spec: &str) -> Result<Self, String>;
 
-    /// Processes one batch of instants, emitting results to `out`. An `Err`
-    /// fails the query with that message; the events emitted before it are
-    /// delivered first.
+    /// Processes one batch of instants, emitting results to `out`. A record
+    /// with no result (outside the operation's domain, or not finite) is
+    /// reported with [`Emitter::no_result`], and the batch goes on: the
+    /// host applies the query's `onError`. An `Err` fails the query with
+    /// that message; the events emitted before it are delivered first.
     fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String>;
 
     /// Whether the engine can run queries now: an `Err` says why not (a
@@ -123,7 +125,7 @@ pub trait Engine: Sized + Send + 'static {
 #[macro_export]
 macro_rules! export_plugin {
     (name: $name:expr, version: $version:expr, engines: [$($engine:ty),+ $(,)?] $(,)?) => {
-        /// The mfstream plugin entry point (ABI v1).
+        /// The mfstream plugin entry point (ABI v2).
         #[unsafe(no_mangle)]
         pub extern "C" fn mfstream_plugin() -> *const $crate::abi::MfsPlugin {
             const COUNT: usize = [$(stringify!($engine)),+].len();

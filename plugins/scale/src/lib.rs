@@ -50,13 +50,15 @@ impl Engine for Scale {
             };
             match self.transform.apply(x) {
                 Ok(y) => out.emit(instant.datetime, Value::Number(y)),
+                // No result for this record: the host applies `onError`
+                // (skip it, or fail the query naming it) and the batch goes on.
                 Err(why) => {
-                    return Err(format!(
-                        "record at {}: {} {why}, got {x}",
-                        instant.datetime,
-                        self.transform.name()
-                    ));
+                    let message = format!("{} {why}, got {x}", self.transform.name());
+                    out.no_result(instant.datetime, &message);
                 }
+            }
+            if out.is_stopped() {
+                break;
             }
         }
         Ok(())

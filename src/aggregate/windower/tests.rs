@@ -2,6 +2,7 @@ use super::*;
 use crate::aggregate::TimeUnit;
 use crate::aggregate::resume::{self, Closed};
 use crate::budget::StateBudget;
+use crate::spec::OnError;
 use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {
@@ -332,7 +333,8 @@ fn hopping_buckets_agree_with_keeping_every_record() {
 #[test]
 fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
     let aggregate = Aggregate::new(Aggregation::Sum, Window::Count { size: 2 });
-    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let fail = |w: Windower| w.with_on_error(OnError::Fail);
+    let mut windower = fail(Windower::new(&aggregate, "p".into()).unwrap());
     let mut out = Vec::new();
     windower.push(num(0, 1e308), &mut out).unwrap();
     let err = windower.push(num(1, 1e308), &mut out).unwrap_err();
@@ -342,12 +344,50 @@ fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
     );
     windower.push(num(2, f64::MAX), &mut out).unwrap();
     windower.push(num(3, f64::MAX), &mut out).unwrap_err();
-    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let mut windower = fail(Windower::new(&aggregate, "p".into()).unwrap());
     windower.push(num(0, f64::MAX), &mut out).unwrap();
     windower.push(num(0, f64::MAX), &mut out).unwrap_err();
     windower.push(num(1, f64::MAX), &mut out).unwrap();
     assert!(windower.finish(&mut out).is_ok(), "one record is finite");
     assert_eq!(out.len(), 1);
+}
+
+#[test]
+fn an_overflowing_window_is_skipped_by_default_and_the_next_window_follows() {
+    // TUMBLING 10 s: [0, 10) overflows, [10, 20) and [20, 30) do not.
+    let aggregate = Aggregate::new(Aggregation::Avg, seconds(10));
+    let mut windower = Windower::new(&aggregate, "p".into()).unwrap();
+    let mut out = Vec::new();
+    for (t, v) in [
+        (1, f64::MAX),
+        (2, f64::MAX),
+        (11, 4.0),
+        (12, 6.0),
+        (21, 1.0),
+    ] {
+        windower.push(num(t, v), &mut out).unwrap();
+    }
+    windower.skip(3); // three records a transform had no result for
+    windower.finish(&mut out).unwrap();
+    assert_eq!(
+        windower.take_skipped(),
+        5,
+        "the overflowing window's 2, and 3"
+    );
+    assert_eq!(windower.take_skipped(), 0, "taken once");
+    let got: Vec<(String, f64, u64)> = out
+        .iter()
+        .map(|e| {
+            (
+                e.datetime().to_owned(),
+                e.value().as_f64().unwrap(),
+                e.skipped(),
+            )
+        })
+        .collect();
+    // The window after the overflowing one carries its records; the next
+    // event after `skip` carries those.
+    assert_eq!(got, [(at(12), 5.0, 2), (at(21), 1.0, 3)]);
 }
 
 #[test]

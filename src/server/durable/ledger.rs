@@ -212,6 +212,10 @@ impl LedgerInner {
         match self.rule {
             Rule::Never => {}
             Rule::Instants(n) => {
+                // A result also covers the records skipped right before it
+                // (`onError: skip`), which it carries: on the local engine
+                // (the only one with this rule) exactly those.
+                let n = n.saturating_add(event.skipped());
                 while self.counted < n {
                     let Some((seq, _)) = self.fed.pop_front() else {
                         tracing::warn!("a result without its instants: the checkpoint stays");
@@ -288,6 +292,7 @@ mod tests {
             value: Value::Number(1.0),
             property: "p".into(),
             operation: "abs".into(),
+            skipped: 0,
         })
     }
 
@@ -302,6 +307,7 @@ mod tests {
             count: 2,
             partial: false,
             late: 0,
+            skipped: 0,
         })
     }
 
@@ -345,6 +351,26 @@ mod tests {
         let cp = ledger.checkpoint(2).unwrap();
         assert_eq!((cp.after_seq, cp.last_event_id, cp.state), (14, 2, None));
         assert_eq!(ledger.checkpoint(2), None, "it did not move");
+    }
+
+    #[test]
+    fn a_result_after_skipped_records_covers_them_too() {
+        // ln over 1, -1, 0, 1: the second result carries 2 skipped records.
+        let ledger = Ledger::new(Rule::Instants(1), 0, None);
+        feed(&ledger, &[1, 2, 3, 4], &[0, 1, 2, 3]);
+        ledger.result(&result());
+        let mut after = result();
+        after.add_skipped(2);
+        ledger.result(&after);
+        assert_eq!(ledger.checkpoint(2).unwrap().after_seq, 4);
+        // A COUNT 2 window after one whose SUM overflowed (its 2 records
+        // skipped) covers 4.
+        let ledger = Ledger::new(Rule::Instants(2), 0, None);
+        feed(&ledger, &[1, 2, 3, 4, 5], &[0, 1, 2, 3, 4]);
+        let mut second = window(2);
+        second.add_skipped(2);
+        ledger.result(&second);
+        assert_eq!(ledger.checkpoint(1).unwrap().after_seq, 4);
     }
 
     #[test]

@@ -13,7 +13,7 @@ int main(void) {
     SIZE(MfsValue); AT(MfsValue, kind); AT(MfsValue, number); AT(MfsValue, text);
     SIZE(MfsInstant); AT(MfsInstant, datetime); AT(MfsInstant, value);
     SIZE(MfsEvent); AT(MfsEvent, datetime); AT(MfsEvent, value);
-    SIZE(MfsHost); AT(MfsHost, ctx); AT(MfsHost, emit); AT(MfsHost, fail);
+    SIZE(MfsHost); AT(MfsHost, ctx); AT(MfsHost, emit); AT(MfsHost, fail); AT(MfsHost, error);
     SIZE(MfsEngine); AT(MfsEngine, struct_size); AT(MfsEngine, serves); AT(MfsEngine, name);
     AT(MfsEngine, description); AT(MfsEngine, open); AT(MfsEngine, process);
     AT(MfsEngine, close); AT(MfsEngine, ready);

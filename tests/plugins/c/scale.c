@@ -6,7 +6,12 @@
  *
  *   cc -shared -fPIC -I plugins/mfstream-plugin/include scale.c -lm -o libcscale.so
  *
- * Test variants: -DMFS_TEST_WRONG_ABI claims ABI version 2;
+ * A record with no result is reported with host->error (ABI version 2) and
+ * the batch goes on.
+ *
+ * Test variants: -DMFS_TEST_ABI_1 is a version-1 plugin (it fails the call
+ * on a record with no result, as plugins built before version 2 do);
+ * -DMFS_TEST_WRONG_ABI claims ABI version 3;
  * -DMFS_TEST_NO_ENTRY exports no entry symbol; -DMFS_TEST_ENGINE_NAME=\"x\"
  * renames the engine; -DMFS_TEST_ABORT_ON_LOAD aborts as soon as the library
  * is loaded.
@@ -101,11 +106,21 @@ static int32_t cscale_process(void *state, const MfsInstant *batch, size_t n,
             case DIV: y = x / q->arg; break;
         }
         if (!isfinite(y)) {
+#ifdef MFS_TEST_ABI_1
             snprintf(message, sizeof message, "record at %.*s: %s has no finite result, got %g",
                      (int)batch[i].datetime.len, (const char *)batch[i].datetime.ptr,
                      NAMES[q->op], x);
             error = message;
             break;
+#else
+            /* The events before it first, in order; then the error. */
+            if (out) host->emit(host->ctx, events, out);
+            out = 0;
+            snprintf(message, sizeof message, "%s has no finite result, got %g", NAMES[q->op], x);
+            MfsStr text = {(const uint8_t *)message, strlen(message)};
+            if (host->error(host->ctx, batch[i].datetime, text) == MFS_STOP) break;
+            continue;
+#endif
         }
         events[out].datetime = batch[i].datetime; /* borrowed: the host copies it */
         events[out].value.kind = MFS_NUMBER;
@@ -137,8 +152,10 @@ static const MfsEngine ENGINES[] = {{
 
 static const MfsPlugin PLUGIN = {
     .struct_size = sizeof(MfsPlugin),
-#ifdef MFS_TEST_WRONG_ABI
-    .abi_version = 2,
+#if defined(MFS_TEST_WRONG_ABI)
+    .abi_version = 3,
+#elif defined(MFS_TEST_ABI_1)
+    .abi_version = 1,
 #else
     .abi_version = MFS_ABI_VERSION,
 #endif

@@ -8,7 +8,8 @@
 //! - `refuser` refuses every query in `open`;
 //! - `whereami` answers each record with the name of the thread that runs it
 //!   (as the kernel knows it: `/proc/thread-self/comm`);
-//! - `nan` answers each record with NaN, which the host must refuse.
+//! - `nan` answers each record with NaN, which the host takes for a record
+//!   with no result (skipped, or the query's failure under `onError: fail`).
 
 use mfstream_plugin::{Batch, Emitter, Engine, Value};
 
