@@ -50,13 +50,18 @@ CREATE TABLE queries (
 /// Holds the store directory for this process: a second server on the
 /// same directory fails to open it instead of interleaving its writes.
 ///
-/// An advisory `flock(2)` on the lock file, released by the kernel when the
-/// process ends however it ends (no stale lock after `kill -9`, unlike a
-/// pid file). `libc` is a dependency already and the call is a few lines;
-/// `std`'s `File::try_lock` would do the same but needs Rust 1.89, past
-/// this crate's `rust-version`.
+/// An advisory `flock(2)` on the directory itself, released by the kernel
+/// when the process ends however it ends (no stale lock after `kill -9`,
+/// unlike a pid file). On the directory, not on the lock file alone: a lock
+/// file deleted or replaced under a running server would let a second one
+/// lock the new file and write the same journal. The lock file is locked
+/// too (what an older build, or a tool, checks) and holds the holder's pid.
+/// `libc` is a dependency already and the call is a few lines; `std`'s
+/// `File::try_lock` would do the same but needs Rust 1.89, past this
+/// crate's `rust-version`, and cannot lock a directory.
 #[derive(Debug)]
 pub(crate) struct DirLock {
+    _dir: File,
     _file: File,
 }
 
@@ -87,21 +92,20 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
         Err(e) => return Err(err(StoreErrorKind::Unwritable(e.to_string()))),
     }
     let path = dir.join(LOCK_FILE);
-    let mut file =
-        private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
-    // SAFETY: flock only reads the descriptor, which `file` keeps open for
-    // the duration of the call.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+    let locked = |e: std::io::Error| {
+        err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            // Read, never created: a refused server leaves the file alone.
             StoreErrorKind::Locked {
-                pid: holder(&mut file),
+                pid: File::open(&path).ok().and_then(|mut f| holder(&mut f)),
             }
         } else {
             StoreErrorKind::Unwritable(e.to_string())
-        }));
-    }
+        })
+    };
+    let dir_file = File::open(dir).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    try_lock(&dir_file).map_err(locked)?;
+    let file = private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    try_lock(&file).map_err(locked)?;
     // Who holds it, for the message a second server gets. Best effort: the
     // lock, not this text, is what keeps it out.
     let pid = format!("{}\n", std::process::id());
@@ -111,7 +115,22 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
     {
         tracing::debug!("cannot write the process id into {}: {e}", path.display());
     }
-    Ok(DirLock { _file: file })
+    Ok(DirLock {
+        _dir: dir_file,
+        _file: file,
+    })
+}
+
+/// Takes an exclusive `flock(2)` on `file` (a file or a directory), without
+/// waiting.
+fn try_lock(file: &File) -> std::io::Result<()> {
+    // SAFETY: flock only reads the descriptor, which `file` keeps open for
+    // the duration of the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The process id the holder of a lock file wrote into it, if readable.

@@ -54,6 +54,33 @@ async fn a_second_server_on_a_state_directory_exits_2_naming_it_and_the_holder_a
 }
 
 #[tokio::test]
+async fn a_second_server_is_refused_even_after_the_lock_file_was_deleted_or_replaced() {
+    let state = TempDir::new("lock-deleted");
+    let server = start("lock-deleted-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+
+    // The lock is the directory's, not the name's: a lock file deleted (or
+    // swapped for a new one) under the first server lets no second in.
+    for replace in [false, true] {
+        if replace {
+            std::fs::write(state.join("lock"), "1\n").unwrap();
+        } else {
+            std::fs::remove_file(state.join("lock")).unwrap();
+        }
+        let output = serve_exits("lock-deleted-2", &state);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("in use by another process"), "{stderr}");
+        assert!(output.stdout.is_empty(), "it never listened");
+    }
+
+    let response = client.post(&format!("{P}/ingest"), &instant(1, "-2")).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+}
+
+#[tokio::test]
 async fn a_state_directory_whose_catalog_is_gone_but_whose_journal_holds_records_is_refused_naming_the_file()
  {
     let state = TempDir::new("catalog-gone");
