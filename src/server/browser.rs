@@ -250,15 +250,15 @@ fn fetch_metadata_allows(method: &Method, headers: &HeaderMap) -> bool {
 /// Refuses a request whose `Host` does not name the server, and one from
 /// a page of another origin (by its `Origin`, else by its fetch metadata),
 /// a preflight included; answers an allowed origin's preflight; and gives
-/// every answer its security headers (and CORS headers for an allowed
-/// origin).
+/// an allowed origin's answers their CORS headers ([`security_headers`]
+/// gives every answer the rest).
 pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let browsers = &app.browsers;
     let headers = request.headers();
     let vary = !browsers.origins.is_empty();
     if headers.get_all(header::HOST).iter().nth(1).is_some() {
         let problem = Problem::invalid("Host", "the request has more than one Host header");
-        return secure(problem.into_response(), None, vary);
+        return with_cors(problem.into_response(), None, vary);
     }
     let host = headers.get(header::HOST).map(|v| v.to_str().ok());
     if !browsers.any_host {
@@ -289,7 +289,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         };
         if let Some(description) = refused {
             let problem = Problem::new(StatusCode::FORBIDDEN, "HostNotAllowed", description);
-            return secure(problem.into_response(), None, vary);
+            return with_cors(problem.into_response(), None, vary);
         }
     }
     let host = host.flatten();
@@ -305,7 +305,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
         if cors.is_none() {
-            return secure(refuse_origin(origin).into_response(), None, vary);
+            return with_cors(refuse_origin(origin).into_response(), None, vary);
         }
         let mut response = StatusCode::NO_CONTENT.into_response();
         let h = response.headers_mut();
@@ -321,7 +321,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
             header::ACCESS_CONTROL_MAX_AGE,
             HeaderValue::from_static(CORS_MAX_AGE),
         );
-        return secure(response, cors, vary);
+        return with_cors(response, cors, vary);
     }
     let refused = match origin {
         Some(origin) => (cors.is_none() && !host.is_some_and(|host| own_origin(host, origin)))
@@ -338,9 +338,9 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         }),
     };
     if let Some(problem) = refused {
-        return secure(problem.into_response(), None, vary);
+        return with_cors(problem.into_response(), None, vary);
     }
-    secure(next.run(request).await, cors, vary)
+    with_cors(next.run(request).await, cors, vary)
 }
 
 /// Why a `Host` (or a target's authority) is refused: it names another
@@ -384,11 +384,30 @@ fn refuse_origin(origin: &str) -> Problem {
     Problem::new(StatusCode::FORBIDDEN, "OriginNotAllowed", description)
 }
 
-/// The headers every answer gets; CORS ones when `cors` (the request's
-/// origin) is allowed; `Vary: Origin` when answers differ by origin
+/// The CORS headers when `cors` (the request's origin) is allowed;
+/// `Vary: Origin` when answers differ by origin
 /// (`vary`: there are `--cors-origin` entries), so no cache serves one
 /// origin's answer to another.
-fn secure(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Response {
+fn with_cors(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Response {
+    let h = response.headers_mut();
+    if let Some(origin) = cors {
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(CORS_EXPOSE),
+        );
+    }
+    if vary {
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
+    response
+}
+
+/// Gives every answer of the router its security headers: the outermost
+/// layer, so that the answers made before [`guard`] runs (an overlong URI's
+/// 414, an oversize body's 413) have them too.
+pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
     let h = response.headers_mut();
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -409,16 +428,6 @@ fn secure(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Resp
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(DEFAULT_CSP),
         );
-    }
-    if let Some(origin) = cors {
-        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        h.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(CORS_EXPOSE),
-        );
-    }
-    if vary {
-        h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
     response
 }

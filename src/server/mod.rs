@@ -351,5 +351,7 @@ fn router(app: Arc<App>) -> Router {
             app.clone(),
             request::bound,
         ))
+        // Around everything: every answer has its security headers.
+        .layer(axum::middleware::from_fn(browser::security_headers))
         .with_state(app)
 }

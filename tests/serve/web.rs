@@ -487,6 +487,40 @@ async fn every_answer_has_security_headers_and_the_page_a_content_security_polic
     );
 }
 
+#[tokio::test]
+async fn answers_refused_before_the_browser_checks_have_security_headers_too() {
+    let server = Serve::start("web-headers-early", &["--max-body", "64"], &[]);
+    let long = format!("/{}", "a".repeat(9 * 1024));
+    let too_long = send(&server, "GET", &long, &["Host: localhost"], "").await;
+    assert_eq!(too_long.status, 414, "{too_long:?}");
+    let ingest = format!("{P}/ingest");
+    let big = format!("[{}]", instant(1, &"1".repeat(80)));
+    let too_big = send(&server, "POST", &ingest, &["Host: localhost", JSON], &big).await;
+    assert_eq!(too_big.status, 413, "{too_big:?}");
+    for (what, response) in [("414", &too_long), ("413", &too_big)] {
+        assert_eq!(
+            response.header("x-content-type-options"),
+            Some("nosniff"),
+            "{what}: {response:?}"
+        );
+        assert_eq!(
+            response.header("referrer-policy"),
+            Some("no-referrer"),
+            "{what}"
+        );
+        assert_eq!(
+            response.header("content-security-policy"),
+            Some("default-src 'none'; frame-ancestors 'none'"),
+            "{what}"
+        );
+        assert_eq!(
+            response.header("cross-origin-resource-policy"),
+            Some("same-origin"),
+            "{what}"
+        );
+    }
+}
+
 #[test]
 fn a_token_no_authorization_header_can_carry_is_refused_at_start_with_exit_2() {
     for (token, says) in [
