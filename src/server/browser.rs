@@ -21,8 +21,9 @@
 //!   link to the page). Clients that are not browsers send neither header.
 //!   The body types an HTML form can send are refused by the routes (415,
 //!   [`super::request::require_content_type`]).
-//! - A request with more than one `Host`, or whose target names another
-//!   authority (`GET http://evil.example/ HTTP/1.1`), is refused too.
+//! - A request with more than one `Host` or `Origin`, or whose target
+//!   names another authority (`GET http://evil.example/ HTTP/1.1`), is
+//!   refused too.
 //! - **CORS** only for `--cors-origin` entries: their preflights are
 //!   answered, their responses carry `Access-Control-Allow-Origin`; nobody
 //!   else's do.
@@ -203,8 +204,10 @@ fn split_authority(authority: &str) -> Option<(&str, Option<&str>)> {
             name.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
         };
-    let port_ok =
-        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    // A TCP port: 1 to 65535, digits only (`u16`'s parse takes a `+`).
+    let port_ok = port.is_none_or(|p| {
+        p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|p| p > 0)
+    });
     (name_ok && port_ok).then_some((name, port))
 }
 
@@ -256,9 +259,14 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
     let browsers = &app.browsers;
     let headers = request.headers();
     let vary = !browsers.origins.is_empty();
-    if headers.get_all(header::HOST).iter().nth(1).is_some() {
-        let problem = Problem::invalid("Host", "the request has more than one Host header");
-        return with_cors(problem.into_response(), None, vary);
+    // Two of either: which one counts would be the server's guess (a
+    // browser sends one).
+    for (header, name) in [(header::HOST, "Host"), (header::ORIGIN, "Origin")] {
+        if headers.get_all(header).iter().nth(1).is_some() {
+            let problem =
+                Problem::invalid(name, format!("the request has more than one {name} header"));
+            return with_cors(problem.into_response(), None, vary);
+        }
     }
     let host = headers.get(header::HOST).map(|v| v.to_str().ok());
     if !browsers.any_host {

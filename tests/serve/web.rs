@@ -521,6 +521,48 @@ async fn answers_refused_before_the_browser_checks_have_security_headers_too() {
     }
 }
 
+#[tokio::test]
+async fn a_request_with_two_origins_or_two_content_types_is_refused_whatever_their_order() {
+    let server = Serve::start("web-twice", &[], &[]);
+    let own = format!("Origin: http://{}", server.addr);
+    let host = format!("Host: {}", server.addr);
+    let queries = format!("{P}/queries");
+    for origins in [
+        [own.as_str(), "Origin: http://evil.example"],
+        ["Origin: http://evil.example", own.as_str()],
+    ] {
+        let headers = [host.as_str(), JSON, origins[0], origins[1]];
+        let response = send(&server, "POST", &queries, &headers, ABS).await;
+        refused(
+            "two origins",
+            &response,
+            400,
+            "InvalidParameterValue",
+            &["more than one Origin"],
+        );
+    }
+    for types in [
+        [JSON, "Content-Type: text/plain"],
+        ["Content-Type: text/plain", JSON],
+    ] {
+        let headers = [host.as_str(), own.as_str(), types[0], types[1]];
+        let response = send(&server, "POST", &queries, &headers, ABS).await;
+        refused(
+            "two types",
+            &response,
+            415,
+            "UnsupportedMediaType",
+            &["more than one Content-Type"],
+        );
+    }
+    let mut client = server.client();
+    assert_eq!(
+        queries_on(&mut client, P).await,
+        0,
+        "nothing was registered"
+    );
+}
+
 #[test]
 fn a_token_no_authorization_header_can_carry_is_refused_at_start_with_exit_2() {
     for (token, says) in [
