@@ -302,7 +302,10 @@ impl Store {
     ///
     /// Fails, naming `dir`, when it is not a directory, cannot be created or
     /// written, is held by another process, or holds a damaged database, a
-    /// database of another schema version, or something else than a store.
+    /// database of another schema version, or something else than a store;
+    /// and when its catalog or its journal is gone while the other holds
+    /// what needs it ([`StoreErrorKind::CatalogLost`],
+    /// [`StoreErrorKind::JournalLost`]).
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let dir = dir.as_ref().to_owned();
         // Held by the store and by its writer thread: released once both
@@ -311,7 +314,7 @@ impl Store {
         let conn = schema::open_writer(&dir, &options)?;
         let writer = Writer::new(conn).map_err(|kind| StoreError::new(&dir, kind))?;
         let mut reader = schema::open_reader(&dir)?;
-        let registered = restore::queries(&mut reader)
+        let registered: Vec<Registered> = restore::queries(&mut reader)
             .map_err(|kind| StoreError::new(&dir, kind))?
             .into_iter()
             .map(|row| Registered {
@@ -321,6 +324,7 @@ impl Store {
                 start_seq: row.start_seq,
             })
             .collect();
+        schema::check_journal(&dir, registered.len())?;
         let journal = Journal::open(&dir, &options, registered)
             .map_err(|kind| StoreError::new(&dir, kind))?;
         let (jobs, queue) = mpsc::channel(options.queue.max(1));

@@ -284,6 +284,30 @@ pub(crate) fn check_catalog(dir: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// Refuses a journal that is gone (no directory, or not one segment in it)
+/// while the catalog holds `queries` queries: every open of a store leaves a
+/// segment (compaction never removes the newest), and a query is
+/// registered only once the store is open, so this is a journal deleted
+/// under the catalog, and opening it would make an empty one.
+pub(crate) fn check_journal(dir: &Path, queries: usize) -> Result<(), StoreError> {
+    if queries == 0 {
+        return Ok(());
+    }
+    let journal = dir.join(super::journal::DIR);
+    let has_segment = std::fs::read_dir(&journal).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|entry| entry.path().extension().is_some_and(|e| e == "seg"))
+    });
+    if has_segment {
+        return Ok(());
+    }
+    Err(StoreError::new(
+        dir,
+        StoreErrorKind::JournalLost { journal, queries },
+    ))
+}
+
 /// Makes the database's files (creating the database file when missing)
 /// [`FILE_MODE`]: SQLite makes its `-wal` and `-shm` files with the
 /// database file's mode.

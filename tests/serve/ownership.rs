@@ -108,6 +108,49 @@ async fn a_state_directory_whose_catalog_is_gone_but_whose_journal_holds_records
     assert!(!catalog.exists(), "no empty catalog was made in its place");
 }
 
+#[tokio::test]
+async fn a_state_directory_whose_journal_is_gone_but_whose_catalog_holds_queries_is_refused_naming_it()
+ {
+    let state = TempDir::new("journal-gone");
+    let mut server = start("journal-gone-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let response = client.post(&format!("{P}/ingest"), &lines(1, 3)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert!(server.terminate().success());
+    let journal = state.join("journal");
+
+    // Emptied of its segments, or gone altogether: refused either way, and
+    // the next try says the same (nothing was made in its place).
+    for emptied in [true, false, false] {
+        if emptied {
+            for entry in std::fs::read_dir(&journal).unwrap() {
+                std::fs::remove_file(entry.unwrap().path()).unwrap();
+            }
+        } else if journal.exists() {
+            std::fs::remove_dir(&journal).unwrap();
+        }
+        let output = serve_exits("journal-gone-2", &state);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(journal.to_str().unwrap())
+                && stderr.contains("missing or holds no segment")
+                && stderr.contains("1 query"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "it never listened");
+    }
+    assert!(!journal.exists(), "no empty journal was made in its place");
+
+    // Once its queries are gone too (a new directory), it starts.
+    for entry in std::fs::read_dir(state.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let server = start("journal-gone-3", &state);
+    assert_eq!(server.client().get(&query).await.status, 404);
+}
+
 #[test]
 fn a_new_state_directory_is_made_for_its_owner_alone() {
     use std::os::unix::fs::PermissionsExt;
