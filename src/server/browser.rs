@@ -258,14 +258,13 @@ fn fetch_metadata_allows(method: &Method, headers: &HeaderMap) -> bool {
 pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let browsers = &app.browsers;
     let headers = request.headers();
-    let vary = !browsers.origins.is_empty();
     // Two of either: which one counts would be the server's guess (a
     // browser sends one).
     for (header, name) in [(header::HOST, "Host"), (header::ORIGIN, "Origin")] {
         if headers.get_all(header).iter().nth(1).is_some() {
             let problem =
                 Problem::invalid(name, format!("the request has more than one {name} header"));
-            return with_cors(problem.into_response(), None, vary);
+            return problem.into_response();
         }
     }
     let host = headers.get(header::HOST).map(|v| v.to_str().ok());
@@ -297,7 +296,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         };
         if let Some(description) = refused {
             let problem = Problem::new(StatusCode::FORBIDDEN, "HostNotAllowed", description);
-            return with_cors(problem.into_response(), None, vary);
+            return problem.into_response();
         }
     }
     let host = host.flatten();
@@ -313,7 +312,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
         if cors.is_none() {
-            return with_cors(refuse_origin(origin).into_response(), None, vary);
+            return refuse_origin(origin).into_response();
         }
         let mut response = StatusCode::NO_CONTENT.into_response();
         let h = response.headers_mut();
@@ -329,7 +328,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
             header::ACCESS_CONTROL_MAX_AGE,
             HeaderValue::from_static(CORS_MAX_AGE),
         );
-        return with_cors(response, cors, vary);
+        return with_cors(response, cors);
     }
     let refused = match origin {
         Some(origin) => (cors.is_none() && !host.is_some_and(|host| own_origin(host, origin)))
@@ -346,9 +345,9 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         }),
     };
     if let Some(problem) = refused {
-        return with_cors(problem.into_response(), None, vary);
+        return problem.into_response();
     }
-    with_cors(next.run(request).await, cors, vary)
+    with_cors(next.run(request).await, cors)
 }
 
 /// Why a `Host` (or a target's authority) is refused: it names another
@@ -392,31 +391,34 @@ fn refuse_origin(origin: &str) -> Problem {
     Problem::new(StatusCode::FORBIDDEN, "OriginNotAllowed", description)
 }
 
-/// The CORS headers when `cors` (the request's origin) is allowed;
-/// `Vary: Origin` when answers differ by origin
-/// (`vary`: there are `--cors-origin` entries), so no cache serves one
-/// origin's answer to another.
-fn with_cors(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Response {
-    let h = response.headers_mut();
+/// The CORS headers, when `cors` (the request's origin) is allowed.
+fn with_cors(mut response: Response, cors: Option<HeaderValue>) -> Response {
     if let Some(origin) = cors {
+        let h = response.headers_mut();
         h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
         h.insert(
             header::ACCESS_CONTROL_EXPOSE_HEADERS,
             HeaderValue::from_static(CORS_EXPOSE),
         );
     }
-    if vary {
-        h.append(header::VARY, HeaderValue::from_static("Origin"));
-    }
     response
 }
 
 /// Gives every answer of the router its security headers: the outermost
 /// layer, so that the answers made before [`guard`] runs (an overlong URI's
-/// 414, an oversize body's 413) have them too.
-pub(crate) async fn security_headers(request: Request, next: Next) -> Response {
+/// 414, an oversize body's 413) have them too. With `--cors-origin`
+/// entries, answers differ by origin: each says `Vary: Origin`, so no cache
+/// serves one origin's answer to another.
+pub(crate) async fn security_headers(
+    State(app): State<Arc<App>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let mut response = next.run(request).await;
     let h = response.headers_mut();
+    if !app.browsers.origins.is_empty() {
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),

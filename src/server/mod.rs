@@ -352,6 +352,9 @@ fn router(app: Arc<App>) -> Router {
             request::bound,
         ))
         // Around everything: every answer has its security headers.
-        .layer(axum::middleware::from_fn(browser::security_headers))
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            browser::security_headers,
+        ))
         .with_state(app)
 }

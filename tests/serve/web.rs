@@ -488,8 +488,9 @@ async fn every_answer_has_security_headers_and_the_page_a_content_security_polic
 }
 
 #[tokio::test]
-async fn answers_refused_before_the_browser_checks_have_security_headers_too() {
-    let server = Serve::start("web-headers-early", &["--max-body", "64"], &[]);
+async fn answers_refused_before_the_browser_checks_have_security_headers_and_vary_too() {
+    let args = ["--max-body", "64", "--cors-origin", "https://app.example"];
+    let server = Serve::start("web-headers-early", &args, &[]);
     let long = format!("/{}", "a".repeat(9 * 1024));
     let too_long = send(&server, "GET", &long, &["Host: localhost"], "").await;
     assert_eq!(too_long.status, 414, "{too_long:?}");
@@ -518,6 +519,7 @@ async fn answers_refused_before_the_browser_checks_have_security_headers_too() {
             Some("same-origin"),
             "{what}"
         );
+        assert_eq!(response.header("vary"), Some("Origin"), "{what}");
     }
 }
 
