@@ -86,6 +86,19 @@ pub enum StoreErrorKind {
         /// How many queries the catalog holds.
         queries: usize,
     },
+    /// A file of the catalog (the database or its `-wal`) was deleted or
+    /// replaced while the store ran: SQLite writes on through its open
+    /// descriptors, to a file no restart reads, so nothing more is
+    /// recorded.
+    #[error(
+        "{} was deleted or replaced while the server ran: nothing more is recorded; restart \
+         the server (restore the catalog from a backup if it is gone)",
+        path.display()
+    )]
+    CatalogGone {
+        /// The file.
+        path: PathBuf,
+    },
     /// The database could not be opened or written (permissions, a full
     /// disk, a read-only file system).
     #[error("cannot open or write the database: {0}")]

@@ -202,7 +202,7 @@ pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
     RestoredQuery, StoredEvent,
 };
-use self::writer::{Job, Writer};
+use self::writer::{CatalogFiles, Job, Writer};
 use crate::vocab::{Instant, QueryStatus, Value};
 
 /// How far a write is durable.
@@ -312,7 +312,8 @@ impl Store {
         // are done (after `close`, or after the writer's last commit).
         let lock = Arc::new(schema::lock_dir(&dir, &options)?);
         let conn = schema::open_writer(&dir, &options)?;
-        let writer = Writer::new(conn).map_err(|kind| StoreError::new(&dir, kind))?;
+        let files = CatalogFiles::new(dir.join(schema::DB_FILE));
+        let writer = Writer::new(conn, files).map_err(|kind| StoreError::new(&dir, kind))?;
         let mut reader = schema::open_reader(&dir)?;
         let registered: Vec<Registered> = restore::queries(&mut reader)
             .map_err(|kind| StoreError::new(&dir, kind))?

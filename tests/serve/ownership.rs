@@ -151,6 +151,53 @@ async fn a_state_directory_whose_journal_is_gone_but_whose_catalog_holds_queries
     assert_eq!(server.client().get(&query).await.status, 404);
 }
 
+#[tokio::test]
+async fn a_catalog_file_deleted_under_the_server_acknowledges_no_more_registrations_or_deletions() {
+    for file in ["state.sqlite3-wal", "state.sqlite3"] {
+        let state = TempDir::new("catalog-deleted");
+        let server = start("catalog-deleted-1", &state);
+        let mut client = server.client();
+        let kept = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+        let lost = state.join(file);
+        std::fs::remove_file(&lost).unwrap();
+
+        // SQLite would write on to the deleted file: nothing is answered
+        // as recorded any more.
+        let registration = client
+            .post(&format!("{P}/queries"), r#"{"operation":"ceil"}"#)
+            .await;
+        assert_eq!(registration.status, 503, "{file}: {registration:?}");
+        let problem = registration.json();
+        let description = problem["description"].as_str().unwrap();
+        assert!(
+            description.contains(lost.to_str().unwrap())
+                && description.contains("deleted or replaced"),
+            "{file}: {problem}"
+        );
+        let deletion = client.delete(&kept).await;
+        assert_eq!(deletion.status, 503, "{file}: {deletion:?}");
+        assert_eq!(
+            client.get(&kept).await.json()["status"],
+            "running",
+            "{file}"
+        );
+        let listed = client.get(&format!("{P}/queries")).await.json();
+        assert_eq!(listed["numberReturned"], 1, "{file}: {listed}");
+        server.signal(libc::SIGKILL);
+        drop(server);
+
+        // A lost log: what was committed to it was copied into the
+        // database first, so the registration answered 201 is kept.
+        if file.ends_with("-wal") {
+            let server = start("catalog-deleted-2", &state);
+            let mut client = server.client();
+            assert_eq!(client.get(&kept).await.json()["status"], "running");
+            let listed = client.get(&format!("{P}/queries")).await.json();
+            assert_eq!(listed["numberReturned"], 1, "{listed}");
+        }
+    }
+}
+
 #[test]
 fn a_new_state_directory_is_made_for_its_owner_alone() {
     use std::os::unix::fs::PermissionsExt;
