@@ -208,24 +208,44 @@ fn holds_only_a_store(dir: &Path) -> bool {
 }
 
 /// Opens (creating it when missing) a file of the store with
-/// [`FILE_MODE`], whatever the umask and whatever its mode was.
+/// [`FILE_MODE`], whatever the umask and whatever its mode was. Never
+/// through a symbolic link ([`refuse_link`]).
 fn private_file(path: &Path) -> std::io::Result<File> {
+    refuse_link(path)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .mode(FILE_MODE)
+        // A link made between the look above and the open is refused too.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     restrict(path);
     Ok(file)
 }
 
+/// Refuses a file of the store that is a symbolic link: in a directory
+/// others can write to (`--state` under `/tmp`), a link planted under a
+/// store file's name would have the server truncate, write and chmod the
+/// file it points to (another user's), or keep the state there.
+fn refuse_link(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(std::io::Error::other(format!(
+            "{} is a symbolic link: the store's files must be its own; remove the link, or \
+             give --state a directory of its own",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Sets a file of the store to [`FILE_MODE`] when it exists with another
 /// mode. A failure is a warning: whether the file can be used is for its
-/// open to say.
+/// open to say. A symbolic link is left alone (never the file it names).
 fn restrict(path: &Path) {
-    let mode = match std::fs::metadata(path) {
+    let mode = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => return,
         Ok(meta) => meta.permissions().mode() & 0o7777,
         Err(_) => return,
     };
@@ -320,7 +340,11 @@ fn private_database(dir: &Path) -> Result<(), StoreError> {
         )
     })?;
     for suffix in ["-wal", "-shm"] {
-        restrict(&dir.join(format!("{DB_FILE}{suffix}")));
+        let path = dir.join(format!("{DB_FILE}{suffix}"));
+        // SQLite opens them by name, following a link.
+        refuse_link(&path)
+            .map_err(|e| StoreError::new(dir, StoreErrorKind::Unwritable(e.to_string())))?;
+        restrict(&path);
     }
     Ok(())
 }

@@ -199,6 +199,37 @@ async fn a_catalog_file_deleted_under_the_server_acknowledges_no_more_registrati
 }
 
 #[test]
+fn a_store_file_planted_as_a_symbolic_link_is_refused_and_the_file_it_names_is_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["lock", "state.sqlite3", "state.sqlite3-wal"] {
+        // A directory others can write to (`--state /tmp/…`): one of them
+        // plants a link under a store file's name.
+        let state = TempDir::new("planted");
+        let victim = TempDir::new("planted-victim");
+        let precious = victim.join("precious");
+        std::fs::write(&precious, "precious\n").unwrap();
+        std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink(&precious, state.join(name)).unwrap();
+
+        let output = serve_exits("planted-2", &state);
+        assert_eq!(output.status.code(), Some(2), "{name}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(state.join(name).to_str().unwrap())
+                && stderr.contains("is a symbolic link"),
+            "{name}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{name}: it never listened");
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious\n");
+        let mode = std::fs::metadata(&precious).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o644,
+            "{name}: the file the link names keeps its mode"
+        );
+    }
+}
+
+#[test]
 fn a_new_state_directory_is_made_for_its_owner_alone() {
     use std::os::unix::fs::PermissionsExt;
     let parent = TempDir::new("fresh-state");
