@@ -103,7 +103,17 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
         })
     };
     let dir_file = File::open(dir).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
-    try_lock(&dir_file).map_err(locked)?;
+    match try_lock(&dir_file) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Err(locked(e)),
+        // A file system that cannot lock a directory (some network ones):
+        // the lock file's lock alone, as before.
+        Err(e) => tracing::warn!(
+            "cannot lock the state directory {} itself ({e}): only its lock file is locked, so \
+             deleting that file under the server would let a second one in",
+            dir.display()
+        ),
+    }
     let file = private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
     try_lock(&file).map_err(locked)?;
     // Who holds it, for the message a second server gets. Best effort: the
