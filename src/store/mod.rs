@@ -3,9 +3,9 @@
 //!
 //! # The roles
 //!
-//! - [`Store`] is one state directory: a lock file that keeps a second
-//!   server out, a journal for the hot records and a SQLite database for
-//!   the rest.
+//! - [`Store`] is one state directory: a lock (on the directory and its
+//!   lock file) that keeps a second server out, a journal for the hot
+//!   records and a SQLite database for the rest.
 //! - The **journal** (`journal/`, the journal module) holds every instant
 //!   ingested, every result event and every checkpoint: append-only segment
 //!   files of records framed with their length and a CRC-32, appended with
@@ -15,9 +15,10 @@
 //! - The **database** holds the registrations ([`NewQuery`]) and their
 //!   statuses. One **writer** thread owns its connection and commits
 //!   whatever callers have queued as one transaction (group commit),
-//!   answering each caller only after the `COMMIT` returned. Its queue is
-//!   bounded in calls and in bytes: callers wait (backpressure) rather than
-//!   memory growing.
+//!   answering each caller only after the `COMMIT` returned, and only
+//!   while the database and its log are still the files it opened. Its
+//!   queue is bounded in calls and in bytes: callers wait (backpressure)
+//!   rather than memory growing.
 //! - The **records**: a registration with its status; per query its result
 //!   events ([`StoredEvent`]), of which the last ones form the replay ring
 //!   (bounded in count and bytes; stored one record per call, so the
