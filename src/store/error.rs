@@ -69,11 +69,11 @@ pub enum StoreErrorKind {
         /// A journal segment that holds records.
         segment: PathBuf,
     },
-    /// The journal is gone (no directory, or no segment in it) while the
+    /// The journal is gone (no directory, or nothing in it) while the
     /// catalog holds queries: opening it would make an empty one, and their
     /// results, checkpoints and instants would be forgotten without a word.
     #[error(
-        "the journal {} is missing or holds no segment, but the catalog holds {queries} \
+        "the journal {} is missing or empty, but the catalog holds {queries} \
          quer{}: starting would forget their results and every instant ingested for them; \
          restore the journal from a backup, or give --state a new directory to start without \
          them",

@@ -314,9 +314,10 @@ pub(crate) fn check_catalog(dir: &Path) -> Result<(), StoreError> {
     }
 }
 
-/// Refuses a journal that is gone (no directory, or not one segment in it)
-/// while the catalog holds `queries` queries: every open of a store leaves a
-/// segment (compaction never removes the newest), and a query is
+/// Refuses a journal that is gone (no directory, or nothing in it) while
+/// the catalog holds `queries` queries: every open of a store leaves a
+/// segment (compaction never removes the newest; a repair that drops a
+/// whole segment leaves its damaged bytes beside it), and a query is
 /// registered only once the store is open, so this is a journal deleted
 /// under the catalog, and opening it would make an empty one.
 pub(crate) fn check_journal(dir: &Path, queries: usize) -> Result<(), StoreError> {
@@ -324,12 +325,9 @@ pub(crate) fn check_journal(dir: &Path, queries: usize) -> Result<(), StoreError
         return Ok(());
     }
     let journal = dir.join(super::journal::DIR);
-    let has_segment = std::fs::read_dir(&journal).is_ok_and(|entries| {
-        entries
-            .flatten()
-            .any(|entry| entry.path().extension().is_some_and(|e| e == "seg"))
-    });
-    if has_segment {
+    let holds_anything =
+        std::fs::read_dir(&journal).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_anything {
         return Ok(());
     }
     Err(StoreError::new(

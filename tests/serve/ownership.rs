@@ -135,7 +135,7 @@ async fn a_state_directory_whose_journal_is_gone_but_whose_catalog_holds_queries
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
             stderr.contains(journal.to_str().unwrap())
-                && stderr.contains("missing or holds no segment")
+                && stderr.contains("missing or empty")
                 && stderr.contains("1 query"),
             "{stderr}"
         );
