@@ -21,8 +21,9 @@
 //!   link to the page). Clients that are not browsers send neither header.
 //!   The body types an HTML form can send are refused by the routes (415,
 //!   [`super::request::require_content_type`]).
-//! - A request with more than one `Host`, or whose target names another
-//!   authority (`GET http://evil.example/ HTTP/1.1`), is refused too.
+//! - A request with more than one `Host` or `Origin`, or whose target
+//!   names another authority (`GET http://evil.example/ HTTP/1.1`), is
+//!   refused too.
 //! - **CORS** only for `--cors-origin` entries: their preflights are
 //!   answered, their responses carry `Access-Control-Allow-Origin`; nobody
 //!   else's do.
@@ -203,8 +204,10 @@ fn split_authority(authority: &str) -> Option<(&str, Option<&str>)> {
             name.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
         };
-    let port_ok =
-        port.is_none_or(|p| !p.is_empty() && p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    // A TCP port: 1 to 65535, digits only (`u16`'s parse takes a `+`).
+    let port_ok = port.is_none_or(|p| {
+        p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u16>().is_ok_and(|p| p > 0)
+    });
     (name_ok && port_ok).then_some((name, port))
 }
 
@@ -250,15 +253,19 @@ fn fetch_metadata_allows(method: &Method, headers: &HeaderMap) -> bool {
 /// Refuses a request whose `Host` does not name the server, and one from
 /// a page of another origin (by its `Origin`, else by its fetch metadata),
 /// a preflight included; answers an allowed origin's preflight; and gives
-/// every answer its security headers (and CORS headers for an allowed
-/// origin).
+/// an allowed origin's answers their CORS headers ([`security_headers`]
+/// gives every answer the rest).
 pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let browsers = &app.browsers;
     let headers = request.headers();
-    let vary = !browsers.origins.is_empty();
-    if headers.get_all(header::HOST).iter().nth(1).is_some() {
-        let problem = Problem::invalid("Host", "the request has more than one Host header");
-        return secure(problem.into_response(), None, vary);
+    // Two of either: which one counts would be the server's guess (a
+    // browser sends one).
+    for (header, name) in [(header::HOST, "Host"), (header::ORIGIN, "Origin")] {
+        if headers.get_all(header).iter().nth(1).is_some() {
+            let problem =
+                Problem::invalid(name, format!("the request has more than one {name} header"));
+            return problem.into_response();
+        }
     }
     let host = headers.get(header::HOST).map(|v| v.to_str().ok());
     if !browsers.any_host {
@@ -289,7 +296,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         };
         if let Some(description) = refused {
             let problem = Problem::new(StatusCode::FORBIDDEN, "HostNotAllowed", description);
-            return secure(problem.into_response(), None, vary);
+            return problem.into_response();
         }
     }
     let host = host.flatten();
@@ -305,7 +312,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
         if cors.is_none() {
-            return secure(refuse_origin(origin).into_response(), None, vary);
+            return refuse_origin(origin).into_response();
         }
         let mut response = StatusCode::NO_CONTENT.into_response();
         let h = response.headers_mut();
@@ -321,7 +328,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
             header::ACCESS_CONTROL_MAX_AGE,
             HeaderValue::from_static(CORS_MAX_AGE),
         );
-        return secure(response, cors, vary);
+        return with_cors(response, cors);
     }
     let refused = match origin {
         Some(origin) => (cors.is_none() && !host.is_some_and(|host| own_origin(host, origin)))
@@ -338,9 +345,9 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         }),
     };
     if let Some(problem) = refused {
-        return secure(problem.into_response(), None, vary);
+        return problem.into_response();
     }
-    secure(next.run(request).await, cors, vary)
+    with_cors(next.run(request).await, cors)
 }
 
 /// Why a `Host` (or a target's authority) is refused: it names another
@@ -384,12 +391,34 @@ fn refuse_origin(origin: &str) -> Problem {
     Problem::new(StatusCode::FORBIDDEN, "OriginNotAllowed", description)
 }
 
-/// The headers every answer gets; CORS ones when `cors` (the request's
-/// origin) is allowed; `Vary: Origin` when answers differ by origin
-/// (`vary`: there are `--cors-origin` entries), so no cache serves one
-/// origin's answer to another.
-fn secure(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Response {
+/// The CORS headers, when `cors` (the request's origin) is allowed.
+fn with_cors(mut response: Response, cors: Option<HeaderValue>) -> Response {
+    if let Some(origin) = cors {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static(CORS_EXPOSE),
+        );
+    }
+    response
+}
+
+/// Gives every answer of the router its security headers: the outermost
+/// layer, so that the answers made before [`guard`] runs (an overlong URI's
+/// 414, an oversize body's 413) have them too. With `--cors-origin`
+/// entries, answers differ by origin: each says `Vary: Origin`, so no cache
+/// serves one origin's answer to another.
+pub(crate) async fn security_headers(
+    State(app): State<Arc<App>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let mut response = next.run(request).await;
     let h = response.headers_mut();
+    if !app.browsers.origins.is_empty() {
+        h.append(header::VARY, HeaderValue::from_static("Origin"));
+    }
     h.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -409,16 +438,6 @@ fn secure(mut response: Response, cors: Option<HeaderValue>, vary: bool) -> Resp
             header::CONTENT_SECURITY_POLICY,
             HeaderValue::from_static(DEFAULT_CSP),
         );
-    }
-    if let Some(origin) = cors {
-        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin);
-        h.insert(
-            header::ACCESS_CONTROL_EXPOSE_HEADERS,
-            HeaderValue::from_static(CORS_EXPOSE),
-        );
-    }
-    if vary {
-        h.append(header::VARY, HeaderValue::from_static("Origin"));
     }
     response
 }

@@ -436,5 +436,10 @@ fn router(app: Arc<App>) -> Router {
             app.clone(),
             request::bound,
         ))
+        // Around everything: every answer has its security headers.
+        .layer(axum::middleware::from_fn_with_state(
+            app.clone(),
+            browser::security_headers,
+        ))
         .with_state(app)
 }

@@ -47,7 +47,9 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
         b"414" => ("URITooLong", "the request URI is too long"),
         b"431" => (
             "RequestHeaderFieldsTooLarge",
-            "the request head is too large (64 KiB at most)",
+            // hyper's two bounds on a head: its bytes, and its header
+            // fields (`httparse`'s array, 100).
+            "the request head is too large: at most 64 KiB and 100 header fields are read",
         ),
         _ => return None,
     };

@@ -89,14 +89,29 @@ fn too_large(max: usize) -> Problem {
 }
 
 /// Refuses (415) a body whose `Content-Type` is not one of `accepted`
-/// (parameters such as `; charset=utf-8` allowed), or is missing: so an
-/// HTML form, which can only send `text/plain`,
-/// `application/x-www-form-urlencoded` or `multipart/form-data`, cannot
-/// send one, and a page can send one only through `fetch`, which the
-/// browser then checks with the server first (CORS).
+/// (parameters such as `; charset=utf-8` allowed), is missing, or is given
+/// twice (which one counts would be a guess): so an HTML form, which can
+/// only send `text/plain`, `application/x-www-form-urlencoded` or
+/// `multipart/form-data`, cannot send one, and a page can send one only
+/// through `fetch`, which the browser then checks with the server first
+/// (CORS).
 ///
 /// Called before the body is read: the answer closes the connection.
 pub(crate) fn require_content_type(headers: &HeaderMap, accepted: &[&str]) -> Result<(), Problem> {
+    let wanted = accepted.join(" or ");
+    if headers
+        .get_all(header::CONTENT_TYPE)
+        .iter()
+        .nth(1)
+        .is_some()
+    {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            format!("the body has more than one Content-Type: send one, {wanted}"),
+        )
+        .closing());
+    }
     let given = headers
         .get(header::CONTENT_TYPE)
         .map(|v| String::from_utf8_lossy(v.as_bytes()));
@@ -106,7 +121,6 @@ pub(crate) fn require_content_type(headers: &HeaderMap, accepted: &[&str]) -> Re
     if essence.is_some_and(|e| accepted.iter().any(|a| a.eq_ignore_ascii_case(e))) {
         return Ok(());
     }
-    let wanted = accepted.join(" or ");
     let description = match given {
         Some(given) => {
             let given: String = given.chars().take(128).collect();

@@ -44,7 +44,7 @@ pub enum StoreErrorKind {
     /// The directory could not be created.
     #[error("cannot create the directory: {0}")]
     Create(String),
-    /// Another process holds the store (its lock file is locked).
+    /// Another process holds the store (its directory is locked).
     #[error(
         "in use by another process{}: only one server may use a state directory; stop that \
          one, or give --state another directory",
@@ -68,6 +68,36 @@ pub enum StoreErrorKind {
         catalog: PathBuf,
         /// A journal segment that holds records.
         segment: PathBuf,
+    },
+    /// The journal is gone (no directory, or nothing in it) while the
+    /// catalog holds queries: opening it would make an empty one, and their
+    /// results, checkpoints and instants would be forgotten without a word.
+    #[error(
+        "the journal {} is missing or empty, but the catalog holds {queries} \
+         quer{}: starting would forget their results and every instant ingested for them; \
+         restore the journal from a backup, or give --state a new directory to start without \
+         them",
+        journal.display(),
+        if *queries == 1 { "y" } else { "ies" }
+    )]
+    JournalLost {
+        /// The journal's directory.
+        journal: PathBuf,
+        /// How many queries the catalog holds.
+        queries: usize,
+    },
+    /// A file of the catalog (the database or its `-wal`) was deleted or
+    /// replaced while the store ran: SQLite writes on through its open
+    /// descriptors, to a file no restart reads, so nothing more is
+    /// recorded.
+    #[error(
+        "{} was deleted or replaced while the server ran: nothing more is recorded; restart \
+         the server (restore the catalog from a backup if it is gone)",
+        path.display()
+    )]
+    CatalogGone {
+        /// The file.
+        path: PathBuf,
     },
     /// The database could not be opened or written (permissions, a full
     /// disk, a read-only file system).

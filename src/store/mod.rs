@@ -3,9 +3,9 @@
 //!
 //! # The roles
 //!
-//! - [`Store`] is one state directory: a lock file that keeps a second
-//!   server out, a journal for the hot records and a SQLite database for
-//!   the rest.
+//! - [`Store`] is one state directory: a lock (on the directory and its
+//!   lock file) that keeps a second server out, a journal for the hot
+//!   records and a SQLite database for the rest.
 //! - The **journal** (`journal/`, the journal module) holds every instant
 //!   ingested, every result event and every checkpoint: append-only segment
 //!   files of records framed with their length and a CRC-32, appended with
@@ -15,9 +15,10 @@
 //! - The **database** holds the registrations ([`NewQuery`]) and their
 //!   statuses. One **writer** thread owns its connection and commits
 //!   whatever callers have queued as one transaction (group commit),
-//!   answering each caller only after the `COMMIT` returned. Its queue is
-//!   bounded in calls and in bytes: callers wait (backpressure) rather than
-//!   memory growing.
+//!   answering each caller only after the `COMMIT` returned, and only
+//!   while the database and its log are still the files it opened. Its
+//!   queue is bounded in calls and in bytes: callers wait (backpressure)
+//!   rather than memory growing.
 //! - The **records**: a registration with its status; per query its result
 //!   events ([`StoredEvent`]), of which the last ones form the replay ring
 //!   (bounded in count and bytes; stored one record per call, so the
@@ -202,7 +203,7 @@ pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
     RestoredQuery, StoredEvent,
 };
-use self::writer::{Job, Writer};
+use self::writer::{CatalogFiles, Job, Writer};
 use crate::vocab::{Instant, QueryStatus, Value};
 
 /// How far a write is durable.
@@ -302,16 +303,20 @@ impl Store {
     ///
     /// Fails, naming `dir`, when it is not a directory, cannot be created or
     /// written, is held by another process, or holds a damaged database, a
-    /// database of another schema version, or something else than a store.
+    /// database of another schema version, or something else than a store;
+    /// and when its catalog or its journal is gone while the other holds
+    /// what needs it ([`StoreErrorKind::CatalogLost`],
+    /// [`StoreErrorKind::JournalLost`]).
     pub fn open(dir: impl AsRef<Path>, options: StoreOptions) -> Result<Store, StoreError> {
         let dir = dir.as_ref().to_owned();
         // Held by the store and by its writer thread: released once both
         // are done (after `close`, or after the writer's last commit).
         let lock = Arc::new(schema::lock_dir(&dir, &options)?);
         let conn = schema::open_writer(&dir, &options)?;
-        let writer = Writer::new(conn).map_err(|kind| StoreError::new(&dir, kind))?;
+        let files = CatalogFiles::new(dir.join(schema::DB_FILE));
+        let writer = Writer::new(conn, files).map_err(|kind| StoreError::new(&dir, kind))?;
         let mut reader = schema::open_reader(&dir)?;
-        let registered = restore::queries(&mut reader)
+        let registered: Vec<Registered> = restore::queries(&mut reader)
             .map_err(|kind| StoreError::new(&dir, kind))?
             .into_iter()
             .map(|row| Registered {
@@ -321,6 +326,7 @@ impl Store {
                 start_seq: row.start_seq,
             })
             .collect();
+        schema::check_journal(&dir, registered.len())?;
         let journal = Journal::open(&dir, &options, registered)
             .map_err(|kind| StoreError::new(&dir, kind))?;
         let (jobs, queue) = mpsc::channel(options.queue.max(1));

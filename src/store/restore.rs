@@ -39,7 +39,7 @@ pub(crate) fn queries(conn: &mut Connection) -> Result<Vec<Row>, StoreErrorKind>
             .prepare(
                 "SELECT q.id, p.collection, p.feature, p.property, q.spec, q.engine, q.status, \
                  q.reason, q.created_ms, q.start_seq \
-                 FROM queries q JOIN properties p ON p.id = q.property \
+                 FROM queries q LEFT JOIN properties p ON p.id = q.property \
                  ORDER BY q.created_ms, q.id",
             )
             .map_err(db)?;
@@ -54,11 +54,22 @@ pub(crate) fn queries(conn: &mut Connection) -> Result<Vec<Row>, StoreErrorKind>
                 StoreErrorKind::Malformed(format!("query {id:?} has an unknown status"))
             })?;
             let created_ms: i64 = r.get(8).map_err(db)?;
+            // A join would drop such a query without a word.
+            let (Some(collection), Some(feature), Some(property)) = (
+                r.get(1).map_err(db)?,
+                r.get(2).map_err(db)?,
+                r.get(3).map_err(db)?,
+            ) else {
+                return Err(StoreErrorKind::Malformed(format!(
+                    "query {id:?} reads a property the catalog does not hold: restore the catalog \
+                     from a backup"
+                )));
+            };
             queries.push(Row {
                 property: PropertyPath {
-                    collection: r.get(1).map_err(db)?,
-                    feature: r.get(2).map_err(db)?,
-                    property: r.get(3).map_err(db)?,
+                    collection,
+                    feature,
+                    property,
                 },
                 spec: r.get(4).map_err(db)?,
                 engine: r.get(5).map_err(db)?,

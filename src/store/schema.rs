@@ -50,13 +50,18 @@ CREATE TABLE queries (
 /// Holds the store directory for this process: a second server on the
 /// same directory fails to open it instead of interleaving its writes.
 ///
-/// An advisory `flock(2)` on the lock file, released by the kernel when the
-/// process ends however it ends (no stale lock after `kill -9`, unlike a
-/// pid file). `libc` is a dependency already and the call is a few lines;
-/// `std`'s `File::try_lock` would do the same but needs Rust 1.89, past
-/// this crate's `rust-version`.
+/// An advisory `flock(2)` on the directory itself, released by the kernel
+/// when the process ends however it ends (no stale lock after `kill -9`,
+/// unlike a pid file). On the directory, not on the lock file alone: a lock
+/// file deleted or replaced under a running server would let a second one
+/// lock the new file and write the same journal. The lock file is locked
+/// too (what an older build, or a tool, checks) and holds the holder's pid.
+/// `libc` is a dependency already and the call is a few lines; `std`'s
+/// `File::try_lock` would do the same but needs Rust 1.89, past this
+/// crate's `rust-version`, and cannot lock a directory.
 #[derive(Debug)]
 pub(crate) struct DirLock {
+    _dir: File,
     _file: File,
 }
 
@@ -87,21 +92,30 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
         Err(e) => return Err(err(StoreErrorKind::Unwritable(e.to_string()))),
     }
     let path = dir.join(LOCK_FILE);
-    let mut file =
-        private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
-    // SAFETY: flock only reads the descriptor, which `file` keeps open for
-    // the duration of the call.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        return Err(err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+    let locked = |e: std::io::Error| {
+        err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            // Read, never created: a refused server leaves the file alone.
             StoreErrorKind::Locked {
-                pid: holder(&mut file),
+                pid: File::open(&path).ok().and_then(|mut f| holder(&mut f)),
             }
         } else {
             StoreErrorKind::Unwritable(e.to_string())
-        }));
+        })
+    };
+    let dir_file = File::open(dir).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    match try_lock(&dir_file) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Err(locked(e)),
+        // A file system that cannot lock a directory (some network ones):
+        // the lock file's lock alone, as before.
+        Err(e) => tracing::warn!(
+            "cannot lock the state directory {} itself ({e}): only its lock file is locked, so \
+             deleting that file under the server would let a second one in",
+            dir.display()
+        ),
     }
+    let file = private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    try_lock(&file).map_err(locked)?;
     // Who holds it, for the message a second server gets. Best effort: the
     // lock, not this text, is what keeps it out.
     let pid = format!("{}\n", std::process::id());
@@ -111,7 +125,22 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
     {
         tracing::debug!("cannot write the process id into {}: {e}", path.display());
     }
-    Ok(DirLock { _file: file })
+    Ok(DirLock {
+        _dir: dir_file,
+        _file: file,
+    })
+}
+
+/// Takes an exclusive `flock(2)` on `file` (a file or a directory), without
+/// waiting.
+fn try_lock(file: &File) -> std::io::Result<()> {
+    // SAFETY: flock only reads the descriptor, which `file` keeps open for
+    // the duration of the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
 }
 
 /// The process id the holder of a lock file wrote into it, if readable.
@@ -189,24 +218,44 @@ fn holds_only_a_store(dir: &Path) -> bool {
 }
 
 /// Opens (creating it when missing) a file of the store with
-/// [`FILE_MODE`], whatever the umask and whatever its mode was.
+/// [`FILE_MODE`], whatever the umask and whatever its mode was. Never
+/// through a symbolic link ([`refuse_link`]).
 fn private_file(path: &Path) -> std::io::Result<File> {
+    refuse_link(path)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
         .read(true)
         .write(true)
         .mode(FILE_MODE)
+        // A link made between the look above and the open is refused too.
+        .custom_flags(libc::O_NOFOLLOW)
         .open(path)?;
     restrict(path);
     Ok(file)
 }
 
+/// Refuses a file of the store that is a symbolic link: in a directory
+/// others can write to (`--state` under `/tmp`), a link planted under a
+/// store file's name would have the server truncate, write and chmod the
+/// file it points to (another user's), or keep the state there.
+fn refuse_link(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(std::io::Error::other(format!(
+            "{} is a symbolic link: the store's files must be its own; remove the link, or \
+             give --state a directory of its own",
+            path.display()
+        ))),
+        _ => Ok(()),
+    }
+}
+
 /// Sets a file of the store to [`FILE_MODE`] when it exists with another
 /// mode. A failure is a warning: whether the file can be used is for its
-/// open to say.
+/// open to say. A symbolic link is left alone (never the file it names).
 fn restrict(path: &Path) {
-    let mode = match std::fs::metadata(path) {
+    let mode = match std::fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => return,
         Ok(meta) => meta.permissions().mode() & 0o7777,
         Err(_) => return,
     };
@@ -265,6 +314,28 @@ pub(crate) fn check_catalog(dir: &Path) -> Result<(), StoreError> {
     }
 }
 
+/// Refuses a journal that is gone (no directory, or nothing in it) while
+/// the catalog holds `queries` queries: every open of a store leaves a
+/// segment (compaction never removes the newest; a repair that drops a
+/// whole segment leaves its damaged bytes beside it), and a query is
+/// registered only once the store is open, so this is a journal deleted
+/// under the catalog, and opening it would make an empty one.
+pub(crate) fn check_journal(dir: &Path, queries: usize) -> Result<(), StoreError> {
+    if queries == 0 {
+        return Ok(());
+    }
+    let journal = dir.join(super::journal::DIR);
+    let holds_anything =
+        std::fs::read_dir(&journal).is_ok_and(|mut entries| entries.next().is_some());
+    if holds_anything {
+        return Ok(());
+    }
+    Err(StoreError::new(
+        dir,
+        StoreErrorKind::JournalLost { journal, queries },
+    ))
+}
+
 /// Makes the database's files (creating the database file when missing)
 /// [`FILE_MODE`]: SQLite makes its `-wal` and `-shm` files with the
 /// database file's mode.
@@ -277,7 +348,11 @@ fn private_database(dir: &Path) -> Result<(), StoreError> {
         )
     })?;
     for suffix in ["-wal", "-shm"] {
-        restrict(&dir.join(format!("{DB_FILE}{suffix}")));
+        let path = dir.join(format!("{DB_FILE}{suffix}"));
+        // SQLite opens them by name, following a link.
+        refuse_link(&path)
+            .map_err(|e| StoreError::new(dir, StoreErrorKind::Unwritable(e.to_string())))?;
+        restrict(&path);
     }
     Ok(())
 }

@@ -9,8 +9,14 @@
 //! written inside a savepoint (so that one bad job fails alone); if a
 //! commit fails, every job of the batch gets the error and the ids are
 //! reloaded from the database.
+//!
+//! A commit is acknowledged only while the catalog's files are still the
+//! ones opened ([`CatalogFiles`]): one deleted or replaced under the store
+//! would take every later commit along, unseen.
 
 use std::collections::HashSet;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 
 use rusqlite::{Connection, params};
 use tokio::sync::{mpsc, oneshot};
@@ -64,6 +70,56 @@ impl Job {
 pub(crate) struct Writer {
     conn: Connection,
     queries: HashSet<String>,
+    files: CatalogFiles,
+    /// Set once a file of the catalog is lost: every later job fails.
+    gone: Option<StoreErrorKind>,
+}
+
+/// The catalog's database and its `-wal`, as opened (device, inode).
+///
+/// SQLite writes through the descriptors it opened: a database or log
+/// deleted (or replaced by another file) while it runs takes every later
+/// commit to a file no restart reads, and a lost `-wal` takes the commits
+/// not yet copied into the database too.
+#[derive(Debug)]
+pub(crate) struct CatalogFiles {
+    db: PathBuf,
+    wal: PathBuf,
+    db_id: Option<(u64, u64)>,
+    /// `None` until the log exists.
+    wal_id: Option<(u64, u64)>,
+}
+
+impl CatalogFiles {
+    /// The files of the database at `db`, as they are now.
+    pub(crate) fn new(db: PathBuf) -> CatalogFiles {
+        let mut wal = db.clone().into_os_string();
+        wal.push("-wal");
+        let wal = PathBuf::from(wal);
+        CatalogFiles {
+            db_id: file_id(&db),
+            wal_id: file_id(&wal),
+            db,
+            wal,
+        }
+    }
+
+    /// The file no longer the one opened, if any.
+    fn lost(&mut self) -> Option<&PathBuf> {
+        if file_id(&self.db) != self.db_id {
+            return Some(&self.db);
+        }
+        match (self.wal_id, file_id(&self.wal)) {
+            (None, now) => self.wal_id = now,
+            (Some(then), now) if now != Some(then) => return Some(&self.wal),
+            _ => {}
+        }
+        None
+    }
+}
+
+fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
 fn db(e: rusqlite::Error) -> StoreErrorKind {
@@ -71,11 +127,14 @@ fn db(e: rusqlite::Error) -> StoreErrorKind {
 }
 
 impl Writer {
-    /// A writer on `conn`, with the ids of the queries it holds.
-    pub(crate) fn new(conn: Connection) -> Result<Writer, StoreErrorKind> {
+    /// A writer on `conn` (whose files are `files`), with the ids of the
+    /// queries it holds.
+    pub(crate) fn new(conn: Connection, files: CatalogFiles) -> Result<Writer, StoreErrorKind> {
         let mut writer = Writer {
             conn,
             queries: HashSet::new(),
+            files,
+            gone: None,
         };
         writer.load()?;
         Ok(writer)
@@ -112,8 +171,46 @@ impl Writer {
         }
     }
 
+    /// Whether a file of the catalog was lost since the last look; if so,
+    /// the writer is done for good, and when the database itself is still
+    /// the one opened (the log alone was lost), a checkpoint copies what was
+    /// committed into it. Returns the error, and whether everything
+    /// committed so far is in the database as named (`rescued`).
+    fn lose(&mut self) -> Option<(StoreErrorKind, bool)> {
+        let path = self.files.lost()?.clone();
+        let db_kept = path != self.files.db;
+        let kind = StoreErrorKind::CatalogGone { path };
+        tracing::error!("the state store: {kind}");
+        let rescued = db_kept
+            && match self
+                .conn
+                .query_row("PRAGMA wal_checkpoint(FULL)", [], |r| r.get::<_, i64>(0))
+            {
+                Ok(0) => true,
+                Ok(_) => false,
+                Err(e) => {
+                    tracing::error!("cannot copy the lost log into the catalog: {e}");
+                    false
+                }
+            };
+        if rescued {
+            tracing::warn!(
+                "what was committed to the lost log is copied into {}",
+                self.files.db.display()
+            );
+        }
+        self.gone = Some(kind.clone());
+        Some((kind, rescued))
+    }
+
     /// Writes `batch` in one transaction, then answers every job.
     fn commit(&mut self, batch: &mut Vec<Job>) {
+        if let Some(e) = self.gone.clone().or_else(|| self.lose().map(|(e, _)| e)) {
+            for job in batch.drain(..) {
+                let _ = job.ack().send(Err(e.clone()));
+            }
+            return;
+        }
         if let Err(e) = self.conn.execute_batch("BEGIN IMMEDIATE") {
             let e = db(e);
             for job in batch.drain(..) {
@@ -127,7 +224,17 @@ impl Writer {
         }
         match self.conn.execute_batch("COMMIT").map_err(db) {
             Ok(()) => {
+                // Lost during the commit: acknowledged only if the commit
+                // still reached the database as named.
+                let lost = match self.lose() {
+                    Some((e, false)) => Some(e),
+                    Some((_, true)) | None => None,
+                };
                 for (ack, result) in answers {
+                    let result = match &lost {
+                        Some(e) => Err(e.clone()),
+                        None => result,
+                    };
                     // A caller that gave up waiting no longer wants the answer.
                     let _ = ack.send(result);
                 }

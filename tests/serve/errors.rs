@@ -285,6 +285,20 @@ async fn every_error_is_json_with_a_code_a_description_and_the_right_status() {
         assert_eq!(response.status, status, "{what}: {response:?}");
         check_json(what, &response, code, None, &[]);
     }
+    // Small, but too many fields: the answer says which bound that is.
+    let fields: String = (0..120).map(|i| format!("X-Field-{i}: a\r\n")).collect();
+    let request = format!("GET /engines HTTP/1.1\r\nHost: x\r\n{fields}\r\n");
+    let response = tokio::time::timeout(PATIENCE, raw(server.addr, request.as_bytes()))
+        .await
+        .expect("an answer to a head of 120 fields");
+    assert_eq!(response.status, 431, "{response:?}");
+    check_json(
+        "a head of 120 fields",
+        &response,
+        "RequestHeaderFieldsTooLarge",
+        None,
+        &["100 header fields"],
+    );
     // And the server is still up.
     assert_eq!(client.get("/engines").await.status, 200);
 }

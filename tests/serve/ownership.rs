@@ -54,6 +54,33 @@ async fn a_second_server_on_a_state_directory_exits_2_naming_it_and_the_holder_a
 }
 
 #[tokio::test]
+async fn a_second_server_is_refused_even_after_the_lock_file_was_deleted_or_replaced() {
+    let state = TempDir::new("lock-deleted");
+    let server = start("lock-deleted-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+
+    // The lock is the directory's, not the name's: a lock file deleted (or
+    // swapped for a new one) under the first server lets no second in.
+    for replace in [false, true] {
+        if replace {
+            std::fs::write(state.join("lock"), "1\n").unwrap();
+        } else {
+            std::fs::remove_file(state.join("lock")).unwrap();
+        }
+        let output = serve_exits("lock-deleted-2", &state);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("in use by another process"), "{stderr}");
+        assert!(output.stdout.is_empty(), "it never listened");
+    }
+
+    let response = client.post(&format!("{P}/ingest"), &instant(1, "-2")).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+}
+
+#[tokio::test]
 async fn a_state_directory_whose_catalog_is_gone_but_whose_journal_holds_records_is_refused_naming_the_file()
  {
     let state = TempDir::new("catalog-gone");
@@ -79,6 +106,127 @@ async fn a_state_directory_whose_catalog_is_gone_but_whose_journal_holds_records
     );
     assert!(output.stdout.is_empty(), "it never listened");
     assert!(!catalog.exists(), "no empty catalog was made in its place");
+}
+
+#[tokio::test]
+async fn a_state_directory_whose_journal_is_gone_but_whose_catalog_holds_queries_is_refused_naming_it()
+ {
+    let state = TempDir::new("journal-gone");
+    let mut server = start("journal-gone-1", &state);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let response = client.post(&format!("{P}/ingest"), &lines(1, 3)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert!(server.terminate().success());
+    let journal = state.join("journal");
+
+    // Emptied of its segments, or gone altogether: refused either way, and
+    // the next try says the same (nothing was made in its place).
+    for emptied in [true, false, false] {
+        if emptied {
+            for entry in std::fs::read_dir(&journal).unwrap() {
+                std::fs::remove_file(entry.unwrap().path()).unwrap();
+            }
+        } else if journal.exists() {
+            std::fs::remove_dir(&journal).unwrap();
+        }
+        let output = serve_exits("journal-gone-2", &state);
+        assert_eq!(output.status.code(), Some(2), "{output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(journal.to_str().unwrap())
+                && stderr.contains("missing or empty")
+                && stderr.contains("1 query"),
+            "{stderr}"
+        );
+        assert!(output.stdout.is_empty(), "it never listened");
+    }
+    assert!(!journal.exists(), "no empty journal was made in its place");
+
+    // Once its queries are gone too (a new directory), it starts.
+    for entry in std::fs::read_dir(state.path()).unwrap() {
+        std::fs::remove_file(entry.unwrap().path()).unwrap();
+    }
+    let server = start("journal-gone-3", &state);
+    assert_eq!(server.client().get(&query).await.status, 404);
+}
+
+#[tokio::test]
+async fn a_catalog_file_deleted_under_the_server_acknowledges_no_more_registrations_or_deletions() {
+    for file in ["state.sqlite3-wal", "state.sqlite3"] {
+        let state = TempDir::new("catalog-deleted");
+        let server = start("catalog-deleted-1", &state);
+        let mut client = server.client();
+        let kept = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+        let lost = state.join(file);
+        std::fs::remove_file(&lost).unwrap();
+
+        // SQLite would write on to the deleted file: nothing is answered
+        // as recorded any more.
+        let registration = client
+            .post(&format!("{P}/queries"), r#"{"operation":"ceil"}"#)
+            .await;
+        assert_eq!(registration.status, 503, "{file}: {registration:?}");
+        let problem = registration.json();
+        let description = problem["description"].as_str().unwrap();
+        assert!(
+            description.contains(lost.to_str().unwrap())
+                && description.contains("deleted or replaced"),
+            "{file}: {problem}"
+        );
+        let deletion = client.delete(&kept).await;
+        assert_eq!(deletion.status, 503, "{file}: {deletion:?}");
+        assert_eq!(
+            client.get(&kept).await.json()["status"],
+            "running",
+            "{file}"
+        );
+        let listed = client.get(&format!("{P}/queries")).await.json();
+        assert_eq!(listed["numberReturned"], 1, "{file}: {listed}");
+        server.signal(libc::SIGKILL);
+        drop(server);
+
+        // A lost log: what was committed to it was copied into the
+        // database first, so the registration answered 201 is kept.
+        if file.ends_with("-wal") {
+            let server = start("catalog-deleted-2", &state);
+            let mut client = server.client();
+            assert_eq!(client.get(&kept).await.json()["status"], "running");
+            let listed = client.get(&format!("{P}/queries")).await.json();
+            assert_eq!(listed["numberReturned"], 1, "{listed}");
+        }
+    }
+}
+
+#[test]
+fn a_store_file_planted_as_a_symbolic_link_is_refused_and_the_file_it_names_is_untouched() {
+    use std::os::unix::fs::PermissionsExt;
+    for name in ["lock", "state.sqlite3", "state.sqlite3-wal"] {
+        // A directory others can write to (`--state /tmp/…`): one of them
+        // plants a link under a store file's name.
+        let state = TempDir::new("planted");
+        let victim = TempDir::new("planted-victim");
+        let precious = victim.join("precious");
+        std::fs::write(&precious, "precious\n").unwrap();
+        std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o644)).unwrap();
+        std::os::unix::fs::symlink(&precious, state.join(name)).unwrap();
+
+        let output = serve_exits("planted-2", &state);
+        assert_eq!(output.status.code(), Some(2), "{name}: {output:?}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(
+            stderr.contains(state.join(name).to_str().unwrap())
+                && stderr.contains("is a symbolic link"),
+            "{name}: {stderr}"
+        );
+        assert!(output.stdout.is_empty(), "{name}: it never listened");
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "precious\n");
+        let mode = std::fs::metadata(&precious).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            mode, 0o644,
+            "{name}: the file the link names keeps its mode"
+        );
+    }
 }
 
 #[test]

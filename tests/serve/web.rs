@@ -487,6 +487,84 @@ async fn every_answer_has_security_headers_and_the_page_a_content_security_polic
     );
 }
 
+#[tokio::test]
+async fn answers_refused_before_the_browser_checks_have_security_headers_and_vary_too() {
+    let args = ["--max-body", "64", "--cors-origin", "https://app.example"];
+    let server = Serve::start("web-headers-early", &args, &[]);
+    let long = format!("/{}", "a".repeat(9 * 1024));
+    let too_long = send(&server, "GET", &long, &["Host: localhost"], "").await;
+    assert_eq!(too_long.status, 414, "{too_long:?}");
+    let ingest = format!("{P}/ingest");
+    let big = format!("[{}]", instant(1, &"1".repeat(80)));
+    let too_big = send(&server, "POST", &ingest, &["Host: localhost", JSON], &big).await;
+    assert_eq!(too_big.status, 413, "{too_big:?}");
+    for (what, response) in [("414", &too_long), ("413", &too_big)] {
+        assert_eq!(
+            response.header("x-content-type-options"),
+            Some("nosniff"),
+            "{what}: {response:?}"
+        );
+        assert_eq!(
+            response.header("referrer-policy"),
+            Some("no-referrer"),
+            "{what}"
+        );
+        assert_eq!(
+            response.header("content-security-policy"),
+            Some("default-src 'none'; frame-ancestors 'none'"),
+            "{what}"
+        );
+        assert_eq!(
+            response.header("cross-origin-resource-policy"),
+            Some("same-origin"),
+            "{what}"
+        );
+        assert_eq!(response.header("vary"), Some("Origin"), "{what}");
+    }
+}
+
+#[tokio::test]
+async fn a_request_with_two_origins_or_two_content_types_is_refused_whatever_their_order() {
+    let server = Serve::start("web-twice", &[], &[]);
+    let own = format!("Origin: http://{}", server.addr);
+    let host = format!("Host: {}", server.addr);
+    let queries = format!("{P}/queries");
+    for origins in [
+        [own.as_str(), "Origin: http://evil.example"],
+        ["Origin: http://evil.example", own.as_str()],
+    ] {
+        let headers = [host.as_str(), JSON, origins[0], origins[1]];
+        let response = send(&server, "POST", &queries, &headers, ABS).await;
+        refused(
+            "two origins",
+            &response,
+            400,
+            "InvalidParameterValue",
+            &["more than one Origin"],
+        );
+    }
+    for types in [
+        [JSON, "Content-Type: text/plain"],
+        ["Content-Type: text/plain", JSON],
+    ] {
+        let headers = [host.as_str(), own.as_str(), types[0], types[1]];
+        let response = send(&server, "POST", &queries, &headers, ABS).await;
+        refused(
+            "two types",
+            &response,
+            415,
+            "UnsupportedMediaType",
+            &["more than one Content-Type"],
+        );
+    }
+    let mut client = server.client();
+    assert_eq!(
+        queries_on(&mut client, P).await,
+        0,
+        "nothing was registered"
+    );
+}
+
 #[test]
 fn a_token_no_authorization_header_can_carry_is_refused_at_start_with_exit_2() {
     for (token, says) in [

@@ -144,6 +144,23 @@ async fn an_empty_catalog_beside_a_journal_with_records_is_refused() {
     assert_catalog_lost(&dir);
 }
 
+#[tokio::test]
+async fn a_query_whose_property_row_is_gone_from_the_catalog_is_refused_not_forgotten() {
+    let dir = TempDir::new("catalog-dangling");
+    with_records(&dir).await;
+    let conn = rusqlite::Connection::open(dir.path().join(schema::DB_FILE)).unwrap();
+    conn.execute_batch("PRAGMA foreign_keys = OFF; DELETE FROM properties")
+        .unwrap();
+    drop(conn);
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Malformed(_)), "{err}");
+    let message = err.to_string();
+    assert!(
+        message.contains("\"q\"") && message.contains("a property the catalog does not hold"),
+        "{message}"
+    );
+}
+
 #[test]
 fn a_missing_catalog_beside_a_journal_without_records_starts_empty() {
     let dir = TempDir::new("catalog-nothing");
