@@ -150,10 +150,12 @@ pub(crate) struct Delivered {
 /// Hands `instants` to every running query on `property`, in order, holding
 /// back up to `wait` while a query's buffer is full.
 ///
-/// With a state store (`log`), each chunk is appended to the ingest log
-/// once room for it is reserved in every query's buffer and before any
-/// query gets it: so a chunk is logged and delivered, or neither, and a
-/// chunk acknowledged is durable. Call it from a task of its own (the
+/// With a state store (`log`), the body is appended to the ingest log as
+/// one journal record once room for its first chunk is reserved in every
+/// query's buffer and before any query gets it: the whole body is logged,
+/// then delivered chunk by chunk (the later chunks wait for room without
+/// the deadline: they are owed), or none of it is. An ingest acknowledged
+/// is durable, and a crash never leaves part of one in the log. Call it from a task of its own (the
 /// route spawns one): were it dropped between the log's commit and the
 /// send, the log would hold instants no query was given.
 pub(crate) async fn deliver(
@@ -187,7 +189,13 @@ pub(crate) async fn deliver(
         .filter(|feed| !feed.stop.is_cancelled())
         .collect();
     let mut accepted = 0;
-    for chunk in instants.chunks(CHUNK) {
+    // With a store, the whole body is logged as one journal record, at the
+    // first chunk with room in every query: all of it or none of it is in
+    // the log after a crash. From then on every chunk is owed to the
+    // queries (a restart would replay it), so the later chunks wait for
+    // room without the deadline, as long as their query runs.
+    let mut logged: Option<u64> = None;
+    for (i, chunk) in instants.chunks(CHUNK).enumerate() {
         let mut permits: Vec<(SourcePermit<'_>, Option<&Arc<Ledger>>)> =
             Vec::with_capacity(feeds.len());
         for feed in &feeds {
@@ -198,7 +206,12 @@ pub(crate) async fn deliver(
                     () = feed.stop.cancelled() => None,
                 }
             };
-            match tokio::time::timeout_at(deadline, reserve).await {
+            let reserved = if logged.is_some() {
+                Ok(reserve.await)
+            } else {
+                tokio::time::timeout_at(deadline, reserve).await
+            };
+            match reserved {
                 Ok(Some(permit)) => permits.push((permit, feed.ledger.as_ref())),
                 // The query has ended or is stopping: it takes no more.
                 Ok(None) => {}
@@ -214,9 +227,11 @@ pub(crate) async fn deliver(
             }
         }
         if let Some((store, path)) = log
+            && logged.is_none()
             && !permits.is_empty()
         {
-            let seqs = store.append_instants(path, chunk).await.map_err(|e| {
+            let rest = &instants[i * CHUNK..];
+            let seqs = store.append_instants(path, rest).await.map_err(|e| {
                 tracing::error!(accepted, total, "ingest gave up: {e}");
                 unavailable(
                     &format!(
@@ -226,6 +241,13 @@ pub(crate) async fn deliver(
                 )
                 .with_accepted(accepted)
             })?;
+            // The first sequence number of `instants[0]`, as if it had been
+            // logged too.
+            logged = Some(seqs.start - (i * CHUNK) as u64);
+        }
+        if let Some(base) = logged {
+            let first = base + (i * CHUNK) as u64;
+            let seqs = first..first + chunk.len() as u64;
             for (_, ledger) in &permits {
                 if let Some(ledger) = ledger {
                     ledger.fed(seqs.clone().zip(chunk));

@@ -184,13 +184,16 @@ mod tests;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 pub use self::error::{StoreError, StoreErrorKind};
+pub use self::journal::inspect::{
+    DamageReport, SegmentReport, StateReport, check as check_state, repair as repair_state,
+};
 use self::journal::{Journal, Registered};
 pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
@@ -279,7 +282,7 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
     writer: JoinHandle<()>,
     reader: Mutex<Connection>,
-    journal: Arc<Journal>,
+    journal: Journal,
     /// The bytes that may be queued (`queue_bytes`), in permits.
     budget: tokio::sync::Semaphore,
     budget_max: u32,
@@ -327,7 +330,7 @@ impl Store {
             jobs,
             writer,
             reader: Mutex::new(reader),
-            journal: Arc::new(journal),
+            journal,
         })
     }
 
@@ -418,7 +421,12 @@ impl Store {
         }
         // The server registers with the property's lock held, so no
         // instant of the property is logged between this and the commit.
-        let start_seq = self.journal.next_seq() - 1;
+        let start_seq = self
+            .journal
+            .next_seq()
+            .await
+            .map_err(|kind| self.error(kind))?
+            - 1;
         let (id, property) = (query.id.clone(), query.property.clone());
         self.submit(|ack| Job::Register {
             query,
@@ -493,23 +501,9 @@ impl Store {
         if let Some(state) = checkpoint.as_ref().and_then(|c| c.state.as_ref()) {
             self.check_len("a checkpoint state", state.len(), o.max_state_bytes)?;
         }
-        let written = self
-            .journal
-            .append_events(id, &events, checkpoint)
-            .map_err(|kind| self.error(kind))?;
-        self.sync(written).await
-    }
-
-    /// With [`Durability::Power`], waits until the journal is on the disk
-    /// up to `written`.
-    async fn sync(&self, written: u64) -> Result<(), StoreError> {
-        if self.options.durability != Durability::Power {
-            return Ok(());
-        }
-        let journal = self.journal.clone();
-        tokio::task::spawn_blocking(move || journal.sync(written))
+        self.journal
+            .append_events(id, events, checkpoint)
             .await
-            .map_err(|e| self.error(StoreErrorKind::Database(e.to_string())))?
             .map_err(|kind| self.error(kind))
     }
 
@@ -551,12 +545,10 @@ impl Store {
         let mut data = Vec::with_capacity(instants.len() * 40);
         batch::encode(instants, &mut data);
         let count = u32::try_from(instants.len()).expect("bounded by max_batch above");
-        let (seqs, written) = self
-            .journal
-            .append_instants(property, count, &data)
-            .map_err(|kind| self.error(kind))?;
-        self.sync(written).await?;
-        Ok(seqs)
+        self.journal
+            .append_instants(property, count, data)
+            .await
+            .map_err(|kind| self.error(kind))
     }
 
     fn reader(&self) -> MutexGuard<'_, Connection> {

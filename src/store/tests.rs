@@ -6,6 +6,7 @@ use super::*;
 
 mod crash;
 mod journal;
+mod power;
 
 /// A fresh directory under the system's temporary one, removed on drop.
 pub(super) struct TempDir(PathBuf);

@@ -176,8 +176,12 @@ async fn damage_before_the_end_is_refused_as_corrupt_naming_the_segment() {
     bytes[middle] ^= 0x40;
     std::fs::write(first, &bytes).unwrap();
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Corrupt(_)), "{err}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { segment, .. } if segment == first),
+        "{err}"
+    );
     let message = err.to_string();
+    assert!(message.contains("mfstream state repair"), "{message}");
     assert!(
         message.contains(&first.file_name().unwrap().to_string_lossy().to_string()),
         "{message}"
@@ -317,7 +321,7 @@ async fn a_damaged_newest_segment_never_panics_and_keeps_a_prefix_or_is_refused(
                 store.close();
             }
             Err(e) => assert!(
-                matches!(e.kind(), StoreErrorKind::Corrupt(_)),
+                matches!(e.kind(), StoreErrorKind::JournalDamaged { .. }),
                 "round {round}: {e}"
             ),
         }
@@ -335,23 +339,74 @@ async fn damage_with_whole_records_after_it_is_refused_even_in_the_newest_segmen
     bytes[24 + 8 + 2] ^= 0x01;
     std::fs::write(&newest, &bytes).unwrap();
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Corrupt(_)), "{err}");
+    assert!(
+        matches!(
+            err.kind(),
+            StoreErrorKind::JournalDamaged { offset: 24, .. }
+        ),
+        "{err}"
+    );
+    // Nothing was cut: the file is as it was.
+    assert_eq!(std::fs::read(&newest).unwrap(), bytes);
 }
 
 #[tokio::test]
-async fn when_no_new_segment_can_be_started_the_newest_grows_and_nothing_fails() {
-    let dir = TempDir::new("journal-no-roll");
+async fn a_state_directory_deleted_under_the_store_fails_the_next_write_for_good() {
+    let dir = TempDir::new("journal-gone");
     let store = Store::open(dir.path(), small()).unwrap();
     store.register(query("q")).await.unwrap();
-    // The journal's directory goes (an operator's mistake, a full disk's
-    // like): the open segment can still be written, no new one started.
+    store
+        .append_instants(&speed(), &[instant(1)])
+        .await
+        .unwrap();
+    // An operator's `rm -rf`: the open segment has no name left, and what
+    // is written to it would not be found at the next start.
     std::fs::remove_dir_all(dir.path().join("journal")).unwrap();
-    for i in 0..200 {
-        store
-            .append_instants(&speed(), &[instant(i % 60)])
+    for _ in 0..2 {
+        let err = store
+            .append_instants(&speed(), &[instant(2)])
             .await
-            .expect("the write goes to the open segment");
+            .unwrap_err();
+        assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
     }
-    assert_eq!(store.instants(&speed(), 0, 1000).unwrap().len(), 200);
+    let err = store
+        .append_events("q", events(1..=1), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
     store.close();
+}
+
+#[tokio::test]
+async fn a_state_directory_replaced_under_the_store_fails_the_next_write() {
+    let dir = TempDir::new("journal-replaced");
+    let store = Store::open(dir.path(), small()).unwrap();
+    store
+        .append_instants(&speed(), &[instant(1)])
+        .await
+        .unwrap();
+    // Moved away and another put in its place (a restore from a backup
+    // under a running server): the open segment still has a name, but in
+    // the old directory.
+    let journal = dir.path().join("journal");
+    std::fs::rename(&journal, dir.path().join("journal.old")).unwrap();
+    std::fs::create_dir(&journal).unwrap();
+    let err = store
+        .append_instants(&speed(), &[instant(2)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    store.close();
+}
+
+#[tokio::test]
+async fn segments_are_created_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("journal-mode");
+    three_instants(&dir).await;
+    let mode = std::fs::metadata(newest_segment(&dir))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
 }
