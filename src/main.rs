@@ -18,6 +18,8 @@ pub enum Outcome {
     QueryFailed(String),
     /// engines.toml is invalid; the errors go to stderr.
     InvalidConfig(String),
+    /// `state check` found damage; the summary goes to stderr.
+    Damaged(String),
     /// Stopped by SIGINT.
     Interrupted,
     /// Stopped by SIGTERM.
@@ -28,7 +30,7 @@ impl Outcome {
     fn exit_code(&self) -> u8 {
         match self {
             Outcome::Success => 0,
-            Outcome::QueryFailed(_) | Outcome::InvalidConfig(_) => 1,
+            Outcome::QueryFailed(_) | Outcome::InvalidConfig(_) | Outcome::Damaged(_) => 1,
             Outcome::Interrupted => 130,
             Outcome::Terminated => 143,
         }
@@ -53,6 +55,7 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run(args),
         Command::PluginHost(args) => cli::plugin_host(args),
         Command::Serve(args) => cli::serve(args),
+        Command::State(args) => cli::state(args),
         Command::Completions { shell } => cli::completions(shell),
     };
     match result {
@@ -60,6 +63,7 @@ fn main() -> ExitCode {
             match &outcome {
                 Outcome::QueryFailed(reason) => eprintln!("mfstream: query failed: {reason}"),
                 Outcome::InvalidConfig(errors) => eprintln!("{errors}"),
+                Outcome::Damaged(summary) => eprintln!("mfstream: {summary}"),
                 Outcome::Interrupted | Outcome::Terminated => eprintln!("mfstream: query stopped"),
                 Outcome::Success => {}
             }

@@ -5,6 +5,7 @@ mod input;
 mod plugin_host;
 mod run;
 mod serve;
+mod state;
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -19,6 +20,7 @@ pub use self::engines::{check, engines};
 pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 pub use self::serve::serve;
+pub use self::state::state;
 
 /// What `mfstream --help` says after the options. The exit codes are
 /// `Outcome::exit_code`'s and `EXIT_ERROR` of main.rs: keep them in step.
@@ -35,8 +37,10 @@ Examples:
   mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream
 
 Exit status:
-  0    the query completed (or its reader closed stdout); check found no problem
-  1    the query failed (the reason on stderr); check found problems in engines.toml
+  0    the query completed (or its reader closed stdout); check found no problem;
+       state check found no damage (state repair left none)
+  1    the query failed (the reason on stderr); check found problems in engines.toml;
+       state check found damage (state repair could not remove it)
   2    bad arguments, an unknown or not-ready engine, or an unreadable engines.toml
   130  stopped by SIGINT (the query is stopped gracefully first)
   143  stopped by SIGTERM (likewise)
@@ -89,6 +93,9 @@ pub enum Command {
     /// Serve continuous queries over HTTP and Server-Sent Events (OGC API –
     /// Moving Features Part 4) until SIGTERM or SIGINT.
     Serve(ServeArgs),
+    /// Check or repair a --state directory's journal (the server refuses
+    /// to start on damage that is not the end of an unfinished write).
+    State(StateArgs),
     /// Print a completion script for SHELL to stdout.
     #[command(
         after_help = "Example: mfstream completions bash > ~/.local/share/bash-completion/completions/mfstream"
@@ -123,6 +130,33 @@ pub fn completions(shell: clap_complete::Shell) -> anyhow::Result<Outcome> {
             Ok(Outcome::Success)
         }
     }
+}
+
+/// `mfstream state`.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: StateAction,
+}
+
+/// What `mfstream state` does.
+#[derive(Debug, Subcommand)]
+pub enum StateAction {
+    /// Read every journal segment of DIR, changing nothing, and report the
+    /// records that check and every damaged range; exit 0 when nothing is
+    /// damaged, 1 otherwise.
+    Check {
+        /// The state directory (serve's --state).
+        dir: PathBuf,
+    },
+    /// Keep every record that checks, in order, and move each damaged range
+    /// aside into SEGMENT.OFFSET.damaged next to its segment; report the
+    /// counts. Stop the server first: it takes the directory's lock.
+    Repair {
+        /// The state directory (serve's --state).
+        dir: PathBuf,
+    },
 }
 
 /// `mfstream plugin-host`.

@@ -182,6 +182,14 @@ pub(crate) async fn deliver(
         }
     };
     check_types(&instants, property_type)?;
+    // A store that takes no more writes (its directory deleted under the
+    // server) fails the ingest even when no query is left to log it for.
+    if let Some((store, _)) = log {
+        store.check_writable().map_err(|e| {
+            tracing::error!(total, "ingest refused: {e}");
+            unavailable(&format!("accepted 0 of {total} instants"), &e).with_accepted(0)
+        })?;
+    }
     state.property_type = Some(property_type);
     let feeds: Vec<_> = state
         .feeds

@@ -551,6 +551,13 @@ impl Store {
             .map_err(|kind| self.error(kind))
     }
 
+    /// Fails when the store takes no more writes: its journal's directory
+    /// was deleted or replaced, or a write failed and could not be undone.
+    /// Cheap (no I/O): for a caller about to acknowledge without writing.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        self.journal.broken().map_err(|kind| self.error(kind))
+    }
+
     fn reader(&self) -> MutexGuard<'_, Connection> {
         // A reader holds no state between calls: a poisoned one is usable.
         self.reader.lock().unwrap_or_else(|e| e.into_inner())

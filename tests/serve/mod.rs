@@ -4,6 +4,7 @@
 
 mod errors;
 mod fuzz;
+mod journal;
 mod lifecycle;
 mod limits;
 mod state;

@@ -78,7 +78,7 @@ use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as chan;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
 use tokio::sync::{Semaphore, oneshot};
@@ -210,8 +210,9 @@ struct Inner {
     properties: HashMap<PropertyPath, PropertyLog>,
     queries: HashMap<Arc<str>, QueryLog>,
     /// Why the journal takes no more records (a write failed and could not
-    /// be undone, the directory is gone).
-    broken: Option<StoreErrorKind>,
+    /// be undone, the directory is gone): shared with the [`Journal`], so
+    /// that a caller learns it without a round trip.
+    broken: Arc<OnceLock<StoreErrorKind>>,
 }
 
 type Answer<T> = oneshot::Sender<Result<T, StoreErrorKind>>;
@@ -302,6 +303,7 @@ pub(crate) struct Journal {
     /// The bytes that may be queued, in permits.
     budget: Semaphore,
     budget_max: u32,
+    broken: Arc<OnceLock<StoreErrorKind>>,
 }
 
 fn io(what: &str, path: &Path, e: std::io::Error) -> StoreErrorKind {
@@ -363,8 +365,9 @@ impl Journal {
             next_seq: found.base_seq.max(1),
             properties: HashMap::new(),
             queries: HashMap::new(),
-            broken: None,
+            broken: Arc::new(OnceLock::new()),
         };
+        let broken = inner.broken.clone();
         inner.rebuild(found, registered);
         let number = inner.segments.keys().next_back().map_or(1, |n| n + 1);
         inner.start_segment(number)?;
@@ -376,6 +379,7 @@ impl Journal {
             .map_err(|e| StoreErrorKind::Unwritable(format!("cannot start a thread: {e}")))?;
         let budget_max = u32::try_from(options.queue_bytes.max(1)).unwrap_or(u32::MAX);
         Ok(Journal {
+            broken,
             tx,
             thread: Mutex::new(Some(thread)),
             budget: Semaphore::new(budget_max as usize),
@@ -408,6 +412,15 @@ impl Journal {
         let (ack, answer) = chan::sync_channel(1);
         self.tx.send(req(ack)).map_err(|_| closed())?;
         answer.recv().map_err(|_| closed())?
+    }
+
+    /// Why the journal takes no more writes, if it does not: a write failed
+    /// and could not be undone, or its directory was deleted or replaced.
+    pub(crate) fn broken(&self) -> Result<(), StoreErrorKind> {
+        match self.broken.get() {
+            Some(why) => Err(why.clone()),
+            None => Ok(()),
+        }
     }
 
     /// The next sequence number to be logged, once every write sent before
@@ -861,7 +874,7 @@ impl Inner {
     }
 
     fn check(&self) -> Result<(), StoreErrorKind> {
-        match &self.broken {
+        match self.broken.get() {
             Some(why) => Err(why.clone()),
             None => Ok(()),
         }
@@ -980,7 +993,7 @@ impl Inner {
 
     /// Syncs what was written, at close.
     fn close(&self) {
-        if self.broken.is_none()
+        if self.broken.get().is_none()
             && let Err(e) = self.active.file.sync()
         {
             tracing::error!("cannot sync the state store's journal at close: {e}");

@@ -34,7 +34,7 @@ impl Inner {
             let path = segment::path(&self.dir, self.active.number);
             let why = io("cannot sync", &path, e);
             tracing::error!("{why}: the journal takes no more writes");
-            self.broken = Some(why.clone());
+            self.set_broken(why.clone());
             return Err(why);
         }
         self.check_owned()?;
@@ -59,8 +59,13 @@ impl Inner {
         };
         tracing::error!("{why}: the state directory was deleted or replaced under the server");
         let why = StoreErrorKind::Gone(why);
-        self.broken = Some(why.clone());
+        self.set_broken(why.clone());
         Err(why)
+    }
+
+    /// The journal takes no more writes, and says why to every caller.
+    pub(super) fn set_broken(&mut self, why: StoreErrorKind) {
+        let _ = self.broken.set(why);
     }
 
     pub(super) fn write_raw(&mut self, record: &[u8]) -> Result<Loc, StoreErrorKind> {
@@ -73,7 +78,7 @@ impl Inner {
                     path.display()
                 );
                 tracing::error!("{why}");
-                self.broken = Some(StoreErrorKind::Unwritable(why));
+                self.set_broken(StoreErrorKind::Unwritable(why));
             }
             return Err(io("cannot write", &path, e));
         }
