@@ -8,9 +8,10 @@
 //!   the rest.
 //! - The **journal** (`journal/`, the journal module) holds every instant
 //!   ingested, every result event and every checkpoint: append-only segment
-//!   files of records framed with their length and a CRC-32, appended with
-//!   one `pwrite(2)` by the caller itself, under a lock, with no thread in
-//!   between. Old segments are deleted once nothing in them is needed, or
+//!   files of records framed with their length and a CRC-32, appended by
+//!   the journal's own thread, which commits the records waiting with one
+//!   `pwrite(2)` (group commit; no file I/O on the caller's thread). Old
+//!   segments are deleted once nothing in them is needed, or
 //!   have what is needed copied forward first.
 //! - The **database** holds the registrations ([`NewQuery`]) and their
 //!   statuses. One **writer** thread owns its connection and commits
@@ -38,8 +39,7 @@
 //! CPU went to waking the writer and its callers, most of the rest to
 //! writing each row's pages twice (log, then database) and trimming them.
 //! The hot records are appends that are read back only at start-up; a file
-//! of framed records is what they need, and the caller can write it
-//! itself. The registrations are few, change in place (a status), and are
+//! of framed records is what they need. The registrations are few, change in place (a status), and are
 //! what an operator wants to look at: SQLite (through `rusqlite`, built from
 //! its bundled C source so no system library is needed) gives them atomic
 //! transactions, detection of a damaged file, and a file any operator can
@@ -97,7 +97,7 @@
 //!
 //! - before an ingest's write: not answered 202, not delivered; no result
 //!   depends on it (the client retries); a record cut short is cut off at
-//!   the next open;
+//!   the next open (an ingest is one record: all of it or none);
 //! - after the write, before 202: in the log, so it is replayed; a client
 //!   that retries ingests it twice (as with any at-least-once HTTP API);
 //! - after results were computed, before they were stored: never sent;
@@ -122,7 +122,7 @@
 //! |---|---|
 //! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
 //! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held; keep the returned [`Checkpoint`] |
-//! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
+//! | `POST …/ingest` | once every feed's permit for the first chunk is reserved and before any is used: [`Store::append_instants`] of the whole body, one record (the property's lock is held), then send chunk by chunk; answer 202 only after the call returned `Ok` and every chunk was sent (a 503 before the call: nothing logged) |
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_batch`] the new ones, encoded once into an [`EventBatch`] (with a checkpoint when it moved: `server::durable`), then `Fanout::push_frames` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
 //! | `DELETE …/queries/{id}` | [`Store::delete`] before answering 204 |

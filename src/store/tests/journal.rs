@@ -410,3 +410,188 @@ async fn segments_are_created_readable_by_their_owner_only() {
         .mode();
     assert_eq!(mode & 0o777, 0o600);
 }
+
+/// All segments, oldest first.
+fn all_segments(dir: &TempDir) -> Vec<std::path::PathBuf> {
+    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn append(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
+/// A framed record of `payload`, with its checksum right.
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+    out.extend(crc32fast::hash(payload).to_le_bytes());
+    out.extend(payload);
+    out
+}
+
+#[tokio::test]
+async fn zeros_or_a_whole_record_whose_checksum_fails_at_the_end_of_any_segment_are_cut_off() {
+    let dir = TempDir::new("journal-tails");
+    let power = StoreOptions {
+        durability: Durability::Power,
+        ..StoreOptions::default()
+    };
+    three_instants(&dir).await;
+    // A reopen starts a second segment; the first is no longer the newest.
+    let store = Store::open(dir.path(), power.clone()).unwrap();
+    store
+        .append_instants(&speed(), &[instant(3)])
+        .await
+        .unwrap();
+    store.close();
+    let segments = all_segments(&dir);
+    let (first, newest) = (&segments[0], &segments[segments.len() - 1]);
+    let (first_len, newest_len) = (
+        std::fs::metadata(first).unwrap().len(),
+        std::fs::metadata(newest).unwrap().len(),
+    );
+    // The older segment ends in a whole record whose checksum fails, then
+    // zeros; the newest in zeros alone (a file whose length reached the
+    // disk and whose last pages did not).
+    let mut bad = framed(b"\x01not what the checksum says, and long enough");
+    bad[4] ^= 0xff;
+    append(first, &bad);
+    append(first, &[0u8; 300]);
+    append(newest, &[0u8; 4096]);
+    let store = Store::open(dir.path(), power).unwrap();
+    let kept: Vec<u64> = store
+        .instants(&speed(), 0, 10)
+        .unwrap()
+        .iter()
+        .map(|i| i.seq)
+        .collect();
+    assert_eq!(kept, [1, 2, 3, 4], "every acknowledged instant, once");
+    assert_eq!(std::fs::metadata(first).unwrap().len(), first_len);
+    assert_eq!(std::fs::metadata(newest).unwrap().len(), newest_len);
+    store.close();
+}
+
+#[tokio::test]
+async fn a_record_with_a_count_of_u32_max_is_refused_as_damage_without_allocating_for_it() {
+    let dir = TempDir::new("journal-count");
+    three_instants(&dir).await;
+    // An events record of query q whose checksum matches but whose count
+    // says 2^32 - 1 events in none: crafted, not torn. At the end of the
+    // segment or before others, it is refused (naming where), never sized.
+    let mut payload = vec![2u8];
+    payload.extend(1u32.to_le_bytes());
+    payload.extend(b"q");
+    payload.extend(1u64.to_le_bytes());
+    payload.extend(u32::MAX.to_le_bytes());
+    payload.extend(u64::MAX.to_le_bytes());
+    payload.push(0);
+    let newest = newest_segment(&dir);
+    let offset = std::fs::metadata(&newest).unwrap().len();
+    append(&newest, &framed(&payload));
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { offset: at, .. } if *at == offset),
+        "{err}"
+    );
+    // A record that checks follows it: still refused, at the same place.
+    let mut good = vec![1u8];
+    good.extend(9u64.to_le_bytes());
+    good.extend(1u32.to_le_bytes());
+    for part in ["ships", "a", "speed"] {
+        good.extend((part.len() as u32).to_le_bytes());
+        good.extend(part.as_bytes());
+    }
+    good.extend(1u32.to_le_bytes());
+    good.extend(b"t");
+    good.push(2);
+    append(&newest, &framed(&good));
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { offset: at, .. } if *at == offset),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_segment_of_another_version_is_refused_as_such_not_as_damage() {
+    let dir = TempDir::new("journal-version");
+    three_instants(&dir).await;
+    let newest = newest_segment(&dir);
+    let mut bytes = std::fs::read(&newest).unwrap();
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..20]);
+    bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&newest, &bytes).unwrap();
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            StoreErrorKind::JournalVersion {
+                found: 7,
+                expected: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("corrupt"), "{err}");
+}
+
+#[tokio::test]
+async fn check_reports_and_repair_keeps_every_record_that_checks_and_moves_the_rest_aside() {
+    let dir = TempDir::new("journal-repair");
+    three_instants(&dir).await;
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(!report.damaged(), "{report}");
+    assert_eq!(report.records(), 3);
+    let newest = newest_segment(&dir);
+    let mut bytes = std::fs::read(&newest).unwrap();
+    // The second record's length, flipped: it now points past the file.
+    let first_len = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize + 8;
+    let second = 24 + first_len;
+    bytes[second + 3] ^= 0x01;
+    std::fs::write(&newest, &bytes).unwrap();
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(report.damaged() && report.refused(), "{report}");
+    assert_eq!(report.records(), 2);
+    assert_eq!(
+        std::fs::read(&newest).unwrap(),
+        bytes,
+        "check writes nothing"
+    );
+    let damage = &report.segments.last().unwrap().damage;
+    assert_eq!(damage.len(), 1);
+    assert_eq!(damage[0].offset, second as u64);
+    assert!(!damage[0].tail);
+
+    let repaired = crate::store::repair_state(dir.path()).unwrap();
+    let moved = repaired.segments.last().unwrap().damage[0]
+        .moved_to
+        .clone()
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&moved).unwrap(),
+        bytes[second..second + damage[0].bytes as usize]
+    );
+    assert!(!crate::store::check_state(dir.path()).unwrap().damaged());
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let kept: Vec<u64> = store
+        .instants(&speed(), 0, 10)
+        .unwrap()
+        .iter()
+        .map(|i| i.seq)
+        .collect();
+    assert_eq!(kept, [1, 3]);
+    store.close();
+}
