@@ -262,7 +262,8 @@ pub struct ServeArgs {
     )]
     pub token: Option<String>,
     /// The largest request body, in bytes (a larger declared Content-Length
-    /// is refused at once with 413).
+    /// is refused at once with 413). With --state, an ingest up to this size
+    /// is one journal record: after a crash all of it is in, or none.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
     /// The most connections open at once (more wait to be accepted).

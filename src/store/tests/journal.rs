@@ -595,3 +595,15 @@ async fn check_reports_and_repair_keeps_every_record_that_checks_and_moves_the_r
     assert_eq!(kept, [1, 3]);
     store.close();
 }
+
+#[tokio::test]
+async fn repair_is_refused_while_a_store_holds_the_directory() {
+    let dir = TempDir::new("journal-repair-locked");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let err = crate::store::repair_state(dir.path()).unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Locked), "{err}");
+    // A check reads only: it runs beside the server.
+    assert!(!crate::store::check_state(dir.path()).unwrap().damaged());
+    store.close();
+    crate::store::repair_state(dir.path()).unwrap();
+}
