@@ -73,9 +73,10 @@ impl StateReport {
 
     /// Whether the server refuses to start on it as it is.
     pub fn refused(&self) -> bool {
-        self.segments.iter().any(|s| {
+        let last = self.segments.len().saturating_sub(1);
+        self.segments.iter().enumerate().any(|(i, s)| {
             s.version.is_some()
-                || (s.bad_header.is_some() && s.records > 0)
+                || (s.bad_header.is_some() && (s.records > 0 || i != last))
                 || s.damage.iter().any(|d| !d.tail)
         })
     }
@@ -195,7 +196,9 @@ fn read_segment(path: &Path, file: &dyn SegFile) -> Result<Read, StoreErrorKind>
                     offset: 0,
                     bytes: size,
                     why: report.bad_header.clone().unwrap_or_default(),
-                    tail: true,
+                    // Removed at start when it is the newest segment and
+                    // no longer than a page (see `refused`).
+                    tail: size <= 4096,
                     moved_to: None,
                 });
                 return Ok(Read {

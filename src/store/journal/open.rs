@@ -32,6 +32,10 @@ pub(super) struct FoundEvents {
     loc: Loc,
 }
 
+/// The most bytes a segment whose header never reached the disk can hold:
+/// the page its header was written to.
+const UNFINISHED: u64 = 4096;
+
 /// Reads every segment of `dir`, oldest first. What follows the last
 /// record that checks of a segment, when nothing after it checks (zeros,
 /// a record cut short or not matching its checksum: the remains of writes
@@ -47,6 +51,7 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
         .collect();
     numbers.sort_unstable();
     let mut found = Found::default();
+    let newest = numbers.last().copied();
     for number in numbers {
         let path = segment::path(dir, number);
         let file = vfs
@@ -56,8 +61,11 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
         let base_seq = match segment::read_header(&*file, size) {
             Ok(base) => base,
             Err(segment::ReadError::Header(why)) => {
-                // A segment whose header never reached the disk, with
-                // nothing that checks after it, holds nothing.
+                // A segment whose header never reached the disk holds
+                // nothing: it is the newest (each is synced with its
+                // directory before it is used), no longer than the page
+                // its header was written to, and nothing in it checks.
+                // Anything else is damage, left for `state repair`.
                 let any = segment::next_record_in(&*file, size, 0)
                     .map_err(|e| io("cannot read", &path, e))?;
                 if let Some(at) = any {
@@ -65,6 +73,13 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                         segment: path,
                         offset: 0,
                         why: format!("{why}, with a record that checks at byte {at}"),
+                    });
+                }
+                if newest != Some(number) || size > UNFINISHED {
+                    return Err(StoreErrorKind::JournalDamaged {
+                        segment: path,
+                        offset: 0,
+                        why,
                     });
                 }
                 tracing::warn!(

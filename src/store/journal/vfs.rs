@@ -76,7 +76,12 @@ impl SegFile for std::fs::File {
 
 impl Vfs for OsFs {
     fn create_dir_all(&self, dir: &Path) -> io::Result<()> {
-        std::fs::create_dir_all(dir)
+        use std::os::unix::fs::DirBuilderExt;
+        // The journal holds every ingest: its owner's alone.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)
     }
 
     fn list(&self, dir: &Path) -> io::Result<Vec<String>> {

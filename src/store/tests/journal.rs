@@ -409,6 +409,11 @@ async fn segments_are_created_readable_by_their_owner_only() {
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
+    let mode = std::fs::metadata(dir.path().join("journal"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
 }
 
 /// All segments, oldest first.
@@ -606,4 +611,35 @@ async fn repair_is_refused_while_a_store_holds_the_directory() {
     assert!(!crate::store::check_state(dir.path()).unwrap().damaged());
     store.close();
     crate::store::repair_state(dir.path()).unwrap();
+}
+
+#[tokio::test]
+async fn an_unfinished_newest_segment_is_removed_but_a_bad_header_elsewhere_is_refused() {
+    let dir = TempDir::new("journal-headers");
+    three_instants(&dir).await;
+    let journal = dir.path().join("journal");
+    // A segment created and never synced: 24 bytes of zeros, the newest.
+    let unfinished = journal.join(format!("{:020}.seg", 900));
+    std::fs::write(&unfinished, [0u8; 24]).unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert!(!unfinished.exists());
+    assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
+    store.close();
+    // The same before other segments, or longer than a page: damage, left
+    // for `state repair` to move aside, never deleted at start.
+    let garbage = journal.join(format!("{:020}.seg", 0));
+    std::fs::write(&garbage, [0u8; 24]).unwrap();
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { offset: 0, segment, .. } if *segment == garbage),
+        "{err}"
+    );
+    assert!(garbage.exists());
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(report.refused(), "{report}");
+    crate::store::repair_state(dir.path()).unwrap();
+    assert!(!garbage.exists());
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
+    store.close();
 }
