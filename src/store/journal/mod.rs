@@ -627,7 +627,10 @@ impl Inner {
     fn answer(&mut self, req: Req) {
         match req {
             Req::NextSeq(ack) => {
-                let _ = ack.send(self.check().map(|()| self.next_seq));
+                // A registration is about to be acknowledged on this: not
+                // in a directory that is gone.
+                let owned = self.check().and_then(|()| self.check_owned());
+                let _ = ack.send(owned.map(|()| self.next_seq));
             }
             Req::Register {
                 id,

@@ -378,6 +378,17 @@ async fn a_state_directory_deleted_under_the_store_fails_the_next_write_for_good
 }
 
 #[tokio::test]
+async fn a_registration_after_the_state_directory_was_deleted_fails() {
+    let dir = TempDir::new("journal-gone-register");
+    let store = Store::open(dir.path(), small()).unwrap();
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    let err = store.register(query("q")).await.unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    assert!(store.check_writable().is_err());
+    store.close();
+}
+
+#[tokio::test]
 async fn a_state_directory_replaced_under_the_store_fails_the_next_write() {
     let dir = TempDir::new("journal-replaced");
     let store = Store::open(dir.path(), small()).unwrap();
