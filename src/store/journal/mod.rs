@@ -310,11 +310,13 @@ fn io(what: &str, path: &Path, e: std::io::Error) -> StoreErrorKind {
     StoreErrorKind::Unwritable(format!("{what} {}: {e}", path.display()))
 }
 
+/// A record read back after the open no longer checks.
 fn corrupt(path: &Path, offset: u64, why: &str) -> StoreErrorKind {
-    StoreErrorKind::Corrupt(format!(
-        "journal segment {} at byte {offset}: {why}",
-        path.display()
-    ))
+    StoreErrorKind::JournalDamaged {
+        segment: path.to_owned(),
+        offset,
+        why: why.to_owned(),
+    }
 }
 
 fn closed() -> StoreErrorKind {
@@ -616,17 +618,10 @@ impl Inner {
                 self.stage_events(group, id, &events, checkpoint, ack);
             }
             close @ Req::Close(_) => return Some(close),
-            other => {
-                self.commit(group);
-                self.answer(other);
-            }
-        }
-        None
-    }
-
-    fn answer(&mut self, req: Req) {
-        match req {
+            // What reads or changes the index sees every write sent before
+            // it made.
             Req::NextSeq(ack) => {
+                self.commit(group);
                 // A registration is about to be acknowledged on this: not
                 // in a directory that is gone.
                 let owned = self.check().and_then(|()| self.check_owned());
@@ -637,18 +632,22 @@ impl Inner {
                 property,
                 start_seq,
             } => {
+                self.commit(group);
                 let query = QueryLog::new(&id, property, true, start_seq);
                 self.queries.insert(query.id.clone(), query);
             }
             Req::SetRunning { id, running } => {
+                self.commit(group);
                 if let Some(query) = self.queries.get_mut(id.as_str()) {
                     query.running = running;
                 }
             }
             Req::Forget(id) => {
+                self.commit(group);
                 self.queries.remove(id.as_str());
             }
             Req::Restored { id, ack } => {
+                self.commit(group);
                 let _ = ack.send(self.restored(&id));
             }
             Req::Read {
@@ -657,20 +656,20 @@ impl Inner {
                 limit,
                 ack,
             } => {
+                self.commit(group);
                 let _ = ack.send(self.instants(&property, after, limit));
             }
             #[cfg(test)]
             Req::RingRecords { id, ack } => {
+                self.commit(group);
                 let _ = ack.send(
                     self.queries
                         .get(id.as_str())
                         .map_or((0, 0), |q| (q.ring.len(), q.ring_len)),
                 );
             }
-            Req::Instants { .. } | Req::Events { .. } | Req::Close(_) => {
-                unreachable!("writes and close are handled by the caller")
-            }
         }
+        None
     }
 
     fn stage_instants(
