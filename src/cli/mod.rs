@@ -291,7 +291,9 @@ pub struct ServeArgs {
     /// The most bytes of results each query keeps for them.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub replay_bytes: usize,
-    /// How long an ingest waits on a full query buffer before answering 503.
+    /// How long an ingest waits on a full query buffer before answering 503
+    /// (with --state, only until the ingest is logged, as one record; its
+    /// later chunks are then owed to the queries and wait for room).
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,
     /// How often an idle SSE stream gets a keep-alive comment.
