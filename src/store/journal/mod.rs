@@ -94,6 +94,12 @@ use super::{Durability, StoreOptions};
 /// The journal's directory inside the store's.
 pub(crate) const DIR: &str = "journal";
 
+/// The bytes written to a segment between two starts of its writeback
+/// (RocksDB's `wal_bytes_per_sync`): the disk takes a segment as it is
+/// written, so the syncs at its end (the next segment's start, a
+/// compaction's copies) wait for little, even with `Process`.
+const WRITEBACK_BYTES: u64 = 1024 * 1024;
+
 /// The most bytes one group commit writes: larger groups are split, so
 /// that the group's buffer stays bounded whatever is queued.
 const GROUP_BYTES: usize = 8 * 1024 * 1024;
@@ -193,6 +199,8 @@ struct Active {
     len: u64,
     /// The length past which the next segment is started.
     roll_at: u64,
+    /// The length up to which writeback was started.
+    flushed: u64,
 }
 
 #[derive(Debug)]
@@ -351,6 +359,7 @@ impl Journal {
             file: Arc::new(NoFile),
             len: 0,
             roll_at: 0,
+            flushed: 0,
         };
         let mut inner = Inner {
             vfs,

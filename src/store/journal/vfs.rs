@@ -22,6 +22,11 @@ pub(crate) trait SegFile: Send + Sync + Debug {
     fn len(&self) -> io::Result<u64>;
     /// `fdatasync`: what was written is on the disk.
     fn sync(&self) -> io::Result<()>;
+    /// Starts writing `len` bytes from `offset` back to the disk without
+    /// waiting (`sync_file_range(SYNC_FILE_RANGE_WRITE)`), so that the
+    /// sync that follows has little left to wait for. A hint: its failure
+    /// changes nothing.
+    fn start_writeback(&self, _offset: u64, _len: u64) {}
     /// Whether the file has no name left (its directory was deleted, or
     /// it was): a write to it would be lost at the next start.
     fn unlinked(&self) -> io::Result<bool>;
@@ -66,6 +71,29 @@ impl SegFile for std::fs::File {
 
     fn sync(&self) -> io::Result<()> {
         self.sync_data()
+    }
+
+    fn start_writeback(&self, offset: u64, len: u64) {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let (Ok(offset), Ok(len)) = (i64::try_from(offset), i64::try_from(len)) else {
+                return;
+            };
+            // SAFETY: sync_file_range only reads the descriptor, which
+            // `self` keeps open for the duration of the call; it touches
+            // no memory of ours.
+            unsafe {
+                libc::sync_file_range(
+                    self.as_raw_fd(),
+                    offset,
+                    len,
+                    libc::SYNC_FILE_RANGE_WRITE,
+                );
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (offset, len);
     }
 
     fn unlinked(&self) -> io::Result<bool> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::super::Durability;
 use super::super::error::StoreErrorKind;
-use super::{Active, Inner, Loc, Segment, io, segment};
+use super::{Active, Inner, Loc, Segment, WRITEBACK_BYTES, io, segment};
 
 impl Inner {
     /// Appends a group's records to the newest segment (starting a new one
@@ -27,6 +27,13 @@ impl Inner {
             );
         }
         let loc = self.write_raw(records)?;
+        let unflushed = self.active.len - self.active.flushed;
+        if self.durability == Durability::Process && unflushed >= WRITEBACK_BYTES {
+            self.active
+                .file
+                .start_writeback(self.active.flushed, unflushed);
+            self.active.flushed = self.active.len;
+        }
         if self.durability == Durability::Power
             && let Err(e) = self.active.file.sync()
         {
@@ -127,6 +134,7 @@ impl Inner {
             file: Arc::clone(&file),
             len: segment::HEADER,
             roll_at: self.segment_bytes,
+            flushed: segment::HEADER,
         };
         self.segments.insert(
             number,
