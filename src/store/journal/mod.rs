@@ -29,11 +29,13 @@
 //! [`Durability::Process`]: a record is in the kernel's page cache when
 //! its call returns, so it survives the process being killed, not a power
 //! failure. [`Durability::Power`]: the answer waits for the `fdatasync`
-//! that covers its record. In both modes a segment is synced before the
-//! next is started, a new segment is synced with its directory, and the
-//! copies compaction makes are synced (file and directory) before the
-//! segment they came from is deleted: what a power cut takes is a suffix
-//! of the newest segment, never a hole.
+//! that covers its record, and a new segment is synced with its directory
+//! before it is used. In both modes a full segment (and, with `Process`,
+//! its name) is synced before the next is started, the copies compaction
+//! makes are synced (file and directory) before the segment they came
+//! from is deleted, and with `Process` the disk is told to write a segment
+//! back every MiB (so those syncs wait for little): what a power cut takes
+//! is a suffix of the newest segment, never a hole.
 //!
 //! # Segments, retention, compaction
 //!

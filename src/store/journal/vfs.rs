@@ -84,12 +84,7 @@ impl SegFile for std::fs::File {
             // `self` keeps open for the duration of the call; it touches
             // no memory of ours.
             unsafe {
-                libc::sync_file_range(
-                    self.as_raw_fd(),
-                    offset,
-                    len,
-                    libc::SYNC_FILE_RANGE_WRITE,
-                );
+                libc::sync_file_range(self.as_raw_fd(), offset, len, libc::SYNC_FILE_RANGE_WRITE);
             }
         }
         #[cfg(not(target_os = "linux"))]
