@@ -79,6 +79,12 @@ impl SimFs {
         fs
     }
 
+    /// Makes the power go at the `at`-th changing operation from now.
+    pub(crate) fn cut_after(&self, at: u64) {
+        let mut s = lock(&self.state);
+        s.cut_at = Some(s.ops + at);
+    }
+
     /// Cuts the power now.
     pub(crate) fn cut(&self) {
         lock(&self.state).cut = true;
