@@ -155,9 +155,10 @@ pub(crate) struct Delivered {
 /// query's buffer and before any query gets it: the whole body is logged,
 /// then delivered chunk by chunk (the later chunks wait for room without
 /// the deadline: they are owed), or none of it is. An ingest acknowledged
-/// is durable, and a crash never leaves part of one in the log. Call it from a task of its own (the
-/// route spawns one): were it dropped between the log's commit and the
-/// send, the log would hold instants no query was given.
+/// is durable, and a crash never leaves part of one in the log. Call it
+/// from a task of its own (the route spawns one): were it dropped between
+/// the log's commit and the send, the log would hold instants no query
+/// was given.
 pub(crate) async fn deliver(
     property: &Property,
     instants: Vec<Instant>,
@@ -202,7 +203,8 @@ pub(crate) async fn deliver(
     // the log after a crash. From then on every chunk is owed to the
     // queries (a restart would replay it), so the later chunks wait for
     // room without the deadline, as long as their query runs.
-    let mut logged: Option<u64> = None;
+    // The first sequence number logged, and the index of its instant.
+    let mut logged: Option<(u64, usize)> = None;
     for (i, chunk) in instants.chunks(CHUNK).enumerate() {
         let mut permits: Vec<(SourcePermit<'_>, Option<&Arc<Ledger>>)> =
             Vec::with_capacity(feeds.len());
@@ -249,12 +251,10 @@ pub(crate) async fn deliver(
                 )
                 .with_accepted(accepted)
             })?;
-            // The first sequence number of `instants[0]`, as if it had been
-            // logged too.
-            logged = Some(seqs.start - (i * CHUNK) as u64);
+            logged = Some((seqs.start, i * CHUNK));
         }
-        if let Some(base) = logged {
-            let first = base + (i * CHUNK) as u64;
+        if let Some((start, from)) = logged {
+            let first = start + (i * CHUNK - from) as u64;
             let seqs = first..first + chunk.len() as u64;
             for (_, ledger) in &permits {
                 if let Some(ledger) = ledger {
