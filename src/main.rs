@@ -19,6 +19,8 @@ pub enum Outcome {
     QueryFailed(String),
     /// engines.toml is invalid; the errors go to stderr.
     InvalidConfig(String),
+    /// `state check` found damage; the summary goes to stderr.
+    Damaged(String),
     /// Stopped by SIGINT.
     Interrupted,
     /// Stopped by SIGTERM.
@@ -29,7 +31,7 @@ impl Outcome {
     fn exit_code(&self) -> u8 {
         match self {
             Outcome::Success => SUCCESS,
-            Outcome::QueryFailed(_) | Outcome::InvalidConfig(_) => FAILED,
+            Outcome::QueryFailed(_) | Outcome::InvalidConfig(_) | Outcome::Damaged(_) => FAILED,
             Outcome::Interrupted => INTERRUPTED,
             Outcome::Terminated => TERMINATED,
         }
@@ -67,14 +69,14 @@ pub struct ExitStatus {
 pub const EXIT_CODES: &[ExitStatus] = &[
     ExitStatus {
         code: SUCCESS,
-        general: "the query completed (or its reader closed stdout); check found no problem",
+        general: "the query completed (or its reader closed stdout); check found no problem; state check found no damage",
         run: Some("the query completed (or its reader closed stdout)"),
         check: Some("engines.toml has no problem and every plugin loads"),
         serve: Some("stopped by SIGTERM or SIGINT, after its queries stopped"),
     },
     ExitStatus {
         code: FAILED,
-        general: "the query failed (the reason on stderr); check found problems in engines.toml",
+        general: "the query failed (the reason on stderr); check found problems in engines.toml; state check found damage",
         run: Some("the query failed (the reason on stderr)"),
         check: Some("engines.toml has problems, or a plugin is refused (each on stderr)"),
         serve: None,
@@ -130,6 +132,7 @@ fn main() -> ExitCode {
         Command::Help { command } => cli::help(command.as_deref()),
         Command::PluginHost(args) => cli::plugin_host(args),
         Command::Serve(args) => cli::serve(args),
+        Command::State(args) => cli::state(args),
         Command::Completions { shell, config } => cli::completions(shell, config),
     };
     match result {
@@ -137,6 +140,7 @@ fn main() -> ExitCode {
             match &outcome {
                 Outcome::QueryFailed(reason) => eprintln!("mfstream: query failed: {reason}"),
                 Outcome::InvalidConfig(errors) => eprintln!("{errors}"),
+                Outcome::Damaged(summary) => eprintln!("mfstream: {summary}"),
                 Outcome::Interrupted | Outcome::Terminated => eprintln!("mfstream: query stopped"),
                 Outcome::Success => {}
             }

@@ -5,6 +5,7 @@ mod input;
 mod plugin_host;
 mod run;
 mod serve;
+mod state;
 mod values;
 
 use std::io::Write;
@@ -20,6 +21,7 @@ pub use self::engines::{check, engines};
 pub use self::plugin_host::plugin_host;
 pub use self::run::run;
 pub use self::serve::serve;
+pub use self::state::state;
 use self::values::names;
 
 /// What `mfstream --help` says after the options, before the exit codes.
@@ -111,6 +113,9 @@ pub enum Command {
     /// Moving Features Part 4) until SIGTERM or SIGINT.
     #[command(after_help = exit_status(|status| status.serve))]
     Serve(ServeArgs),
+    /// Check or repair a --state directory's journal (the server refuses
+    /// to start on damage that is not the end of an unfinished write).
+    State(StateArgs),
     /// Print a completion script for SHELL to stdout.
     ///
     /// `--op` and `--type` complete their values, `--engine` the engines of
@@ -204,6 +209,33 @@ pub fn help(command: Option<&str>) -> anyhow::Result<Outcome> {
         Err(e) => Err(e.into()),
         Ok(_) => anyhow::bail!("--help printed no help"),
     }
+}
+
+/// `mfstream state`.
+#[derive(Debug, Args)]
+pub struct StateArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: StateAction,
+}
+
+/// What `mfstream state` does.
+#[derive(Debug, Subcommand)]
+pub enum StateAction {
+    /// Read every journal segment of DIR, changing nothing, and report the
+    /// records that check and every damaged range; exit 0 when nothing is
+    /// damaged, 1 otherwise.
+    Check {
+        /// The state directory (serve's --state).
+        dir: PathBuf,
+    },
+    /// Keep every record that checks, in order, and move each damaged range
+    /// aside into SEGMENT.OFFSET.damaged next to its segment; report the
+    /// counts. Stop the server first: it takes the directory's lock.
+    Repair {
+        /// The state directory (serve's --state).
+        dir: PathBuf,
+    },
 }
 
 /// `mfstream plugin-host`.
@@ -330,7 +362,8 @@ pub struct ServeArgs {
     )]
     pub token: Option<String>,
     /// The largest request body, in bytes (a larger declared Content-Length
-    /// is refused at once with 413).
+    /// is refused at once with 413). With --state, an ingest up to this size
+    /// is one journal record: after a crash all of it is in, or none.
     #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_body: usize,
     /// The most connections open at once (more wait to be accepted).
@@ -382,7 +415,9 @@ pub struct ServeArgs {
     /// come) until its call is done; past it, 503 with Retry-After.
     #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
     pub max_inflight_bytes: usize,
-    /// How long an ingest waits on a full query buffer before answering 503.
+    /// How long an ingest waits on a full query buffer before answering 503
+    /// (with --state, only until the ingest is logged, as one record; its
+    /// later chunks are then owed to the queries and wait for room).
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,
     /// How often an idle SSE stream gets a keep-alive comment.

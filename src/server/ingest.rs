@@ -171,14 +171,16 @@ pub(crate) struct Delivered {
 /// Hands `instants` to every running query on `property`, in order, holding
 /// back up to `wait` while a query's buffer is full.
 ///
-/// With a state store (`log`), each chunk is appended to the ingest log
-/// once room for it is reserved in every query's buffer and before any
-/// query gets it: so a chunk is logged and delivered, or neither, and a
-/// chunk acknowledged is durable. Call it from a task of its own (the
-/// route spawns one): were it dropped between the log's commit and the
-/// send, the log would hold instants no query was given. A query that
-/// keeps more of the log than `cap` allows fails ([`LogCap`]) and is fed
-/// no more.
+/// With a state store (`log`), the body is appended to the ingest log as
+/// one journal record once room for its first chunk is reserved in every
+/// query's buffer and before any query gets it: the whole body is logged,
+/// then delivered chunk by chunk (the later chunks wait for room without
+/// the deadline: they are owed), or none of it is. An ingest acknowledged
+/// is durable, and a crash never leaves part of one in the log. Call it
+/// from a task of its own (the route spawns one): were it dropped between
+/// the log's commit and the send, the log would hold instants no query
+/// was given. A query that keeps more of the log than `cap` allows fails
+/// ([`LogCap`]) and is fed no more.
 pub(crate) async fn deliver(
     property: &Property,
     instants: Vec<Instant>,
@@ -203,6 +205,14 @@ pub(crate) async fn deliver(
         }
     };
     check_types(&instants, property_type)?;
+    // A store that takes no more writes (its directory deleted under the
+    // server) fails the ingest even when no query is left to log it for.
+    if let Some((store, _, _)) = log {
+        store.check_writable().map_err(|e| {
+            tracing::error!(total, "ingest refused: {e}");
+            unavailable(&format!("accepted 0 of {total} instants"), &e).with_accepted(0)
+        })?;
+    }
     state.property_type = Some(property_type);
     let mut feeds: Vec<_> = state
         .feeds
@@ -213,7 +223,14 @@ pub(crate) async fn deliver(
     // Queries failed for the log they keep: fed no more.
     let mut capped: Vec<String> = Vec::new();
     let mut accepted = 0;
-    for chunk in instants.chunks(CHUNK) {
+    // With a store, the whole body is logged as one journal record, at the
+    // first chunk with room in every query: all of it or none of it is in
+    // the log after a crash. From then on every chunk is owed to the
+    // queries (a restart would replay it), so the later chunks wait for
+    // room without the deadline, as long as their query runs.
+    // The first sequence number logged, and the index of its instant.
+    let mut logged: Option<(u64, usize)> = None;
+    for (i, chunk) in instants.chunks(CHUNK).enumerate() {
         let mut permits: Vec<(SourcePermit<'_>, &Feed)> = Vec::with_capacity(feeds.len());
         for feed in &feeds {
             let reserve = async {
@@ -223,7 +240,12 @@ pub(crate) async fn deliver(
                     () = feed.stop.cancelled() => None,
                 }
             };
-            match tokio::time::timeout_at(deadline, reserve).await {
+            let reserved = if logged.is_some() {
+                Ok(reserve.await)
+            } else {
+                tokio::time::timeout_at(deadline, reserve).await
+            };
+            match reserved {
                 Ok(Some(permit)) => permits.push((permit, feed)),
                 // The query has ended or is stopping: it takes no more.
                 Ok(None) => {}
@@ -238,10 +260,12 @@ pub(crate) async fn deliver(
                 }
             }
         }
-        if let Some((store, path, cap)) = log
+        if let Some((store, path, _)) = log
+            && logged.is_none()
             && !permits.is_empty()
         {
-            let seqs = store.append_instants(path, chunk).await.map_err(|e| {
+            let rest = &instants[i * CHUNK..];
+            let seqs = store.append_instants(path, rest).await.map_err(|e| {
                 tracing::error!(accepted, total, "ingest gave up: {e}");
                 unavailable(
                     &format!(
@@ -251,12 +275,17 @@ pub(crate) async fn deliver(
                 )
                 .with_accepted(accepted)
             })?;
+            logged = Some((seqs.start, i * CHUNK));
+        }
+        if let (Some((start, from)), Some((store, _, cap))) = (logged, log) {
+            let first = start + (i * CHUNK - from) as u64;
+            let seqs = first..first + chunk.len() as u64;
             for (_, feed) in &permits {
                 let Some(ledger) = &feed.ledger else {
                     continue;
                 };
                 ledger.fed(seqs.clone().zip(chunk));
-                if let Some(reason) = cap.check(store, &feed.query_id, ledger, chunk) {
+                if let Some(reason) = cap.check(store, &feed.query_id, ledger, chunk).await {
                     tracing::warn!(query = %feed.query_id, %reason, "query failed");
                     capped.push(feed.query_id.clone());
                     // Behind the batches it was given (this chunk too: it

@@ -290,6 +290,10 @@ impl Server {
                     ring_events: options.replay,
                     ring_bytes: options.replay_bytes,
                     durability: options.durability,
+                    // An ingest is one journal record whatever its size up
+                    // to --max-body: a JSON instant takes more than 16
+                    // bytes, so a body never holds more.
+                    max_batch: StoreOptions::default().max_batch.max(options.max_body / 16),
                     ..StoreOptions::default()
                 };
                 let dir = dir.clone();

@@ -97,6 +97,35 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
     Ok(())
 }
 
+/// The number of instants in a batch, read without decoding them (no
+/// allocation): an error when the batch is damaged.
+pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, String> {
+    let mut n = 0;
+    while !data.is_empty() {
+        take_bytes(&mut data)?;
+        match take(&mut data, 1)?[0] {
+            NUMBER => drop(take(&mut data, 8)?),
+            TEXT => drop(take_bytes(&mut data)?),
+            FALSE | TRUE => {}
+            tag => return Err(format!("unknown value tag {tag}")),
+        }
+        n += 1;
+    }
+    Ok(n)
+}
+
+/// The number of events in a batch and the bytes of their kinds and data,
+/// read without decoding them.
+pub(crate) fn count_events(mut data: &[u8]) -> Result<(u64, u64), String> {
+    let (mut n, mut bytes) = (0, 0);
+    while !data.is_empty() {
+        bytes += take_bytes(&mut data)?.len() as u64;
+        bytes += take_bytes(&mut data)?.len() as u64;
+        n += 1;
+    }
+    Ok((n, bytes))
+}
+
 /// The next `n` bytes of `data`, which moves past them.
 pub(crate) fn take<'a>(data: &mut &'a [u8], n: usize) -> Result<&'a [u8], String> {
     if data.len() < n {

@@ -166,6 +166,42 @@ pub enum StoreErrorKind {
     /// The database failed.
     #[error("database error: {0}")]
     Database(String),
+    /// A journal segment is damaged where no unfinished write could have
+    /// left it (records that check follow the damage, or a record checks
+    /// but makes no sense): refused rather than cut, so that no record
+    /// that checks is dropped unseen.
+    #[error(
+        "journal segment {} is damaged at byte {offset} ({why}), and it is not an unfinished \
+         write: see `mfstream state check` on the directory, then `mfstream state repair` keeps \
+         every record that checks and moves the damaged bytes aside",
+        segment.display()
+    )]
+    JournalDamaged {
+        /// The segment file.
+        segment: PathBuf,
+        /// Where the damage starts.
+        offset: u64,
+        /// What is wrong there.
+        why: String,
+    },
+    /// A journal segment of another format version.
+    #[error(
+        "journal segment {} has format version {found}, but this mfstream reads version \
+         {expected}: use the mfstream that wrote it, or a new directory",
+        segment.display()
+    )]
+    JournalVersion {
+        /// The segment file.
+        segment: PathBuf,
+        /// The version found.
+        found: u32,
+        /// The version this build reads and writes.
+        expected: u32,
+    },
+    /// The state directory was deleted or replaced under the running
+    /// store: nothing more is acknowledged.
+    #[error("{0}: nothing more is written; restart the server on a state directory")]
+    Gone(String),
     /// The store's writer has stopped (the store was closed, or its
     /// database failed for good).
     #[error("the store is closed")]

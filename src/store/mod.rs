@@ -8,9 +8,10 @@
 //!   records and a SQLite database for the rest.
 //! - The **journal** (`journal/`, the journal module) holds every instant
 //!   ingested, every result event and every checkpoint: append-only segment
-//!   files of records framed with their length and a CRC-32, appended with
-//!   one `pwrite(2)` by the caller itself, under a lock, with no thread in
-//!   between. Old segments are deleted once nothing in them is needed, or
+//!   files of records framed with their length and a CRC-32, appended by
+//!   the journal's own thread, which commits the records waiting with one
+//!   `pwrite(2)` (group commit; no file I/O on the caller's thread). Old
+//!   segments are deleted once nothing in them is needed, or
 //!   have what is needed copied forward first.
 //! - The **database** holds the registrations ([`NewQuery`]) and their
 //!   statuses. One **writer** thread owns its connection and commits
@@ -39,8 +40,7 @@
 //! CPU went to waking the writer and its callers, most of the rest to
 //! writing each row's pages twice (log, then database) and trimming them.
 //! The hot records are appends that are read back only at start-up; a file
-//! of framed records is what they need, and the caller can write it
-//! itself. The registrations are few, change in place (a status), and are
+//! of framed records is what they need. The registrations are few, change in place (a status), and are
 //! what an operator wants to look at: SQLite (through `rusqlite`, built from
 //! its bundled C source so no system library is needed) gives them atomic
 //! transactions, detection of a damaged file, and a file any operator can
@@ -98,7 +98,7 @@
 //!
 //! - before an ingest's write: not answered 202, not delivered; no result
 //!   depends on it (the client retries); a record cut short is cut off at
-//!   the next open;
+//!   the next open (an ingest is one record: all of it or none);
 //! - after the write, before 202: in the log, so it is replayed; a client
 //!   that retries ingests it twice (as with any at-least-once HTTP API);
 //! - after results were computed, before they were stored: never sent;
@@ -123,7 +123,7 @@
 //! |---|---|
 //! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
 //! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held (it takes the [`PropertyGuard`]); keep the returned [`Checkpoint`] |
-//! | `POST …/ingest` | per chunk, once every feed's permit is reserved and before any is used: [`Store::append_instants`] (the property's lock is held), then send; answer 202 only after every chunk's call returned `Ok` (a 503 then says exactly how many were logged and delivered) |
+//! | `POST …/ingest` | once every feed's permit for the first chunk is reserved and before any is used: [`Store::append_instants`] of the whole body, one record (the property's lock is held), then send chunk by chunk; answer 202 only after the call returned `Ok` and every chunk was sent (a 503 before the call: nothing logged) |
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_batch`] the new ones, encoded once into an [`EventBatch`] (with a checkpoint when it moved: `server::durable`), then `Fanout::push_frames` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
 //! | `DELETE …/queries/{id}` | [`Store::delete`] before the query is stopped and answered 204; an error leaves it registered and running (503) |
@@ -197,6 +197,9 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 pub use self::error::{StoreError, StoreErrorKind};
+pub use self::journal::inspect::{
+    DamageReport, SegmentReport, StateReport, check as check_state, repair as repair_state,
+};
 use self::journal::{Journal, Registered};
 pub use self::property_lock::{PropertyGuard, PropertyLock};
 pub use self::record::{
@@ -286,7 +289,7 @@ pub struct Store {
     jobs: mpsc::Sender<Job>,
     writer: JoinHandle<()>,
     reader: Mutex<Connection>,
-    journal: Arc<Journal>,
+    journal: Journal,
     /// The bytes that may be queued (`queue_bytes`), in permits.
     budget: tokio::sync::Semaphore,
     budget_max: u32,
@@ -348,7 +351,7 @@ impl Store {
             jobs,
             writer,
             reader: Mutex::new(reader),
-            journal: Arc::new(journal),
+            journal,
             _lock: lock,
             #[cfg(test)]
             fault: Mutex::new(None),
@@ -469,7 +472,12 @@ impl Store {
         }
         // The server registers with the property's lock held, so no
         // instant of the property is logged between this and the commit.
-        let start_seq = self.journal.next_seq() - 1;
+        let start_seq = self
+            .journal
+            .next_seq()
+            .await
+            .map_err(|kind| self.error(kind))?
+            - 1;
         let (id, property) = (query.id.clone(), query.property.clone());
         self.submit(|ack| Job::Register {
             query,
@@ -548,23 +556,9 @@ impl Store {
         if let Some(state) = checkpoint.as_ref().and_then(|c| c.state.as_ref()) {
             self.check_len("a checkpoint state", state.len(), o.max_state_bytes)?;
         }
-        let written = self
-            .journal
-            .append_events(id, &events, checkpoint)
-            .map_err(|kind| self.error(kind))?;
-        self.sync(written).await
-    }
-
-    /// With [`Durability::Power`], waits until the journal is on the disk
-    /// up to `written`.
-    async fn sync(&self, written: u64) -> Result<(), StoreError> {
-        if self.options.durability != Durability::Power {
-            return Ok(());
-        }
-        let journal = self.journal.clone();
-        tokio::task::spawn_blocking(move || journal.sync(written))
+        self.journal
+            .append_events(id, events, checkpoint)
             .await
-            .map_err(|e| self.error(StoreErrorKind::Database(e.to_string())))?
             .map_err(|kind| self.error(kind))
     }
 
@@ -606,12 +600,17 @@ impl Store {
         let mut data = Vec::with_capacity(instants.len() * 40);
         batch::encode(instants, &mut data);
         let count = u32::try_from(instants.len()).expect("bounded by max_batch above");
-        let (seqs, written) = self
-            .journal
-            .append_instants(property, count, &data)
-            .map_err(|kind| self.error(kind))?;
-        self.sync(written).await?;
-        Ok(seqs)
+        self.journal
+            .append_instants(property, count, data)
+            .await
+            .map_err(|kind| self.error(kind))
+    }
+
+    /// Fails when the store takes no more writes: its journal's directory
+    /// was deleted or replaced, or a write failed and could not be undone.
+    /// Cheap (no I/O): for a caller about to acknowledge without writing.
+    pub fn check_writable(&self) -> Result<(), StoreError> {
+        self.journal.broken().map_err(|kind| self.error(kind))
     }
 
     /// Makes every later [`Store::append_batch`] fail with `kind` (or
@@ -669,8 +668,8 @@ impl Store {
     /// (while it runs and its checkpoint stays there). `None` for a query
     /// the store does not know. Read-only; walks those records, so call it
     /// now and then, not per ingest.
-    pub fn pinned_bytes(&self, id: &str) -> Option<u64> {
-        self.journal.pinned_bytes(id)
+    pub async fn pinned_bytes(&self, id: &str) -> Option<u64> {
+        self.journal.pinned_bytes(id).await.ok().flatten()
     }
 
     /// Up to `limit` instants of `property` logged after the sequence number

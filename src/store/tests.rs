@@ -7,6 +7,7 @@ use super::*;
 mod crash;
 mod journal;
 mod ownership;
+mod power;
 
 /// A fresh directory under the system's temporary one, removed on drop.
 pub(super) struct TempDir(PathBuf);

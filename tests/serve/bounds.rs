@@ -307,12 +307,15 @@ async fn a_query_whose_checkpoint_does_not_move_fails_past_max_query_log_and_the
     // A transform moves its checkpoint with every result.
     let moving = register(&mut client, P, r#"{"operation":"abs"}"#).await;
     let mut sent = 0;
-    let body = |from: usize| lines(from % 900_000, 50_000);
+    // Bodies well under the cap: an ingest is one journal record, and the
+    // record holding a query's checkpoint is kept for it whole.
+    const BODY: usize = 10_000;
+    let body = |from: usize| lines(from % 900_000, BODY);
     let reason = loop {
-        assert!(sent < 40 * 50_000, "still running after {sent} instants");
+        assert!(sent < 2_000_000, "still running after {sent} instants");
         let response = client.post(&format!("{P}/ingest"), &body(sent)).await;
         assert_eq!(response.status, 202, "{response:?}");
-        sent += 50_000;
+        sent += BODY;
         let link = client.get(&pinning).await.json();
         if link["status"] == "failed" {
             break link["reason"].as_str().unwrap().to_owned();
@@ -325,10 +328,10 @@ async fn a_query_whose_checkpoint_does_not_move_fails_past_max_query_log_and_the
     );
     // Nothing keeps those instants now: the journal lets them go as its
     // segments (16 MiB) fill, however much more is ingested.
-    for _ in 0..25 {
+    for _ in 0..25 * 50_000 / BODY {
         let response = client.post(&format!("{P}/ingest"), &body(sent)).await;
         assert_eq!(response.status, 202, "{response:?}");
-        sent += 50_000;
+        sent += BODY;
     }
     assert_eq!(client.get(&moving).await.json()["status"], "running");
     let kept = journal_bytes(&state);

@@ -5,6 +5,7 @@
 mod bounds;
 mod errors;
 mod fuzz;
+mod journal;
 mod lifecycle;
 mod limits;
 mod on_error;

@@ -148,7 +148,7 @@ impl LogCap {
     /// Counts `instants`, just logged for query `id`, and, now and then,
     /// asks the journal what it keeps for the query: why the query must
     /// fail when that is over the cap.
-    pub(crate) fn check(
+    pub(crate) async fn check(
         self,
         store: &Store,
         id: &str,
@@ -159,7 +159,7 @@ impl LogCap {
         if !ledger.logged(bytes, self.every()) {
             return None;
         }
-        let kept = store.pinned_bytes(id)?;
+        let kept = store.pinned_bytes(id).await?;
         (kept > self.max).then(|| {
             format!(
                 "query log reached --max-query-log ({}): the journal keeps {} of this property's \

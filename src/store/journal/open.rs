@@ -1,16 +1,16 @@
 //! Reading the journal back at open: every segment scanned, a torn end cut
-//! off the newest, and the index rebuilt with the queries the database
+//! off, damage refused, and the index rebuilt with the queries the database
 //! holds.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{File, OpenOptions};
 use std::path::Path;
 use std::sync::Arc;
 
 use super::super::error::StoreErrorKind;
 use super::super::record::{Checkpoint, PropertyPath};
 use super::ring::push_row;
-use super::{Inner, Kept, Loc, QueryLog, Registered, Row, Segment, corrupt, io, segment};
+use super::vfs::Vfs;
+use super::{Inner, Kept, Loc, QueryLog, Registered, Row, Segment, io, segment};
 
 /// What a scan of the segments found.
 #[derive(Default)]
@@ -32,48 +32,78 @@ pub(super) struct FoundEvents {
     loc: Loc,
 }
 
-/// Reads every segment of `dir`, oldest first, cutting a torn end off the
-/// newest.
-pub(super) fn scan(dir: &Path) -> Result<Found, StoreErrorKind> {
-    let mut numbers = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(|e| io("cannot read", dir, e))? {
-        let entry = entry.map_err(|e| io("cannot read", dir, e))?;
-        if let Some(n) = entry.file_name().to_str().and_then(segment::number) {
-            numbers.push(n);
-        }
-    }
+/// The most bytes a segment whose header never reached the disk can hold:
+/// the page its header was written to.
+const UNFINISHED: u64 = 4096;
+
+/// Reads every segment of `dir`, oldest first. What follows the last
+/// record that checks of a segment, when nothing after it checks (zeros,
+/// a record cut short or not matching its checksum: the remains of writes
+/// never synced, so never acknowledged under `Power`), is cut off, the cut
+/// synced and logged; any other damage is refused, naming the segment and
+/// the offset.
+pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
+    let mut numbers: Vec<u64> = vfs
+        .list(dir)
+        .map_err(|e| io("cannot read", dir, e))?
+        .iter()
+        .filter_map(|name| segment::number(name))
+        .collect();
     numbers.sort_unstable();
     let mut found = Found::default();
-    for (i, &number) in numbers.iter().enumerate() {
-        let newest = i + 1 == numbers.len();
+    let newest = numbers.last().copied();
+    for number in numbers {
         let path = segment::path(dir, number);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
+        let file = vfs
+            .open(&path, false)
             .map_err(|e| io("cannot open", &path, e))?;
-        let base_seq = match segment::read_header(&mut file) {
+        let size = file.len().map_err(|e| io("cannot read", &path, e))?;
+        let base_seq = match segment::read_header(&*file, size) {
             Ok(base) => base,
-            // A segment whose header was never finished holds nothing.
-            Err(segment::ReadError::Header(_)) if newest && file_len(&file) < segment::HEADER => {
-                tracing::warn!("removing an unfinished journal segment {}", path.display());
-                std::fs::remove_file(&path).map_err(|e| io("cannot remove", &path, e))?;
+            Err(segment::ReadError::Header(why)) => {
+                // A segment whose header never reached the disk holds
+                // nothing: it is the newest (each is synced with its
+                // directory before it is used), no longer than the page
+                // its header was written to, and nothing in it checks.
+                // Anything else is damage, left for `state repair`.
+                let any = segment::next_record_in(&*file, size, 0)
+                    .map_err(|e| io("cannot read", &path, e))?;
+                if let Some(at) = any {
+                    return Err(StoreErrorKind::JournalDamaged {
+                        segment: path,
+                        offset: 0,
+                        why: format!("{why}, with a record that checks at byte {at}"),
+                    });
+                }
+                if newest != Some(number) || size > UNFINISHED {
+                    return Err(StoreErrorKind::JournalDamaged {
+                        segment: path,
+                        offset: 0,
+                        why,
+                    });
+                }
+                tracing::warn!(
+                    file = %path.display(),
+                    bytes = size,
+                    "removing an unfinished journal segment ({why}): nothing in it checks"
+                );
+                vfs.remove(&path)
+                    .and_then(|()| vfs.sync_dir(dir))
+                    .map_err(|e| io("cannot remove", &path, e))?;
                 continue;
             }
-            Err(segment::ReadError::Header(why)) => return Err(corrupt(&path, 0, &why)),
-            Err(segment::ReadError::Version(v)) => {
-                return Err(StoreErrorKind::Corrupt(format!(
-                    "journal segment {} has format version {v}, but this mfstream reads \
-                     version {}: use the mfstream that wrote it, or a new directory",
-                    path.display(),
-                    segment::VERSION
-                )));
+            Err(segment::ReadError::Version(found)) => {
+                return Err(StoreErrorKind::JournalVersion {
+                    segment: path,
+                    found,
+                    expected: segment::VERSION,
+                });
             }
             Err(segment::ReadError::Io(e)) => return Err(io("cannot read", &path, e)),
         };
         found.base_seq = found.base_seq.max(base_seq);
         let mut records = Vec::new();
-        let end = segment::scan(&mut file, |framed| {
+        let damage = segment::scan(&*file, size, false, |framed| {
             let loc = Loc {
                 segment: number,
                 offset: framed.offset,
@@ -81,34 +111,37 @@ pub(super) fn scan(dir: &Path) -> Result<Found, StoreErrorKind> {
             };
             found_record(&mut found, &mut records, &framed.payload, loc)
         })
-        .map_err(|e| match e {
-            segment::ReadError::Io(e) => io("cannot read", &path, e),
-            segment::ReadError::Header(why) => corrupt(&path, 0, &why),
-            segment::ReadError::Version(_) => corrupt(&path, 0, "unexpected version"),
-        })?;
-        let len = match end {
-            segment::End::Clean => file_len(&file),
-            segment::End::Torn { offset, why } if newest => {
+        .map_err(|e| io("cannot read", &path, e))?;
+        let len = match damage.first() {
+            None => size,
+            Some(d) if d.tail => {
                 tracing::warn!(
-                    "journal segment {}: {why} at byte {offset}, after the last whole \
-                     record: an unfinished write, cut off",
-                    path.display()
+                    file = %path.display(),
+                    offset = d.offset,
+                    bytes = size - d.offset,
+                    "journal segment {}: {} at byte {}, and nothing after it checks: the \
+                     remains of a write never finished, {} bytes cut off",
+                    path.display(),
+                    d.why,
+                    d.offset,
+                    size - d.offset
                 );
-                file.set_len(offset)
+                file.set_len(d.offset)
+                    .and_then(|()| file.sync())
                     .map_err(|e| io("cannot cut", &path, e))?;
-                offset
+                d.offset
             }
-            segment::End::Torn { offset, why } | segment::End::Bad { offset, why } => {
-                return Err(corrupt(&path, offset, &why));
+            Some(d) => {
+                return Err(StoreErrorKind::JournalDamaged {
+                    segment: path,
+                    offset: d.offset,
+                    why: d.why.clone(),
+                });
             }
         };
         found.segments.insert(number, Segment { len, records });
     }
     Ok(found)
-}
-
-pub(super) fn file_len(file: &File) -> u64 {
-    file.metadata().map_or(0, |m| m.len())
 }
 
 /// Notes one record read back.
@@ -188,7 +221,7 @@ impl Inner {
         }
         for r in registered {
             let mut query = QueryLog::new(&r.id, r.property, r.running, r.start_seq);
-            next_seq = next_seq.max(r.start_seq + 1);
+            next_seq = next_seq.max(r.start_seq.saturating_add(1));
             let mut records = events.remove(&r.id).unwrap_or_default();
             records.sort_by_key(|r| r.first_id);
             for found in records {

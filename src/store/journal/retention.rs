@@ -1,10 +1,6 @@
 //! What the journal keeps: which records are live, and the compaction of
 //! the older segments (see the parent module's docs).
 
-use std::fs::File;
-use std::os::unix::fs::FileExt;
-
-use super::super::Durability;
 use super::super::error::StoreErrorKind;
 use super::super::record::PropertyPath;
 use super::{Inner, Kept, Segment, io, segment};
@@ -83,7 +79,7 @@ impl Inner {
                 continue;
             }
             let path = segment::path(&self.dir, number);
-            if let Err(e) = std::fs::remove_file(&path) {
+            if let Err(e) = self.vfs.remove(&path) {
                 tracing::warn!("cannot remove journal segment {}: {e}", path.display());
             }
         }
@@ -104,11 +100,15 @@ impl Inner {
             };
             let path = self.path(old);
             if file.is_none() {
-                file = Some(File::open(&path).map_err(|e| io("cannot open", &path, e))?);
+                file = Some(
+                    self.vfs
+                        .open(&path, false)
+                        .map_err(|e| io("cannot open", &path, e))?,
+                );
             }
             let file = file.as_ref().expect("opened above");
             let mut record = vec![0u8; old.len as usize];
-            file.read_exact_at(&mut record, old.offset)
+            file.read_at(&mut record, old.offset)
                 .map_err(|e| io("cannot read", &path, e))?;
             let new = self.write_raw(&record)?;
             match kept {
@@ -152,16 +152,20 @@ impl Inner {
         Ok(())
     }
 
-    /// With [`Durability::Power`], the copies are on the disk before the
-    /// segment they came from is deleted.
+    /// The copies are on the disk, and so is the newest segment's name,
+    /// before the segment they came from is deleted: in both modes, as a
+    /// power cut would otherwise take both (once per segment compacted).
     fn sync_copies(&self, live: &[usize]) -> Result<(), StoreErrorKind> {
-        if self.durability != Durability::Power || live.is_empty() {
+        if live.is_empty() {
             return Ok(());
         }
         let path = segment::path(&self.dir, self.active.number);
         self.active
             .file
-            .sync_data()
-            .map_err(|e| io("cannot sync", &path, e))
+            .sync()
+            .map_err(|e| io("cannot sync", &path, e))?;
+        self.vfs
+            .sync_dir(&self.dir)
+            .map_err(|e| io("cannot sync", &self.dir, e))
     }
 }

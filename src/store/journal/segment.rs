@@ -27,13 +27,11 @@
 //! segment (compaction) is the same record: reading it twice is harmless,
 //! and the reader keeps one.
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::super::batch::{self, take, take_bytes, take_str};
 use super::super::record::{Checkpoint, PropertyPath};
+use super::vfs::SegFile;
 
 const MAGIC: &[u8; 8] = b"MFSJRNL\0";
 /// The format this build reads and writes.
@@ -42,6 +40,16 @@ pub(crate) const VERSION: u32 = 1;
 pub(crate) const HEADER: u64 = 24;
 /// The bytes of a record's frame before its payload.
 pub(crate) const FRAME: u64 = 8;
+/// The largest payload written or read: a length above it is damage, and
+/// nothing is allocated for it. An ingest of `--max-body` (4 MiB by
+/// default) makes a record of less than its body.
+pub(crate) const MAX_RECORD: u64 = 256 * 1024 * 1024;
+/// The smallest payload: an instants record's tag, `first_seq`, `count`
+/// and three empty strings (an events record's fields take more).
+const MIN_RECORD: u64 = 1 + 8 + 4 + 3 * 4;
+/// Sequence numbers and event ids read from disk are below this, so that
+/// no sum of them overflows.
+pub(crate) const MAX_SEQ: u64 = 1 << 62;
 
 pub(crate) const TAG_INSTANTS: u8 = 1;
 pub(crate) const TAG_EVENTS: u8 = 2;
@@ -71,7 +79,7 @@ pub(crate) fn header(base_seq: u64) -> [u8; HEADER as usize] {
     h
 }
 
-/// Why a segment could not be read.
+/// Why a segment's header could not be read.
 #[derive(Debug)]
 pub(crate) enum ReadError {
     Io(std::io::Error),
@@ -82,12 +90,12 @@ pub(crate) enum ReadError {
 }
 
 /// Reads a segment's header: its `base_seq`.
-pub(crate) fn read_header(file: &mut File) -> Result<u64, ReadError> {
+pub(crate) fn read_header(file: &dyn SegFile, size: u64) -> Result<u64, ReadError> {
+    if size < HEADER {
+        return Err(ReadError::Header("shorter than its header".into()));
+    }
     let mut h = [0u8; HEADER as usize];
-    file.read_exact(&mut h).map_err(|e| match e.kind() {
-        std::io::ErrorKind::UnexpectedEof => ReadError::Header("shorter than its header".into()),
-        _ => ReadError::Io(e),
-    })?;
+    file.read_at(&mut h, 0).map_err(ReadError::Io)?;
     if &h[..8] != MAGIC {
         return Err(ReadError::Header("not a journal segment".into()));
     }
@@ -100,7 +108,13 @@ pub(crate) fn read_header(file: &mut File) -> Result<u64, ReadError> {
     if version != VERSION {
         return Err(ReadError::Version(version));
     }
-    Ok(u64::from_le_bytes(h[12..20].try_into().expect("8 bytes")))
+    let base = u64::from_le_bytes(h[12..20].try_into().expect("8 bytes"));
+    if base >= MAX_SEQ {
+        return Err(ReadError::Header(format!(
+            "a base sequence number of {base}"
+        )));
+    }
+    Ok(base)
 }
 
 /// One record read back: where it starts, its whole length, its payload.
@@ -110,81 +124,198 @@ pub(crate) struct Framed {
     pub(crate) payload: Vec<u8>,
 }
 
-/// How a scan of a segment ended.
-pub(crate) enum End {
-    /// At the end of the file.
-    Clean,
-    /// At `offset`, where a record is cut short or does not match its
-    /// checksum: a write the process did not finish, or damage.
-    Torn { offset: u64, why: String },
-    /// At `offset`, a whole record that makes no sense: damage, never an
-    /// unfinished write.
-    Bad { offset: u64, why: String },
+/// Bytes of a segment that are not whole records.
+#[derive(Debug, Clone)]
+pub(crate) struct Damage {
+    /// Where they start.
+    pub(crate) offset: u64,
+    /// Where they end: the next record that checks, or the end of the file.
+    pub(crate) end: u64,
+    pub(crate) why: String,
+    /// Nothing that checks comes after them, and they are what an
+    /// unfinished write leaves (a record cut short, zeros, a record that
+    /// does not match its checksum), not a record that checks and makes no
+    /// sense: they can be cut off.
+    pub(crate) tail: bool,
 }
 
-/// Reads every record after the header, in order, until the end or the
-/// first record that is cut short or damaged.
-pub(crate) fn scan(
-    file: &mut File,
-    mut each: impl FnMut(Framed) -> Result<(), String>,
-) -> Result<End, ReadError> {
-    let size = file.metadata().map_err(ReadError::Io)?.len();
-    file.seek(SeekFrom::Start(HEADER)).map_err(ReadError::Io)?;
-    let mut reader = std::io::BufReader::with_capacity(1 << 20, file);
-    let mut offset = HEADER;
-    loop {
-        if offset == size {
-            return Ok(End::Clean);
+/// Reads a file sequentially through a window, so that a scan costs a
+/// `pread` per megabyte, not per record.
+struct Reader<'a> {
+    file: &'a dyn SegFile,
+    size: u64,
+    start: u64,
+    buf: Vec<u8>,
+}
+
+const WINDOW: u64 = 1 << 20;
+
+impl Reader<'_> {
+    /// The `len` bytes at `offset`, which the caller checked are in the
+    /// file.
+    fn get(&mut self, offset: u64, len: u64) -> std::io::Result<&[u8]> {
+        let end = offset + len;
+        if offset < self.start || end > self.start + self.buf.len() as u64 {
+            let want = len.max(WINDOW).min(self.size - offset);
+            self.buf.resize(want as usize, 0);
+            self.file.read_at(&mut self.buf, offset)?;
+            self.start = offset;
         }
-        let torn = |why: String| Ok(End::Torn { offset, why });
-        if size - offset < FRAME {
-            return torn("a record's frame is cut short".into());
-        }
-        let mut frame = [0u8; FRAME as usize];
-        reader.read_exact(&mut frame).map_err(ReadError::Io)?;
-        let len = u64::from(u32::from_le_bytes(frame[..4].try_into().expect("4 bytes")));
-        let crc = u32::from_le_bytes(frame[4..].try_into().expect("4 bytes"));
-        // The length is checked against the file before anything is
-        // allocated for it.
-        if len > size - offset - FRAME {
-            return torn(format!("a record of {len} bytes is cut short"));
-        }
-        let mut payload = vec![0u8; len as usize];
-        reader.read_exact(&mut payload).map_err(ReadError::Io)?;
-        if crc32fast::hash(&payload) != crc {
-            // An unfinished write is the last thing in the file; a record
-            // with whole records after it was damaged.
-            if offset + FRAME + len == size {
-                return torn("the last record does not match its checksum".into());
+        let from = (offset - self.start) as usize;
+        Ok(&self.buf[from..from + len as usize])
+    }
+}
+
+/// Why the bytes at an offset are not a record.
+enum NotRecord {
+    /// Cut short, or not matching its checksum: what an unfinished write
+    /// leaves.
+    Torn(String),
+    Io(std::io::Error),
+}
+
+/// The record at `offset`, if its frame fits the file and its checksum
+/// matches.
+fn record_at(r: &mut Reader<'_>, offset: u64) -> Result<Framed, NotRecord> {
+    let size = r.size;
+    if size - offset < FRAME {
+        return Err(NotRecord::Torn("a record's frame is cut short".into()));
+    }
+    let frame = r.get(offset, FRAME).map_err(NotRecord::Io)?;
+    let len = u64::from(u32::from_le_bytes(frame[..4].try_into().expect("4 bytes")));
+    let crc = u32::from_le_bytes(frame[4..].try_into().expect("4 bytes"));
+    // The length is bounded, and checked against the file, before
+    // anything is allocated for it.
+    if !(MIN_RECORD..=MAX_RECORD).contains(&len) {
+        return Err(NotRecord::Torn(format!("a record of {len} bytes")));
+    }
+    if len > size - offset - FRAME {
+        return Err(NotRecord::Torn(format!(
+            "a record of {len} bytes is cut short"
+        )));
+    }
+    let payload = r.get(offset + FRAME, len).map_err(NotRecord::Io)?;
+    if crc32fast::hash(payload) != crc {
+        return Err(NotRecord::Torn(
+            "a record does not match its checksum".into(),
+        ));
+    }
+    Ok(Framed {
+        offset,
+        len: FRAME + len,
+        payload: payload.to_vec(),
+    })
+}
+
+/// The offset of the first record after `from` that checks (frame,
+/// checksum and fields), if any: whether what lies at `from` is the end of
+/// the segment or damage with records after it.
+fn next_record(r: &mut Reader<'_>, from: u64) -> std::io::Result<Option<u64>> {
+    let size = r.size;
+    let mut at = from;
+    while at + FRAME + MIN_RECORD <= size {
+        // Cheap tests first: a length that fits and a known tag.
+        let head = r.get(at, FRAME + 1)?;
+        let len = u64::from(u32::from_le_bytes(head[..4].try_into().expect("4 bytes")));
+        let tag = head[FRAME as usize];
+        if (MIN_RECORD..=MAX_RECORD).contains(&len)
+            && len <= size - at - FRAME
+            && (tag == TAG_INSTANTS || tag == TAG_EVENTS)
+        {
+            match record_at(r, at) {
+                Ok(framed) if decode(&framed.payload).is_ok() => return Ok(Some(at)),
+                Ok(_) | Err(NotRecord::Torn(_)) => {}
+                Err(NotRecord::Io(e)) => return Err(e),
             }
-            return Ok(End::Bad {
-                offset,
-                why: "a record does not match its checksum".into(),
-            });
         }
-        let record = Framed {
-            offset,
-            len: FRAME + len,
-            payload,
+        at += 1;
+    }
+    Ok(None)
+}
+
+/// The offset of the first record at or after `from` that checks, if any.
+pub(crate) fn next_record_in(
+    file: &dyn SegFile,
+    size: u64,
+    from: u64,
+) -> std::io::Result<Option<u64>> {
+    let mut r = Reader {
+        file,
+        size,
+        start: 0,
+        buf: Vec::new(),
+    };
+    next_record(&mut r, from)
+}
+
+/// Reads every record after the header, in order, handing each to `each`
+/// (which says why a record that checks makes no sense); returns the
+/// damage found: the first only, unless `all`, when the scan goes on at
+/// the next record that checks.
+pub(crate) fn scan(
+    file: &dyn SegFile,
+    size: u64,
+    all: bool,
+    each: impl FnMut(Framed) -> Result<(), String>,
+) -> std::io::Result<Vec<Damage>> {
+    scan_from(file, size, HEADER, all, each)
+}
+
+/// [`scan`] from `from` on.
+pub(crate) fn scan_from(
+    file: &dyn SegFile,
+    size: u64,
+    from: u64,
+    all: bool,
+    mut each: impl FnMut(Framed) -> Result<(), String>,
+) -> std::io::Result<Vec<Damage>> {
+    let mut r = Reader {
+        file,
+        size,
+        start: 0,
+        buf: Vec::new(),
+    };
+    let mut damage = Vec::new();
+    let mut offset = from;
+    while offset < size {
+        let (why, bad) = match record_at(&mut r, offset) {
+            Ok(framed) => {
+                let len = framed.len;
+                match each(framed) {
+                    Ok(()) => {
+                        offset += len;
+                        continue;
+                    }
+                    // It checks, so no unfinished write made it.
+                    Err(why) => (why, true),
+                }
+            }
+            Err(NotRecord::Torn(why)) => (why, false),
+            Err(NotRecord::Io(e)) => return Err(e),
         };
-        offset += FRAME + len;
-        if let Err(why) = each(record) {
-            return Ok(End::Bad {
-                offset: offset - FRAME - len,
-                why,
-            });
+        let next = next_record(&mut r, offset + 1)?;
+        damage.push(Damage {
+            offset,
+            end: next.unwrap_or(size),
+            why,
+            tail: next.is_none() && !bad,
+        });
+        match next {
+            Some(next) if all => offset = next,
+            _ => break,
         }
     }
+    Ok(damage)
 }
 
 /// Reads the record of `len` bytes (frame included) at `offset`.
-pub(crate) fn read_at(file: &File, offset: u64, len: u64) -> Result<Vec<u8>, String> {
-    let mut buf = vec![0u8; len as usize];
-    file.read_exact_at(&mut buf, offset)
-        .map_err(|e| format!("cannot read a record at {offset}: {e}"))?;
-    if buf.len() < FRAME as usize {
-        return Err(format!("a record at {offset} is cut short"));
+pub(crate) fn read_at(file: &dyn SegFile, offset: u64, len: u64) -> Result<Vec<u8>, String> {
+    if !(FRAME..=FRAME + MAX_RECORD).contains(&len) {
+        return Err(format!("a record at {offset} of {len} bytes"));
     }
+    let mut buf = vec![0u8; len as usize];
+    file.read_at(&mut buf, offset)
+        .map_err(|e| format!("cannot read a record at {offset}: {e}"))?;
     let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
     if crc32fast::hash(&buf[FRAME as usize..]) != crc {
         return Err(format!(
@@ -293,6 +424,19 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                 feature: take_str(&mut data)?,
                 property: take_str(&mut data)?,
             };
+            // The count and numbers are checked against what the record
+            // holds: nothing read back is sized by a number alone.
+            if count == 0 || first_seq == 0 || first_seq >= MAX_SEQ - u64::from(count) {
+                return Err(format!(
+                    "an instants record of {count} instants from {first_seq}"
+                ));
+            }
+            let held = batch::count_instants(data)?;
+            if held != u64::from(count) {
+                return Err(format!(
+                    "an instants record says {count} instants but holds {held}"
+                ));
+            }
             Ok(Record::Instants {
                 property,
                 first_seq,
@@ -318,6 +462,26 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                 }),
                 other => return Err(format!("unknown checkpoint flag {other}")),
             };
+            if first_id >= MAX_SEQ - u64::from(count) || (count > 0 && first_id == 0) {
+                return Err(format!(
+                    "an events record of {count} events from {first_id}"
+                ));
+            }
+            if let Some(cp) = &checkpoint
+                && (cp.after_seq >= MAX_SEQ || cp.last_event_id >= MAX_SEQ)
+            {
+                return Err(format!(
+                    "a checkpoint after instant {} and event {}",
+                    cp.after_seq, cp.last_event_id
+                ));
+            }
+            let (held, held_bytes) = batch::count_events(data)?;
+            if held != u64::from(count) || held_bytes != bytes {
+                return Err(format!(
+                    "an events record says {count} events of {bytes} bytes but holds {held} \
+                     of {held_bytes}"
+                ));
+            }
             Ok(Record::Events {
                 query,
                 first_id,
@@ -340,77 +504,167 @@ fn u64_of(data: &mut &[u8]) -> Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::Instant;
+    use proptest::prelude::*;
 
-    #[test]
-    fn records_round_trip_and_a_flipped_bit_is_caught() {
-        let speed = PropertyPath {
+    fn speed() -> PropertyPath {
+        PropertyPath {
             collection: "ships".into(),
             feature: "a".into(),
             property: "speed".into(),
+        }
+    }
+
+    /// Two instants, framed.
+    fn instants(first_seq: u64) -> Vec<u8> {
+        let mut data = Vec::new();
+        batch::encode(
+            &[Instant::number("t1", 1.5), Instant::number("t2", -2.0)],
+            &mut data,
+        );
+        let mut out = Vec::new();
+        instants_record(&mut out, &speed(), first_seq, 2, &data);
+        out
+    }
+
+    fn events_with(cp: Option<&Checkpoint>) -> Vec<u8> {
+        let mut batch = super::super::super::EventBatch::new(2);
+        batch.push("instant", b"{\"value\":1}");
+        batch.push("window", b"{}");
+        let head = EventsHead {
+            query: "q",
+            first_id: 2,
+            count: 2,
+            bytes: batch.bytes() as u64,
+            checkpoint: cp,
         };
         let mut out = Vec::new();
-        instants_record(&mut out, &speed, 7, 1, b"abc");
+        events_record(&mut out, &head, batch.data());
+        out
+    }
+
+    fn scan_all(bytes: &[u8]) -> (Vec<Vec<u8>>, Vec<Damage>) {
+        let file = MemFile(bytes.to_vec());
+        let mut seen = Vec::new();
+        let damage = scan(&file, bytes.len() as u64, true, |r| {
+            decode(&r.payload)?;
+            seen.push(r.payload);
+            Ok(())
+        })
+        .unwrap();
+        (seen, damage)
+    }
+
+    /// A file in memory.
+    #[derive(Debug)]
+    struct MemFile(Vec<u8>);
+
+    impl SegFile for MemFile {
+        fn read_at(&self, buf: &mut [u8], offset: u64) -> std::io::Result<()> {
+            let start = offset as usize;
+            let src = self
+                .0
+                .get(start..start + buf.len())
+                .ok_or(std::io::ErrorKind::UnexpectedEof)?;
+            buf.copy_from_slice(src);
+            Ok(())
+        }
+        fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        fn set_len(&self, _: u64) -> std::io::Result<()> {
+            Err(std::io::ErrorKind::Unsupported.into())
+        }
+        fn len(&self) -> std::io::Result<u64> {
+            Ok(self.0.len() as u64)
+        }
+        fn sync(&self) -> std::io::Result<()> {
+            Ok(())
+        }
+        fn unlinked(&self) -> std::io::Result<bool> {
+            Ok(false)
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_damage_is_told_from_a_torn_end() {
         let cp = Checkpoint {
             after_seq: 9,
             last_event_id: 3,
             state: Some(vec![1, 2]),
         };
-        let head = EventsHead {
-            query: "q",
-            first_id: 2,
-            count: 2,
-            bytes: 10,
-            checkpoint: Some(&cp),
-        };
-        events_record(&mut out, &head, b"xyz");
-        let dir = std::env::temp_dir().join(format!("mfstream-seg-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let file = path(&dir, 1);
         let mut bytes = header(5).to_vec();
-        bytes.extend_from_slice(&out);
-        std::fs::write(&file, &bytes).unwrap();
-        let mut f = File::open(&file).unwrap();
-        assert_eq!(read_header(&mut f).unwrap(), 5);
-        let mut seen = Vec::new();
-        let end = scan(&mut f, |r| {
-            seen.push(r.payload);
-            Ok(())
-        })
-        .unwrap();
-        assert!(matches!(end, End::Clean));
+        bytes.extend(instants(7));
+        let second = bytes.len();
+        bytes.extend(events_with(Some(&cp)));
+        let file = MemFile(bytes.clone());
+        assert_eq!(read_header(&file, bytes.len() as u64).unwrap(), 5);
+        let (seen, damage) = scan_all(&bytes);
+        assert!(damage.is_empty(), "{damage:?}");
         assert!(matches!(
             decode(&seen[0]).unwrap(),
-            Record::Instants { first_seq: 7, count: 1, data: b"abc", ref property } if *property == speed
+            Record::Instants { first_seq: 7, count: 2, ref property, .. } if *property == speed()
         ));
         match decode(&seen[1]).unwrap() {
             Record::Events {
                 query,
                 first_id,
                 checkpoint,
-                data,
                 ..
             } => {
-                assert_eq!((query.as_str(), first_id, data), ("q", 2, &b"xyz"[..]));
+                assert_eq!((query.as_str(), first_id), ("q", 2));
                 assert_eq!(checkpoint, Some(cp));
             }
             Record::Instants { .. } => panic!("an events record"),
         }
-        // A flipped bit in the second record: the scan stops before it.
-        let last = bytes.len() - 1;
-        bytes[last] ^= 1;
-        std::fs::write(&file, &bytes).unwrap();
-        let mut f = File::open(&file).unwrap();
-        read_header(&mut f).unwrap();
-        let mut n = 0;
-        let end = scan(&mut f, |_| {
-            n += 1;
-            Ok(())
-        })
-        .unwrap();
-        assert_eq!(n, 1);
-        let second = HEADER + (FRAME + 1 + 8 + 4 + 3 * 4 + 5 + 1 + 5 + 3);
-        assert!(matches!(end, End::Torn { offset, .. } if offset == second));
-        std::fs::remove_dir_all(&dir).unwrap();
+        // A flipped bit in the last record, zeros after it: a torn end.
+        let mut torn = bytes.clone();
+        let last = torn.len() - 1;
+        torn[last] ^= 1;
+        torn.extend([0u8; 100]);
+        let (seen, damage) = scan_all(&torn);
+        assert_eq!(seen.len(), 1);
+        assert_eq!(damage.len(), 1);
+        assert!(
+            damage[0].tail && damage[0].offset == second as u64,
+            "{damage:?}"
+        );
+        // A flipped bit in the first record: the second still checks, so
+        // this is damage, not an end.
+        let mut middle = bytes.clone();
+        middle[HEADER as usize + 12] ^= 1;
+        let (seen, damage) = scan_all(&middle);
+        assert_eq!(seen.len(), 1, "the record after the damage is read");
+        assert!(!damage[0].tail && damage[0].offset == HEADER, "{damage:?}");
+        assert_eq!(damage[0].end, second as u64);
+    }
+
+    #[test]
+    fn a_count_that_does_not_match_the_record_is_refused_before_anything_is_sized_by_it() {
+        let data = {
+            let mut data = Vec::new();
+            batch::encode(&[Instant::number("t", 1.0)], &mut data);
+            data
+        };
+        for count in [0, 2, u32::MAX] {
+            let mut out = Vec::new();
+            instants_record(&mut out, &speed(), 1, count, &data);
+            let err = decode(&out[FRAME as usize..]).err().expect("refused");
+            assert!(err.contains("instants"), "{err}");
+        }
+        let mut out = Vec::new();
+        instants_record(&mut out, &speed(), MAX_SEQ - 1, 1, &data);
+        assert!(decode(&out[FRAME as usize..]).is_err());
+        let head = EventsHead {
+            query: "q",
+            first_id: 1,
+            count: u32::MAX,
+            bytes: 0,
+            checkpoint: None,
+        };
+        let mut out = Vec::new();
+        events_record(&mut out, &head, &[]);
+        assert!(decode(&out[FRAME as usize..]).is_err());
     }
 
     #[test]
@@ -418,5 +672,62 @@ mod tests {
         assert_eq!(number("00000000000000000042.seg"), Some(42));
         assert_eq!(number("42.seg"), None);
         assert_eq!(number("00000000000000000042.tmp"), None);
+        assert_eq!(number("00000000000000000042.seg.24.damaged"), None);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Random bytes never panic the decoder, and whatever it accepts
+        /// holds the instants or events it says.
+        #[test]
+        fn random_payloads_never_panic(payload in proptest::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(record) = decode(&payload) {
+                match record {
+                    Record::Instants { count, data, .. } => {
+                        let mut n = 0u32;
+                        batch::decode(data, |_| n += 1).unwrap();
+                        prop_assert_eq!(n, count);
+                    }
+                    Record::Events { count, data, first_id, .. } => {
+                        let mut n = 0u32;
+                        batch::decode_events(data, first_id, |_| n += 1).unwrap();
+                        prop_assert_eq!(n, count);
+                    }
+                }
+            }
+        }
+
+        /// Valid records with bytes changed, cut or added never panic the
+        /// decoder nor the scan, and a scan never reads past its file.
+        #[test]
+        fn mutated_records_never_panic(
+            edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
+            cut in any::<usize>(),
+            extra in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            let mut bytes = header(1).to_vec();
+            bytes.extend(instants(1));
+            bytes.extend(events_with(None));
+            bytes.extend(instants(3));
+            for (at, value) in edits {
+                let at = at % bytes.len();
+                bytes[at] = value;
+            }
+            bytes.truncate(HEADER as usize + cut % (bytes.len() - HEADER as usize + 1));
+            bytes.extend(extra);
+            let file = MemFile(bytes.clone());
+            let size = bytes.len() as u64;
+            let _ = read_header(&file, size);
+            let damage = scan(&file, size, true, |r| {
+                assert!(r.offset + r.len <= size);
+                decode(&r.payload).map(drop)
+            }).unwrap();
+            for d in damage {
+                prop_assert!(d.offset < d.end && d.end <= size);
+            }
+            let payload = &bytes[(HEADER + FRAME).min(size) as usize..];
+            let _ = decode(payload);
+        }
     }
 }

@@ -1,22 +1,21 @@
-//! Writing the newest segment: appending a record, starting the next
-//! segment when it is full.
+//! Writing the newest segment: a group's records appended, synced and
+//! checked; the next segment started when it is full.
 
-use std::fs::{File, OpenOptions};
-use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use super::super::Durability;
 use super::super::error::StoreErrorKind;
-use super::{Active, Inner, Loc, Segment, io, segment};
+use super::{Active, Inner, Loc, Segment, WRITEBACK_BYTES, io, segment};
 
 impl Inner {
-    /// Appends one framed record to the newest segment (starting a new one
-    /// first when it is full) and returns where it went. A write that fails
-    /// is cut off again; if even that fails, the journal takes no more.
-    /// When a new segment cannot be started (its directory was removed,
-    /// the disk is full), the record goes to the newest one, which grows
-    /// past its size until a later attempt succeeds.
-    pub(super) fn write(&mut self, record: &[u8]) -> Result<Loc, StoreErrorKind> {
+    /// Appends a group's records to the newest segment (starting a new one
+    /// first when it is full) with one write, syncs it with `Power`, and
+    /// checks that the segment is still in the directory opened; returns
+    /// where the group starts. A write that fails is cut off again; if
+    /// even that fails, or the directory is gone, the journal takes no
+    /// more.
+    pub(super) fn write_group(&mut self, records: &[u8]) -> Result<u64, StoreErrorKind> {
+        self.check()?;
         if self.active.len >= self.active.roll_at
             && let Err(e) = self.roll()
         {
@@ -27,26 +26,71 @@ impl Inner {
                 self.active.number
             );
         }
-        self.write_raw(record)
+        let loc = self.write_raw(records)?;
+        let unflushed = self.active.len - self.active.flushed;
+        if self.durability == Durability::Process && unflushed >= WRITEBACK_BYTES {
+            self.active
+                .file
+                .start_writeback(self.active.flushed, unflushed);
+            self.active.flushed = self.active.len;
+        }
+        if self.durability == Durability::Power
+            && let Err(e) = self.active.file.sync()
+        {
+            // What a failed fsync left on the disk is unknown: take no more.
+            let path = segment::path(&self.dir, self.active.number);
+            let why = io("cannot sync", &path, e);
+            tracing::error!("{why}: the journal takes no more writes");
+            self.set_broken(why.clone());
+            return Err(why);
+        }
+        self.check_owned()?;
+        Ok(loc.offset)
+    }
+
+    /// Fails (for good) when the segment written has no name left or the
+    /// journal's directory was replaced: what was just written would not be
+    /// found at the next start, so it must not be acknowledged.
+    pub(super) fn check_owned(&mut self) -> Result<(), StoreErrorKind> {
+        let path = segment::path(&self.dir, self.active.number);
+        let why = match (self.active.file.unlinked(), self.vfs.id(&self.dir)) {
+            (Ok(false), Ok(id)) if id == self.dir_id => return Ok(()),
+            (Ok(true), _) => format!("journal segment {} was deleted", path.display()),
+            (Ok(false), Ok(_)) => format!(
+                "the journal directory {} was replaced by another",
+                self.dir.display()
+            ),
+            (_, Err(e)) | (Err(e), _) => {
+                format!("the journal directory {} is gone ({e})", self.dir.display())
+            }
+        };
+        tracing::error!("{why}: the state directory was deleted or replaced under the server");
+        let why = StoreErrorKind::Gone(why);
+        self.set_broken(why.clone());
+        Err(why)
+    }
+
+    /// The journal takes no more writes, and says why to every caller.
+    pub(super) fn set_broken(&mut self, why: StoreErrorKind) {
+        let _ = self.broken.set(why);
     }
 
     pub(super) fn write_raw(&mut self, record: &[u8]) -> Result<Loc, StoreErrorKind> {
         let offset = self.active.len;
         let path = segment::path(&self.dir, self.active.number);
-        if let Err(e) = self.active.file.write_all_at(record, offset) {
+        if let Err(e) = self.active.file.write_at(record, offset) {
             if let Err(cut) = self.active.file.set_len(offset) {
                 let why = format!(
                     "journal segment {}: a write failed ({e}) and could not be cut off ({cut})",
                     path.display()
                 );
                 tracing::error!("{why}");
-                self.broken = Some(why);
+                self.set_broken(StoreErrorKind::Unwritable(why));
             }
             return Err(io("cannot write", &path, e));
         }
         let len = record.len() as u64;
         self.active.len += len;
-        self.written += len;
         if let Some(segment) = self.segments.get_mut(&self.active.number) {
             segment.len = self.active.len;
         }
@@ -57,41 +101,57 @@ impl Inner {
         })
     }
 
-    /// Starts the next segment, then looks at the older ones.
+    /// Starts the next segment, then looks at the older ones. The full
+    /// segment is synced first, in both modes, so that a power cut never
+    /// leaves a newer segment's records without an older one's (once per
+    /// segment: cheap).
     pub(super) fn roll(&mut self) -> Result<(), StoreErrorKind> {
-        if self.durability == Durability::Power {
-            let path = segment::path(&self.dir, self.active.number);
-            self.active
-                .file
-                .sync_data()
-                .map_err(|e| io("cannot sync", &path, e))?;
+        let path = segment::path(&self.dir, self.active.number);
+        self.active
+            .file
+            .sync()
+            .map_err(|e| io("cannot sync", &path, e))?;
+        // With `Process` the full segment's name is synced now (with
+        // `Power`, when it was created): a segment with a successor is
+        // never lost to a power cut, only the newest can be.
+        if self.durability == Durability::Process {
+            self.vfs
+                .sync_dir(&self.dir)
+                .map_err(|e| io("cannot sync", &self.dir, e))?;
         }
         self.start_segment(self.active.number + 1)?;
         self.compact();
         Ok(())
     }
 
+    /// Creates segment `number` (mode 0600), synced with its directory with
+    /// `Power`.
     pub(super) fn start_segment(&mut self, number: u64) -> Result<(), StoreErrorKind> {
         let path = segment::path(&self.dir, number);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
+        let file = self
+            .vfs
+            .open(&path, true)
             .map_err(|e| io("cannot create", &path, e))?;
-        file.write_all_at(&segment::header(self.next_seq), 0)
+        file.write_at(&segment::header(self.next_seq), 0)
             .map_err(|e| io("cannot write", &path, e))?;
+        // With `Power` an acknowledged write must be found after a power
+        // cut: its segment's name too. With `Process` a power cut may take
+        // the newest segment, a suffix of the journal, so the syncs are
+        // left to compaction's copies (which sync the file and directory)
+        // and to the segment's end (its data and name, before the next
+        // one is started).
         if self.durability == Durability::Power {
-            file.sync_all().map_err(|e| io("cannot sync", &path, e))?;
-            File::open(&self.dir)
-                .and_then(|d| d.sync_all())
+            file.sync().map_err(|e| io("cannot sync", &path, e))?;
+            self.vfs
+                .sync_dir(&self.dir)
                 .map_err(|e| io("cannot sync", &self.dir, e))?;
         }
         self.active = Active {
             number,
-            file: Arc::new(file),
+            file: Arc::clone(&file),
             len: segment::HEADER,
             roll_at: self.segment_bytes,
+            flushed: segment::HEADER,
         };
         self.segments.insert(
             number,

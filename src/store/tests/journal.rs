@@ -176,8 +176,12 @@ async fn damage_before_the_end_is_refused_as_corrupt_naming_the_segment() {
     bytes[middle] ^= 0x40;
     std::fs::write(first, &bytes).unwrap();
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Corrupt(_)), "{err}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { segment, .. } if segment == first),
+        "{err}"
+    );
     let message = err.to_string();
+    assert!(message.contains("mfstream state repair"), "{message}");
     assert!(
         message.contains(&first.file_name().unwrap().to_string_lossy().to_string()),
         "{message}"
@@ -317,7 +321,7 @@ async fn a_damaged_newest_segment_never_panics_and_keeps_a_prefix_or_is_refused(
                 store.close();
             }
             Err(e) => assert!(
-                matches!(e.kind(), StoreErrorKind::Corrupt(_)),
+                matches!(e.kind(), StoreErrorKind::JournalDamaged { .. }),
                 "round {round}: {e}"
             ),
         }
@@ -335,23 +339,318 @@ async fn damage_with_whole_records_after_it_is_refused_even_in_the_newest_segmen
     bytes[24 + 8 + 2] ^= 0x01;
     std::fs::write(&newest, &bytes).unwrap();
     let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Corrupt(_)), "{err}");
+    assert!(
+        matches!(
+            err.kind(),
+            StoreErrorKind::JournalDamaged { offset: 24, .. }
+        ),
+        "{err}"
+    );
+    // Nothing was cut: the file is as it was.
+    assert_eq!(std::fs::read(&newest).unwrap(), bytes);
 }
 
 #[tokio::test]
-async fn when_no_new_segment_can_be_started_the_newest_grows_and_nothing_fails() {
-    let dir = TempDir::new("journal-no-roll");
+async fn a_state_directory_deleted_under_the_store_fails_the_next_write_for_good() {
+    let dir = TempDir::new("journal-gone");
     let store = Store::open(dir.path(), small()).unwrap();
     register(&store, query("q")).await.unwrap();
-    // The journal's directory goes (an operator's mistake, a full disk's
-    // like): the open segment can still be written, no new one started.
+    store
+        .append_instants(&speed(), &[instant(1)])
+        .await
+        .unwrap();
+    // An operator's `rm -rf`: the open segment has no name left, and what
+    // is written to it would not be found at the next start.
     std::fs::remove_dir_all(dir.path().join("journal")).unwrap();
-    for i in 0..200 {
-        store
-            .append_instants(&speed(), &[instant(i % 60)])
+    for _ in 0..2 {
+        let err = store
+            .append_instants(&speed(), &[instant(2)])
             .await
-            .expect("the write goes to the open segment");
+            .unwrap_err();
+        assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
     }
-    assert_eq!(store.instants(&speed(), 0, 1000).unwrap().len(), 200);
+    let err = store
+        .append_events("q", events(1..=1), None)
+        .await
+        .unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    store.close();
+}
+
+#[tokio::test]
+async fn a_registration_after_the_state_directory_was_deleted_fails() {
+    let dir = TempDir::new("journal-gone-register");
+    let store = Store::open(dir.path(), small()).unwrap();
+    std::fs::remove_dir_all(dir.path()).unwrap();
+    let err = register(&store, query("q")).await.unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    assert!(store.check_writable().is_err());
+    store.close();
+}
+
+#[tokio::test]
+async fn a_state_directory_replaced_under_the_store_fails_the_next_write() {
+    let dir = TempDir::new("journal-replaced");
+    let store = Store::open(dir.path(), small()).unwrap();
+    store
+        .append_instants(&speed(), &[instant(1)])
+        .await
+        .unwrap();
+    // Moved away and another put in its place (a restore from a backup
+    // under a running server): the open segment still has a name, but in
+    // the old directory.
+    let journal = dir.path().join("journal");
+    std::fs::rename(&journal, dir.path().join("journal.old")).unwrap();
+    std::fs::create_dir(&journal).unwrap();
+    let err = store
+        .append_instants(&speed(), &[instant(2)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    store.close();
+}
+
+#[tokio::test]
+async fn segments_are_created_readable_by_their_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = TempDir::new("journal-mode");
+    three_instants(&dir).await;
+    let mode = std::fs::metadata(newest_segment(&dir))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    let mode = std::fs::metadata(dir.path().join("journal"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o700);
+}
+
+/// All segments, oldest first.
+fn all_segments(dir: &TempDir) -> Vec<std::path::PathBuf> {
+    let mut names: Vec<_> = std::fs::read_dir(dir.path().join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    names.sort();
+    names
+}
+
+fn append(path: &std::path::Path, bytes: &[u8]) {
+    use std::io::Write;
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(path)
+        .unwrap()
+        .write_all(bytes)
+        .unwrap();
+}
+
+/// A framed record of `payload`, with its checksum right.
+fn framed(payload: &[u8]) -> Vec<u8> {
+    let mut out = (payload.len() as u32).to_le_bytes().to_vec();
+    out.extend(crc32fast::hash(payload).to_le_bytes());
+    out.extend(payload);
+    out
+}
+
+#[tokio::test]
+async fn zeros_or_a_whole_record_whose_checksum_fails_at_the_end_of_any_segment_are_cut_off() {
+    let dir = TempDir::new("journal-tails");
+    let power = StoreOptions {
+        durability: Durability::Power,
+        ..StoreOptions::default()
+    };
+    three_instants(&dir).await;
+    // A reopen starts a second segment; the first is no longer the newest.
+    let store = Store::open(dir.path(), power.clone()).unwrap();
+    store
+        .append_instants(&speed(), &[instant(3)])
+        .await
+        .unwrap();
+    store.close();
+    let segments = all_segments(&dir);
+    let (first, newest) = (&segments[0], &segments[segments.len() - 1]);
+    let (first_len, newest_len) = (
+        std::fs::metadata(first).unwrap().len(),
+        std::fs::metadata(newest).unwrap().len(),
+    );
+    // The older segment ends in a whole record whose checksum fails, then
+    // zeros; the newest in zeros alone (a file whose length reached the
+    // disk and whose last pages did not).
+    let mut bad = framed(b"\x01not what the checksum says, and long enough");
+    bad[4] ^= 0xff;
+    append(first, &bad);
+    append(first, &[0u8; 300]);
+    append(newest, &[0u8; 4096]);
+    let store = Store::open(dir.path(), power).unwrap();
+    let kept: Vec<u64> = store
+        .instants(&speed(), 0, 10)
+        .unwrap()
+        .iter()
+        .map(|i| i.seq)
+        .collect();
+    assert_eq!(kept, [1, 2, 3, 4], "every acknowledged instant, once");
+    assert_eq!(std::fs::metadata(first).unwrap().len(), first_len);
+    assert_eq!(std::fs::metadata(newest).unwrap().len(), newest_len);
+    store.close();
+}
+
+#[tokio::test]
+async fn a_record_with_a_count_of_u32_max_is_refused_as_damage_without_allocating_for_it() {
+    let dir = TempDir::new("journal-count");
+    three_instants(&dir).await;
+    // An events record of query q whose checksum matches but whose count
+    // says 2^32 - 1 events in none: crafted, not torn. At the end of the
+    // segment or before others, it is refused (naming where), never sized.
+    let mut payload = vec![2u8];
+    payload.extend(1u32.to_le_bytes());
+    payload.extend(b"q");
+    payload.extend(1u64.to_le_bytes());
+    payload.extend(u32::MAX.to_le_bytes());
+    payload.extend(u64::MAX.to_le_bytes());
+    payload.push(0);
+    let newest = newest_segment(&dir);
+    let offset = std::fs::metadata(&newest).unwrap().len();
+    append(&newest, &framed(&payload));
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { offset: at, .. } if *at == offset),
+        "{err}"
+    );
+    // A record that checks follows it: still refused, at the same place.
+    let mut good = vec![1u8];
+    good.extend(9u64.to_le_bytes());
+    good.extend(1u32.to_le_bytes());
+    for part in ["ships", "a", "speed"] {
+        good.extend((part.len() as u32).to_le_bytes());
+        good.extend(part.as_bytes());
+    }
+    good.extend(1u32.to_le_bytes());
+    good.extend(b"t");
+    good.push(2);
+    append(&newest, &framed(&good));
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { offset: at, .. } if *at == offset),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn a_segment_of_another_version_is_refused_as_such_not_as_damage() {
+    let dir = TempDir::new("journal-version");
+    three_instants(&dir).await;
+    let newest = newest_segment(&dir);
+    let mut bytes = std::fs::read(&newest).unwrap();
+    bytes[8..12].copy_from_slice(&7u32.to_le_bytes());
+    let crc = crc32fast::hash(&bytes[..20]);
+    bytes[20..24].copy_from_slice(&crc.to_le_bytes());
+    std::fs::write(&newest, &bytes).unwrap();
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            StoreErrorKind::JournalVersion {
+                found: 7,
+                expected: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(!err.to_string().contains("corrupt"), "{err}");
+}
+
+#[tokio::test]
+async fn check_reports_and_repair_keeps_every_record_that_checks_and_moves_the_rest_aside() {
+    let dir = TempDir::new("journal-repair");
+    three_instants(&dir).await;
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(!report.damaged(), "{report}");
+    assert_eq!(report.records(), 3);
+    let newest = newest_segment(&dir);
+    let mut bytes = std::fs::read(&newest).unwrap();
+    // The second record's length, flipped: it now points past the file.
+    let first_len = u32::from_le_bytes(bytes[24..28].try_into().unwrap()) as usize + 8;
+    let second = 24 + first_len;
+    bytes[second + 3] ^= 0x01;
+    std::fs::write(&newest, &bytes).unwrap();
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(report.damaged() && report.refused(), "{report}");
+    assert_eq!(report.records(), 2);
+    assert_eq!(
+        std::fs::read(&newest).unwrap(),
+        bytes,
+        "check writes nothing"
+    );
+    let damage = &report.segments.last().unwrap().damage;
+    assert_eq!(damage.len(), 1);
+    assert_eq!(damage[0].offset, second as u64);
+    assert!(!damage[0].tail);
+
+    let repaired = crate::store::repair_state(dir.path()).unwrap();
+    let moved = repaired.segments.last().unwrap().damage[0]
+        .moved_to
+        .clone()
+        .unwrap();
+    assert_eq!(
+        std::fs::read(&moved).unwrap(),
+        bytes[second..second + damage[0].bytes as usize]
+    );
+    assert!(!crate::store::check_state(dir.path()).unwrap().damaged());
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let kept: Vec<u64> = store
+        .instants(&speed(), 0, 10)
+        .unwrap()
+        .iter()
+        .map(|i| i.seq)
+        .collect();
+    assert_eq!(kept, [1, 3]);
+    store.close();
+}
+
+#[tokio::test]
+async fn repair_is_refused_while_a_store_holds_the_directory() {
+    let dir = TempDir::new("journal-repair-locked");
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    let err = crate::store::repair_state(dir.path()).unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Locked { .. }), "{err}");
+    // A check reads only: it runs beside the server.
+    assert!(!crate::store::check_state(dir.path()).unwrap().damaged());
+    store.close();
+    crate::store::repair_state(dir.path()).unwrap();
+}
+
+#[tokio::test]
+async fn an_unfinished_newest_segment_is_removed_but_a_bad_header_elsewhere_is_refused() {
+    let dir = TempDir::new("journal-headers");
+    three_instants(&dir).await;
+    let journal = dir.path().join("journal");
+    // A segment created and never synced: 24 bytes of zeros, the newest.
+    let unfinished = journal.join(format!("{:020}.seg", 900));
+    std::fs::write(&unfinished, [0u8; 24]).unwrap();
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert!(!unfinished.exists());
+    assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
+    store.close();
+    // The same before other segments, or longer than a page: damage, left
+    // for `state repair` to move aside, never deleted at start.
+    let garbage = journal.join(format!("{:020}.seg", 0));
+    std::fs::write(&garbage, [0u8; 24]).unwrap();
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { offset: 0, segment, .. } if *segment == garbage),
+        "{err}"
+    );
+    assert!(garbage.exists());
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(report.refused(), "{report}");
+    crate::store::repair_state(dir.path()).unwrap();
+    assert!(!garbage.exists());
+    let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
+    assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
     store.close();
 }
