@@ -153,6 +153,16 @@ impl Serve {
             let connections = load.queries * (load.subscribers + 2) + 64;
             cmd.args(["--max-connections", &connections.to_string()]);
         }
+        if help.contains("--max-streams") {
+            // Every subscriber holds a stream (the default cap is three
+            // quarters of the connections).
+            let streams = load.queries * load.subscribers + 64;
+            cmd.args(["--max-streams", &streams.to_string()]);
+        }
+        if help.contains("--max-query-state") {
+            // Above the replay buffer, which counts in it.
+            cmd.args(["--max-query-state", &(256u64 << 20).to_string()]);
+        }
         assert!(
             state.is_none() || help.contains("--state"),
             "{binary} has no --state"
