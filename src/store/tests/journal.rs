@@ -685,3 +685,25 @@ async fn damage_at_the_end_of_an_older_segment_is_refused_not_cut_off() {
     let report = crate::store::check_state(dir.path()).unwrap();
     assert!(report.refused(), "{report}");
 }
+
+#[tokio::test]
+async fn a_deletion_after_the_journal_directory_was_replaced_fails_and_keeps_the_query() {
+    let dir = TempDir::new("journal-replaced-delete");
+    let store = Store::open(dir.path(), small()).unwrap();
+    register(&store, query("q")).await.unwrap();
+    // Only `journal/` replaced, the catalog left: nothing written to the
+    // journal since, so only a check of the directory tells.
+    let journal = dir.path().join("journal");
+    std::fs::rename(&journal, dir.path().join("journal.old")).unwrap();
+    std::fs::create_dir(&journal).unwrap();
+    let err = store.delete("q").await.unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    store.close();
+    // Still registered in the catalog: the 503 left the query as it was.
+    std::fs::remove_dir_all(&journal).unwrap();
+    std::fs::rename(dir.path().join("journal.old"), &journal).unwrap();
+    let store = Store::open(dir.path(), small()).unwrap();
+    let ids: Vec<String> = store.queries().unwrap().into_iter().map(|q| q.id).collect();
+    assert_eq!(ids, ["q"]);
+    store.close();
+}
