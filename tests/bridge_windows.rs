@@ -239,3 +239,22 @@ async fn host_windows_at_the_windows_per_record_cap_over_records_a_century_apart
     );
     assert_same(&local, &bridge, "HOPPING at the cap");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_avg_of_values_near_the_largest_float_is_their_average_on_the_job_as_on_local() {
+    // Their sum overflows, their average does not: a result, not a window
+    // skipped for having none.
+    let input = vec![
+        Instant::number("2026-01-01T00:00:00Z", 1.7e308),
+        Instant::number("2026-01-01T00:00:01Z", 1.7e308),
+    ];
+    let query = spec(
+        r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2}}"#,
+        PropertyType::TReal,
+    );
+    let local = run(&LocalEngine::new(), query.clone(), input.clone()).await;
+    let bridge = run(&reference(Framing::Json, true), query, input).await;
+    assert_eq!(local.len(), 1, "{local:?}");
+    assert_eq!(local[0]["value"], 1.7e308, "{local:?}");
+    assert_same(&local, &bridge, "AVG of 1.7e308 twice");
+}

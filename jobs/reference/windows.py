@@ -88,7 +88,12 @@ def aggregate(aggregation, values):
     if aggregation == "SUM":
         return math.fsum(values)
     if aggregation == "AVG":
-        return math.fsum(values) / len(values)
+        try:
+            return math.fsum(values) / len(values)
+        except OverflowError:
+            # The sum of values near the largest float overflows; their
+            # average cannot: take it from the sum scaled by 2**-64 (exact).
+            return math.fsum(v * 2.0**-64 for v in values) / len(values) * 2.0**64
     if aggregation == "MIN":
         return min(values)
     if aggregation == "MAX":

@@ -11,6 +11,22 @@ use crate::vocab::{Aggregation, Value};
 /// holds nothing its budget does not count.
 const KEEP_SET: usize = 1024;
 
+/// `AVG`'s values are also summed times this (a power of two: exact but
+/// for values below 2^-958), so that a sum of up to 2^63 finite values
+/// stays finite.
+const SCALE: f64 = 1.0 / 18_446_744_073_709_551_616.0;
+
+/// Adds `x` to the compensated sum `sum + comp` (Neumaier's).
+fn neumaier(sum: &mut f64, comp: &mut f64, x: f64) {
+    let t = *sum + x;
+    *comp += if sum.abs() >= x.abs() {
+        (*sum - t) + x
+    } else {
+        (x - t) + *sum
+    };
+    *sum = t;
+}
+
 /// The state of one aggregate: constant size, except the set of distinct
 /// texts of `COUNT_DISTINCT`, which holds at most the window's records.
 #[derive(Debug, Clone)]
@@ -23,6 +39,11 @@ pub(super) struct Acc {
     /// rounded in all but pathological cases (as Python's `math.fsum`).
     sum: f64,
     comp: f64,
+    /// The same sum of `AVG`'s values scaled by [`SCALE`]: finite whenever
+    /// they are, so that an average of values near `f64::MAX` (finite)
+    /// does not overflow through its sum.
+    scaled: f64,
+    scaled_comp: f64,
     min: f64,
     max: f64,
     trues: u64,
@@ -43,6 +64,8 @@ impl Default for Acc {
             bytes: 0,
             sum: 0.0,
             comp: 0.0,
+            scaled: 0.0,
+            scaled_comp: 0.0,
             min: f64::INFINITY,
             max: f64::NEG_INFINITY,
             trues: 0,
@@ -59,7 +82,11 @@ impl Acc {
     #[inline]
     pub fn add(&mut self, aggregation: Aggregation, seq: u64, datetime: String, value: Value) {
         match (aggregation, value) {
-            (Aggregation::Sum | Aggregation::Avg, Value::Number(x)) => self.add_sum(x),
+            (Aggregation::Sum, Value::Number(x)) => self.add_sum(x),
+            (Aggregation::Avg, Value::Number(x)) => {
+                self.add_sum(x);
+                neumaier(&mut self.scaled, &mut self.scaled_comp, x * SCALE);
+            }
             (Aggregation::Min, Value::Number(x)) => self.min = self.min.min(x),
             (Aggregation::Max, Value::Number(x)) => self.max = self.max.max(x),
             (Aggregation::CountDistinct, Value::Text(s)) => {
@@ -81,13 +108,7 @@ impl Acc {
     }
 
     fn add_sum(&mut self, x: f64) {
-        let t = self.sum + x;
-        self.comp += if self.sum.abs() >= x.abs() {
-            (self.sum - t) + x
-        } else {
-            (x - t) + self.sum
-        };
-        self.sum = t;
+        neumaier(&mut self.sum, &mut self.comp, x);
     }
 
     /// The state of the records of `accs` together (the buckets of one
@@ -117,6 +138,8 @@ impl Acc {
             }
             window.add_sum(acc.sum);
             window.comp += acc.comp;
+            neumaier(&mut window.scaled, &mut window.scaled_comp, acc.scaled);
+            window.scaled_comp += acc.scaled_comp;
             window.min = window.min.min(acc.min);
             window.max = window.max.max(acc.max);
             window.trues += acc.trues;
@@ -161,7 +184,16 @@ impl Acc {
         match aggregation {
             Aggregation::Count => Value::Number(n),
             Aggregation::Sum => Value::Number(self.sum + self.comp),
-            Aggregation::Avg => Value::Number((self.sum + self.comp) / n),
+            Aggregation::Avg => {
+                let sum = self.sum + self.comp;
+                if sum.is_finite() {
+                    Value::Number(sum / n)
+                } else {
+                    // The sum overflowed; the average of finite values
+                    // cannot: take it from the scaled sum.
+                    Value::Number((self.scaled + self.scaled_comp) / n / SCALE)
+                }
+            }
             Aggregation::Min => Value::Number(self.min),
             Aggregation::Max => Value::Number(self.max),
             Aggregation::CountDistinct => {
@@ -216,6 +248,29 @@ mod tests {
             acc.add(aggregation, seq, format!("t{seq}"), Value::Number(v));
         }
         acc
+    }
+
+    #[test]
+    fn an_avg_of_values_near_f64_max_is_their_average_not_an_overflow() {
+        // Their sum overflows; their average is finite and must be given
+        // (not skipped as a window with no finite result).
+        let a = acc(Aggregation::Avg, 0, &[1.7e308, 1.7e308]);
+        assert_eq!(a.value(Aggregation::Avg), Value::Number(1.7e308));
+        let a = acc(Aggregation::Avg, 0, &[f64::MAX, f64::MAX, -f64::MAX, 1e308]);
+        assert_eq!(
+            a.value(Aggregation::Avg),
+            Value::Number(f64::MAX / 4.0 + 2.5e307)
+        );
+        // The buckets of a hopping window, merged.
+        let buckets = [
+            acc(Aggregation::Avg, 0, &[1e308, 1e308]),
+            acc(Aggregation::Avg, 2, &[1e308]),
+        ];
+        let merged = Acc::merge_all(&buckets);
+        assert_eq!(merged.value(Aggregation::Avg), Value::Number(1e308));
+        // A SUM that overflows still does.
+        let a = acc(Aggregation::Sum, 0, &[1.7e308, 1.7e308]);
+        assert!(!a.value(Aggregation::Sum).as_f64().unwrap().is_finite());
     }
 
     #[test]

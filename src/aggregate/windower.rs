@@ -34,7 +34,8 @@
 //!
 //! # Aggregates with no finite result
 //!
-//! A window whose aggregate is not finite (a `SUM` or `AVG` overflowing) is
+//! A window whose aggregate is not finite (a `SUM` overflowing; an `AVG`
+//! of finite values is finite, taken from a scaled sum when its sum is not) is
 //! handled as the query's `onError` says ([`Windower::with_on_error`]):
 //! under `skip` (the default) the window emits nothing and its records are
 //! skipped: the next event carries their number in its `skipped`, as it
@@ -493,7 +494,7 @@ impl Windower {
     /// The end of the source: the windows still open are pushed onto `out`
     /// as partial events, unless the aggregate says not to emit them.
     ///
-    /// An error fails the query: a window whose `SUM` or `AVG` overflows
+    /// An error fails the query: a window whose `SUM` overflows
     /// cannot be written (the windows before it are in `out`).
     pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
         let emit = self.emit_partial;

@@ -332,7 +332,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_QUERY_STATE)]
     pub max_query_state: u64,
     /// What a record with no result does (ln of 0 or less, an exp that
-    /// overflows, a SUM or AVG that overflows): "skip" drops it, counts it
+    /// overflows, a SUM that overflows): "skip" drops it, counts it
     /// in the next event's "skipped" and goes on; "fail" fails the query,
     /// naming the record's datetime (exit status 1). Overrides the
     /// query's "onError"; when neither says, skip.

@@ -564,6 +564,14 @@ impl Store {
 
     /// Forgets a query: its registration, events and checkpoint.
     pub async fn delete(&self, id: &str) -> Result<(), StoreError> {
+        // The journal's directory is checked first (still the one opened,
+        // on the journal's thread): a deletion is not acknowledged on a
+        // state directory replaced under the server, even when only its
+        // `journal/` was and the catalog would take it.
+        self.journal
+            .next_seq()
+            .await
+            .map_err(|kind| self.error(kind))?;
         let owned = id.to_owned();
         self.submit(|ack| Job::Delete { id: owned, ack }).await?;
         self.journal.forget(id);

@@ -77,7 +77,7 @@ impl StateReport {
         self.segments.iter().enumerate().any(|(i, s)| {
             s.version.is_some()
                 || (s.bad_header.is_some() && (s.records > 0 || i != last))
-                || s.damage.iter().any(|d| !d.tail)
+                || s.damage.iter().any(|d| !d.tail || i != last)
         })
     }
 
@@ -98,7 +98,8 @@ impl StateReport {
 
 impl fmt::Display for StateReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for s in &self.segments {
+        let last = self.segments.len().saturating_sub(1);
+        for (i, s) in self.segments.iter().enumerate() {
             write!(
                 f,
                 "{}: {} bytes, {} records that check",
@@ -124,8 +125,11 @@ impl fmt::Display for StateReport {
                     d.offset,
                     d.bytes,
                     d.why,
-                    if d.tail {
+                    if d.tail && i == last {
                         "nothing after it checks: cut off at start"
+                    } else if d.tail {
+                        "nothing after it checks, but a newer segment follows: the server \
+                         refuses to start"
                     } else {
                         "records that check follow: the server refuses to start"
                     }

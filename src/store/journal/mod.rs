@@ -54,11 +54,13 @@
 //! At open every segment is read in full, each record checked against its
 //! checksum and its fields against each other (a count against the
 //! instants or events held: nothing is allocated on a number read alone).
-//! What follows the last record that checks of a segment, when nothing
-//! after it checks (zeros, a record cut short, a record that does not match
-//! its checksum), is the remains of a write never finished: it is cut off,
-//! the cut synced, and a warning names the file, the offset and the bytes
-//! dropped. Damage followed by a record that checks, or a record that
+//! What follows the last record that checks of the newest segment, when
+//! nothing after it checks (zeros, a record cut short, a record that does
+//! not match its checksum), is the remains of a write never finished: it is
+//! cut off, the cut synced, and a warning names the file, the offset and
+//! the bytes dropped. An older segment cannot end so (each is synced
+//! before the next is started, at open too): the same bytes there are
+//! damage. Damage followed by a record that checks, or a record that
 //! checks but makes no sense, is no unfinished write: the open is refused
 //! ([`StoreErrorKind::JournalDamaged`]), naming the segment and offset, and
 //! `mfstream state check` / `state repair` ([`inspect`]) report it and keep
@@ -386,6 +388,20 @@ impl Journal {
         };
         let broken = inner.broken.clone();
         inner.rebuild(found, registered);
+        // The newest segment the last run left may hold writes it never
+        // synced (a process killed under `Process`): sync it and its name
+        // before a newer segment exists, so that a power cut later never
+        // keeps the newer segment's records without its own, and so that
+        // only the newest segment can ever end in an unfinished write.
+        if let Some(&newest) = inner.segments.keys().next_back() {
+            let path = segment::path(&inner.dir, newest);
+            inner
+                .vfs
+                .open(&path, false)
+                .and_then(|file| file.sync())
+                .and_then(|()| inner.vfs.sync_dir(&inner.dir))
+                .map_err(|e| io("cannot sync", &path, e))?;
+        }
         let number = inner.segments.keys().next_back().map_or(1, |n| n + 1);
         inner.start_segment(number)?;
         inner.compact();

@@ -37,7 +37,7 @@ pub(super) struct FoundEvents {
 const UNFINISHED: u64 = 4096;
 
 /// Reads every segment of `dir`, oldest first. What follows the last
-/// record that checks of a segment, when nothing after it checks (zeros,
+/// record that checks of the newest segment, when nothing after it checks (zeros,
 /// a record cut short or not matching its checksum: the remains of writes
 /// never synced, so never acknowledged under `Power`), is cut off, the cut
 /// synced and logged; any other damage is refused, naming the segment and
@@ -114,7 +114,12 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
         .map_err(|e| io("cannot read", &path, e))?;
         let len = match damage.first() {
             None => size,
-            Some(d) if d.tail => {
+            // Only the newest segment can end in an unfinished write: each
+            // older one was synced before its successor was started (by
+            // `roll`, or by `Journal::open` for the newest a run left), so
+            // bytes that do not check at its end are damage, and cutting them
+            // could drop acknowledged records.
+            Some(d) if d.tail && newest == Some(number) => {
                 tracing::warn!(
                     file = %path.display(),
                     offset = d.offset,
@@ -132,10 +137,19 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                 d.offset
             }
             Some(d) => {
+                let why = if d.tail {
+                    format!(
+                        "{}, at the end of a segment that is not the newest (it was synced \
+                         before the next one was started)",
+                        d.why
+                    )
+                } else {
+                    d.why.clone()
+                };
                 return Err(StoreErrorKind::JournalDamaged {
                     segment: path,
                     offset: d.offset,
-                    why: d.why.clone(),
+                    why,
                 });
             }
         };

@@ -164,6 +164,32 @@ impl Reader<'_> {
         let from = (offset - self.start) as usize;
         Ok(&self.buf[from..from + len as usize])
     }
+
+    /// The offset of the first byte at or after `from` that is not zero,
+    /// if any: a run of zeros is passed a window at a time (eight bytes to
+    /// a test), so that a long zero tail, a sparse file's hole, costs a
+    /// read per megabyte, not a record test per byte.
+    fn next_nonzero(&mut self, from: u64) -> std::io::Result<Option<u64>> {
+        let mut at = from;
+        while at < self.size {
+            let len = WINDOW.min(self.size - at);
+            let window = self.get(at, len)?;
+            let words = window.chunks_exact(8);
+            let rest = words.remainder();
+            let zero_words = words.take_while(|w| *w == [0u8; 8]).count();
+            let skipped = zero_words * 8;
+            let tail = if skipped + rest.len() == window.len() {
+                rest
+            } else {
+                &window[skipped..]
+            };
+            if let Some(i) = tail.iter().position(|&b| b != 0) {
+                return Ok(Some(at + (skipped + i) as u64));
+            }
+            at += len;
+        }
+        Ok(None)
+    }
 }
 
 /// Why the bytes at an offset are not a record.
@@ -216,6 +242,18 @@ fn next_record(r: &mut Reader<'_>, from: u64) -> std::io::Result<Option<u64>> {
     while at + FRAME + MIN_RECORD <= size {
         // Cheap tests first: a length that fits and a known tag.
         let head = r.get(at, FRAME + 1)?;
+        if head[..4] == [0u8; 4] {
+            // A length of zero: no record starts here, nor anywhere before
+            // three bytes ahead of the next byte that is not zero (a
+            // record's length is at least `MIN_RECORD`).
+            match r.next_nonzero(at + 4)? {
+                Some(p) => {
+                    at = p.saturating_sub(3).max(at + 1);
+                    continue;
+                }
+                None => break,
+            }
+        }
         let len = u64::from(u32::from_le_bytes(head[..4].try_into().expect("4 bytes")));
         let tag = head[FRAME as usize];
         if (MIN_RECORD..=MAX_RECORD).contains(&len)
@@ -583,6 +621,47 @@ mod tests {
         }
         fn unlinked(&self) -> std::io::Result<bool> {
             Ok(false)
+        }
+    }
+
+    #[test]
+    fn a_record_after_a_run_of_zeros_of_any_length_and_alignment_is_still_found() {
+        // Runs of zeros are passed eight bytes at a time: a record that
+        // follows one, at any alignment and across a read window, must
+        // still be found (damage with a record after it is refused, not
+        // cut off as a tail).
+        for zeros in [
+            1usize,
+            3,
+            4,
+            7,
+            8,
+            9,
+            15,
+            4093,
+            (1 << 20) - 5,
+            (1 << 20) + 3,
+        ] {
+            let mut bytes = header(5).to_vec();
+            bytes.extend(instants(7));
+            let first_end = bytes.len();
+            bytes.extend(std::iter::repeat_n(0u8, zeros));
+            let next = bytes.len();
+            bytes.extend(instants(9));
+            let (seen, damage) = scan_all(&bytes);
+            assert_eq!(seen.len(), 2, "{zeros} zeros");
+            assert_eq!(damage.len(), 1, "{zeros} zeros");
+            assert_eq!(damage[0].offset, first_end as u64, "{zeros} zeros");
+            assert_eq!(damage[0].end, next as u64, "{zeros} zeros");
+            assert!(!damage[0].tail, "{zeros} zeros");
+            // And with nothing after the zeros: a tail.
+            bytes.truncate(next);
+            let (seen, damage) = scan_all(&bytes);
+            assert_eq!(seen.len(), 1, "{zeros} zeros");
+            assert!(
+                damage[0].tail && damage[0].end == next as u64,
+                "{zeros} zeros"
+            );
         }
     }
 

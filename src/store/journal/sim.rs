@@ -90,6 +90,14 @@ impl SimFs {
         lock(&self.state).cut = true;
     }
 
+    /// The process dies and a new one starts on the same machine, the power
+    /// on: what was written stays (the kernel has it), synced or not.
+    pub(crate) fn restart_process(&self) {
+        let mut s = lock(&self.state);
+        s.cut = false;
+        s.cut_at = None;
+    }
+
     /// Counts a changing operation; fails once the power is gone.
     fn op(&self) -> io::Result<()> {
         let mut s = lock(&self.state);

@@ -457,7 +457,8 @@ fn framed(payload: &[u8]) -> Vec<u8> {
 }
 
 #[tokio::test]
-async fn zeros_or_a_whole_record_whose_checksum_fails_at_the_end_of_any_segment_are_cut_off() {
+async fn zeros_or_a_whole_record_whose_checksum_fails_at_the_end_of_the_newest_segment_are_cut_off()
+{
     let dir = TempDir::new("journal-tails");
     let power = StoreOptions {
         durability: Durability::Power,
@@ -477,13 +478,11 @@ async fn zeros_or_a_whole_record_whose_checksum_fails_at_the_end_of_any_segment_
         std::fs::metadata(first).unwrap().len(),
         std::fs::metadata(newest).unwrap().len(),
     );
-    // The older segment ends in a whole record whose checksum fails, then
-    // zeros; the newest in zeros alone (a file whose length reached the
-    // disk and whose last pages did not).
+    // The newest ends in a whole record whose checksum fails, then zeros
+    // (a file whose length reached the disk and whose last pages did not).
     let mut bad = framed(b"\x01not what the checksum says, and long enough");
     bad[4] ^= 0xff;
-    append(first, &bad);
-    append(first, &[0u8; 300]);
+    append(newest, &bad);
     append(newest, &[0u8; 4096]);
     let store = Store::open(dir.path(), power).unwrap();
     let kept: Vec<u64> = store
@@ -652,5 +651,59 @@ async fn an_unfinished_newest_segment_is_removed_but_a_bad_header_elsewhere_is_r
     assert!(!garbage.exists());
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
+    store.close();
+}
+
+#[tokio::test]
+async fn damage_at_the_end_of_an_older_segment_is_refused_not_cut_off() {
+    // An older segment was synced before the next one was started: a last
+    // record that no longer checks is damage to an acknowledged write, not
+    // an unfinished one, and cutting it would lose that ingest.
+    let dir = TempDir::new("journal-older-tail");
+    three_instants(&dir).await;
+    Store::open(dir.path(), StoreOptions::default())
+        .unwrap()
+        .close();
+    let first = all_segments(&dir)[0].clone();
+    let mut bytes = std::fs::read(&first).unwrap();
+    // Walk the frames to the last record, and flip its checksum.
+    let mut at = 24;
+    let mut last = at;
+    while at + 8 <= bytes.len() {
+        last = at;
+        at += 8 + u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+    }
+    bytes[last + 4] ^= 0xff;
+    std::fs::write(&first, &bytes).unwrap();
+    let err = Store::open(dir.path(), StoreOptions::default()).unwrap_err();
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalDamaged { segment, offset, .. }
+            if *segment == first && *offset == last as u64),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&first).unwrap(), bytes, "nothing was cut");
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(report.refused(), "{report}");
+}
+
+#[tokio::test]
+async fn a_deletion_after_the_journal_directory_was_replaced_fails_and_keeps_the_query() {
+    let dir = TempDir::new("journal-replaced-delete");
+    let store = Store::open(dir.path(), small()).unwrap();
+    register(&store, query("q")).await.unwrap();
+    // Only `journal/` replaced, the catalog left: nothing written to the
+    // journal since, so only a check of the directory tells.
+    let journal = dir.path().join("journal");
+    std::fs::rename(&journal, dir.path().join("journal.old")).unwrap();
+    std::fs::create_dir(&journal).unwrap();
+    let err = store.delete("q").await.unwrap_err();
+    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    store.close();
+    // Still registered in the catalog: the 503 left the query as it was.
+    std::fs::remove_dir_all(&journal).unwrap();
+    std::fs::rename(dir.path().join("journal.old"), &journal).unwrap();
+    let store = Store::open(dir.path(), small()).unwrap();
+    let ids: Vec<String> = store.queries().unwrap().into_iter().map(|q| q.id).collect();
+    assert_eq!(ids, ["q"]);
     store.close();
 }
