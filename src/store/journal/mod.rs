@@ -310,6 +310,24 @@ struct Group {
     queries: HashSet<String>,
 }
 
+impl Group {
+    /// The length of the record framed into the buffer from `start`; a
+    /// record over the largest one a segment may hold is taken out again
+    /// and refused, naming `what` it is.
+    fn framed_since(&mut self, start: usize, what: &'static str) -> Result<usize, StoreErrorKind> {
+        let len = self.buf.len() - start;
+        if len as u64 > segment::FRAME + segment::MAX_RECORD {
+            self.buf.truncate(start);
+            return Err(StoreErrorKind::TooLarge {
+                what,
+                size: len,
+                max: segment::MAX_RECORD as usize,
+            });
+        }
+        Ok(len)
+    }
+}
+
 /// The journal of a store; see the module docs.
 #[derive(Debug)]
 pub(crate) struct Journal {
@@ -760,16 +778,13 @@ impl Inner {
         let last = first + u64::from(count) - 1;
         let start = group.buf.len();
         segment::instants_record(&mut group.buf, &property, first, count, data);
-        let len = group.buf.len() - start;
-        if len as u64 > segment::FRAME + segment::MAX_RECORD {
-            group.buf.truncate(start);
-            let _ = ack.send(Err(StoreErrorKind::TooLarge {
-                what: "an ingest's journal record",
-                size: len,
-                max: segment::MAX_RECORD as usize,
-            }));
-            return;
-        }
+        let len = match group.framed_since(start, "an ingest's journal record") {
+            Ok(len) => len,
+            Err(e) => {
+                let _ = ack.send(Err(e));
+                return;
+            }
+        };
         // Numbers are given once staged: a group that fails leaves a gap,
         // never a number used twice.
         self.next_seq = last + 1;
@@ -819,16 +834,13 @@ impl Inner {
             checkpoint: checkpoint.as_ref(),
         };
         segment::events_record(&mut group.buf, &head, events.data());
-        let len = group.buf.len() - start;
-        if len as u64 > segment::FRAME + segment::MAX_RECORD {
-            group.buf.truncate(start);
-            let _ = ack.send(Err(StoreErrorKind::TooLarge {
-                what: "a batch of events' journal record",
-                size: len,
-                max: segment::MAX_RECORD as usize,
-            }));
-            return;
-        }
+        let len = match group.framed_since(start, "a batch of events' journal record") {
+            Ok(len) => len,
+            Err(e) => {
+                let _ = ack.send(Err(e));
+                return;
+            }
+        };
         group.queries.insert(id.clone());
         group.staged.push(Staged::Events {
             id,
