@@ -25,7 +25,8 @@ use crate::vocab::{PropertyType, QueryStatus};
 use super::App;
 use super::durable::{self, Keeper, Ledger, Rule};
 use super::fanout::Fanout;
-use super::table::{Feed, Kind, PropertyKey, Query, Reservation};
+use super::property::PropertyKey;
+use super::table::{Feed, Kind, Query, Reservation};
 
 /// The logged instants read at once while replaying.
 const PAGE: usize = 16 * 1024;

@@ -23,8 +23,9 @@ use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
+use super::property::PropertyKey;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
-use super::table::{Feed, Full, Kind, PropertyKey, Query, new_id};
+use super::table::{Feed, Full, Kind, Query, new_id};
 
 /// The body type of a registration, and of an ingest (one JSON instant or
 /// an array of them, or JSON lines).
