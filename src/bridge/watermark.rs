@@ -340,6 +340,8 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+    use proptest::prelude::{Just, Strategy};
+
     use crate::aggregate::Window;
     use crate::aggregate::{Aggregation, TimeUnit};
 
@@ -353,6 +355,33 @@ mod tests {
             unit: TimeUnit::Seconds,
         };
         Aggregate::new(Aggregation::Count, window).with_grace(grace)
+    }
+
+    proptest::proptest! {
+        /// A job's watermarks see a record's windows where the windower
+        /// closes them: from the grid's first end after it to its last.
+        #[test]
+        fn a_records_open_windows_are_the_grids(
+            (span, hop) in (1u64..=600).prop_flat_map(|s| (Just(s), s.div_ceil(1000)..=s)),
+            t in 1i64..10_000_000,
+        ) {
+            let window = Window::Hopping {
+                size: span,
+                unit: TimeUnit::Seconds,
+                hop,
+                hop_unit: TimeUnit::Seconds,
+            };
+            let aggregate = Aggregate::new(Aggregation::Count, window);
+            let mut marks = Watermarks::job(clock_at(0), &aggregate).expect("a time window");
+            let record = Instant::number(rfc3339_millis(t * 1000), 1.0);
+            marks.before_batch(&[record], &mut Vec::new());
+            let grid = Grid::of(&aggregate.window).expect("a time window");
+            let Kind::Lines { open_from, open_until, .. } = marks.kind else {
+                return Err(proptest::test_runner::TestCaseError::fail("a job's marks are lines"));
+            };
+            proptest::prop_assert_eq!(open_from, Some(grid.end_after(t)));
+            proptest::prop_assert_eq!(open_until, Some(grid.last_end(t)));
+        }
     }
 
     fn text(due: Due) -> String {
