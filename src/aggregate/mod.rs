@@ -20,10 +20,12 @@ use crate::spec_error::SpecError;
 use crate::vocab::PropertyType;
 
 mod acc;
+mod grid;
 pub(crate) mod resume;
 mod window;
 mod windower;
 
+pub(crate) use self::grid::Grid;
 pub use self::window::{MAX_WINDOW_BUCKETS, MAX_WINDOWS_PER_RECORD, TimeUnit, Window};
 pub use self::windower::Windower;
 pub use crate::vocab::Aggregation;
@@ -80,7 +82,7 @@ impl Aggregate {
         if self.grace == 0 {
             return Ok(());
         }
-        let Some((span, hop)) = self.window.spans() else {
+        let Some(grid) = Grid::of(&self.window) else {
             return Err(SpecError::new(
                 "grace",
                 "a COUNT window does not close on time: `grace` goes with a TUMBLING or \
@@ -96,8 +98,8 @@ impl Aggregate {
                 ),
             ));
         }
-        let (span, hop) = (span.max(1) as u64, hop.max(1) as u64);
-        let buckets = (span + self.grace).div_ceil(window::gcd(span, hop));
+        // Validated above: the span and the hop fit a grid unclamped.
+        let buckets = (grid.span() as u64 + self.grace).div_ceil(grid.grain() as u64);
         if buckets > MAX_WINDOW_BUCKETS {
             return Err(SpecError::new(
                 "grace",

@@ -4,7 +4,7 @@
 //!
 //! - The **resume point** is the end `E` of the last window emitted, an
 //!   epoch-aligned multiple of the hop. Every later window ends after `E`,
-//!   so the earliest one starts at `E + hop − span` ([`first_needed`]).
+//!   so the earliest one starts at `E + hop − span` ([`Grid::next_start`]).
 //! - A windower **resumed** at `E` ([`Windower::resumed_after`]) never emits
 //!   a window ending at or before `E`, and counts as late only the records
 //!   whose every window ends by then. Fed the records from the first one at
@@ -19,7 +19,9 @@
 //!   versioned and checked when read back.
 //!
 //! [`Windower::resumed_after`]: super::Windower::resumed_after
+//! [`Grid::next_start`]: super::Grid::next_start
 
+use super::Grid;
 use crate::datetime;
 use crate::vocab::WindowEvent;
 
@@ -33,12 +35,6 @@ const ENCODED_LEN: usize = 10;
 /// offset): a resume point past it is damage, not a window end.
 const MAX_END: i64 = 400_000_000_000;
 
-/// The start of the earliest window after the one ending at `end`: the
-/// records before it are in no window still to come.
-pub(crate) fn first_needed(end: i64, span: i64, hop: i64) -> i64 {
-    end + hop - span
-}
-
 /// Which window an event closed, as far as its records tell.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Closed {
@@ -48,29 +44,23 @@ pub(crate) enum Closed {
     AtLeast(i64),
 }
 
-/// The end of the window `event` closed, on windows of `span` seconds every
-/// `hop`, when the window emitted before it ends at or after `after`;
+/// The end of the window `event` closed, on the windows of `grid`, when the window emitted before it ends at or after `after`;
 /// `None` when its datetimes do not parse or fit no window.
 ///
 /// Every record of a window `[end − span, end)` lies in it, so `end` is
 /// after the later of the first and last records and at most the earlier
 /// plus `span`; windows are emitted in order, so it is after `after`. The
 /// first boundary past both is the end when the next one is too far.
-pub(crate) fn closed(
-    event: &WindowEvent,
-    span: i64,
-    hop: i64,
-    after: Option<i64>,
-) -> Option<Closed> {
+pub(crate) fn closed(event: &WindowEvent, grid: Grid, after: Option<i64>) -> Option<Closed> {
     let first = datetime::parse(&event.window_start)?.secs;
     let last = datetime::parse(&event.window_end)?.secs;
     let floor = after.map_or(first.max(last), |after| after.max(first).max(last));
-    let end = floor - floor.rem_euclid(hop) + hop;
-    let latest = first.min(last) + span;
+    let end = grid.end_after(floor);
+    let latest = first.min(last) + grid.span();
     if end > latest {
         return None;
     }
-    Some(if end + hop > latest {
+    Some(if end + grid.hop() > latest {
         Closed::Exactly(end)
     } else {
         Closed::AtLeast(end)
@@ -86,9 +76,9 @@ pub(crate) fn encode(end: i64) -> Vec<u8> {
     state
 }
 
-/// The resume point of a window hopping every `hop` seconds, read back from
+/// The resume point of a window on `grid`, read back from
 /// a checkpoint state; why it is not one.
-pub(crate) fn decode(state: &[u8], hop: i64) -> Result<i64, String> {
+pub(crate) fn decode(state: &[u8], grid: Grid) -> Result<i64, String> {
     match state {
         [KIND, VERSION, end @ ..] => {
             let end: [u8; 8] = end.try_into().map_err(|_| {
@@ -105,10 +95,11 @@ pub(crate) fn decode(state: &[u8], hop: i64) -> Result<i64, String> {
                      datetime"
                 ));
             }
-            if end.rem_euclid(hop.max(1)) != 0 {
+            if !grid.is_end(end) {
                 return Err(format!(
                     "its checkpoint resumes the windows at {end} s since the epoch, which is no \
-                     window's end (a multiple of the hop, {hop} s)"
+                     window's end (a multiple of the hop, {} s)",
+                    grid.hop()
                 ));
             }
             Ok(end)
@@ -129,6 +120,10 @@ mod tests {
 
     use super::*;
     use crate::vocab::{Aggregation, Value};
+
+    fn g(span: i64, hop: i64) -> Grid {
+        Grid::new(span, hop).expect("the tests' grids hop within their spans")
+    }
 
     fn event(first: &str, last: &str) -> WindowEvent {
         WindowEvent {
@@ -152,16 +147,16 @@ mod tests {
     fn a_window_whose_records_fit_one_end_only_is_known_exactly() {
         // 10 s every 5 s: records at 100 s and 109 s share [100, 110) only.
         assert_eq!(
-            closed(&event(T0, T9), 10, 5, None),
+            closed(&event(T0, T9), g(10, 5), None),
             Some(Closed::Exactly(110))
         );
         // Tumbling: always exactly, from any one record.
         assert_eq!(
-            closed(&event(T4, T4), 10, 10, None),
+            closed(&event(T4, T4), g(10, 10), None),
             Some(Closed::Exactly(110))
         );
         assert_eq!(
-            closed(&event(T9, T0), 10, 10, Some(100)),
+            closed(&event(T9, T0), g(10, 10), Some(100)),
             Some(Closed::Exactly(110))
         );
     }
@@ -170,40 +165,40 @@ mod tests {
     fn a_window_whose_records_fit_several_ends_is_known_from_the_one_before() {
         // 100 s and 104 s are in [95, 105) and [100, 110).
         assert_eq!(
-            closed(&event(T0, T4), 10, 5, None),
+            closed(&event(T0, T4), g(10, 5), None),
             Some(Closed::AtLeast(105))
         );
         assert_eq!(
-            closed(&event(T0, T4), 10, 5, Some(105)),
+            closed(&event(T0, T4), g(10, 5), Some(105)),
             Some(Closed::Exactly(110))
         );
         // No window ending after 110 holds a record at 100 s.
-        assert_eq!(closed(&event(T0, T4), 10, 5, Some(110)), None);
-        assert_eq!(closed(&event("yesterday", T4), 10, 5, None), None);
+        assert_eq!(closed(&event(T0, T4), g(10, 5), Some(110)), None);
+        assert_eq!(closed(&event("yesterday", T4), g(10, 5), None), None);
     }
 
     #[test]
     fn a_resume_point_round_trips_and_damage_is_named() {
-        assert_eq!(decode(&encode(-120), 60), Ok(-120));
-        assert_eq!(decode(&encode(1_767_225_600), 5), Ok(1_767_225_600));
-        let wrong = decode(&encode(7), 5).unwrap_err();
+        assert_eq!(decode(&encode(-120), g(60, 60)), Ok(-120));
+        assert_eq!(decode(&encode(1_767_225_600), g(5, 5)), Ok(1_767_225_600));
+        let wrong = decode(&encode(7), g(5, 5)).unwrap_err();
         assert!(
             wrong.contains("no window's end") && wrong.contains("5 s"),
             "{wrong}"
         );
-        let far = decode(&encode(i64::MAX), 1).unwrap_err();
+        let far = decode(&encode(i64::MAX), g(1, 1)).unwrap_err();
         assert!(far.contains("beyond any datetime"), "{far}");
-        let short = decode(&encode(5)[..6], 5).unwrap_err();
+        let short = decode(&encode(5)[..6], g(5, 5)).unwrap_err();
         assert!(short.contains("6 bytes") && short.contains("10"), "{short}");
         let mut newer = encode(5);
         newer[1] = 2;
-        let newer = decode(&newer, 5).unwrap_err();
+        let newer = decode(&newer, g(5, 5)).unwrap_err();
         assert!(
             newer.contains("version 2") && newer.contains("version 1"),
             "{newer}"
         );
         for other in [&b""[..], b"{}", &[0; 10]] {
-            let e = decode(other, 5).unwrap_err();
+            let e = decode(other, g(5, 5)).unwrap_err();
             assert!(e.contains("not a time window's resume point"), "{e}");
         }
     }

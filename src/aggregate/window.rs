@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::list;
+use super::{Grid, list};
 use crate::spec_error::SpecError;
 
 /// The unit of a window's size or hop.
@@ -177,7 +177,7 @@ impl Window {
                         ),
                     ));
                 }
-                let buckets = span / gcd(span, hop_span);
+                let buckets = span / Grid::clamped(span as i64, hop_span as i64).grain() as u64;
                 if buckets > MAX_WINDOW_BUCKETS {
                     return Err(SpecError::new(
                         "window.hop",
@@ -243,10 +243,6 @@ fn bad_type(got: &str) -> SpecError {
         "window.type",
         format!("expected COUNT, TUMBLING or HOPPING, got {got}"),
     )
-}
-
-pub(super) fn gcd(a: u64, b: u64) -> u64 {
-    if b == 0 { a } else { gcd(b, a % b) }
 }
 
 fn span(field: &'static str, n: u64, unit: TimeUnit) -> Result<u64, SpecError> {

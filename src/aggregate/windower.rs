@@ -77,8 +77,7 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use super::acc::Acc;
-use super::window::gcd;
-use super::{Aggregate, Window};
+use super::{Aggregate, Grid, Window};
 use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
 use crate::spec::OnError;
@@ -151,10 +150,8 @@ enum Mode {
 /// The state of a time window (`TUMBLING` or `HOPPING`).
 #[derive(Debug)]
 struct TimeWindows {
-    span: i64,
-    hop: i64,
-    /// The bucket width: gcd(span, hop).
-    grain: i64,
+    /// The window boundaries; its grain is the bucket width.
+    grid: Grid,
     /// Allowed lateness, in seconds.
     grace: i64,
     /// Event time less the grace: every window ending at or before it has
@@ -261,18 +258,16 @@ impl Windower {
             | Aggregation::CountFalse => Expect::Bool,
         };
         aggregate.validate()?;
-        let mode = match (&aggregate.window, aggregate.window.spans()) {
+        let mode = match (&aggregate.window, Grid::of(&aggregate.window)) {
             (Window::Count { size }, _) => Mode::Count {
                 size: *size,
                 acc: Acc::default(),
             },
-            (_, spans) => {
-                let (span, hop) = spans.unwrap_or((1, 1));
-                let (span, hop) = (span.max(1), hop.clamp(1, span.max(1)));
+            (_, grid) => {
+                // Only a COUNT window has no grid.
+                let grid = grid.unwrap_or(Grid::clamped(1, 1));
                 Mode::Time(TimeWindows {
-                    span,
-                    hop,
-                    grain: gcd(span as u64, hop as u64) as i64,
+                    grid,
                     // Validated: at most a day.
                     grace: aggregate.grace.min(super::MAX_GRACE) as i64,
                     watermark: None,
@@ -280,8 +275,9 @@ impl Windower {
                     buckets: VecDeque::new(),
                     bytes: 0,
                     // A TUMBLING window is one bucket: its set is its count.
-                    distinct: (aggregate.aggregation == Aggregation::CountDistinct && hop < span)
-                        .then(Distinct::default),
+                    distinct: (aggregate.aggregation == Aggregation::CountDistinct
+                        && grid.hop() < grid.span())
+                    .then(Distinct::default),
                 })
             }
         };
@@ -384,7 +380,7 @@ impl Windower {
     pub(crate) fn resumed_after(mut self, end: i64) -> Windower {
         if let Mode::Time(time) = &mut self.mode {
             time.watermark = Some(end);
-            time.next = boundary_after(end, time.hop);
+            time.next = time.grid.end_after(end);
         }
         self
     }
@@ -434,8 +430,10 @@ impl Windower {
                 time.advance(secs - time.grace, emitter, out)?;
                 // Most records fall in the newest bucket.
                 let start = match time.buckets.back() {
-                    Some((start, _)) if (*start..*start + time.grain).contains(&secs) => *start,
-                    _ => secs - secs.rem_euclid(time.grain),
+                    Some((start, _)) if (*start..*start + time.grid.grain()).contains(&secs) => {
+                        *start
+                    }
+                    _ => time.grid.bucket(secs),
                 };
                 let (acc, made) = bucket(&mut time.buckets, start);
                 let before = acc.bytes;
@@ -485,7 +483,7 @@ impl Windower {
             Mode::Count { .. } => None,
             Mode::Time(time) => {
                 let (front, _) = time.buckets.front()?;
-                let first = boundary_after(*front, time.hop);
+                let first = time.grid.end_after(*front);
                 Some(first.max(time.next) + time.grace)
             }
         }
@@ -510,8 +508,8 @@ impl Windower {
                 while emit && !time.buckets.is_empty() {
                     let boundary = time.first_boundary();
                     let emitted = time.emit(emitter, boundary, true, out);
-                    time.next = boundary + time.hop;
-                    time.evict(time.next - time.span);
+                    time.next = boundary + time.grid.hop();
+                    time.evict(time.next - time.grid.span());
                     emitted?;
                 }
                 time.buckets.clear();
@@ -550,7 +548,7 @@ impl Windower {
 impl TimeWindows {
     /// The end of the last window holding a record at `secs`.
     fn last_end(&self, secs: i64) -> i64 {
-        boundary_after(secs + self.span, self.hop) - self.hop
+        self.grid.last_end(secs)
     }
 
     /// The next boundary whose window may hold records: `next`, or, past
@@ -558,7 +556,7 @@ impl TimeWindows {
     /// bucket.
     fn first_boundary(&self) -> i64 {
         match self.buckets.front() {
-            Some((start, _)) => self.next.max(boundary_after(*start, self.hop)),
+            Some((start, _)) => self.next.max(self.grid.end_after(*start)),
             None => self.next,
         }
     }
@@ -584,7 +582,7 @@ impl TimeWindows {
                 return Ok(());
             }
         }
-        let after = boundary_after(w, self.hop);
+        let after = self.grid.end_after(w);
         if self.watermark.is_none() {
             self.next = after;
         }
@@ -600,8 +598,8 @@ impl TimeWindows {
                 return Ok(());
             }
             let emitted = self.emit(emitter, boundary, false, out);
-            self.next = boundary + self.hop;
-            self.evict(self.next - self.span);
+            self.next = boundary + self.grid.hop();
+            self.evict(self.next - self.grid.span());
             emitted?;
         }
     }
@@ -646,11 +644,6 @@ impl Drop for Windower {
             budget.set(Part::Windows, 0);
         }
     }
-}
-
-/// The first multiple of `step` after `secs`.
-fn boundary_after(secs: i64, step: i64) -> i64 {
-    secs - secs.rem_euclid(step) + step
 }
 
 impl Emitter {

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use tokio::time::Instant as Clock;
 
-use crate::aggregate::{Aggregate, Window, Windower};
+use crate::aggregate::{Aggregate, Grid, Windower};
 use crate::clock::{WallClock, rfc3339_millis};
 use crate::engine::QueryOutput;
 use crate::vocab::{Instant, QueryStatus};
@@ -76,10 +76,8 @@ enum Kind {
     },
     /// The job's windows: watermark lines.
     Lines {
-        /// The window boundaries' step: the span, or the hop.
-        step: i64,
-        /// The window's span, in seconds.
-        span: i64,
+        /// The window boundaries (a `TUMBLING` window's hop is its span).
+        grid: Grid,
         /// The grace, in seconds.
         grace: i64,
         /// The last boundary W was told to have crossed.
@@ -125,26 +123,19 @@ impl Watermarks {
     /// For a job that computes `aggregate`'s windows; `None` for a `COUNT`
     /// window, which does not close on time.
     pub fn job(clock: WallClock, aggregate: &Aggregate) -> Option<Watermarks> {
-        let (span, hop) = aggregate.window.spans()?;
-        let step = match aggregate.window {
-            Window::Tumbling { .. } => span,
-            _ => hop,
-        }
-        .max(1);
+        let grid = Grid::of(&aggregate.window)?;
         let grace = aggregate.grace as i64;
         // A held clock has told the job nothing: its first line, at the
         // release, says where W is then.
         let crossed = if clock.is_held() {
             i64::MIN
         } else {
-            let w = clock.now_secs() - grace;
-            w - w.rem_euclid(step)
+            grid.end_at_or_before(clock.now_secs() - grace)
         };
         Some(Watermarks {
             clock,
             kind: Kind::Lines {
-                step,
-                span: span.max(1),
+                grid,
                 grace,
                 crossed,
                 open_from: None,
@@ -169,7 +160,7 @@ impl Watermarks {
             Kind::Settled { due: false, .. } => crate::plan::deadline(windower, Some(&self.clock)),
             Kind::Settled { quiet_from, .. } => Some((*quiet_from).max(last_io) + SETTLE),
             Kind::Lines {
-                step,
+                grid,
                 grace,
                 crossed,
                 open_from,
@@ -178,7 +169,7 @@ impl Watermarks {
             } => {
                 let open = open_until.is_some_and(|end| end > *crossed);
                 let next = crossed
-                    .saturating_add(*step)
+                    .saturating_add(grid.hop())
                     .max(open_from.unwrap_or(i64::MIN));
                 open.then(|| self.clock.instant_at(next + grace))
             }
@@ -202,22 +193,18 @@ impl Watermarks {
             }
             Kind::Settled { .. } => {}
             Kind::Lines {
-                step,
-                span,
+                grid,
                 crossed,
                 open_from,
                 open_until,
                 ..
             } => {
-                let (step, span) = (*step, *span);
                 for instant in batch {
                     // A datetime that does not parse fails the job, not this.
                     if let Some(t) = crate::datetime::parse(&instant.datetime) {
                         // The ends of the first and the last window holding
                         // the record.
-                        let first = t.secs - t.secs.rem_euclid(step) + step;
-                        let after = t.secs + span;
-                        let last = after - after.rem_euclid(step);
+                        let (first, last) = (grid.end_after(t.secs), grid.last_end(t.secs));
                         if first > *crossed {
                             *open_from = Some(open_from.map_or(first, |f| f.min(first)));
                         }
@@ -276,7 +263,7 @@ impl Watermarks {
     /// last one.
     fn line_if_crossed(&mut self, wbuf: &mut Vec<u8>) {
         let Kind::Lines {
-            step,
+            grid,
             grace,
             crossed,
             open_from,
@@ -290,10 +277,10 @@ impl Watermarks {
         }
         let w = self.clock.now_millis() - *grace * 1000;
         let secs = w.div_euclid(1000);
-        if secs < crossed.saturating_add(*step) {
+        if secs < crossed.saturating_add(grid.hop()) {
             return;
         }
-        *crossed = secs - secs.rem_euclid(*step);
+        *crossed = grid.end_at_or_before(secs);
         *open_from = open_from.filter(|first| *first > *crossed);
         wbuf.extend_from_slice(b"{\"watermark\":\"");
         wbuf.extend_from_slice(rfc3339_millis(w).as_bytes());
@@ -353,6 +340,9 @@ mod tests {
     use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
+    use proptest::prelude::{Just, Strategy};
+
+    use crate::aggregate::Window;
     use crate::aggregate::{Aggregation, TimeUnit};
 
     fn clock_at(millis: u64) -> WallClock {
@@ -365,6 +355,33 @@ mod tests {
             unit: TimeUnit::Seconds,
         };
         Aggregate::new(Aggregation::Count, window).with_grace(grace)
+    }
+
+    proptest::proptest! {
+        /// A job's watermarks see a record's windows where the windower
+        /// closes them: from the grid's first end after it to its last.
+        #[test]
+        fn a_records_open_windows_are_the_grids(
+            (span, hop) in (1u64..=600).prop_flat_map(|s| (Just(s), s.div_ceil(1000)..=s)),
+            t in 1i64..10_000_000,
+        ) {
+            let window = Window::Hopping {
+                size: span,
+                unit: TimeUnit::Seconds,
+                hop,
+                hop_unit: TimeUnit::Seconds,
+            };
+            let aggregate = Aggregate::new(Aggregation::Count, window);
+            let mut marks = Watermarks::job(clock_at(0), &aggregate).expect("a time window");
+            let record = Instant::number(rfc3339_millis(t * 1000), 1.0);
+            marks.before_batch(&[record], &mut Vec::new());
+            let grid = Grid::of(&aggregate.window).expect("a time window");
+            let Kind::Lines { open_from, open_until, .. } = marks.kind else {
+                return Err(proptest::test_runner::TestCaseError::fail("a job's marks are lines"));
+            };
+            proptest::prop_assert_eq!(open_from, Some(grid.end_after(t)));
+            proptest::prop_assert_eq!(open_until, Some(grid.last_end(t)));
+        }
     }
 
     fn text(due: Due) -> String {

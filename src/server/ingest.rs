@@ -194,15 +194,14 @@ pub(crate) async fn deliver(
     let mut state = tokio::time::timeout_at(deadline, property.state.lock())
         .await
         .map_err(|_| busy(0))?;
-    let property_type = match (state.property_type, instants.first()) {
-        (Some(t), _) => t,
-        (None, Some(first)) => type_of(&first.value),
-        (None, None) => {
-            return Ok(Delivered {
-                accepted: 0,
-                queries: 0,
-            });
-        }
+    let Some(property_type) = state
+        .property_type
+        .or_else(|| instants.first().map(|first| type_of(&first.value)))
+    else {
+        return Ok(Delivered {
+            accepted: 0,
+            queries: 0,
+        });
     };
     check_types(&instants, property_type)?;
     // A store that takes no more writes (its directory deleted under the
@@ -231,70 +230,27 @@ pub(crate) async fn deliver(
     // The first sequence number logged, and the index of its instant.
     let mut logged: Option<(u64, usize)> = None;
     for (i, chunk) in instants.chunks(CHUNK).enumerate() {
-        let mut permits: Vec<(SourcePermit<'_>, &Feed)> = Vec::with_capacity(feeds.len());
-        for feed in &feeds {
-            let reserve = async {
-                tokio::select! {
-                    permit = feed.sender.reserve() => permit.ok(),
-                    // Deleted meanwhile: it takes no more instants.
-                    () = feed.stop.cancelled() => None,
-                }
-            };
-            let reserved = if logged.is_some() {
-                Ok(reserve.await)
-            } else {
-                tokio::time::timeout_at(deadline, reserve).await
-            };
-            match reserved {
-                Ok(Some(permit)) => permits.push((permit, feed)),
-                // The query has ended or is stopping: it takes no more.
-                Ok(None) => {}
-                Err(_elapsed) => {
-                    tracing::warn!(
-                        query = %feed.query_id,
-                        accepted,
-                        total,
-                        "ingest gave up: the query's buffer stayed full"
-                    );
-                    return Err(busy(accepted));
-                }
-            }
-        }
+        let within = logged.is_none().then_some(deadline);
+        let permits = reserve(&feeds, within).await.map_err(|query| {
+            tracing::warn!(
+                %query,
+                accepted,
+                total,
+                "ingest gave up: the query's buffer stayed full"
+            );
+            busy(accepted)
+        })?;
         if let Some((store, path, _)) = log
             && logged.is_none()
             && !permits.is_empty()
         {
-            let rest = &instants[i * CHUNK..];
-            let seqs = store.append_instants(path, rest).await.map_err(|e| {
-                tracing::error!(accepted, total, "ingest gave up: {e}");
-                unavailable(
-                    &format!(
-                        "accepted {accepted} of {total} instants: the rest could not be logged"
-                    ),
-                    &e,
-                )
-                .with_accepted(accepted)
-            })?;
-            logged = Some((seqs.start, i * CHUNK));
+            let first = append(store, path, &instants[i * CHUNK..], accepted, total).await?;
+            logged = Some((first, i * CHUNK));
         }
         if let (Some((start, from)), Some((store, _, cap))) = (logged, log) {
             let first = start + (i * CHUNK - from) as u64;
             let seqs = first..first + chunk.len() as u64;
-            for (_, feed) in &permits {
-                let Some(ledger) = &feed.ledger else {
-                    continue;
-                };
-                ledger.fed(seqs.clone().zip(chunk));
-                if let Some(reason) = cap.check(store, &feed.query_id, ledger, chunk).await {
-                    tracing::warn!(query = %feed.query_id, %reason, "query failed");
-                    capped.push(feed.query_id.clone());
-                    // Behind the batches it was given (this chunk too: it
-                    // is logged for it); on a task, as its buffer may be
-                    // full.
-                    let sender = feed.sender.clone();
-                    tokio::spawn(sender.fail(SourceError(reason)));
-                }
-            }
+            capped.extend(record_fed(store, &cap, &permits, seqs, chunk).await);
         }
         for (permit, _) in permits {
             permit.send_batch(chunk.to_vec());
@@ -307,6 +263,87 @@ pub(crate) async fn deliver(
         state.feeds.retain(|feed| !capped.contains(&feed.query_id));
     }
     Ok(Delivered { accepted, queries })
+}
+
+/// Logs `rest`, the instants of a body after the `accepted` first of
+/// `total`, as one journal record; the sequence number of its first.
+async fn append(
+    store: &Store,
+    path: &PropertyPath,
+    rest: &[Instant],
+    accepted: usize,
+    total: usize,
+) -> Result<u64, Problem> {
+    match store.append_instants(path, rest).await {
+        Ok(seqs) => Ok(seqs.start),
+        Err(e) => {
+            tracing::error!(accepted, total, "ingest gave up: {e}");
+            Err(unavailable(
+                &format!("accepted {accepted} of {total} instants: the rest could not be logged"),
+                &e,
+            )
+            .with_accepted(accepted))
+        }
+    }
+}
+
+/// Room for one batch in every feed that still takes instants (a query
+/// ended, stopping or deleted meanwhile takes none), waiting until
+/// `deadline` when there is one; the id of the query whose buffer stayed
+/// full past it.
+async fn reserve<'f>(
+    feeds: &[&'f Feed],
+    deadline: Option<Clock>,
+) -> Result<Vec<(SourcePermit<'f>, &'f Feed)>, String> {
+    let mut permits = Vec::with_capacity(feeds.len());
+    for &feed in feeds {
+        let reserve = async {
+            tokio::select! {
+                permit = feed.sender.reserve() => permit.ok(),
+                // Deleted meanwhile: it takes no more instants.
+                () = feed.stop.cancelled() => None,
+            }
+        };
+        let reserved = match deadline {
+            None => Ok(reserve.await),
+            Some(deadline) => tokio::time::timeout_at(deadline, reserve).await,
+        };
+        match reserved {
+            Ok(Some(permit)) => permits.push((permit, feed)),
+            // The query has ended or is stopping: it takes no more.
+            Ok(None) => {}
+            Err(_elapsed) => return Err(feed.query_id.clone()),
+        }
+    }
+    Ok(permits)
+}
+
+/// Records in each durable query's ledger that it is fed `chunk`, logged
+/// at `seqs`; the ids of the queries that the log they keep now fails
+/// (`cap`), each failed behind the batches it was given.
+async fn record_fed(
+    store: &Store,
+    cap: &LogCap,
+    permits: &[(SourcePermit<'_>, &Feed)],
+    seqs: std::ops::Range<u64>,
+    chunk: &[Instant],
+) -> Vec<String> {
+    let mut capped = Vec::new();
+    for (_, feed) in permits {
+        let Some(ledger) = &feed.ledger else {
+            continue;
+        };
+        ledger.fed(seqs.clone().zip(chunk));
+        if let Some(reason) = cap.check(store, &feed.query_id, ledger, chunk).await {
+            tracing::warn!(query = %feed.query_id, %reason, "query failed");
+            capped.push(feed.query_id.clone());
+            // Behind the batches it was given (this chunk too: it is
+            // logged for it); on a task, as its buffer may be full.
+            let sender = feed.sender.clone();
+            tokio::spawn(sender.fail(SourceError(reason)));
+        }
+    }
+    capped
 }
 
 #[cfg(test)]

@@ -41,6 +41,7 @@ mod ingest;
 mod page;
 mod parse_errors;
 mod problem;
+mod property;
 mod request;
 mod restore;
 mod routes;
@@ -250,6 +251,18 @@ pub(crate) struct App {
     pub(crate) streams: connections::Streams,
     /// The state of every query together (`--max-total-query-state`).
     pub(crate) state_total: Arc<crate::budget::StateTotal>,
+}
+
+impl App {
+    /// A new query's state budget: its windows, its waiting instants and
+    /// its replay buffer count in one, within the server's total; past it,
+    /// the query fails alone.
+    pub(crate) fn query_budget(&self) -> Arc<crate::budget::StateBudget> {
+        Arc::new(
+            crate::budget::StateBudget::new(self.options.max_query_state)
+                .within(self.state_total.clone()),
+        )
+    }
 }
 
 /// A bound control plane.

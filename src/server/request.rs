@@ -20,7 +20,7 @@ use http_body_util::BodyExt;
 use super::App;
 use super::inflight::Held;
 use super::problem::Problem;
-use super::table::PropertyKey;
+use super::property::PropertyKey;
 
 /// The longest request target (path and query), in bytes: a longer one is
 /// answered 414.

@@ -12,10 +12,6 @@
 
 use std::sync::Arc;
 
-use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
-
-use crate::budget::StateBudget;
 use crate::clock::WallClock;
 use crate::engine::{BATCH, Source, SourceSender};
 use crate::spec::{QuerySpec, Registration};
@@ -25,7 +21,8 @@ use crate::vocab::{PropertyType, QueryStatus};
 use super::App;
 use super::durable::{self, Keeper, Ledger, Rule};
 use super::fanout::Fanout;
-use super::table::{Feed, Kind, PropertyKey, Query, Reservation};
+use super::property::PropertyKey;
+use super::table::{About, Kind, Query, Reservation, Started};
 
 /// The logged instants read at once while replaying.
 const PAGE: usize = 16 * 1024;
@@ -136,27 +133,22 @@ async fn ended(
     status: QueryStatus,
     counts: &mut Restored,
 ) -> Result<(), StoreError> {
-    let (kind, operation) = match &spec {
+    let about = match &spec {
         Ok(spec) => {
             set_type(&reservation, spec.property_type).await;
-            (Kind::from(&spec.kind), spec.operation_name().to_owned())
+            About::of(spec, key, &restored.engine)
         }
-        Err(_) => (Kind::Transform, String::new()),
+        Err(_) => About {
+            id: restored.id,
+            key,
+            engine: restored.engine,
+            kind: Kind::Transform,
+            operation: String::new(),
+        },
     };
     fanout.finish(&status);
-    let query = Arc::new(Query {
-        id: restored.id,
-        key,
-        engine: restored.engine,
-        kind,
-        operation,
-        status: watch::channel(status).1,
-        failure: std::sync::OnceLock::new(),
-        progress: Default::default(),
-        stop: CancellationToken::new(),
-        fanout,
-    });
-    app.table.insert_ended(reservation, query);
+    app.table
+        .insert_ended(reservation, Query::ended(about, status, fanout));
     counts.ended += 1;
     Ok(())
 }
@@ -176,8 +168,7 @@ async fn resume<'a>(
     fanout: &Arc<Fanout>,
 ) -> Result<u64, (Reservation<'a>, String)> {
     let (clock, release) = WallClock::system().held();
-    let budget =
-        Arc::new(StateBudget::new(app.options.max_query_state).within(app.state_total.clone()));
+    let budget = app.query_budget();
     let mut spec = match spec_of(restored) {
         Ok(spec) => spec.live_on(clock).with_budget(budget.clone()),
         Err(reason) => return Err((reservation, reason)),
@@ -194,44 +185,33 @@ async fn resume<'a>(
     };
     let resume = spec.resume;
     let property_type = spec.property_type;
-    let operation = spec.operation_name().to_owned();
-    let kind = Kind::from(&spec.kind);
+    let about = About::of(&spec, key.clone(), engine.name());
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = match engine.submit(spec, source).await {
         Ok(handle) => handle,
         Err(e) => return Err((reservation, e.to_string())),
     };
-    fanout.count_in(budget.clone());
-    let ledger =
-        Arc::new(Ledger::new(rule, restored.checkpoint.after_seq, resume).with_budget(budget));
-    let query = Arc::new(Query {
-        id: restored.id.clone(),
-        key: key.clone(),
-        engine: engine.name().to_owned(),
-        kind,
-        operation,
-        status: handle.watch_status(),
-        failure: std::sync::OnceLock::new(),
-        progress: handle.progress_counters(),
-        stop: CancellationToken::new(),
-        fanout: fanout.clone(),
-    });
-    let property = reservation.property.clone();
-    // Held while replaying: no ingest reaches the query before its log.
-    let mut state = property.state.lock().await;
-    state.property_type = Some(property_type);
-    state.feeds.push(Feed {
-        query_id: query.id.clone(),
-        sender: sender.clone(),
-        stop: query.stop.clone(),
-        ledger: Some(ledger.clone()),
-    });
+    let ledger = Arc::new(
+        Ledger::new(rule, restored.checkpoint.after_seq, resume).with_budget(budget.clone()),
+    );
     let keeper = Keeper {
         store: store.clone(),
         ids: EventIds::resume(restored),
         ledger: ledger.clone(),
     };
-    app.table.insert(reservation, query, handle, Some(keeper));
+    let started = Started {
+        about,
+        property_type,
+        handle,
+        sender: sender.clone(),
+        fanout: fanout.clone(),
+        budget,
+        keeper: Some(keeper),
+    };
+    let property = reservation.property.clone();
+    // Held while replaying: no ingest reaches the query before its log.
+    let mut state = property.state.lock().await;
+    app.table.start(reservation, &mut state, started);
     let replayed = replay(store, restored, &sender, &ledger).await;
     if replayed.is_ok() {
         // Before any new ingest: the clock applies from the first instant

@@ -10,12 +10,11 @@ use axum::extract::State;
 use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 use crate::budget::StateBudget;
 use crate::engine::Source;
 use crate::spec::Registration;
-use crate::store::{EventIds, NewQuery};
+use crate::store::{EventIds, NewQuery, PropertyGuard};
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::App;
@@ -23,8 +22,9 @@ use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
+use super::property::PropertyKey;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
-use super::table::{Feed, Full, Kind, PropertyKey, Query, new_id};
+use super::table::{About, Full, PropertyState, Query, Reservation, Started, new_id};
 
 /// The body type of a registration, and of an ingest (one JSON instant or
 /// an array of them, or JSON lines).
@@ -58,9 +58,52 @@ pub(crate) async fn register(
         Some(name) => app.registry.get(name)?,
         None => app.registry.get_default()?,
     };
-    let reservation = app
-        .table
-        .reserve(&key, app.options.max_queries, app.options.max_properties)
+    let reservation = reserve(&app, &key)?;
+    let property = reservation.property.clone();
+    let mut state = property.state.lock().await;
+    let budget = app.query_budget();
+    let mut spec = registration
+        .into_spec_on(&key.property, state.property_type)?
+        .live()
+        .with_budget(budget.clone());
+    spec.id = query_id()?;
+    let about = About::of(&spec, key, engine.name());
+    let property_type = spec.property_type;
+    let rule = app
+        .store
+        .as_ref()
+        .map(|_| Rule::of(&spec, &engine.describe()));
+    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
+    let handle = engine.submit(spec, source).await?;
+    let stored = stored_spec(text, engine.name(), property_type);
+    let (keeper, recording) = record(&app, &state, &about, stored, rule, &budget).await?;
+    let fanout = Arc::new(Fanout::new(
+        app.options.replay,
+        app.options.replay_bytes,
+        app.options.max_subscribers,
+    ));
+    let started = Started {
+        about,
+        property_type,
+        handle,
+        sender,
+        fanout,
+        budget,
+        keeper,
+    };
+    let query = app.table.start(reservation, &mut state, started);
+    drop(state);
+    if let Some(recording) = recording {
+        recording.done();
+    }
+    tracing::info!(id = %query.id, engine = %query.engine, path = %query.path(), "query registered");
+    Ok(created(&app, &headers, &query))
+}
+
+/// Reserves a query slot on `key` (`--max-queries`, `--max-properties`).
+fn reserve<'a>(app: &'a App, key: &PropertyKey) -> Result<Reservation<'a>, Problem> {
+    app.table
+        .reserve(key, app.options.max_queries, app.options.max_properties)
         .map_err(|full| match full {
             Full::Queries => Problem::unavailable(format!(
                 "the server holds at most {} queries (--max-queries): delete one first",
@@ -70,100 +113,68 @@ pub(crate) async fn register(
                 "the server holds queries on {} temporal properties already (--max-properties)",
                 app.options.max_properties
             )),
-        })?;
-    let mut state = reservation.property.state.lock().await;
-    // Every query of the server is live: its windows close on the clock.
-    // Its windows, its waiting instants and its replay buffer count in
-    // one budget: past it, this query fails alone.
-    let budget =
-        Arc::new(StateBudget::new(app.options.max_query_state).within(app.state_total.clone()));
-    let mut spec = registration
-        .into_spec_on(&key.property, state.property_type)?
-        .live()
-        .with_budget(budget.clone());
-    let id = new_id().map_err(|e| {
+        })
+}
+
+/// A fresh query id.
+fn query_id() -> Result<String, Problem> {
+    new_id().map_err(|e| {
         Problem::new(
             StatusCode::INTERNAL_SERVER_ERROR,
             "NoRandomness",
             format!("cannot make a query id: {e}"),
         )
-    })?;
-    spec.id = id.clone();
-    let operation = spec.operation_name().to_owned();
-    let kind = Kind::from(&spec.kind);
-    let property_type = spec.property_type;
-    let rule = app
-        .store
-        .as_ref()
-        .map(|_| Rule::of(&spec, &engine.describe()));
-    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
-    let handle = engine.submit(spec, source).await?;
-    // Recorded with the property's lock held: the query reads exactly the
-    // instants logged after this, and a crash before the 201 leaves a
-    // query that the client never heard of but that runs after a restart
-    // (as any request whose answer was lost).
-    let mut recording = None;
-    let (keeper, ledger) = match (&app.store, rule) {
-        (Some(store), Some(rule)) => {
-            recording = Some(Recording::new(store.clone(), id.clone()));
-            let record = NewQuery {
-                id: id.clone(),
-                property: durable::path(&key),
-                spec: stored_spec(text, engine.name(), property_type),
-                engine: engine.name().to_owned(),
-                created: std::time::SystemTime::now(),
-            };
-            let checkpoint = store
-                .register(&state, record)
-                .await
-                .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
-            let ledger =
-                Arc::new(Ledger::new(rule, checkpoint.after_seq, None).with_budget(budget.clone()));
-            let keeper = Keeper {
-                store: store.clone(),
-                ids: EventIds::new(),
-                ledger: ledger.clone(),
-            };
-            (Some(keeper), Some(ledger))
-        }
-        _ => (None, None),
+    })
+}
+
+/// With `--state`, records the query (`stored`, its body as kept) on its
+/// property, whose lock `state` is: the query reads exactly the instants
+/// logged after this, and a crash before the 201 leaves a query that the
+/// client never heard of but that runs after a restart (as any request
+/// whose answer was lost). Its keeper, and the recording to mark done once
+/// it is in the table; neither without a store.
+async fn record(
+    app: &App,
+    state: &PropertyGuard<'_, PropertyState>,
+    about: &About,
+    stored: String,
+    rule: Option<Rule>,
+    budget: &Arc<StateBudget>,
+) -> Result<(Option<Keeper>, Option<Recording>), Problem> {
+    let (Some(store), Some(rule)) = (&app.store, rule) else {
+        return Ok((None, None));
     };
-    state.property_type = Some(property_type);
-    let query = Arc::new(Query {
-        id,
-        key,
-        engine: engine.name().to_owned(),
-        kind,
-        operation,
-        status: handle.watch_status(),
-        failure: std::sync::OnceLock::new(),
-        progress: handle.progress_counters(),
-        stop: CancellationToken::new(),
-        fanout: Arc::new(Fanout::new(
-            app.options.replay,
-            app.options.replay_bytes,
-            app.options.max_subscribers,
-        )),
-    });
-    query.fanout.count_in(budget);
-    state.feeds.push(Feed {
-        query_id: query.id.clone(),
-        sender,
-        stop: query.stop.clone(),
+    let recording = Recording::new(store.clone(), about.id.clone());
+    let record = NewQuery {
+        id: about.id.clone(),
+        property: durable::path(&about.key),
+        spec: stored,
+        engine: about.engine.clone(),
+        created: std::time::SystemTime::now(),
+    };
+    let checkpoint = store
+        .register(state, record)
+        .await
+        .map_err(|e| durable::unavailable("the query could not be recorded", &e))?;
+    let ledger =
+        Arc::new(Ledger::new(rule, checkpoint.after_seq, None).with_budget(budget.clone()));
+    let keeper = Keeper {
+        store: store.clone(),
+        ids: EventIds::new(),
         ledger,
-    });
-    drop(state);
-    app.table.insert(reservation, query.clone(), handle, keeper);
-    if let Some(recording) = recording {
-        recording.done();
-    }
-    tracing::info!(id = %query.id, engine = %query.engine, path = %query.path(), "query registered");
-    let origin = origin(&app, &headers);
-    let mut response = (StatusCode::CREATED, Json(link(&query, &origin))).into_response();
+    };
+    Ok((Some(keeper), Some(recording)))
+}
+
+/// The 201 of a registration: the query's link object, and its path as
+/// the `Location`.
+fn created(app: &App, headers: &HeaderMap, query: &Query) -> Response {
+    let origin = origin(app, headers);
+    let mut response = (StatusCode::CREATED, Json(link(query, &origin))).into_response();
     if let Ok(location) = query.path().parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
-    Ok(response)
+    response
 }
 
 /// The registration as the store keeps it: the body, with the engine and

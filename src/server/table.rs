@@ -16,46 +16,15 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
+use crate::budget::StateBudget;
 use crate::engine::{Progress, QueryHandle, SourceSender};
-use crate::spec::QueryKind;
+use crate::spec::{QueryKind, QuerySpec};
 use crate::store::PropertyLock;
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::durable::{Keeper, Ledger, is_unknown};
 use super::fanout::Fanout;
-
-/// A temporal property: `/collections/{cid}/items/{fid}/tproperties/{pname}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct PropertyKey {
-    pub(crate) collection: String,
-    pub(crate) feature: String,
-    pub(crate) property: String,
-}
-
-impl PropertyKey {
-    /// The property's path, each id percent-encoded.
-    pub(crate) fn path(&self) -> String {
-        format!(
-            "/collections/{}/items/{}/tproperties/{}",
-            encode(&self.collection),
-            encode(&self.feature),
-            encode(&self.property)
-        )
-    }
-}
-
-/// Percent-encodes everything but RFC 3986's unreserved characters.
-fn encode(segment: &str) -> String {
-    let mut out = String::with_capacity(segment.len());
-    for b in segment.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+use super::property::PropertyKey;
 
 /// A property's type and the feeds of the queries reading it, under the
 /// lock that orders its ingests and registrations (which the store's
@@ -129,7 +98,81 @@ pub(crate) struct Query {
     pub(crate) progress: Arc<Progress>,
 }
 
+/// What a query is, as its path and its link object name it: the part of
+/// a [`Query`] that a registration, a resumed query and one that ended
+/// before a restart all have.
+#[derive(Debug)]
+pub(crate) struct About {
+    pub(crate) id: String,
+    pub(crate) key: PropertyKey,
+    pub(crate) engine: String,
+    pub(crate) kind: Kind,
+    pub(crate) operation: String,
+}
+
+impl About {
+    /// The query `spec` (its id is the query's) on the engine `engine`.
+    pub(crate) fn of(spec: &QuerySpec, key: PropertyKey, engine: &str) -> About {
+        About {
+            id: spec.id.clone(),
+            key,
+            engine: engine.to_owned(),
+            kind: Kind::from(&spec.kind),
+            operation: spec.operation_name().to_owned(),
+        }
+    }
+}
+
+/// A query submitted to its engine, to be wired in by [`Table::start`].
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) about: About,
+    pub(crate) property_type: PropertyType,
+    pub(crate) handle: QueryHandle,
+    /// Where the property's instants go to the query.
+    pub(crate) sender: SourceSender,
+    /// Where its results go (new, or as a restart found it).
+    pub(crate) fanout: Arc<Fanout>,
+    /// The query's state budget, which its replay buffer counts in.
+    pub(crate) budget: Arc<StateBudget>,
+    /// With `--state`: what moves its checkpoint (its ledger is its feed's).
+    pub(crate) keeper: Option<Keeper>,
+}
+
 impl Query {
+    /// A query that ended before this start, with its final `status` and
+    /// the results `fanout` kept.
+    pub(crate) fn ended(about: About, status: QueryStatus, fanout: Arc<Fanout>) -> Arc<Query> {
+        Query::new(about, watch::channel(status).1, Default::default(), fanout)
+    }
+
+    fn new(
+        about: About,
+        status: watch::Receiver<QueryStatus>,
+        progress: Arc<Progress>,
+        fanout: Arc<Fanout>,
+    ) -> Arc<Query> {
+        let About {
+            id,
+            key,
+            engine,
+            kind,
+            operation,
+        } = about;
+        Arc::new(Query {
+            id,
+            key,
+            engine,
+            kind,
+            operation,
+            status,
+            failure: OnceLock::new(),
+            stop: CancellationToken::new(),
+            fanout,
+            progress,
+        })
+    }
+
     /// The query's status: its engine's, unless the server failed it.
     pub(crate) fn status(&self) -> QueryStatus {
         match self.failure.get() {
@@ -310,7 +353,7 @@ impl Table {
     /// Adds a started query in its reserved slot: its pump starts
     /// delivering its results.
     /// With `--state`, `keeper` stores each result before it is sent.
-    pub(crate) fn insert(
+    fn insert(
         &self,
         mut reservation: Reservation<'_>,
         query: Arc<Query>,
@@ -324,6 +367,45 @@ impl Table {
         let closing = self.closing.clone();
         self.pumps
             .spawn(pump(query, handle, property, keeper, closing).instrument(span));
+    }
+
+    /// Wires a submitted query in, the one assembly of a registration and
+    /// of a query resumed after a restart: the query in its reserved slot,
+    /// its results pumped into its fanout (counted in its budget), and its
+    /// feed on the property whose lock `state` is, which fixes the
+    /// property's type. The caller holds that lock, so no ingest reaches the
+    /// query before it is in the table.
+    pub(crate) fn start(
+        &self,
+        reservation: Reservation<'_>,
+        state: &mut PropertyState,
+        started: Started,
+    ) -> Arc<Query> {
+        let Started {
+            about,
+            property_type,
+            handle,
+            sender,
+            fanout,
+            budget,
+            keeper,
+        } = started;
+        fanout.count_in(budget);
+        let query = Query::new(
+            about,
+            handle.watch_status(),
+            handle.progress_counters(),
+            fanout,
+        );
+        state.property_type = Some(property_type);
+        state.feeds.push(Feed {
+            query_id: query.id.clone(),
+            sender,
+            stop: query.stop.clone(),
+            ledger: keeper.as_ref().map(|k| k.ledger.clone()),
+        });
+        self.insert(reservation, query.clone(), handle, keeper);
+        query
     }
 
     /// Adds a query that had ended before a restart, with its results and

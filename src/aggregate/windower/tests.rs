@@ -1,4 +1,5 @@
 use super::*;
+use crate::aggregate::Grid;
 use crate::aggregate::TimeUnit;
 use crate::aggregate::resume::{self, Closed};
 use crate::budget::StateBudget;
@@ -548,6 +549,7 @@ fn a_windower_resumed_after_an_emitted_window_and_fed_the_tail_gives_the_same_la
         let aggregate = Aggregate::new(Aggregation::Sum, hopping(span, hop)).with_grace(grace);
         let windower = || Windower::new(&aggregate, "p".into()).unwrap();
         let (span, hop) = (span as i64, hop as i64);
+        let grid = Grid::new(span, hop).expect("the test's windows hop within their spans");
         let mut resumed = 0;
         for _session in 0..20 {
             let mut t = 1000;
@@ -583,7 +585,7 @@ fn a_windower_resumed_after_an_emitted_window_and_fed_the_tail_gives_the_same_la
                 if *i == input.len() {
                     break;
                 }
-                let end = match resume::closed(window, span, hop, emitted) {
+                let end = match resume::closed(window, grid, emitted) {
                     Some(Closed::Exactly(end)) => end,
                     Some(Closed::AtLeast(end)) => {
                         emitted = Some(end);
@@ -592,7 +594,7 @@ fn a_windower_resumed_after_an_emitted_window_and_fed_the_tail_gives_the_same_la
                     None => panic!("{window:?} fits no window after {emitted:?}"),
                 };
                 emitted = Some(end);
-                let start = resume::first_needed(end, span, hop) - epoch(0);
+                let start = grid.next_start(end) - epoch(0);
                 let from = secs[..=*i]
                     .iter()
                     .position(|&s| s >= start)
@@ -737,5 +739,58 @@ fn the_distinct_index_gives_the_windows_a_union_of_the_buckets_gives() {
         reference.finish(&mut b).unwrap();
         assert_eq!(a, b, "round {round}");
         assert!(!a.is_empty());
+    }
+}
+
+mod grid {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    /// Valid `HOPPING` windows (at most 1,000 windows per record) and an
+    /// instant within a day of 2026's first second.
+    fn window_and_instant() -> impl Strategy<Value = (i64, i64, i64)> {
+        (1i64..=600)
+            .prop_flat_map(|span| (Just(span), (span + 999) / 1000..=span, 0i64..86_400))
+            .prop_map(|(span, hop, t)| (span, hop.max(1), t))
+    }
+
+    proptest! {
+        /// The windower closes the windows holding a record exactly at the
+        /// ends its grid names, one per end, as many as the grid counts;
+        /// and the resume path reads each event back as closed at that end.
+        #[test]
+        fn the_windower_and_the_resume_path_close_windows_at_the_grids_ends(
+            (span, hop, t) in window_and_instant()
+        ) {
+            let grid = Grid::new(span, hop).expect("hop within span by construction");
+            let aggregate = Aggregate::new(Aggregation::Count, hopping(span as u64, hop as u64));
+            let mut windower = Windower::new(&aggregate, "p".into()).expect("a valid window");
+            let mut out = Vec::new();
+            windower.push(num(t, 1.0), &mut out).expect("a number");
+            prop_assert!(out.is_empty());
+            let secs = epoch(t);
+            let (first, last) = (grid.end_after(secs), grid.last_end(secs));
+            let mut emitted = None;
+            let mut end = first;
+            while end <= last {
+                windower.advance(end - 1, &mut out).expect("counts");
+                prop_assert!(out.is_empty(), "a window closed before {end}");
+                windower.advance(end, &mut out).expect("counts");
+                let events = windows(std::mem::take(&mut out));
+                prop_assert_eq!(events.len(), 1, "one window ends at {}", end);
+                let read = match resume::closed(&events[0], grid, emitted) {
+                    Some(Closed::Exactly(e) | Closed::AtLeast(e)) => e,
+                    None => return Err(TestCaseError::fail("no window read back")),
+                };
+                prop_assert_eq!(read, end);
+                emitted = Some(end);
+                end += grid.hop();
+            }
+            windower.advance(last + 10 * span, &mut out).expect("counts");
+            prop_assert!(out.is_empty(), "a window after the record's last");
+            let count = (last - first) / hop + 1;
+            prop_assert!(count == span / hop || count == (span + hop - 1) / hop);
+        }
     }
 }

@@ -4,8 +4,8 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::aggregate::Window;
 use crate::aggregate::resume::{self, Closed};
+use crate::aggregate::{Grid, Window};
 use crate::budget::{Part, StateBudget};
 use crate::engine::{EngineInfo, EngineKind};
 use crate::spec::{QueryKind, QuerySpec};
@@ -17,9 +17,9 @@ use crate::vocab::{Event, Instant};
 pub(crate) enum Rule {
     /// Each result covers this many instants (a transform: 1; `COUNT n`: n).
     Instants(u64),
-    /// Each result is a time window of `span` seconds, epoch-aligned, every
-    /// `hop` seconds (`TUMBLING`: `hop == span`).
-    Windows { span: i64, hop: i64 },
+    /// Each result is a time window on this grid (`TUMBLING`: its hop is
+    /// its span).
+    Windows(Grid),
     /// The checkpoint never moves.
     Never,
 }
@@ -37,11 +37,9 @@ impl Rule {
             QueryKind::Transform(_) => Rule::Instants(1),
             QueryKind::Aggregate { aggregate, .. } => match aggregate.window {
                 Window::Count { size } => Rule::Instants(size.max(1)),
-                _ => match aggregate.window.spans() {
-                    Some((span, hop)) if span > 0 && (1..=span).contains(&hop) => {
-                        Rule::Windows { span, hop }
-                    }
-                    _ => Rule::Never,
+                _ => match aggregate.window.spans().and_then(|(s, h)| Grid::new(s, h)) {
+                    Some(grid) => Rule::Windows(grid),
+                    None => Rule::Never,
                 },
             },
         }
@@ -53,7 +51,7 @@ impl Rule {
     pub(crate) fn resume_point(&self, state: Option<&[u8]>) -> Result<Option<i64>, String> {
         match (self, state) {
             (_, None) => Ok(None),
-            (Rule::Windows { hop, .. }, Some(state)) => resume::decode(state, *hop).map(Some),
+            (Rule::Windows(grid), Some(state)) => resume::decode(state, *grid).map(Some),
             (_, Some(_)) => Err(
                 "its checkpoint holds an engine state, but only a time window on the local \
                  engine has one"
@@ -150,7 +148,7 @@ impl Ledger {
         match inner.rule {
             Rule::Never => {}
             Rule::Instants(_) => inner.fed.extend(instants.map(|(seq, _)| (seq, 0))),
-            Rule::Windows { .. } => inner.fed.extend(instants.map(|(seq, i)| {
+            Rule::Windows(_) => inner.fed.extend(instants.map(|(seq, i)| {
                 // Every datetime was checked when it was ingested.
                 let secs = crate::datetime::parse(&i.datetime).map_or(i64::MIN, |t| t.secs);
                 (seq, secs)
@@ -228,9 +226,9 @@ impl LedgerInner {
                 self.counted = 0;
                 self.since = 0;
             }
-            Rule::Windows { span, hop } => {
+            Rule::Windows(grid) => {
                 let closed = match event {
-                    Event::Window(window) => resume::closed(window, span, hop, self.emitted),
+                    Event::Window(window) => resume::closed(window, grid, self.emitted),
                     _ => None,
                 };
                 let end = match closed {
@@ -254,7 +252,7 @@ impl LedgerInner {
                 // order: within a grace, or late), a fresh engine might
                 // count it in a window again: the checkpoint then stays
                 // where it is until a later window.
-                let start = resume::first_needed(end, span, hop);
+                let start = grid.next_start(end);
                 let open = self.fed.iter().position(|&(_, secs)| secs >= start);
                 let clean = match open {
                     None => true,
@@ -326,9 +324,16 @@ mod tests {
         ledger.fed(seqs.iter().copied().zip(&instants));
     }
 
-    const TUMBLING_10: Rule = Rule::Windows { span: 10, hop: 10 };
+    const fn grid(span: i64, hop: i64) -> Grid {
+        match Grid::new(span, hop) {
+            Some(grid) => grid,
+            None => panic!("the tests' grids hop within their spans"),
+        }
+    }
+
+    const TUMBLING_10: Rule = Rule::Windows(grid(10, 10));
     /// 10 s windows every 5 s.
-    const HOPPING_10_5: Rule = Rule::Windows { span: 10, hop: 5 };
+    const HOPPING_10_5: Rule = Rule::Windows(grid(10, 5));
 
     #[test]
     fn what_a_ledger_remembers_counts_in_its_querys_budget() {
@@ -516,7 +521,7 @@ mod tests {
         let hopping =
             spec(r#"{"type":"HOPPING","size":1,"unit":"MINUTES","hop":20,"hopUnit":"SECONDS"}"#);
         let rule = Rule::of(&hopping, &local);
-        assert_eq!(rule, Rule::Windows { span: 60, hop: 20 });
+        assert_eq!(rule, Rule::Windows(grid(60, 20)));
         assert_eq!(rule.resume_point(None), Ok(None));
         assert_eq!(rule.resume_point(Some(&resume::encode(40))), Ok(Some(40)));
         let e = rule.resume_point(Some(&resume::encode(50))).unwrap_err();

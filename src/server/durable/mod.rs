@@ -71,7 +71,7 @@ use crate::vocab::{Event, Instant};
 
 use super::fanout::Fanout;
 use super::problem::Problem;
-use super::table::PropertyKey;
+use super::property::PropertyKey;
 
 pub(crate) use self::ledger::{Ledger, Rule};
 
