@@ -97,8 +97,9 @@ pub struct BridgeOptions {
     /// only); otherwise the host aggregates the job's transformed outputs.
     pub aggregates: bool,
     /// The protocol version the job speaks: 1 (the default), or 2 (it
-    /// answers a record it cannot compute with an error line; see
-    /// [`PROTOCOL`]).
+    /// answers a record it cannot compute with an error line, as
+    /// jobs/README.md says; the host speaks 2 and tells every job so in
+    /// `MFSTREAM_PROTOCOL`).
     pub protocol: u32,
     /// How long a stopping job may take to finish before SIGTERM, and again
     /// before SIGKILL.
