@@ -68,6 +68,21 @@ enum Escalation {
     Kill,
 }
 
+/// Where the job is in its life, as its run sees it: a stop sequence and a
+/// drain deadline exist only in the phase they belong to.
+#[derive(Debug, Clone, Copy)]
+enum JobPhase {
+    /// The job runs; `next` is the stop sequence's next step and when it is
+    /// due, once the job is asked to end.
+    Running { next: Option<(Clock, Escalation)> },
+    /// The job exited with `status`; its stdout is read until it ends, or
+    /// until `drain_until` (stragglers of its group may hold it open).
+    Exited {
+        status: ExitStatus,
+        drain_until: Clock,
+    },
+}
+
 /// How one job run ended.
 enum RunEnd {
     /// The query is over with this status.
@@ -369,15 +384,10 @@ struct Run<'a> {
     /// The job's stdout, as lines.
     lines: LineReader,
     stdout_open: bool,
-    /// The job's exit status, once it has exited.
-    exit: Option<ExitStatus>,
-    /// The next step of the stop sequence, and when it is due.
-    escalation: Option<(Clock, Escalation)>,
+    /// Running (and how far its stop sequence is), or exited.
+    phase: JobPhase,
     /// The job was sent SIGTERM because it did not end by itself.
     signalled: bool,
-    /// After the job exited: when to stop waiting for stragglers of its
-    /// group that still hold stdout open.
-    drain_deadline: Option<Clock>,
     /// The last sign of progress: an answer, input consumed, or nothing
     /// waiting for the job.
     last_progress: Clock,
@@ -414,10 +424,8 @@ impl<'a> Run<'a> {
             written: 0,
             lines: LineReader::default(),
             stdout_open: true,
-            exit: None,
-            escalation: None,
+            phase: JobPhase::Running { next: None },
             signalled: false,
-            drain_deadline: None,
             last_progress: Clock::now(),
             consumed: 0,
             stall_reported: false,
@@ -427,14 +435,34 @@ impl<'a> Run<'a> {
         if run.driver.ending.is_some() {
             // A restart raced a stop: end at once.
             run.stdin = None;
-            run.escalation = Some((Clock::now(), Escalation::Term));
+            run.escalate_at(Clock::now());
         }
         run
     }
 
+    /// Whether the job has not exited yet.
+    fn running(&self) -> bool {
+        matches!(self.phase, JobPhase::Running { .. })
+    }
+
+    /// Schedules SIGTERM at `at`, replacing a step already scheduled, while
+    /// the job runs.
+    fn escalate_at(&mut self, at: Clock) {
+        if let JobPhase::Running { next } = &mut self.phase {
+            *next = Some((at, Escalation::Term));
+        }
+    }
+
+    /// Schedules SIGTERM at `at` unless a step is scheduled already.
+    fn escalate_by(&mut self, at: Clock) {
+        if let JobPhase::Running { next } = &mut self.phase {
+            next.get_or_insert((at, Escalation::Term));
+        }
+    }
+
     /// Drives the job until it has exited and its stdout has ended.
     async fn drive(mut self) -> RunEnd {
-        while self.exit.is_none() || self.stdout_open {
+        while self.running() || self.stdout_open {
             if self.driver.ending.is_none() && self.stdin.is_some() {
                 self.driver.feed_held(&mut self.wbuf);
             }
@@ -446,6 +474,11 @@ impl<'a> Run<'a> {
             } else {
                 None
             };
+            let (escalate_at, drain_until) = match self.phase {
+                JobPhase::Running { next } => (next.map(|(at, _)| at), None),
+                JobPhase::Exited { drain_until, .. } => (None, Some(drain_until)),
+            };
+            let running = self.running();
             let d = &mut *self.driver;
             let job = &mut *self.job;
             tokio::select! {
@@ -458,15 +491,14 @@ impl<'a> Run<'a> {
                     self.on_written(written);
                 }
                 batch = d.source.next_batch(), if want_source => self.on_batch(batch),
-                status = job.child.wait(), if self.exit.is_none() => {
+                status = job.child.wait(), if running => {
                     if let Err(e) = self.on_exit(status) {
                         let reason = format!("waiting for the job failed: {e}");
                         return RunEnd::Done(QueryStatus::Failed { reason });
                     }
                 }
-                _ = sleep_until(self.escalation.map(|(at, _)| at)),
-                    if self.exit.is_none() && self.escalation.is_some() => self.on_escalation(),
-                _ = sleep_until(self.drain_deadline), if self.exit.is_some() && self.stdout_open => {
+                _ = sleep_until(escalate_at), if escalate_at.is_some() => self.on_escalation(),
+                _ = sleep_until(drain_until), if drain_until.is_some() && self.stdout_open => {
                     self.stdout_open = false;
                 }
                 _ = self.tick.tick(), if want_tick => self.on_tick(),
@@ -482,7 +514,7 @@ impl<'a> Run<'a> {
     /// runs for nothing: a paused test clock jumps to the next one.)
     fn wants_tick(&self) -> bool {
         let d = &self.driver;
-        self.exit.is_none()
+        self.running()
             && d.ending.is_none()
             && (d.options.no_progress_timeout.is_some()
                 || (d.options.framing == Framing::Value
@@ -505,10 +537,7 @@ impl<'a> Run<'a> {
     fn on_stop(&mut self) {
         self.driver.ending = Some(Ending::Stop);
         self.stdin = None;
-        self.escalation = Some((
-            Clock::now() + self.driver.options.stop_grace,
-            Escalation::Term,
-        ));
+        self.escalate_at(Clock::now() + self.driver.options.stop_grace);
     }
 
     /// Bytes from stdout: decode its complete lines and deliver the events.
@@ -551,7 +580,7 @@ impl<'a> Run<'a> {
         if gone && self.driver.ending.is_none() {
             self.driver.ending = Some(Ending::Stop);
             self.stdin = None;
-            self.escalation = Some((Clock::now(), Escalation::Term));
+            self.escalate_at(Clock::now());
         }
     }
 
@@ -614,8 +643,7 @@ impl<'a> Run<'a> {
             self.driver.ending = Some(Ending::Fail(reason));
         }
         self.stdin = None;
-        let grace = Clock::now() + self.driver.options.stop_grace;
-        self.escalation.get_or_insert((grace, Escalation::Term));
+        self.escalate_by(Clock::now() + self.driver.options.stop_grace);
     }
 
     fn on_written(&mut self, written: std::io::Result<usize>) {
@@ -671,7 +699,7 @@ impl<'a> Run<'a> {
 
     /// The job exited: read what is left in the pipe, for a while.
     fn on_exit(&mut self, status: std::io::Result<ExitStatus>) -> std::io::Result<()> {
-        self.exit = Some(status?);
+        let status = status?;
         // Output already in the pipe is read; a straggler that escaped the
         // group is not waited for past the grace.
         let grace = self
@@ -679,7 +707,10 @@ impl<'a> Run<'a> {
             .options
             .stop_grace
             .max(Duration::from_millis(100));
-        self.drain_deadline = Some(Clock::now() + grace);
+        self.phase = JobPhase::Exited {
+            status,
+            drain_until: Clock::now() + grace,
+        };
         // Stragglers of the group could hold stdout open.
         self.job.signal_group(libc::SIGKILL);
         Ok(())
@@ -687,18 +718,21 @@ impl<'a> Run<'a> {
 
     /// The next step of the stop sequence: SIGTERM, then SIGKILL.
     fn on_escalation(&mut self) {
-        match self.escalation {
+        let JobPhase::Running { next } = &mut self.phase else {
+            return;
+        };
+        match next {
             Some((_, Escalation::Term)) => {
                 self.signalled = true;
                 tracing::debug!("grace period over: SIGTERM to the job's process group");
                 self.job.signal_group(libc::SIGTERM);
                 let at = Clock::now() + self.driver.options.stop_grace;
-                self.escalation = Some((at, Escalation::Kill));
+                *next = Some((at, Escalation::Kill));
             }
             _ => {
                 tracing::debug!("SIGKILL to the job's process group");
                 self.job.signal_group(libc::SIGKILL);
-                self.escalation = None;
+                *next = None;
             }
         }
     }
@@ -811,10 +845,10 @@ impl<'a> Run<'a> {
             && d.answers.pending.is_empty()
             && d.held.is_empty()
             && d.ending.is_none()
-            && self.exit.is_none()
-            && self.escalation.is_none()
+            && matches!(self.phase, JobPhase::Running { next: None })
         {
-            self.escalation = Some((Clock::now() + d.options.stop_grace, Escalation::Term));
+            let at = Clock::now() + d.options.stop_grace;
+            self.escalate_at(at);
         }
     }
 
@@ -825,8 +859,7 @@ impl<'a> Run<'a> {
             self.driver.ending = Some(Ending::Fail(reason));
         }
         self.stdin = None;
-        self.escalation
-            .get_or_insert((Clock::now(), Escalation::Term));
+        self.escalate_by(Clock::now());
     }
 
     /// How the run ended, once the job has exited and its stdout has ended.
@@ -837,7 +870,9 @@ impl<'a> Run<'a> {
     /// only if it saw the whole source and, with `value` framing, answered
     /// every record.
     async fn verdict(self) -> RunEnd {
-        let exit = self.exit.expect("the loop ends only after the job exited");
+        let JobPhase::Exited { status: exit, .. } = self.phase else {
+            unreachable!("the loop ends only after the job exited");
+        };
         let tail = self.job.stderr_tail().await;
         let with_tail = |text: String| {
             if tail.is_empty() {
