@@ -258,7 +258,7 @@ impl Windower {
             | Aggregation::CountFalse => Expect::Bool,
         };
         aggregate.validate()?;
-        let mode = match (&aggregate.window, Grid::of(&aggregate.window)) {
+        let mode = match (&aggregate.window, aggregate.window.grid()) {
             (Window::Count { size }, _) => Mode::Count {
                 size: *size,
                 acc: Acc::default(),
