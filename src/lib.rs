@@ -60,6 +60,7 @@ mod datetime;
 pub mod engine;
 pub mod lines;
 mod local;
+mod on_error;
 pub mod ops;
 mod plan;
 pub mod plugin;
@@ -82,11 +83,12 @@ pub use crate::engine::{
     Serves, Source, SourceClosed, SourceError, SourcePermit, SourceSender, StreamEngine,
 };
 pub use crate::local::{LOCAL, LocalEngine};
+pub use crate::on_error::OnError;
 pub use crate::ops::{Op, Transform};
 pub use crate::plugin::PLUGIN_HOST_VAR;
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
 pub use crate::server::{ServeError, ServeOptions, Server};
-pub use crate::spec::{OnError, QueryKind, QuerySpec, Registration};
+pub use crate::spec::{QueryKind, QuerySpec, Registration};
 pub use crate::spec_error::SpecError;
 pub use crate::vocab::{
     Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,

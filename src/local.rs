@@ -12,9 +12,10 @@ use crate::engine::{
     AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Serves,
     Source, StreamEngine,
 };
+use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::plan::{self, Plan, plan};
-use crate::spec::{OnError, QuerySpec};
+use crate::spec::QuerySpec;
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
 
 /// The name of the built-in engine.

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use crate::aggregate::{Aggregate, Windower};
 use crate::clock::WallClock;
 use crate::engine::{BATCH, Progress, QueryOutput};
+use crate::on_error::OnError;
 use crate::ops::Transform;
-use crate::spec::{OnError, QueryKind, QuerySpec};
+use crate::spec::{QueryKind, QuerySpec};
 use crate::spec_error::SpecError;
 use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::budget::StateBudget;
 use crate::clock::WallClock;
+use crate::on_error::OnError;
 use crate::ops::{OpError, Transform};
 pub(crate) use crate::spec_error::SpecError;
 use crate::vocab::PropertyType;
@@ -25,65 +26,6 @@ pub enum QueryKind {
         /// The aggregate over the (transformed) values.
         aggregate: Aggregate,
     },
-}
-
-/// What a query does with a record whose result is undefined (outside the
-/// operation's domain, see [`Op::domain`](crate::Op::domain)) or not finite,
-/// and with a window whose aggregate is not finite: the registration body's
-/// `onError`, the same on every engine kind.
-///
-/// After Kafka Streams' processing exception handler (`CONTINUE`, `FAIL`)
-/// and Vector's `drop_on_error`: by default one bad value costs one result,
-/// not the query.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum OnError {
-    /// The record (or window) gives no result; it is counted in the query's
-    /// `skipped` and in the next event's, and the query keeps running.
-    #[default]
-    Skip,
-    /// The query fails, its reason naming the record's datetime (or the
-    /// window).
-    Fail,
-}
-
-impl OnError {
-    /// The accepted values, as a body spells them.
-    pub const NAMES: [&'static str; 2] = ["skip", "fail"];
-
-    /// The policy's name: `skip` or `fail`.
-    pub fn name(self) -> &'static str {
-        match self {
-            OnError::Skip => "skip",
-            OnError::Fail => "fail",
-        }
-    }
-
-    /// Reads a policy by name (`skip`, `fail`); an error names the field
-    /// (`onError`) and the accepted values.
-    pub fn from_name(name: &str) -> Result<OnError, SpecError> {
-        match name {
-            "skip" => Ok(OnError::Skip),
-            "fail" => Ok(OnError::Fail),
-            other => Err(SpecError::new(
-                "onError",
-                format!("expected \"skip\" or \"fail\", got {other:?}"),
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for OnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for OnError {
-    type Err = SpecError;
-
-    fn from_str(s: &str) -> Result<OnError, SpecError> {
-        OnError::from_name(s)
-    }
 }
 
 /// An engine-neutral continuous query.

@@ -4,10 +4,9 @@
 //!
 //! The one home of this arithmetic: the windower, the watermarks a bridge
 //! job is sent and the resume point of a durable query all read their
-//! boundaries from a [`Grid`], so they agree on every window by
-//! construction (a `TUMBLING` window is the grid whose hop is its span).
-
-use super::Window;
+//! boundaries from a [`Grid`] (a window's is `Window::grid`), so they agree
+//! on every window by construction (a `TUMBLING` window is the grid whose
+//! hop is its span). A leaf: the window knows its grid, not the reverse.
 
 /// The window ends of a time window: every multiple of `hop`, each closing
 /// the window of the `span` seconds before it.
@@ -50,13 +49,6 @@ impl Grid {
             hop,
             grain: gcd(span, hop),
         }
-    }
-
-    /// The grid of a time window (clamped as [`Grid::clamped`]); `None` for
-    /// a `COUNT` window, which has no boundaries in time.
-    pub(crate) fn of(window: &Window) -> Option<Grid> {
-        let (span, hop) = window.spans()?;
-        Some(Grid::clamped(span, hop))
     }
 
     /// The length of a window, in seconds.

@@ -82,7 +82,7 @@ impl Aggregate {
         if self.grace == 0 {
             return Ok(());
         }
-        let Some(grid) = Grid::of(&self.window) else {
+        let Some(grid) = self.window.grid() else {
             return Err(SpecError::new(
                 "grace",
                 "a COUNT window does not close on time: `grace` goes with a TUMBLING or \

@@ -222,6 +222,13 @@ impl Window {
             } => Some((secs(size, unit), secs(hop, hop_unit))),
         }
     }
+
+    /// The grid of a time window (clamped as [`Grid::clamped`]); `None` for
+    /// a `COUNT` window, which has no boundaries in time.
+    pub(crate) fn grid(&self) -> Option<Grid> {
+        let (span, hop) = self.spans()?;
+        Some(Grid::clamped(span, hop))
+    }
 }
 
 /// Refuses a key that a `kind` window does not have.

@@ -80,7 +80,7 @@ use super::acc::Acc;
 use super::{Aggregate, Grid, Window};
 use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
-use crate::spec::OnError;
+use crate::on_error::OnError;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
 
@@ -258,7 +258,7 @@ impl Windower {
             | Aggregation::CountFalse => Expect::Bool,
         };
         aggregate.validate()?;
-        let mode = match (&aggregate.window, Grid::of(&aggregate.window)) {
+        let mode = match (&aggregate.window, aggregate.window.grid()) {
             (Window::Count { size }, _) => Mode::Count {
                 size: *size,
                 acc: Acc::default(),

@@ -35,9 +35,9 @@ use crate::aggregate::Windower;
 use crate::budget::{Part, StateBudget};
 use crate::engine::{QueryOutput, Source, SourceError};
 use crate::lines::{LineReader, quote};
+use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::plan::sleep_until;
-use crate::spec::OnError;
 use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
 /// The write buffer is refilled from the source only below this size.

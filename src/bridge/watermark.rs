@@ -123,7 +123,7 @@ impl Watermarks {
     /// For a job that computes `aggregate`'s windows; `None` for a `COUNT`
     /// window, which does not close on time.
     pub fn job(clock: WallClock, aggregate: &Aggregate) -> Option<Watermarks> {
-        let grid = Grid::of(&aggregate.window)?;
+        let grid = aggregate.window.grid()?;
         let grace = aggregate.grace as i64;
         // A held clock has told the job nothing: its first line, at the
         // release, says where W is then.
@@ -375,7 +375,7 @@ mod tests {
             let mut marks = Watermarks::job(clock_at(0), &aggregate).expect("a time window");
             let record = Instant::number(rfc3339_millis(t * 1000), 1.0);
             marks.before_batch(&[record], &mut Vec::new());
-            let grid = Grid::of(&aggregate.window).expect("a time window");
+            let grid = aggregate.window.grid().expect("a time window");
             let Kind::Lines { open_from, open_until, .. } = marks.kind else {
                 return Err(proptest::test_runner::TestCaseError::fail("a job's marks are lines"));
             };

@@ -26,7 +26,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::load::PluginErrorKind;
+use super::error::PluginErrorKind;
 
 /// The largest plugin file read.
 const MAX_LIBRARY: u64 = 1 << 30;

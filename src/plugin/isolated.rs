@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use super::load::{PluginError, PluginErrorKind, check_file};
+use super::error::{PluginError, PluginErrorKind};
+use super::load::check_file;
 use super::serves;
 use crate::bridge::{BridgeEngine, BridgeOptions, Framing};
 use crate::engine::{

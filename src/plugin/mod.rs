@@ -8,7 +8,8 @@
 //!
 //! - `load` checks a library before trusting it (file, permissions, entry
 //!   symbol, ABI version, struct sizes, engine names) and reports each
-//!   failure naming the file and the reason;
+//!   failure naming the file and the reason (`file` checks the file
+//!   itself); `error` holds those reasons, a leaf both of them use;
 //! - [`PluginEngine`] is one engine of a loaded plugin, a [`StreamEngine`]
 //!   like any other. It holds the library (an `Arc`), and so does each of
 //!   its queries: a library is never unloaded under running code;
@@ -20,6 +21,7 @@
 
 mod call;
 pub(crate) mod child;
+mod error;
 mod file;
 mod isolated;
 mod load;
@@ -30,10 +32,10 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use mfstream_plugin::abi::MFS_SERVES_TRANSFORM;
 
+pub use self::error::{PluginError, PluginErrorKind};
 pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
-pub use self::load::{PluginError, PluginErrorKind};
 use crate::engine::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };

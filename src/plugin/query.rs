@@ -19,9 +19,9 @@ use std::cell::RefCell;
 use crate::aggregate::Windower;
 use crate::clock::WallClock;
 use crate::engine::{BATCH, QueryOutput, Source};
+use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::plan;
-use crate::spec::OnError;
 use crate::vocab::{Event, Instant, QueryStatus};
 
 /// A query to start on its own thread.

@@ -178,6 +178,7 @@
 
 mod batch;
 mod error;
+mod frame;
 mod journal;
 mod property_lock;
 mod record;

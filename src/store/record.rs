@@ -85,8 +85,8 @@ impl EventBatch {
     /// Adds the next event: its kind (`instant`, `window`) and its JSON
     /// data (UTF-8, as JSON always is).
     pub fn push(&mut self, kind: &str, data: &[u8]) {
-        super::batch::put_bytes(kind.as_bytes(), &mut self.data);
-        super::batch::put_bytes(data, &mut self.data);
+        super::frame::put_bytes(kind.as_bytes(), &mut self.data);
+        super::frame::put_bytes(data, &mut self.data);
         self.count += 1;
         self.bytes += kind.len() + data.len();
         self.largest = self.largest.max(kind.len() + data.len());

@@ -21,6 +21,11 @@ pub(crate) const DB_FILE: &str = "state.sqlite3";
 /// The lock file inside the store directory.
 const LOCK_FILE: &str = "lock";
 
+/// The journal's directory inside the store directory. Here, with the
+/// other names in it, so that the journal reads it from this module and not
+/// the reverse (the journal's check and repair take the directory's lock).
+pub(crate) const JOURNAL_DIR: &str = "journal";
+
 /// Marks the database as mfstream's (`PRAGMA application_id`): "mfst".
 const APPLICATION_ID: i64 = 0x6d66_7374;
 
@@ -211,7 +216,7 @@ fn holds_only_a_store(dir: &Path) -> bool {
     let shm = format!("{DB_FILE}-shm");
     entries.flatten().all(|entry| {
         let name = entry.file_name();
-        [LOCK_FILE, DB_FILE, &wal, &shm, super::journal::DIR]
+        [LOCK_FILE, DB_FILE, &wal, &shm, JOURNAL_DIR]
             .iter()
             .any(|ours| name == std::ffi::OsStr::new(ours))
     })
@@ -279,7 +284,7 @@ const SEGMENT_HEADER: u64 = 24;
 /// A journal segment that holds records, if any: a store whose database is
 /// missing or empty must not start with it (see [`check_catalog`]).
 fn journal_records(dir: &Path) -> Option<PathBuf> {
-    let entries = std::fs::read_dir(dir.join(super::journal::DIR)).ok()?;
+    let entries = std::fs::read_dir(dir.join(JOURNAL_DIR)).ok()?;
     entries.flatten().map(|entry| entry.path()).find(|path| {
         path.extension().is_some_and(|e| e == "seg")
             && std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.len() > SEGMENT_HEADER)
@@ -324,7 +329,7 @@ pub(crate) fn check_journal(dir: &Path, queries: usize) -> Result<(), StoreError
     if queries == 0 {
         return Ok(());
     }
-    let journal = dir.join(super::journal::DIR);
+    let journal = dir.join(JOURNAL_DIR);
     let holds_anything =
         std::fs::read_dir(&journal).is_ok_and(|mut entries| entries.next().is_some());
     if holds_anything {

@@ -3,7 +3,7 @@ use crate::aggregate::Grid;
 use crate::aggregate::TimeUnit;
 use crate::aggregate::resume::{self, Closed};
 use crate::budget::StateBudget;
-use crate::spec::OnError;
+use crate::on_error::OnError;
 use crate::vocab::Aggregation;
 
 fn at(second: i64) -> String {

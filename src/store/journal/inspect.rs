@@ -16,8 +16,9 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use super::super::error::{StoreError, StoreErrorKind};
+use super::super::schema::JOURNAL_DIR;
 use super::vfs::SegFile;
-use super::{DIR, io, segment};
+use super::{io, segment};
 
 /// A range of a segment that does not check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -288,7 +289,7 @@ fn missing(dir: &Path) -> Result<(), StoreError> {
 /// nothing, and reports what checks and what does not.
 pub fn check(dir: &Path) -> Result<StateReport, StoreError> {
     missing(dir)?;
-    let journal = dir.join(DIR);
+    let journal = dir.join(JOURNAL_DIR);
     let err = |kind| StoreError::new(dir, kind);
     let mut report = StateReport {
         journal: journal.clone(),
@@ -313,7 +314,7 @@ pub fn repair(dir: &Path) -> Result<StateReport, StoreError> {
         ..super::super::StoreOptions::default()
     };
     let _lock = super::super::schema::lock_dir(dir, &options)?;
-    let journal = dir.join(DIR);
+    let journal = dir.join(JOURNAL_DIR);
     let err = |kind| StoreError::new(dir, kind);
     let mut report = StateReport {
         journal: journal.clone(),

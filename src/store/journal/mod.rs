@@ -93,10 +93,8 @@ pub(crate) use self::vfs::{OsFs, SegFile, Vfs};
 use super::batch;
 use super::error::StoreErrorKind;
 use super::record::{Checkpoint, EventBatch, LoggedInstant, PropertyPath, StoredEvent};
+use super::schema::JOURNAL_DIR;
 use super::{Durability, StoreOptions};
-
-/// The journal's directory inside the store's.
-pub(crate) const DIR: &str = "journal";
 
 /// The bytes written to a segment between two starts of its writeback
 /// (RocksDB's `wal_bytes_per_sync`): the disk takes a segment as it is
@@ -375,7 +373,7 @@ impl Journal {
         options: &StoreOptions,
         registered: Vec<Registered>,
     ) -> Result<Journal, StoreErrorKind> {
-        let dir = store_dir.join(DIR);
+        let dir = store_dir.join(JOURNAL_DIR);
         vfs.create_dir_all(&dir)
             .map_err(|e| io("cannot create", &dir, e))?;
         let dir_id = vfs.id(&dir).map_err(|e| io("cannot read", &dir, e))?;

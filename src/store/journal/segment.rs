@@ -29,7 +29,8 @@
 
 use std::path::{Path, PathBuf};
 
-use super::super::batch::{self, take, take_bytes, take_str};
+use super::super::batch;
+use super::super::frame::{put_bytes, take, take_bytes, take_str};
 use super::super::record::{Checkpoint, PropertyPath};
 use super::vfs::SegFile;
 
@@ -391,9 +392,9 @@ pub(crate) fn instants_record(
     let start = begin(out, TAG_INSTANTS);
     out.extend_from_slice(&first_seq.to_le_bytes());
     out.extend_from_slice(&count.to_le_bytes());
-    batch::put_bytes(property.collection.as_bytes(), out);
-    batch::put_bytes(property.feature.as_bytes(), out);
-    batch::put_bytes(property.property.as_bytes(), out);
+    put_bytes(property.collection.as_bytes(), out);
+    put_bytes(property.feature.as_bytes(), out);
+    put_bytes(property.property.as_bytes(), out);
     out.extend_from_slice(data);
     seal(&mut out[start..]);
 }
@@ -409,7 +410,7 @@ pub(crate) struct EventsHead<'a> {
 
 pub(crate) fn events_record(out: &mut Vec<u8>, head: &EventsHead<'_>, data: &[u8]) {
     let start = begin(out, TAG_EVENTS);
-    batch::put_bytes(head.query.as_bytes(), out);
+    put_bytes(head.query.as_bytes(), out);
     out.extend_from_slice(&head.first_id.to_le_bytes());
     out.extend_from_slice(&head.count.to_le_bytes());
     out.extend_from_slice(&head.bytes.to_le_bytes());
@@ -423,7 +424,7 @@ pub(crate) fn events_record(out: &mut Vec<u8>, head: &EventsHead<'_>, data: &[u8
                 None => out.push(0),
                 Some(state) => {
                     out.push(1);
-                    batch::put_bytes(state, out);
+                    put_bytes(state, out);
                 }
             }
         }
