@@ -289,19 +289,7 @@ fn missing(dir: &Path) -> Result<(), StoreError> {
 /// nothing, and reports what checks and what does not.
 pub fn check(dir: &Path) -> Result<StateReport, StoreError> {
     missing(dir)?;
-    let journal = dir.join(JOURNAL_DIR);
-    let err = |kind| StoreError::new(dir, kind);
-    let mut report = StateReport {
-        journal: journal.clone(),
-        segments: Vec::new(),
-    };
-    for path in segments(&journal).map_err(err)? {
-        let file = File::open(&path).map_err(|e| err(io("cannot open", &path, e)))?;
-        report
-            .segments
-            .push(read_segment(&path, &file).map_err(err)?.report);
-    }
-    Ok(report)
+    each_segment(dir, |_, _, _| Ok(()))
 }
 
 /// Keeps every record that checks of every journal segment of `dir`, in
@@ -314,6 +302,20 @@ pub fn repair(dir: &Path) -> Result<StateReport, StoreError> {
         ..super::super::StoreOptions::default()
     };
     let _lock = super::super::schema::lock_dir(dir, &options)?;
+    each_segment(dir, |path, file, read| {
+        if read.report.version.is_none() && !read.report.damage.is_empty() {
+            rewrite(path, file, read)?;
+        }
+        Ok(())
+    })
+}
+
+/// Reads each journal segment of `dir` in order, hands it to `then` (which
+/// may act on what was read), and gathers the segments' reports.
+fn each_segment(
+    dir: &Path,
+    mut then: impl FnMut(&Path, &File, &mut Read) -> Result<(), StoreErrorKind>,
+) -> Result<StateReport, StoreError> {
     let journal = dir.join(JOURNAL_DIR);
     let err = |kind| StoreError::new(dir, kind);
     let mut report = StateReport {
@@ -323,9 +325,7 @@ pub fn repair(dir: &Path) -> Result<StateReport, StoreError> {
     for path in segments(&journal).map_err(err)? {
         let file = File::open(&path).map_err(|e| err(io("cannot open", &path, e)))?;
         let mut read = read_segment(&path, &file).map_err(err)?;
-        if read.report.version.is_none() && !read.report.damage.is_empty() {
-            rewrite(&path, &file, &mut read).map_err(err)?;
-        }
+        then(&path, &file, &mut read).map_err(err)?;
         report.segments.push(read.report);
     }
     Ok(report)
