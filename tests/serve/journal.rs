@@ -184,13 +184,7 @@ async fn damage_with_records_after_it_is_refused_checked_and_repaired() {
     bytes[24 + 4] ^= 0x10;
     std::fs::write(&segment, &bytes).unwrap();
 
-    let output = Command::new(env!("CARGO_BIN_EXE_mfstream"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--state"])
-        .arg(&state)
-        .env_remove("MFSTREAM_CONFIG")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let output = serve_on_state_exits("journal-damaged-serve", &state);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let name = segment.file_name().unwrap().to_str().unwrap();

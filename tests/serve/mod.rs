@@ -24,6 +24,24 @@ use std::time::Duration;
 use crate::client::{Client, Sse, SseEvent, subscribe};
 
 /// A datetime for instant `i` of a test: `i` microseconds into 2026.
+/// `mfstream serve ARGS` run to its exit, in a fresh directory.
+pub fn serve_exits<S: AsRef<std::ffi::OsStr>>(name: &str, args: &[S]) -> std::process::Output {
+    let dir = TempDir::new(name);
+    Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .args(args)
+        .env_remove("MFSTREAM_CONFIG")
+        .env_remove("MFAPI_STREAM_ENGINE")
+        .current_dir(dir.path())
+        .output()
+        .unwrap()
+}
+
+/// `mfstream serve --state STATE` run to its exit, in a fresh directory.
+pub fn serve_on_state_exits(name: &str, state: &std::path::Path) -> std::process::Output {
+    serve_exits(name, &[std::ffi::OsStr::new("--state"), state.as_os_str()])
+}
+
 pub fn at(i: usize) -> String {
     format!("2026-01-01T00:00:00.{i:06}Z")
 }

@@ -11,19 +11,6 @@ fn start(name: &str, state: &TempDir) -> Serve {
     Serve::start(name, &["--state", dir.as_str()], &[])
 }
 
-/// `mfstream serve --state STATE` run to its exit, in a fresh directory.
-fn serve_exits(name: &str, state: &TempDir) -> std::process::Output {
-    let dir = TempDir::new(name);
-    std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--state"])
-        .arg(state.path())
-        .env_remove("MFSTREAM_CONFIG")
-        .env_remove("MFAPI_STREAM_ENGINE")
-        .current_dir(dir.path())
-        .output()
-        .unwrap()
-}
-
 #[tokio::test]
 async fn a_second_server_on_a_state_directory_exits_2_naming_it_and_the_holder_and_the_first_serves_on()
  {
@@ -32,7 +19,7 @@ async fn a_second_server_on_a_state_directory_exits_2_naming_it_and_the_holder_a
     let mut client = server.client();
     let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
 
-    let output = serve_exits("owned-2", &state);
+    let output = serve_on_state_exits("owned-2", state.path());
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -68,7 +55,7 @@ async fn a_second_server_is_refused_even_after_the_lock_file_was_deleted_or_repl
         } else {
             std::fs::remove_file(state.join("lock")).unwrap();
         }
-        let output = serve_exits("lock-deleted-2", &state);
+        let output = serve_on_state_exits("lock-deleted-2", state.path());
         assert_eq!(output.status.code(), Some(2), "{output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains("in use by another process"), "{stderr}");
@@ -94,7 +81,7 @@ async fn a_state_directory_whose_catalog_is_gone_but_whose_journal_holds_records
         let _ = std::fs::remove_file(state.join(&format!("state.sqlite3{suffix}")));
     }
 
-    let output = serve_exits("catalog-gone-2", &state);
+    let output = serve_on_state_exits("catalog-gone-2", state.path());
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     let catalog = state.join("state.sqlite3");
@@ -130,7 +117,7 @@ async fn a_state_directory_whose_journal_is_gone_but_whose_catalog_holds_queries
         } else if journal.exists() {
             std::fs::remove_dir(&journal).unwrap();
         }
-        let output = serve_exits("journal-gone-2", &state);
+        let output = serve_on_state_exits("journal-gone-2", state.path());
         assert_eq!(output.status.code(), Some(2), "{output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(
@@ -211,7 +198,7 @@ fn a_store_file_planted_as_a_symbolic_link_is_refused_and_the_file_it_names_is_u
         std::fs::set_permissions(&precious, std::fs::Permissions::from_mode(0o644)).unwrap();
         std::os::unix::fs::symlink(&precious, state.join(name)).unwrap();
 
-        let output = serve_exits("planted-2", &state);
+        let output = serve_on_state_exits("planted-2", state.path());
         assert_eq!(output.status.code(), Some(2), "{name}: {output:?}");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(

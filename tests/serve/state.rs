@@ -35,13 +35,7 @@ fn a_state_path_that_is_not_a_directory_is_refused_naming_it_with_exit_2() {
     let dir = TempDir::new("state-file");
     let file = dir.join("not-a-dir");
     std::fs::write(&file, "x").unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
-        .args(["serve", "--addr", "127.0.0.1:0", "--state"])
-        .arg(&file)
-        .env_remove("MFSTREAM_CONFIG")
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let output = serve_on_state_exits("state-file-serve", &file);
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
@@ -49,18 +43,6 @@ fn a_state_path_that_is_not_a_directory_is_refused_naming_it_with_exit_2() {
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "it never listened");
-}
-
-/// `mfstream serve ARGS` run to its exit, in a fresh directory.
-fn serve_exits(name: &str, args: &[&str]) -> std::process::Output {
-    let dir = TempDir::new(name);
-    std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
-        .args(["serve", "--addr", "127.0.0.1:0"])
-        .args(args)
-        .env_remove("MFSTREAM_CONFIG")
-        .current_dir(dir.path())
-        .output()
-        .unwrap()
 }
 
 #[test]
