@@ -46,6 +46,7 @@
 //! ```
 
 #![deny(missing_docs)]
+#![warn(unreachable_pub, unnameable_types)]
 
 // The crate root re-exports what a control plane uses; the modules made
 // public group the rest: `engine` for authors of engines (the engine's side
@@ -88,7 +89,7 @@ pub use crate::ops::{Op, Transform};
 pub use crate::plugin::PLUGIN_HOST_VAR;
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
 pub use crate::server::{ServeError, ServeOptions, Server};
-pub use crate::spec::{QueryKind, QuerySpec, Registration};
+pub use crate::spec::{QueryKind, QuerySpec, Registration, RegistrationError};
 pub use crate::spec_error::SpecError;
 pub use crate::vocab::{
     Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
