@@ -50,6 +50,7 @@ pub(crate) const PROTOCOL: u32 = 2;
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Framing {
     /// One number per line each way, answers in order (the seed's contract).
     #[default]

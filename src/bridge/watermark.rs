@@ -342,8 +342,9 @@ mod tests {
     use super::*;
     use proptest::prelude::{Just, Strategy};
 
+    use crate::aggregate::TimeUnit;
     use crate::aggregate::Window;
-    use crate::aggregate::{Aggregation, TimeUnit};
+    use crate::vocab::Aggregation;
 
     fn clock_at(millis: u64) -> WallClock {
         WallClock::starting_at(UNIX_EPOCH + Duration::from_millis(millis))
