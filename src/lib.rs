@@ -119,6 +119,12 @@ pub use crate::vocab::{
     Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
 };
 
+// README's Rust examples run as doctests (`cargo test --doc`); its other
+// code blocks are marked (`sh`, `text`, `toml` …) so that rustdoc skips them.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The child side of `isolation = "process"`, run by the `mfstream`
 /// binary's hidden `plugin-host` command.
 ///
