@@ -77,6 +77,9 @@
 //! ```
 
 #![deny(missing_docs)]
+// `pub` means API: an item nothing outside the crate can reach is
+// `pub(crate)` (`cargo fix --lib` applies the lint's suggestions), and every
+// type in a public signature has a path.
 #![warn(unreachable_pub, unnameable_types)]
 
 // The modules, public and private; see "Where things are" above. A new

@@ -206,6 +206,10 @@ impl std::str::FromStr for PropertyType {
 }
 
 /// The status of a query.
+///
+/// Exhaustive, unlike the vocabulary that grows: how a query ended decides
+/// what its caller does (the binary's exit code), so a new status must
+/// fail to compile where that is decided rather than fall into a wildcard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueryStatus {
     /// Still running.
