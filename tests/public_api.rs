@@ -64,6 +64,25 @@ impl Module {
         module
     }
 
+    /// Where the module is, for a message.
+    fn at(&self) -> String {
+        let file = self.file.strip_prefix(root()).unwrap_or(&self.file);
+        file.display().to_string()
+    }
+
+    /// What is wrong with the module's re-exports (`is_root`: it is the
+    /// crate root).
+    fn problems(&self, is_root: bool) -> Vec<String> {
+        let mut problems: Vec<String> = self
+            .pub_uses
+            .iter()
+            .filter_map(|path| check(self, path, is_root))
+            .collect();
+        problems.extend(inline(self));
+        problems.extend(twice(self));
+        problems
+    }
+
     /// The file of the submodule `name` declared here.
     fn child(&self, name: &str) -> PathBuf {
         let dir = match self.file.file_name().and_then(|f| f.to_str()) {
@@ -97,11 +116,7 @@ fn first_segment<'a>(path: &'a str, skip: &str) -> &'a str {
 /// What is wrong with the `pub use` of `path` in `module` (`is_root`: the
 /// crate root, which may re-export from any private module of the crate).
 fn check(module: &Module, path: &str, is_root: bool) -> Option<String> {
-    let at = module
-        .file
-        .strip_prefix(root())
-        .unwrap_or(&module.file)
-        .display();
+    let at = module.at();
     if path.contains('*') {
         return Some(format!("{at}: `pub use {path}` is a glob: name each item"));
     }
@@ -127,11 +142,7 @@ fn check(module: &Module, path: &str, is_root: bool) -> Option<String> {
 /// The inline public modules of `module` that are not [`HIDDEN`]: their
 /// items would escape the check.
 fn inline(module: &Module) -> Vec<String> {
-    let at = module
-        .file
-        .strip_prefix(root())
-        .unwrap_or(&module.file)
-        .display();
+    let at = module.at();
     module
         .inline_public_mods
         .iter()
@@ -142,11 +153,7 @@ fn inline(module: &Module) -> Vec<String> {
 
 /// The items `module` re-exports more than once (`a::X` and `a::X as Y`).
 fn twice(module: &Module) -> Vec<String> {
-    let at = module
-        .file
-        .strip_prefix(root())
-        .unwrap_or(&module.file)
-        .display();
+    let at = module.at();
     let mut items: Vec<String> = module
         .pub_uses
         .iter()
@@ -190,26 +197,13 @@ fn every_public_item_has_one_path() {
         lib.public_mods,
         lib.pub_uses
     );
-    let mut problems: Vec<String> = lib
-        .pub_uses
-        .iter()
-        .filter_map(|path| check(&lib, path, true))
-        .collect();
-    problems.extend(inline(&lib));
-    problems.extend(twice(&lib));
+    let mut problems = lib.problems(true);
     // The public modules, and their public submodules in turn.
     let mut public: Vec<PathBuf> = lib.public_mods.iter().map(|m| lib.child(m)).collect();
     let mut checked = 0;
     while let Some(file) = public.pop() {
         let module = Module::read(&file);
-        problems.extend(
-            module
-                .pub_uses
-                .iter()
-                .filter_map(|path| check(&module, path, false)),
-        );
-        problems.extend(inline(&module));
-        problems.extend(twice(&module));
+        problems.extend(module.problems(false));
         public.extend(module.public_mods.iter().map(|m| module.child(m)));
         checked += 1;
     }
@@ -218,8 +212,8 @@ fn every_public_item_has_one_path() {
 }
 
 #[test]
-fn a_second_path_is_found() {
-    // The check itself: what the root must not do, and a public module.
+fn a_re_export_from_a_public_module_or_outside_is_refused() {
+    // The check itself, on the root and on a public module.
     let lib = Module::read(&root().join("src/lib.rs"));
     let twice = check(&lib, "crate::engine::{Source, StreamEngine}", true);
     assert!(twice.is_some_and(|p| p.contains("public module `engine`")));
