@@ -26,9 +26,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as Clock};
 
+use mfstream::aggregate::{Aggregate, TimeUnit, Window};
+use mfstream::engine::{BATCH, Source, StreamEngine};
+use mfstream::ops::Transform;
 use mfstream::{
-    Aggregate, Aggregation, BATCH, BridgeEngine, BridgeOptions, Framing, Instant, LocalEngine,
-    PropertyType, QuerySpec, Source, StreamEngine, TimeUnit, Transform, Window,
+    Aggregation, BridgeEngine, BridgeOptions, Framing, Instant, LocalEngine, PropertyType,
+    QuerySpec,
 };
 
 fn main() {
@@ -113,7 +116,7 @@ async fn plugin() {
         library.display()
     );
     let text = format!("[[plugin]]\npath = {:?}\n", library.display().to_string());
-    let config = mfstream::Config::parse(&text, None).unwrap();
+    let config = mfstream::config::Config::parse(&text, None).unwrap();
     let registry = mfstream::Registry::from_config(&config);
     let errors = registry.plugin_errors();
     assert!(errors.is_empty(), "{errors:?}");

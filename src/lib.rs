@@ -24,13 +24,44 @@
 //!   on the registry's engines over HTTP, their results as Server-Sent
 //!   Events, in the shape of OGC API – Moving Features Part 4.
 //!
+//! # Where things are
 //!
+//! Every public item has exactly one path. The root holds what a control
+//! plane names to run queries: the [`Registry`] and the engines it ships
+//! ([`LocalEngine`], [`BridgeEngine`]), the query vocabulary ([`QuerySpec`],
+//! [`Registration`], [`Instant`], [`Value`], [`Event`], [`QueryStatus`] …),
+//! the [`Server`], and their errors. Each public module is one concept's
+//! API, read qualified (`engine::Source`, `store::Store`):
+//!
+//! - [`engine`], the seam a control plane drives and an engine author
+//!   implements: [`StreamEngine`], [`Source`], [`QueryHandle`], progress
+//!   counts, what an engine says of itself;
+//! - [`aggregate`], windows and the [`Windower`] any engine can use;
+//! - [`ops`], the lifted operations of a transform query;
+//! - [`config`], `engines.toml`;
+//! - [`plugin`], engines from native plugin libraries;
+//! - [`store`], the durable state of `mfstream serve --state`;
+//! - [`lines`], the bounded line reader of every line protocol.
+//!
+//! So the root re-exports only from private modules, and a public module
+//! only from its own private submodules (tests/public_api.rs checks
+//! both); what nothing outside the crate uses is `pub(crate)` (the
+//! `unreachable_pub` lint checks that). The enums a caller matches on and
+//! that will grow (errors, [`Value`], [`PropertyType`], [`QueryKind`],
+//! [`Event`] …) are `#[non_exhaustive]`: match them with a wildcard arm.
+//!
+//! [`StreamEngine`]: engine::StreamEngine
+//! [`QueryHandle`]: engine::QueryHandle
+//! [`Source`]: engine::Source
 //! [`PluginEngine`]: plugin::PluginEngine
 //! [`IsolatedEngine`]: plugin::IsolatedEngine
 //! [`Windower`]: aggregate::Windower
+//! [`Aggregate`]: aggregate::Aggregate
 //!
 //! ```
-//! use mfstream::{Instant, QuerySpec, QueryStatus, Registry, Source, Transform};
+//! use mfstream::engine::Source;
+//! use mfstream::ops::Transform;
+//! use mfstream::{Instant, QuerySpec, QueryStatus, Registry};
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let registry = Registry::builtin();
@@ -46,11 +77,13 @@
 //! ```
 
 #![deny(missing_docs)]
+// `pub` means API: an item nothing outside the crate can reach is
+// `pub(crate)` (`cargo fix --lib` applies the lint's suggestions), and every
+// type in a public signature has a path.
+#![warn(unreachable_pub, unnameable_types)]
 
-// The crate root re-exports what a control plane uses; the modules made
-// public group the rest: `engine` for authors of engines (the engine's side
-// of a query), `aggregate` for the windower any engine can use, `plugin`,
-// `config` and `ops` for their entries, options and errors.
+// The modules, public and private; see "Where things are" above. A new
+// module goes in its alphabetical place.
 pub mod aggregate;
 mod bridge;
 mod budget;
@@ -71,31 +104,37 @@ mod spec_error;
 pub mod store;
 mod vocab;
 
-pub use crate::aggregate::{Aggregate, TimeUnit, Window};
+// The root's items: one line per private module, in the modules' order.
+// Nothing here may come from a public module: its items have their path
+// there already.
 pub use crate::bridge::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
 pub use crate::budget::{
     DEFAULT_MAX_QUERY_STATE, DEFAULT_MAX_TOTAL_QUERY_STATE, StateBudget, StateTotal,
 };
 pub use crate::clock::{ClockRelease, WallClock};
-pub use crate::config::{Config, ConfigError};
-pub use crate::engine::{
-    AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, ProgressSnapshot, QueryHandle,
-    Serves, Source, SourceClosed, SourceError, SourcePermit, SourceSender, StreamEngine,
-};
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::on_error::OnError;
-pub use crate::ops::{Op, Transform};
-pub use crate::plugin::PLUGIN_HOST_VAR;
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
 pub use crate::server::{ServeError, ServeOptions, Server};
-pub use crate::spec::{QueryKind, QuerySpec, Registration};
+pub use crate::spec::{QueryKind, QuerySpec, Registration, RegistrationError};
 pub use crate::spec_error::SpecError;
 pub use crate::vocab::{
     Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
 };
 
+// README's Rust examples run as doctests (`cargo test --doc`); its other
+// code blocks are marked (`sh`, `text`, `toml` …) so that rustdoc skips them.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct ReadmeDoctests;
+
 /// The child side of `isolation = "process"`, run by the `mfstream`
 /// binary's hidden `plugin-host` command.
+///
+/// Hidden, not API: the binary is a separate crate, so it can reach these
+/// only through a public path, but the protocol between a host and its
+/// child is private to one build of the binary (the host runs its own
+/// executable), so no one else should call them.
 #[doc(hidden)]
 pub mod plugin_host {
     pub use crate::plugin::child::{describe, serve};

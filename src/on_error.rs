@@ -5,7 +5,7 @@
 use crate::spec_error::SpecError;
 
 /// What a query does with a record whose result is undefined (outside the
-/// operation's domain, see [`Op::domain`](crate::Op::domain)) or not finite,
+/// operation's domain, see [`Op::domain`](crate::ops::Op::domain)) or not finite,
 /// and with a window whose aggregate is not finite: the registration body's
 /// `onError`, the same on every engine kind.
 ///
@@ -13,6 +13,7 @@ use crate::spec_error::SpecError;
 /// and Vector's `drop_on_error`: by default one bad value costs one result,
 /// not the query.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[non_exhaustive]
 pub enum OnError {
     /// The record (or window) gives no result; it is counted in the query's
     /// `skipped` and in the next event's, and the query keeps running.

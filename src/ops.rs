@@ -5,6 +5,7 @@ use std::fmt;
 
 /// A lifted scalar operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Op {
     /// Natural logarithm; positive values only.
     Ln,

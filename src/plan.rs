@@ -123,7 +123,7 @@ pub(crate) fn count_skipped(windower: &mut Windower, output: &QueryOutput) {
 /// The host's guard before an engine that cannot answer one bad record
 /// without dying (a version-1 bridge job or plugin), under `onError: skip`:
 /// takes out of `batch` the records the catalogue says have no finite
-/// result for `transform` ([`Op::domain`](crate::Op::domain): `ln` of 0,
+/// result for `transform` ([`Op::domain`](crate::ops::Op::domain): `ln` of 0,
 /// `exp` of 1000), counting each as skipped, so the engine is never sent
 /// one. The engine's own answers pair with the records it is sent, so no
 /// later answer shifts. Nothing is taken under `onError: fail`: the engine

@@ -26,9 +26,9 @@ use crate::local::{LOCAL, LocalEngine};
 use crate::plugin::{self, Isolation, PluginEngine, PluginError, PluginErrorKind};
 
 /// The variable that picks the default engine, as in the Go tier.
-pub const DEFAULT_ENGINE_VAR: &str = "MFAPI_STREAM_ENGINE";
+pub(crate) const DEFAULT_ENGINE_VAR: &str = "MFAPI_STREAM_ENGINE";
 /// The variable naming the `engines.toml` to load when none is given.
-pub const CONFIG_VAR: &str = "MFSTREAM_CONFIG";
+pub(crate) const CONFIG_VAR: &str = "MFSTREAM_CONFIG";
 
 /// Engines by name.
 #[derive(Debug)]

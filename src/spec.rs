@@ -15,6 +15,7 @@ use crate::vocab::PropertyType;
 
 /// What a query computes.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum QueryKind {
     /// A lifted scalar operation applied to each instant.
     Transform(Transform),

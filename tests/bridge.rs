@@ -2,9 +2,8 @@
 
 use std::time::Duration;
 
-use mfstream::{
-    BridgeEngine, BridgeOptions, Framing, QueryStatus, RestartPolicy, Source, StreamEngine, Value,
-};
+use mfstream::engine::{Source, StreamEngine};
+use mfstream::{BridgeEngine, BridgeOptions, Framing, QueryStatus, RestartPolicy, Value};
 
 use crate::util::*;
 
@@ -31,7 +30,7 @@ async fn the_reference_job_applies_the_operation_in_both_framings() {
         options.framing = framing;
         let spec = mfstream::QuerySpec::transform(
             "speed",
-            mfstream::Transform::new("div", Some(4.0)).unwrap(),
+            mfstream::ops::Transform::new("div", Some(4.0)).unwrap(),
         );
         let handle = submit(options, spec, instants(3)).await;
         let (events, status) = collect(handle).await;
@@ -226,8 +225,10 @@ async fn without_a_restart_policy_a_crash_fails_the_query() {
 async fn a_job_answering_too_few_records_fails_saying_how_many() {
     let mut options = sh_options("echo.sh");
     // `sh -c` takes the appended operation as $0 and $1, so `head` reads stdin.
-    let spec =
-        mfstream::QuerySpec::transform("speed", mfstream::Transform::new("abs", None).unwrap());
+    let spec = mfstream::QuerySpec::transform(
+        "speed",
+        mfstream::ops::Transform::new("abs", None).unwrap(),
+    );
     options.argv = vec!["sh".into(), "-c".into(), "head -n 2".into()];
     let handle = submit(options, spec, instants(5)).await;
     let (events, status) = collect(handle).await;
@@ -295,7 +296,7 @@ async fn json_framed_answers_are_read_back_to_the_same_bits() {
     options.framing = Framing::Json;
     let spec = mfstream::QuerySpec::transform(
         "speed",
-        mfstream::Transform::new("div", Some(4.0)).unwrap(),
+        mfstream::ops::Transform::new("div", Some(4.0)).unwrap(),
     );
     let mut input = instants(1);
     input[0].value = Value::Number(49.56214693962301);

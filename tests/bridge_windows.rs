@@ -2,9 +2,10 @@
 //! or by the host over a transforming job's outputs, with the same results
 //! as the `local` engine.
 
+use mfstream::engine::{Source, StreamEngine};
 use mfstream::{
     BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, PropertyType, QuerySpec,
-    QueryStatus, Registration, Source, StreamEngine, Value,
+    QueryStatus, Registration, Value,
 };
 use serde_json::Value as Json;
 

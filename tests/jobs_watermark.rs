@@ -14,9 +14,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mfstream::{
-    Instant, LocalEngine, PropertyType, QuerySpec, QueryStatus, Registration, Source, StreamEngine,
-};
+use mfstream::engine::{Source, StreamEngine};
+use mfstream::{Instant, LocalEngine, PropertyType, QuerySpec, QueryStatus, Registration};
 use serde_json::{Value as Json, json};
 
 use crate::util::*;

@@ -1,8 +1,8 @@
 //! The `local` engine: every operation, order, datetimes, domain errors.
 
-use mfstream::{
-    Instant, LocalEngine, QuerySpec, QueryStatus, Source, StreamEngine, Transform, Value,
-};
+use mfstream::engine::{Source, StreamEngine};
+use mfstream::ops::Transform;
+use mfstream::{Instant, LocalEngine, QuerySpec, QueryStatus, Value};
 
 use crate::util::*;
 

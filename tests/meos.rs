@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mfstream::Op;
+use mfstream::ops::Op;
 
 use crate::util::*;
 

@@ -7,10 +7,9 @@
 
 use std::f64::consts::E;
 
-use mfstream::{
-    Event, Instant, LocalEngine, OnError, QuerySpec, QueryStatus, Registration, Source,
-    StreamEngine, Transform,
-};
+use mfstream::engine::{Source, StreamEngine};
+use mfstream::ops::Transform;
+use mfstream::{Event, Instant, LocalEngine, OnError, QuerySpec, QueryStatus, Registration};
 
 use crate::util::*;
 

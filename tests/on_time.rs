@@ -7,9 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use mfstream::engine::{QueryHandle, Source, SourceSender, StreamEngine};
 use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, PropertyType, QueryHandle,
-    QuerySpec, Registration, Source, SourceSender, StreamEngine, WallClock,
+    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, PropertyType, QuerySpec,
+    Registration, WallClock,
 };
 use tokio::time::Instant as Tick;
 

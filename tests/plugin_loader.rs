@@ -5,7 +5,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use mfstream::{Config, Instant, QueryStatus, Registry};
+use mfstream::config::Config;
+use mfstream::{Instant, QueryStatus, Registry};
 
 use crate::util::*;
 

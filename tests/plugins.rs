@@ -5,7 +5,9 @@
 
 use std::process::Command;
 
-use mfstream::{Config, EngineError, EngineKind, Event, Instant, QueryStatus, Registry, Source};
+use mfstream::config::Config;
+use mfstream::engine::{EngineError, EngineKind, Source};
+use mfstream::{Event, Instant, QueryStatus, Registry};
 
 use crate::util::*;
 

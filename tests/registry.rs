@@ -3,7 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mfstream::{Config, EngineKind, QueryStatus, Registry, RegistryError, Source};
+use mfstream::config::Config;
+use mfstream::engine::{EngineKind, Source};
+use mfstream::{QueryStatus, Registry, RegistryError};
 
 use crate::util::*;
 
@@ -104,8 +106,10 @@ async fn a_runtime_added_by_configuration_runs_queries() {
         (name == "TEST_STORM_CMD").then(|| cmd.clone())
     });
     let engine = registry.get("storm").unwrap();
-    let spec =
-        mfstream::QuerySpec::transform("speed", mfstream::Transform::new("log10", None).unwrap());
+    let spec = mfstream::QuerySpec::transform(
+        "speed",
+        mfstream::ops::Transform::new("log10", None).unwrap(),
+    );
     let input = vec![mfstream::Instant::number("2026-01-01T00:00:00Z", 1000.0)];
     let handle = engine
         .submit(spec, Source::from_instants(input))

@@ -15,6 +15,7 @@ mod page;
 mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
+mod public_api;
 mod readme;
 mod registry;
 mod runtimes;

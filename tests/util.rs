@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use std::process::{Command, Output};
 
-use mfstream::{
-    BridgeEngine, BridgeOptions, Config, Event, Instant, Op, QueryHandle, QuerySpec, QueryStatus,
-    Registry, Source, SourceSender, StreamEngine, Transform,
-};
+use mfstream::config::Config;
+use mfstream::engine::{QueryHandle, Source, SourceSender, StreamEngine};
+use mfstream::ops::{Op, Transform};
+use mfstream::{BridgeEngine, BridgeOptions, Event, Instant, QuerySpec, QueryStatus, Registry};
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -288,7 +288,7 @@ pub fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
     let path = dir.join("engines.toml");
     std::fs::write(&path, text).unwrap();
     let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
-    let env = move |name: &str| (name == mfstream::PLUGIN_HOST_VAR).then(|| host.clone());
+    let env = move |name: &str| (name == mfstream::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
     Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
 }
 

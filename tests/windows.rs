@@ -5,9 +5,12 @@
 use std::io::Write;
 use std::process::{Output, Stdio};
 
+use mfstream::aggregate::{Aggregate, TimeUnit, Window};
+use mfstream::engine::{EngineError, Source, StreamEngine};
+use mfstream::ops::Transform;
 use mfstream::{
-    Aggregate, Aggregation, EngineError, Event, Instant, LocalEngine, PropertyType, QuerySpec,
-    QueryStatus, Source, StreamEngine, TimeUnit, Transform, Value, Window, WindowEvent,
+    Aggregation, Event, Instant, LocalEngine, PropertyType, QuerySpec, QueryStatus, Value,
+    WindowEvent,
 };
 
 use crate::util::*;

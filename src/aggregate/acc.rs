@@ -80,7 +80,13 @@ impl Default for Acc {
 impl Acc {
     /// Adds the `seq`-th record; its value has the type the aggregation takes.
     #[inline]
-    pub fn add(&mut self, aggregation: Aggregation, seq: u64, datetime: String, value: Value) {
+    pub(crate) fn add(
+        &mut self,
+        aggregation: Aggregation,
+        seq: u64,
+        datetime: String,
+        value: Value,
+    ) {
         match (aggregation, value) {
             (Aggregation::Sum, Value::Number(x)) => self.add_sum(x),
             (Aggregation::Avg, Value::Number(x)) => {
@@ -117,14 +123,14 @@ impl Acc {
     /// boundary costs a few additions each; distinct texts are counted
     /// through references, never copied.
     #[cfg(test)]
-    pub fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
+    pub(crate) fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
         Acc::merge_all_counted(accs, None)
     }
 
     /// [`Acc::merge_all`], with the number of distinct texts of the
     /// buckets together when the caller knows it (then the sets are not
     /// read).
-    pub fn merge_all_counted<'a>(
+    pub(crate) fn merge_all_counted<'a>(
         accs: impl IntoIterator<Item = &'a Acc>,
         distinct: Option<usize>,
     ) -> Acc {
@@ -179,7 +185,7 @@ impl Acc {
     }
 
     /// The aggregate's value.
-    pub fn value(&self, aggregation: Aggregation) -> Value {
+    pub(crate) fn value(&self, aggregation: Aggregation) -> Value {
         let n = self.count as f64;
         match aggregation {
             Aggregation::Count => Value::Number(n),
@@ -207,18 +213,18 @@ impl Acc {
     }
 
     /// Whether `text` is in the set of distinct texts.
-    pub fn has_text(&self, text: &str) -> bool {
+    pub(crate) fn has_text(&self, text: &str) -> bool {
         self.distinct.contains(text)
     }
 
     /// The distinct texts.
-    pub fn texts(&self) -> impl Iterator<Item = &str> {
+    pub(crate) fn texts(&self) -> impl Iterator<Item = &str> {
         self.distinct.iter().map(String::as_str)
     }
 
     /// The first and last record's datetimes, emptying the state (a small
     /// set's allocation is kept for the next window).
-    pub fn take_bounds(&mut self) -> (String, String) {
+    pub(crate) fn take_bounds(&mut self) -> (String, String) {
         let first = self.first.take().map(|f| f.1).unwrap_or_default();
         let last = match self.last.take() {
             Some((_, last)) => last,

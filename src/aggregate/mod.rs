@@ -17,7 +17,7 @@
 use std::fmt;
 
 use crate::spec_error::SpecError;
-use crate::vocab::PropertyType;
+use crate::vocab::{Aggregation, PropertyType};
 
 mod acc;
 mod grid;
@@ -28,7 +28,6 @@ mod windower;
 pub(crate) use self::grid::Grid;
 pub use self::window::{MAX_WINDOW_BUCKETS, MAX_WINDOWS_PER_RECORD, TimeUnit, Window};
 pub use self::windower::Windower;
-pub use crate::vocab::Aggregation;
 
 /// `a, b or c`.
 pub(crate) fn list<T: fmt::Display>(items: &[T]) -> String {

@@ -54,6 +54,7 @@ impl fmt::Display for TimeUnit {
 /// fault); serialised in the same shape for bridge jobs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type", rename_all = "UPPERCASE")]
+#[non_exhaustive]
 pub enum Window {
     /// A result every `size` records.
     Count {

@@ -87,8 +87,8 @@ use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent
 /// Computes a windowed aggregate over instants pushed in arrival order.
 ///
 /// ```
-/// use mfstream::aggregate::Windower;
-/// use mfstream::{Aggregate, Aggregation, Instant, TimeUnit, Window};
+/// use mfstream::aggregate::{Aggregate, TimeUnit, Window, Windower};
+/// use mfstream::{Aggregation, Instant};
 ///
 /// let window = Window::Tumbling { size: 2, unit: TimeUnit::Seconds };
 /// let aggregate = Aggregate::new(Aggregation::Avg, window);

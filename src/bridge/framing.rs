@@ -81,12 +81,12 @@ pub(crate) struct JobError {
 
 impl JobError {
     /// The records skipped with it: a window's `count`, else 1.
-    pub fn records(&self) -> u64 {
+    pub(crate) fn records(&self) -> u64 {
         self.count.unwrap_or(1)
     }
 
     /// What had no result: `record at …` or `the window from … to …`.
-    pub fn at(&self) -> String {
+    pub(crate) fn at(&self) -> String {
         match (&self.datetime, &self.window_start, &self.window_end) {
             (Some(datetime), _, _) => format!("record at {datetime}"),
             (None, Some(start), Some(end)) => format!("the window from {start} to {end}"),

@@ -53,7 +53,7 @@ pub(crate) struct Job {
 impl Job {
     /// Starts the job: no shell, its own process group, `SIGKILL` on our
     /// death, stdin, stdout and stderr piped.
-    pub fn spawn(command: &JobCommand<'_>) -> io::Result<Job> {
+    pub(crate) fn spawn(command: &JobCommand<'_>) -> io::Result<Job> {
         let (program, prefix) = command
             .argv
             .split_first()
@@ -106,7 +106,7 @@ impl Job {
     }
 
     /// Sends `signal` to the job's whole process group.
-    pub fn signal_group(&self, signal: libc::c_int) {
+    pub(crate) fn signal_group(&self, signal: libc::c_int) {
         if self.pgid > 0 {
             // SAFETY: kill has no memory effects; a group that is gone gives
             // ESRCH, which is fine to ignore.
@@ -118,7 +118,7 @@ impl Job {
 
     /// The last lines the job wrote to stderr, once it has closed stderr (or
     /// after a short bound, for a job whose stragglers keep it open).
-    pub async fn stderr_tail(&mut self) -> String {
+    pub(crate) async fn stderr_tail(&mut self) -> String {
         let _ = tokio::time::timeout(Duration::from_millis(500), &mut self.stderr_task).await;
         self.stderr.lock().map(|t| t.text()).unwrap_or_default()
     }

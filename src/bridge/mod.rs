@@ -45,11 +45,12 @@ use self::run::Results;
 /// The bridge protocol version the host speaks, passed to every job in
 /// `MFSTREAM_PROTOCOL`: 2, which adds error lines for one record. Jobs of
 /// version 1 keep working.
-pub const PROTOCOL: u32 = 2;
+pub(crate) const PROTOCOL: u32 = 2;
 
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum Framing {
     /// One number per line each way, answers in order (the seed's contract).
     #[default]

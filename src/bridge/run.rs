@@ -165,7 +165,7 @@ pub(crate) struct Driver {
 }
 
 impl Driver {
-    pub fn new(
+    pub(crate) fn new(
         options: Arc<BridgeOptions>,
         job_args: Vec<String>,
         env: Vec<(String, String)>,
@@ -204,20 +204,20 @@ impl Driver {
 
     /// The query's error policy, and for a version-1 job the transform the
     /// host checks each record against before sending it (`plan::guard`).
-    pub fn with_on_error(mut self, on_error: OnError, guard: Option<Transform>) -> Driver {
+    pub(crate) fn with_on_error(mut self, on_error: OnError, guard: Option<Transform>) -> Driver {
         self.answers.on_error = on_error;
         self.guard = guard;
         self
     }
 
     /// A live query: its windows close on the clock (`watermark` module).
-    pub fn with_watermarks(mut self, watermarks: Option<Watermarks>) -> Driver {
+    pub(crate) fn with_watermarks(mut self, watermarks: Option<Watermarks>) -> Driver {
         self.watermarks = watermarks;
         self
     }
 
     /// Starts a job for this query.
-    pub fn spawn(&self) -> std::io::Result<Job> {
+    pub(crate) fn spawn(&self) -> std::io::Result<Job> {
         Job::spawn(&JobCommand {
             argv: &self.options.argv,
             args: &self.job_args,
@@ -227,7 +227,7 @@ impl Driver {
     }
 
     /// Runs the query to its end on `job` and its restarts.
-    pub async fn run(mut self, mut job: Job) {
+    pub(crate) async fn run(mut self, mut job: Job) {
         let mut restarts = 0u32;
         let status = loop {
             let reason = match Run::new(&mut self, &mut job).drive().await {

@@ -103,7 +103,7 @@ pub(super) enum Due {
 impl Watermarks {
     /// For host windows over the answers of a job in `json` framing or
     /// not.
-    pub fn host(clock: WallClock, json: bool) -> Watermarks {
+    pub(crate) fn host(clock: WallClock, json: bool) -> Watermarks {
         let kind = if json {
             Kind::Settled {
                 due: false,
@@ -122,7 +122,7 @@ impl Watermarks {
 
     /// For a job that computes `aggregate`'s windows; `None` for a `COUNT`
     /// window, which does not close on time.
-    pub fn job(clock: WallClock, aggregate: &Aggregate) -> Option<Watermarks> {
+    pub(crate) fn job(clock: WallClock, aggregate: &Aggregate) -> Option<Watermarks> {
         let grid = aggregate.window.grid()?;
         let grace = aggregate.grace as i64;
         // A held clock has told the job nothing: its first line, at the
@@ -147,7 +147,7 @@ impl Watermarks {
     /// When to wake up next: the deadline of the next window holding
     /// records (host windows: from `windower`), or when a settling job may
     /// have settled; `None` when nothing waits on the clock.
-    pub fn deadline(&self, windower: Option<&Windower>, last_io: Clock) -> Option<Clock> {
+    pub(crate) fn deadline(&self, windower: Option<&Windower>, last_io: Clock) -> Option<Clock> {
         if self.clock.is_held() {
             return None;
         }
@@ -179,7 +179,7 @@ impl Watermarks {
     /// A batch of `n` records read from the source, before it is encoded:
     /// the mark before it, or the watermark line before it when W has
     /// crossed a boundary since the last one.
-    pub fn before_batch(&mut self, batch: &[Instant], wbuf: &mut Vec<u8>) {
+    pub(crate) fn before_batch(&mut self, batch: &[Instant], wbuf: &mut Vec<u8>) {
         let now = self.clock.now_secs();
         let held = self.clock.is_held();
         match &mut self.kind {
@@ -217,7 +217,7 @@ impl Watermarks {
     }
 
     /// The clock's deadline has come: what to do.
-    pub fn on_deadline(&mut self, unread: u64, consumed: u64, last_io: Clock) -> Due {
+    pub(crate) fn on_deadline(&mut self, unread: u64, consumed: u64, last_io: Clock) -> Due {
         let now = self.clock.now_secs();
         match &mut self.kind {
             Kind::Paired { marks, read, .. } => {
@@ -290,7 +290,7 @@ impl Watermarks {
     /// Windows `answers` (value framing: the next ones in order), applying
     /// each mark once the answers before it are windowed; or, after the
     /// job settled, the clock now.
-    pub async fn window(
+    pub(crate) async fn window(
         &mut self,
         windower: &mut Windower,
         answers: Vec<Instant>,
@@ -322,7 +322,7 @@ impl Watermarks {
     }
 
     /// Advances the host's windows to the clock now (after the job settled).
-    pub async fn advance_now(
+    pub(crate) async fn advance_now(
         &mut self,
         windower: &mut Windower,
         output: &QueryOutput,
@@ -342,8 +342,9 @@ mod tests {
     use super::*;
     use proptest::prelude::{Just, Strategy};
 
+    use crate::aggregate::TimeUnit;
     use crate::aggregate::Window;
-    use crate::aggregate::{Aggregation, TimeUnit};
+    use crate::vocab::Aggregation;
 
     fn clock_at(millis: u64) -> WallClock {
         WallClock::starting_at(UNIX_EPOCH + Duration::from_millis(millis))

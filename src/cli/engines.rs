@@ -3,7 +3,8 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use mfstream::{Config, Registry, RegistryError};
+use mfstream::config::Config;
+use mfstream::{Registry, RegistryError};
 
 use super::{ConfigArgs, EnginesArgs};
 use crate::Outcome;

@@ -5,8 +5,9 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
+use mfstream::Instant;
+use mfstream::engine::{BATCH, SourceError, SourceSender};
 use mfstream::lines::{LineReader, quote};
-use mfstream::{BATCH, Instant, SourceError, SourceSender};
 
 /// Opens `path` (stdin for `None` or `-`). A directory is refused here, as
 /// a missing file is, rather than failing the query at its first read.

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use anyhow::{Context, Result};
-use mfstream::{QueryHandle, QuerySpec, QueryStatus, Registration, Registry, Source, StateBudget};
+use mfstream::engine::{QueryHandle, Source};
+use mfstream::{QuerySpec, QueryStatus, Registration, Registry, StateBudget};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::RunArgs;

@@ -61,7 +61,7 @@ where
 
 /// The lifted operations' names, for `--op`.
 pub fn operations() -> Vec<&'static str> {
-    mfstream::Op::ALL.iter().map(|op| op.name()).collect()
+    mfstream::ops::Op::ALL.iter().map(|op| op.name()).collect()
 }
 
 /// The property types' names, for `--type`.

@@ -8,6 +8,7 @@ use serde::Serialize;
 /// How an engine is provided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum EngineKind {
     /// Compiled into mfstream.
     Builtin,
@@ -30,6 +31,7 @@ impl fmt::Display for EngineKind {
 /// Where an engine computes windowed aggregates.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum AggregatesIn {
     /// In the mfstream process, on the engine's own task (`local`).
     InProcess,
@@ -63,7 +65,7 @@ impl fmt::Display for AggregatesIn {
 /// names).
 ///
 /// ```
-/// use mfstream::Serves;
+/// use mfstream::engine::Serves;
 ///
 /// let serves = Serves::TRANSFORM | Serves::AGGREGATE;
 /// assert!(serves.contains(Serves::AGGREGATE));

@@ -77,7 +77,7 @@ impl Collector<'_> {
 
     /// The records with no result skipped since the last call, for the
     /// query's `skipped` total (the event after each carries it).
-    pub fn take_skipped(&mut self) -> u64 {
+    pub(crate) fn take_skipped(&mut self) -> u64 {
         std::mem::take(&mut self.skipped)
     }
 
@@ -109,7 +109,7 @@ impl Collector<'_> {
     }
 
     /// Delivers the gathered events, waiting while the consumer is slow.
-    pub fn deliver(&mut self) {
+    pub(crate) fn deliver(&mut self) {
         let events = std::mem::replace(&mut self.events, Vec::with_capacity(BATCH));
         if let Some(sink) = self.sink.as_mut() {
             if !self.gone && !events.is_empty() && !sink(events) {
@@ -241,7 +241,7 @@ pub(crate) fn ready(fns: &EngineFns) -> Result<(), String> {
 
 impl State {
     /// Opens a query with `spec` (JSON).
-    pub fn open(library: Arc<Library>, fns: EngineFns, spec: &str) -> Result<State, String> {
+    pub(crate) fn open(library: Arc<Library>, fns: EngineFns, spec: &str) -> Result<State, String> {
         let mut collector = Collector::detached();
         let host = collector.host();
         let mut ptr = std::ptr::null_mut();
@@ -256,7 +256,7 @@ impl State {
         })
     }
 
-    pub fn process(
+    pub(crate) fn process(
         &mut self,
         batch: &[MfsInstant],
         collector: &mut Collector<'_>,
@@ -267,7 +267,7 @@ impl State {
         outcome(&self.fns.name, status, collector)
     }
 
-    pub fn close(&mut self, collector: &mut Collector<'_>) -> Result<(), String> {
+    pub(crate) fn close(&mut self, collector: &mut Collector<'_>) -> Result<(), String> {
         let ptr = std::mem::replace(&mut self.ptr, std::ptr::null_mut());
         if ptr.is_null() {
             return Ok(());
@@ -290,7 +290,7 @@ impl Drop for State {
 impl<'a> Collector<'a> {
     /// A collector handing events for `property` and `operation` to `sink`,
     /// and records with no result to `no_result`.
-    pub fn new(
+    pub(crate) fn new(
         sink: Sink<'a>,
         property: Arc<str>,
         operation: Arc<str>,

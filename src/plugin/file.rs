@@ -134,7 +134,7 @@ impl PrivateCopy {
     /// A process that dies while `dlopen` runs the library's initialisers
     /// (the point of loading it in a child first) cannot remove its copy, so
     /// each load first removes the copies of processes that are gone.
-    pub fn new(bytes: &[u8], original: &Path) -> io::Result<PrivateCopy> {
+    pub(crate) fn new(bytes: &[u8], original: &Path) -> io::Result<PrivateCopy> {
         static LOADS: AtomicU64 = AtomicU64::new(0);
         let folder = std::env::temp_dir();
         remove_orphans(&folder);
@@ -158,7 +158,7 @@ impl PrivateCopy {
     }
 
     /// Where the copy is.
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 }

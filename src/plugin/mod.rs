@@ -45,6 +45,7 @@ use crate::spec::QuerySpec;
 /// Where a plugin's engines run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
 pub enum Isolation {
     /// In the mfstream process, on a thread per query (the default).
     #[default]

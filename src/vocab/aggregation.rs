@@ -10,6 +10,7 @@ use super::PropertyType;
 
 /// An aggregation over the values of a window.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Aggregation {
     /// The number of records.
     Count,

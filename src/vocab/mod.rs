@@ -17,6 +17,7 @@ pub use self::event::{Event, InstantEvent, WindowEvent};
 /// Numbers serve `TReal` and `TInteger` properties, text serves `TText` and
 /// booleans serve `TBoolean`. Transforms take numbers only.
 #[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
 pub enum Value {
     /// A `TReal` or `TInteger` value.
     Number(f64),
@@ -145,6 +146,7 @@ impl Instant {
 
 /// The type of a temporal property, as MF-JSON names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Deserialize, Serialize)]
+#[non_exhaustive]
 pub enum PropertyType {
     /// Real numbers (the default).
     #[default]
@@ -204,6 +206,10 @@ impl std::str::FromStr for PropertyType {
 }
 
 /// The status of a query.
+///
+/// Exhaustive, unlike the vocabulary that grows: how a query ended decides
+/// what its caller does (the binary's exit code), so a new status must
+/// fail to compile where that is decided rather than fall into a wildcard.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum QueryStatus {
     /// Still running.

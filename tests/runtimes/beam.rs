@@ -1,6 +1,8 @@
 //! Apache Beam (jobs/beam/): the Python SDK pipeline in the FnApiRunner.
 
-use mfstream::{BridgeOptions, Op, QueryStatus, Source, StreamEngine};
+use mfstream::engine::{Source, StreamEngine};
+use mfstream::ops::Op;
+use mfstream::{BridgeOptions, QueryStatus};
 
 use super::*;
 use crate::util::*;

@@ -1,7 +1,9 @@
 //! MEOS (jobs/meos/): MobilityDB's C library applies the operations,
 //! loaded through the engine's library path.
 
-use mfstream::{Op, QueryStatus, Source, StreamEngine};
+use mfstream::QueryStatus;
+use mfstream::engine::{Source, StreamEngine};
+use mfstream::ops::Op;
 
 use super::*;
 use crate::util::*;

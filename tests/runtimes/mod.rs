@@ -17,9 +17,12 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use mfstream::config::Config;
+use mfstream::engine::{QueryHandle, Source, StreamEngine};
+use mfstream::ops::{Op, Transform};
 use mfstream::{
-    BridgeEngine, BridgeOptions, Config, Event, Framing, Instant, LocalEngine, Op, QueryHandle,
-    QuerySpec, QueryStatus, Source, StreamEngine, Transform, Value,
+    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, QuerySpec, QueryStatus,
+    Value,
 };
 
 use crate::util::*;
