@@ -15,7 +15,7 @@
 
 use super::frame::{put_str, take, take_bytes, take_str};
 use super::record::StoredEvent;
-use crate::vocab::{Instant, Value};
+use crate::vocab::{EventKind, Instant, Value};
 
 /// The bytes an event takes in a batch beyond its kind and data.
 #[cfg(test)]
@@ -29,7 +29,9 @@ pub(crate) fn decode_events(
 ) -> Result<(), String> {
     let mut id = first_id;
     while !data.is_empty() {
-        let kind = take_str(&mut data)?;
+        let name = take_str(&mut data)?;
+        let kind = EventKind::from_name(&name)
+            .ok_or_else(|| format!("an event of unknown kind {name:?}"))?;
         let data_ = take_str(&mut data)?;
         each(StoredEvent {
             id,
@@ -153,18 +155,18 @@ mod tests {
         let events = vec![
             StoredEvent {
                 id: 7,
-                kind: "instant".into(),
+                kind: EventKind::Instant,
                 data: "{\"value\":1}".into(),
             },
             StoredEvent {
                 id: 8,
-                kind: "window".into(),
+                kind: EventKind::Window,
                 data: String::new(),
             },
         ];
         let mut batch = super::super::record::EventBatch::new(7);
         for e in &events {
-            batch.push(&e.kind, e.data.as_bytes());
+            batch.push(e.kind, e.data.as_bytes());
         }
         let data = batch.data().to_vec();
         assert_eq!(
@@ -178,6 +180,15 @@ mod tests {
         decode_events(&data, 7, |e| back.push(e)).unwrap();
         assert_eq!(back, events);
         assert!(decode_events(&data[..data.len() - 1], 7, |_| {}).is_err());
+    }
+
+    #[test]
+    fn an_event_of_an_unknown_kind_is_an_error() {
+        let mut data = Vec::new();
+        super::super::frame::put_bytes(b"tick", &mut data);
+        super::super::frame::put_bytes(b"{}", &mut data);
+        let err = decode_events(&data, 1, |_| {}).unwrap_err();
+        assert!(err.to_string().contains("\"tick\""), "{err}");
     }
 
     #[test]

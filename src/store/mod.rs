@@ -534,7 +534,7 @@ impl Store {
                     got: event.id,
                 }));
             }
-            batch.push(&event.kind, event.data.as_bytes());
+            batch.push(event.kind, event.data.as_bytes());
         }
         self.append_batch(id, batch, checkpoint).await
     }

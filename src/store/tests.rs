@@ -77,7 +77,7 @@ pub(super) fn query_on(id: &str, property: &PropertyPath) -> NewQuery {
 fn event(id: u64) -> StoredEvent {
     StoredEvent {
         id,
-        kind: "instant".into(),
+        kind: crate::vocab::EventKind::Instant,
         data: format!(r#"{{"datetime":"t{id}","value":{id}}}"#),
     }
 }

@@ -10,7 +10,7 @@ mod aggregation;
 mod event;
 
 pub use self::aggregation::Aggregation;
-pub use self::event::{Event, InstantEvent, WindowEvent};
+pub use self::event::{Event, EventKind, InstantEvent, WindowEvent};
 
 /// The value of one temporal-property instant.
 ///

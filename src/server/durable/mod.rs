@@ -111,7 +111,12 @@ impl Keeper {
             event.write_json(&mut json);
             new.get_or_insert_with(|| EventBatch::new(id))
                 .push(event.kind(), &json);
-            frames.push(super::fanout::frame(&mut buf, id, event.kind(), &json));
+            frames.push(super::fanout::frame(
+                &mut buf,
+                id,
+                event.kind().as_str(),
+                &json,
+            ));
         }
         let Some(new) = new else {
             return Ok(());

@@ -568,8 +568,8 @@ mod tests {
 
     fn events_with(cp: Option<&Checkpoint>) -> Vec<u8> {
         let mut batch = super::super::super::EventBatch::new(2);
-        batch.push("instant", b"{\"value\":1}");
-        batch.push("window", b"{}");
+        batch.push(crate::vocab::EventKind::Instant, b"{\"value\":1}");
+        batch.push(crate::vocab::EventKind::Window, b"{}");
         let head = EventsHead {
             query: "q",
             first_id: 2,
