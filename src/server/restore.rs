@@ -19,10 +19,10 @@ use crate::store::{EventIds, RestoredQuery, Store, StoreError, StoreErrorKind};
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::App;
-use super::durable::{self, Keeper, Ledger, Rule};
+use super::durable::{Keeper, Ledger, Rule};
 use super::fanout::Fanout;
-use super::property::PropertyKey;
 use super::table::{About, Kind, Query, Reservation, Started};
+use crate::vocab::PropertyPath;
 
 /// The logged instants read at once while replaying.
 const PAGE: usize = 16 * 1024;
@@ -77,7 +77,7 @@ async fn one(
     restored: RestoredQuery,
     counts: &mut Restored,
 ) -> Result<(), StoreError> {
-    let key = durable::key(&restored.property);
+    let key = restored.property.clone();
     // Whatever the bounds now, what was registered comes back.
     let Ok(mut reservation) = app.table.reserve(&key, usize::MAX, usize::MAX) else {
         return Ok(());
@@ -126,7 +126,7 @@ async fn one(
 async fn ended(
     app: &App,
     restored: RestoredQuery,
-    key: PropertyKey,
+    key: PropertyPath,
     reservation: Reservation<'_>,
     fanout: Arc<Fanout>,
     spec: Result<QuerySpec, String>,
@@ -163,7 +163,7 @@ async fn resume<'a>(
     app: &'a App,
     store: &Arc<Store>,
     restored: &RestoredQuery,
-    key: &PropertyKey,
+    key: &PropertyPath,
     reservation: Reservation<'a>,
     fanout: &Arc<Fanout>,
 ) -> Result<u64, (Reservation<'a>, String)> {

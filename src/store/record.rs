@@ -4,16 +4,7 @@ use std::time::SystemTime;
 
 use crate::vocab::{Event, EventKind, Instant, QueryStatus};
 
-/// A temporal property: `/collections/{collection}/items/{feature}/tproperties/{property}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PropertyPath {
-    /// The collection id.
-    pub collection: String,
-    /// The feature id.
-    pub feature: String,
-    /// The temporal property's name.
-    pub property: String,
-}
+pub use crate::vocab::PropertyPath;
 
 /// A query to register: what `POST …/queries` accepted.
 #[derive(Debug, Clone)]

@@ -66,12 +66,11 @@ use axum::http::StatusCode;
 use bytes::BytesMut;
 
 use crate::budget::Bytes;
-use crate::store::{Assigned, EventBatch, EventIds, PropertyPath, Store, StoreError};
+use crate::store::{Assigned, EventBatch, EventIds, Store, StoreError};
 use crate::vocab::{Event, Instant};
 
 use super::fanout::Fanout;
 use super::problem::Problem;
-use super::property::PropertyKey;
 
 pub(crate) use self::ledger::{Ledger, Rule};
 
@@ -176,24 +175,6 @@ impl LogCap {
                 Bytes(kept)
             )
         })
-    }
-}
-
-/// The store's name for a property.
-pub(crate) fn path(key: &PropertyKey) -> PropertyPath {
-    PropertyPath {
-        collection: key.collection.clone(),
-        feature: key.feature.clone(),
-        property: key.property.clone(),
-    }
-}
-
-/// The server's name for a stored property.
-pub(crate) fn key(path: &PropertyPath) -> PropertyKey {
-    PropertyKey {
-        collection: path.collection.clone(),
-        feature: path.feature.clone(),
-        property: path.property.clone(),
     }
 }
 
