@@ -46,7 +46,7 @@ pub fn describe(path: &Path) -> Result<String, String> {
             .map(|e| DescribedEngine {
                 name: e.name.clone(),
                 description: e.description.clone(),
-                serves: e.serves,
+                serves: super::serves::to_abi(e.serves),
                 not_ready: super::call::ready(e).err(),
                 abi_version: e.abi_version,
             })

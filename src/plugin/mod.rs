@@ -10,6 +10,8 @@
 //!   symbol, ABI version, struct sizes, engine names) and reports each
 //!   failure naming the file and the reason (`file` checks the file
 //!   itself); `error` holds those reasons, a leaf both of them use;
+//! - `serves` turns a descriptor's `MFS_SERVES_*` bits into the typed
+//!   [`Serves`](crate::engine::Serves), once, keeping unknown bits apart;
 //! - [`PluginEngine`] is one engine of a loaded plugin, a [`StreamEngine`]
 //!   like any other. It holds the library (an `Arc`), and so does each of
 //!   its queries: a library is never unloaded under running code;
@@ -26,18 +28,18 @@ mod file;
 mod isolated;
 mod load;
 mod query;
+mod serves;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mfstream_plugin::abi::MFS_SERVES_TRANSFORM;
 
 pub use self::error::{PluginError, PluginErrorKind};
 pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
 };
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
@@ -79,16 +81,6 @@ impl PluginEngine {
     }
 }
 
-/// The kinds of query an engine serves: every plugin engine transforms (the
-/// loader checks it), and the host windows its outputs for aggregates.
-pub(crate) fn serves(bits: u32) -> Serves {
-    if bits & MFS_SERVES_TRANSFORM != 0 {
-        Serves::TRANSFORM | Serves::AGGREGATE
-    } else {
-        Serves::NONE
-    }
-}
-
 #[async_trait]
 impl StreamEngine for PluginEngine {
     fn name(&self) -> &str {
@@ -102,7 +94,7 @@ impl StreamEngine for PluginEngine {
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.fns.description.clone(),
-            serves: serves(self.fns.serves),
+            serves: serves::engine_serves(self.fns.serves),
             aggregates_in: AggregatesIn::Host,
         }
     }
