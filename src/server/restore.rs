@@ -57,7 +57,16 @@ async fn blocking<T: Send + 'static>(
     let s = store.clone();
     tokio::task::spawn_blocking(move || read(&s))
         .await
-        .map_err(|e| StoreError::new(store.dir(), StoreErrorKind::Database(e.to_string())))?
+        .map_err(|e| {
+            let message = e.to_string();
+            StoreError::new(
+                store.dir(),
+                StoreErrorKind::Thread {
+                    name: "restore",
+                    message,
+                },
+            )
+        })?
 }
 
 /// The spec a query was registered with, resolved as it was then.

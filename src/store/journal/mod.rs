@@ -338,8 +338,8 @@ pub(crate) struct Journal {
     broken: Arc<OnceLock<StoreErrorKind>>,
 }
 
-fn io(what: &str, path: &Path, e: std::io::Error) -> StoreErrorKind {
-    StoreErrorKind::Unwritable(format!("{what} {}: {e}", path.display()))
+fn io(action: &'static str, path: &Path, e: std::io::Error) -> StoreErrorKind {
+    StoreErrorKind::io(action, path, &e)
 }
 
 /// A record read back after the open no longer checks.
@@ -375,8 +375,8 @@ impl Journal {
     ) -> Result<Journal, StoreErrorKind> {
         let dir = store_dir.join(JOURNAL_DIR);
         vfs.create_dir_all(&dir)
-            .map_err(|e| io("cannot create", &dir, e))?;
-        let dir_id = vfs.id(&dir).map_err(|e| io("cannot read", &dir, e))?;
+            .map_err(|e| io("create", &dir, e))?;
+        let dir_id = vfs.id(&dir).map_err(|e| io("read", &dir, e))?;
         let found = scan(&*vfs, &dir)?;
         let placeholder = Active {
             number: 0,
@@ -416,7 +416,7 @@ impl Journal {
                 .open(&path, false)
                 .and_then(|file| file.sync())
                 .and_then(|()| inner.vfs.sync_dir(&inner.dir))
-                .map_err(|e| io("cannot sync", &path, e))?;
+                .map_err(|e| io("sync", &path, e))?;
         }
         let number = inner.segments.keys().next_back().map_or(1, |n| n + 1);
         inner.start_segment(number)?;
@@ -425,7 +425,10 @@ impl Journal {
         let thread = std::thread::Builder::new()
             .name("mfstream-journal".into())
             .spawn(move || inner.run(rx))
-            .map_err(|e| StoreErrorKind::Unwritable(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| StoreErrorKind::Thread {
+                name: "journal",
+                message: format!("cannot start it: {e}"),
+            })?;
         let budget_max = u32::try_from(options.queue_bytes.max(1)).unwrap_or(u32::MAX);
         Ok(Journal {
             broken,
@@ -981,7 +984,7 @@ impl Inner {
                     .insert(
                         self.vfs
                             .open(&path, false)
-                            .map_err(|e| io("cannot open", &path, e))?,
+                            .map_err(|e| io("open", &path, e))?,
                     )
                     .clone(),
             }
