@@ -92,6 +92,7 @@ use self::ring::{check_events, push_row, trim};
 pub(crate) use self::vfs::{OsFs, SegFile, Vfs};
 use super::batch;
 use super::error::StoreErrorKind;
+use super::frame::DecodeError;
 use super::record::{Checkpoint, EventBatch, LoggedInstant, PropertyPath, StoredEvent};
 use super::schema::JOURNAL_DIR;
 use super::{Durability, StoreOptions};
@@ -343,11 +344,11 @@ fn io(action: &'static str, path: &Path, e: std::io::Error) -> StoreErrorKind {
 }
 
 /// A record read back after the open no longer checks.
-fn corrupt(path: &Path, offset: u64, why: &str) -> StoreErrorKind {
+fn corrupt(path: &Path, offset: u64, why: DecodeError) -> StoreErrorKind {
     StoreErrorKind::JournalDamaged {
         segment: path.to_owned(),
         offset,
-        why: why.to_owned(),
+        why: why.to_string(),
     }
 }
 
@@ -989,8 +990,7 @@ impl Inner {
                     .clone(),
             }
         };
-        segment::read_at(&*file, loc.offset, loc.len)
-            .map_err(|why| corrupt(&path, loc.offset, &why))
+        segment::read_at(&*file, &path, loc.offset, loc.len)
     }
 
     /// Reads the record at `loc`, which must have the tag `tag`, and hands
@@ -1001,17 +1001,17 @@ impl Inner {
         loc: Loc,
         files: &mut HashMap<u64, Arc<dyn SegFile>>,
         tag: u8,
-        decode: impl FnOnce(&[u8]) -> Result<(), String>,
+        decode: impl FnOnce(&[u8]) -> Result<(), DecodeError>,
     ) -> Result<(), StoreErrorKind> {
         let payload = self.read(loc, files)?;
         let data = match segment::decode(&payload) {
             Ok(segment::Record::Instants { data, .. }) if tag == segment::TAG_INSTANTS => Ok(data),
             Ok(segment::Record::Events { data, .. }) if tag == segment::TAG_EVENTS => Ok(data),
-            Ok(_) => Err("a record of another kind than the index says".to_owned()),
+            Ok(_) => Err(DecodeError::WrongKind),
             Err(why) => Err(why),
         };
         data.and_then(decode)
-            .map_err(|why: String| corrupt(&self.path(loc), loc.offset, &why))
+            .map_err(|why| corrupt(&self.path(loc), loc.offset, why))
     }
 
     fn restored(&self, id: &str) -> Result<Option<Restored>, StoreErrorKind> {

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::super::error::StoreErrorKind;
+use super::super::frame::DecodeError;
 use super::super::record::{Checkpoint, PropertyPath};
 use super::ring::push_row;
 use super::vfs::Vfs;
@@ -162,7 +163,7 @@ pub(super) fn found_record(
     records: &mut Vec<Kept>,
     payload: &[u8],
     loc: Loc,
-) -> Result<(), String> {
+) -> Result<(), DecodeError> {
     match segment::decode(payload)? {
         segment::Record::Instants {
             property,
@@ -171,7 +172,7 @@ pub(super) fn found_record(
             ..
         } => {
             if count == 0 || first_seq == 0 {
-                return Err("an instants record without instants".into());
+                return Err(DecodeError::InstantsRange { count, first_seq });
             }
             records.push(Kept::Instants {
                 property: Arc::new(property.clone()),
