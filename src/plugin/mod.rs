@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
-pub use self::error::{PluginError, PluginErrorKind};
+pub use self::error::{ElfError, PluginError, PluginErrorKind};
 pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
@@ -67,7 +67,7 @@ pub struct PluginEngine {
 impl PluginEngine {
     /// The engine, asked once whether it is ready.
     pub(crate) fn new(library: Arc<Library>, fns: EngineFns) -> PluginEngine {
-        let not_ready = call::ready(&fns).err();
+        let not_ready = call::ready(&fns).err().map(|e| e.to_string());
         PluginEngine {
             library,
             fns,
@@ -150,7 +150,7 @@ impl StreamEngine for PluginEngine {
             .map_err(|e| start_error(format!("cannot start the query's thread: {e}")))?;
         match opened_rx.await {
             Ok(Ok(())) => Ok(handle),
-            Ok(Err(reason)) => Err(start_error(reason)),
+            Ok(Err(reason)) => Err(start_error(reason.to_string())),
             Err(_) => Err(start_error(
                 "the query's thread ended before opening it".into(),
             )),
