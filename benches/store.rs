@@ -310,7 +310,7 @@ async fn events(n: u64) -> (u64, Duration) {
         let events: Vec<_> = (id..(id + 64).min(n + 1))
             .map(|id| StoredEvent {
                 id,
-                kind: "instant".into(),
+                kind: mfstream::EventKind::Instant,
                 data: format!(
                     r#"{{"datetime":"2026-01-01T00:00:00.{id:06}Z","value":{},"property":"speed","operation":"mul"}}"#,
                     id as f64 * 1.852

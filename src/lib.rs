@@ -118,6 +118,7 @@ pub use crate::registry::{ListedEngine, Registry, RegistryError};
 pub use crate::server::{ServeError, ServeOptions, Server};
 pub use crate::spec::{QueryKind, QuerySpec, Registration, RegistrationError};
 pub use crate::spec_error::SpecError;
+pub use crate::vocab::EventKind;
 pub use crate::vocab::{
     Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
 };
@@ -137,5 +138,5 @@ struct ReadmeDoctests;
 /// executable), so no one else should call them.
 #[doc(hidden)]
 pub mod plugin_host {
-    pub use crate::plugin::child::{describe, serve};
+    pub use crate::plugin::child::{PluginHostError, describe, serve};
 }

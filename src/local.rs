@@ -6,14 +6,14 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 
-use crate::aggregate::Windower;
+use crate::aggregate::{WindowError, Windower};
 use crate::clock::WallClock;
 use crate::engine::{
     AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Serves,
     Source, StreamEngine,
 };
 use crate::on_error::OnError;
-use crate::ops::Transform;
+use crate::ops::{DomainError, Op, Transform};
 use crate::plan::{self, Plan, plan};
 use crate::spec::QuerySpec;
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
@@ -137,11 +137,11 @@ impl Work {
     /// names the record and fails the query. A record with no result in
     /// its operation's domain is skipped under `onError: skip`, else an
     /// error too.
-    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<Pushed, String> {
+    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<Pushed, RecordError> {
         let instant = match &self.transform {
-            Some(transform) => match transformed(transform, instant)? {
+            Some(transform) => match transformed(transform, instant) {
                 Ok(instant) => instant,
-                Err(_) if self.on_error == OnError::Skip => {
+                Err(RecordError::Domain { .. }) if self.on_error == OnError::Skip => {
                     // The next event carries it: the window's, or the
                     // next transformed instant's.
                     match &mut self.windower {
@@ -155,7 +155,7 @@ impl Work {
             None => instant,
         };
         match &mut self.windower {
-            Some(windower) => windower.push(instant, events).map(|()| Pushed::Done),
+            Some(windower) => Ok(windower.push(instant, events).map(|()| Pushed::Done)?),
             None => {
                 events.push(Event::Instant(InstantEvent {
                     datetime: instant.datetime,
@@ -194,7 +194,9 @@ async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Op
             }
         }
         if let Some(reason) = failure {
-            return Some(QueryStatus::Failed { reason });
+            return Some(QueryStatus::Failed {
+                reason: reason.to_string(),
+            });
         }
     }
     output
@@ -240,24 +242,48 @@ async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
     tracing::debug!(%status, "query ended");
     output.finish(status);
 }
-/// The instant with its value transformed, or why it has no result (the
-/// inner error: outside the operation's domain, or not finite); the outer
-/// error is a value that is not a number.
-fn transformed(transform: &Transform, instant: Instant) -> Result<Result<Instant, String>, String> {
+/// Why a record fails a local query.
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    /// A value that is not a number, given to a transform.
+    #[error("record at {datetime} has value {value}, but {op} takes numbers")]
+    NotNumber {
+        datetime: String,
+        value: Value,
+        op: Op,
+    },
+    /// No result in the operation's domain (or not finite): skipped under
+    /// `onError: skip`.
+    #[error("record at {datetime}: {error}")]
+    Domain {
+        datetime: String,
+        error: DomainError,
+    },
+    /// The windower refused it.
+    #[error(transparent)]
+    Window(#[from] WindowError),
+}
+
+/// The instant with its value transformed, or why it has none.
+fn transformed(transform: &Transform, instant: Instant) -> Result<Instant, RecordError> {
     let x = match instant.value {
         Value::Number(x) => x,
-        other => {
-            return Err(format!(
-                "record at {} has value {other}, but {} takes numbers",
-                instant.datetime, transform.op
-            ));
+        value => {
+            return Err(RecordError::NotNumber {
+                datetime: instant.datetime,
+                value,
+                op: transform.op,
+            });
         }
     };
-    Ok(match transform.apply(x) {
+    match transform.apply(x) {
         Ok(y) => Ok(Instant {
             datetime: instant.datetime,
             value: Value::Number(y),
         }),
-        Err(e) => Err(format!("record at {}: {e}", instant.datetime)),
-    })
+        Err(error) => Err(RecordError::Domain {
+            datetime: instant.datetime,
+            error,
+        }),
+    }
 }

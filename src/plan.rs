@@ -108,7 +108,9 @@ pub(crate) async fn window(
                 .map_err(|_| QueryStatus::Stopped)?;
         }
         if let Some(reason) = failure {
-            return Err(QueryStatus::Failed { reason });
+            return Err(QueryStatus::Failed {
+                reason: reason.to_string(),
+            });
         }
     }
     output.emit(events).await.map_err(|_| QueryStatus::Stopped)
@@ -159,7 +161,9 @@ pub(crate) async fn advance(
         .await
         .map_err(|_| QueryStatus::Stopped)?;
     match failure {
-        Some(reason) => Err(QueryStatus::Failed { reason }),
+        Some(reason) => Err(QueryStatus::Failed {
+            reason: reason.to_string(),
+        }),
         None => Ok(()),
     }
 }
@@ -227,7 +231,9 @@ pub(crate) async fn finish(
     }
     match flushed {
         Ok(()) => status,
-        Err(reason) => QueryStatus::Failed { reason },
+        Err(reason) => QueryStatus::Failed {
+            reason: reason.to_string(),
+        },
     }
 }
 

@@ -246,7 +246,7 @@ impl Snapshot {
                     name: def.name.clone(),
                     kind: EngineKind::Bridge,
                     ready: false,
-                    reason: Some(reason),
+                    reason: Some(reason.to_string()),
                     description: def.description.clone(),
                     serves: Serves::TRANSFORM | Serves::AGGREGATE,
                     aggregates_in: if def.aggregates {

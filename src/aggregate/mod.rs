@@ -27,7 +27,7 @@ mod windower;
 
 pub(crate) use self::grid::Grid;
 pub use self::window::{MAX_WINDOW_BUCKETS, MAX_WINDOWS_PER_RECORD, TimeUnit, Window};
-pub use self::windower::Windower;
+pub use self::windower::{WindowError, Windower};
 
 /// `a, b or c`.
 pub(crate) fn list<T: fmt::Display>(items: &[T]) -> String {

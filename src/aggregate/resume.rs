@@ -76,41 +76,63 @@ pub(crate) fn encode(end: i64) -> Vec<u8> {
     state
 }
 
+/// Why a checkpoint's state is no resume point for the query read back
+/// (a query's message after "could not be resumed after a restart: ").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum StateError {
+    /// A resume point of another length.
+    #[error(
+        "its checkpoint state has {len} bytes, but a time window's resume point (version \
+         {VERSION}) has {ENCODED_LEN}"
+    )]
+    Length { len: usize },
+    /// A resume point past any datetime.
+    #[error("its checkpoint resumes the windows at {end} s since the epoch, beyond any datetime")]
+    Beyond { end: i64 },
+    /// A resume point that is not a window's end on the query's grid.
+    #[error(
+        "its checkpoint resumes the windows at {end} s since the epoch, which is no window's \
+         end (a multiple of the hop, {hop} s)"
+    )]
+    NotAnEnd { end: i64, hop: i64 },
+    /// Another version of the resume point.
+    #[error(
+        "its checkpoint holds version {version} of a time window's resume point, but this \
+         mfstream reads version {VERSION}"
+    )]
+    Version { version: u8 },
+    /// Some other state.
+    #[error("its checkpoint holds an engine state that is not a time window's resume point")]
+    Foreign,
+    /// A state for a query that keeps none.
+    #[error(
+        "its checkpoint holds an engine state, but only a time window on the local engine has one"
+    )]
+    Unexpected,
+}
+
 /// The resume point of a window on `grid`, read back from
 /// a checkpoint state; why it is not one.
-pub(crate) fn decode(state: &[u8], grid: Grid) -> Result<i64, String> {
+pub(crate) fn decode(state: &[u8], grid: Grid) -> Result<i64, StateError> {
     match state {
         [KIND, VERSION, end @ ..] => {
-            let end: [u8; 8] = end.try_into().map_err(|_| {
-                format!(
-                    "its checkpoint state has {} bytes, but a time window's resume point \
-                     (version {VERSION}) has {ENCODED_LEN}",
-                    state.len()
-                )
-            })?;
+            let end: [u8; 8] = end
+                .try_into()
+                .map_err(|_| StateError::Length { len: state.len() })?;
             let end = i64::from_le_bytes(end);
             if !(-MAX_END..=MAX_END).contains(&end) {
-                return Err(format!(
-                    "its checkpoint resumes the windows at {end} s since the epoch, beyond any \
-                     datetime"
-                ));
+                return Err(StateError::Beyond { end });
             }
             if !grid.is_end(end) {
-                return Err(format!(
-                    "its checkpoint resumes the windows at {end} s since the epoch, which is no \
-                     window's end (a multiple of the hop, {} s)",
-                    grid.hop()
-                ));
+                return Err(StateError::NotAnEnd {
+                    end,
+                    hop: grid.hop(),
+                });
             }
             Ok(end)
         }
-        [KIND, version, ..] => Err(format!(
-            "its checkpoint holds version {version} of a time window's resume point, but this \
-             mfstream reads version {VERSION}"
-        )),
-        _ => Err(
-            "its checkpoint holds an engine state that is not a time window's resume point".into(),
-        ),
+        [KIND, version, ..] => Err(StateError::Version { version: *version }),
+        _ => Err(StateError::Foreign),
     }
 }
 
@@ -182,23 +204,33 @@ mod tests {
         assert_eq!(decode(&encode(-120), g(60, 60)), Ok(-120));
         assert_eq!(decode(&encode(1_767_225_600), g(5, 5)), Ok(1_767_225_600));
         let wrong = decode(&encode(7), g(5, 5)).unwrap_err();
+        assert_eq!(wrong, StateError::NotAnEnd { end: 7, hop: 5 });
+        let wrong = wrong.to_string();
         assert!(
             wrong.contains("no window's end") && wrong.contains("5 s"),
             "{wrong}"
         );
         let far = decode(&encode(i64::MAX), g(1, 1)).unwrap_err();
+        assert_eq!(far, StateError::Beyond { end: i64::MAX });
+        let far = far.to_string();
         assert!(far.contains("beyond any datetime"), "{far}");
         let short = decode(&encode(5)[..6], g(5, 5)).unwrap_err();
+        assert_eq!(short, StateError::Length { len: 6 });
+        let short = short.to_string();
         assert!(short.contains("6 bytes") && short.contains("10"), "{short}");
         let mut newer = encode(5);
         newer[1] = 2;
         let newer = decode(&newer, g(5, 5)).unwrap_err();
+        assert_eq!(newer, StateError::Version { version: 2 });
+        let newer = newer.to_string();
         assert!(
             newer.contains("version 2") && newer.contains("version 1"),
             "{newer}"
         );
         for other in [&b""[..], b"{}", &[0; 10]] {
             let e = decode(other, g(5, 5)).unwrap_err();
+            assert_eq!(e, StateError::Foreign);
+            let e = e.to_string();
             assert!(e.contains("not a time window's resume point"), "{e}");
         }
     }

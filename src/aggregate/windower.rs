@@ -84,6 +84,10 @@ use crate::on_error::OnError;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
 
+mod error;
+
+pub use self::error::WindowError;
+
 /// Computes a windowed aggregate over instants pushed in arrival order.
 ///
 /// ```
@@ -328,13 +332,13 @@ impl Windower {
 
     /// Publishes the windows' bytes to the budget; an error when the query
     /// holds more than it allows.
-    fn charge(&self) -> Result<(), String> {
+    fn charge(&self) -> Result<(), WindowError> {
         let Some(budget) = &self.budget else {
             return Ok(());
         };
         budget.set(Part::Windows, self.state_bytes());
         match budget.exceeded() {
-            Some(reason) => Err(reason),
+            Some(reason) => Err(WindowError::OverBudget(reason)),
             None => Ok(()),
         }
     }
@@ -390,7 +394,7 @@ impl Windower {
     ///
     /// An error fails the query: the reason names the record (a datetime
     /// that does not parse, a value of the wrong type).
-    pub fn push(&mut self, instant: Instant, out: &mut Vec<Event>) -> Result<(), String> {
+    pub fn push(&mut self, instant: Instant, out: &mut Vec<Event>) -> Result<(), WindowError> {
         self.check_value(&instant)?;
         let seq = self.seq;
         self.seq += 1;
@@ -400,11 +404,10 @@ impl Windower {
             _ => match datetime::parse(&instant.datetime) {
                 Some(t) => t.secs,
                 None => {
-                    return Err(format!(
-                        "record at {:?} (value {}): the datetime is not ISO-8601, such as \
-                         2026-01-01T00:00:00Z",
-                        instant.datetime, instant.value
-                    ));
+                    return Err(WindowError::Datetime {
+                        datetime: instant.datetime,
+                        value: instant.value,
+                    });
                 }
             },
         };
@@ -459,7 +462,7 @@ impl Windower {
     /// window ignores the clock.
     ///
     /// An error fails the query: a window that cannot be written.
-    pub fn advance(&mut self, now: i64, out: &mut Vec<Event>) -> Result<(), String> {
+    pub fn advance(&mut self, now: i64, out: &mut Vec<Event>) -> Result<(), WindowError> {
         match &mut self.mode {
             Mode::Count { .. } => Ok(()),
             Mode::Time(time) => {
@@ -494,7 +497,7 @@ impl Windower {
     ///
     /// An error fails the query: a window whose `SUM` overflows
     /// cannot be written (the windows before it are in `out`).
-    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), String> {
+    pub fn finish(&mut self, out: &mut Vec<Event>) -> Result<(), WindowError> {
         let emit = self.emit_partial;
         let emitter = &mut self.emitter;
         match &mut self.mode {
@@ -525,7 +528,7 @@ impl Windower {
         Ok(())
     }
 
-    fn check_value(&self, instant: &Instant) -> Result<(), String> {
+    fn check_value(&self, instant: &Instant) -> Result<(), WindowError> {
         let (ok, wanted) = match (self.expect, &instant.value) {
             (Expect::Any, _)
             | (Expect::Number, Value::Number(_))
@@ -538,10 +541,12 @@ impl Windower {
         if ok {
             return Ok(());
         }
-        Err(format!(
-            "record at {} has value {}, but {} here takes {wanted}",
-            instant.datetime, instant.value, self.emitter.aggregation
-        ))
+        Err(WindowError::WrongType {
+            datetime: instant.datetime.clone(),
+            value: instant.value.clone(),
+            aggregation: self.emitter.aggregation,
+            wanted,
+        })
     }
 }
 
@@ -570,7 +575,7 @@ impl TimeWindows {
         w: i64,
         emitter: &mut Emitter,
         out: &mut Vec<Event>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WindowError> {
         if let Some(m) = self.watermark {
             if m >= w {
                 return Ok(());
@@ -611,7 +616,7 @@ impl TimeWindows {
         boundary: i64,
         partial: bool,
         out: &mut Vec<Event>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WindowError> {
         let distinct = self
             .distinct
             .as_ref()
@@ -650,7 +655,7 @@ impl Emitter {
     /// The event of `acc`'s window, emptying it. When the aggregate
     /// overflows (JSON has no infinity), none under `onError: skip` (the
     /// window is counted as skipped), else an error naming the window.
-    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Option<Event>, String> {
+    fn event(&mut self, acc: &mut Acc, partial: bool) -> Result<Option<Event>, WindowError> {
         let value = acc.value(self.aggregation);
         let count = acc.count;
         let (window_start, window_end) = acc.take_bounds();
@@ -660,10 +665,11 @@ impl Emitter {
                 self.untaken += count;
                 return Ok(None);
             }
-            return Err(format!(
-                "the {} of the window from {window_start} to {window_end} overflows",
-                self.aggregation
-            ));
+            return Err(WindowError::Overflow {
+                aggregation: self.aggregation,
+                window_start,
+                window_end,
+            });
         }
         Ok(Some(Event::Window(WindowEvent {
             window_start,
@@ -688,7 +694,7 @@ impl Emitter {
         distinct: Option<usize>,
         partial: bool,
         out: &mut Vec<Event>,
-    ) -> Result<(), String> {
+    ) -> Result<(), WindowError> {
         let mut window = Acc::merge_all_counted(
             buckets
                 .iter()

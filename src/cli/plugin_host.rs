@@ -13,12 +13,12 @@ pub fn plugin_host(args: PluginHostArgs) -> Result<Outcome> {
                 println!("{json}");
                 Ok(Outcome::Success)
             }
-            Err(reason) => Ok(Outcome::InvalidConfig(reason)),
+            Err(reason) => Ok(Outcome::InvalidConfig(reason.to_string())),
         },
         PluginHostAction::Run { lib, engine, .. } => {
             match mfstream::plugin_host::serve(&lib, &engine) {
                 Ok(()) => Ok(Outcome::Success),
-                Err(reason) => Ok(Outcome::QueryFailed(reason)),
+                Err(reason) => Ok(Outcome::QueryFailed(reason.to_string())),
             }
         }
     }

@@ -58,6 +58,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue, ValueDeserializer};
 
 mod problem;
+mod resolve;
 
 use crate::bridge::{BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy};
 use crate::engine::is_engine_name;
@@ -66,6 +67,7 @@ use crate::plugin::Isolation;
 
 pub use self::problem::{ConfigError, ConfigProblem};
 use self::problem::{ErrorKind, Problems};
+pub use self::resolve::ResolveError;
 
 /// The name used in messages for text parsed without a path.
 const DEFAULT_FILE_NAME: &str = "engines.toml";
@@ -201,19 +203,29 @@ impl EngineDef {
     ///
     /// `Err` says why the engine is not ready, naming the variable: it is
     /// unset or empty, or its value does not split into words.
-    pub fn resolve(&self, env: &dyn Fn(&str) -> Option<String>) -> Result<BridgeOptions, String> {
-        let var = &self.cmd_env;
-        let command = match env(var) {
-            None => return Err(format!("{var} is not set (the bridge-job command prefix)")),
-            Some(value) if value.trim().is_empty() => {
-                return Err(format!("{var} is empty (the bridge-job command prefix)"));
-            }
+    pub fn resolve(
+        &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<BridgeOptions, ResolveError> {
+        let var = self.cmd_env.clone();
+        let command = match env(&var) {
+            None => return Err(ResolveError::Unset { var }),
+            Some(value) if value.trim().is_empty() => return Err(ResolveError::Empty { var }),
             Some(value) => value,
         };
-        let argv = shell_words::split(&command)
-            .map_err(|e| format!("{var} does not split into words ({e}): {command:?}"))?;
+        let argv = match shell_words::split(&command) {
+            Ok(argv) => argv,
+            Err(e) => {
+                let message = e.to_string();
+                return Err(ResolveError::Split {
+                    var,
+                    command,
+                    message,
+                });
+            }
+        };
         if argv.first().is_none_or(|program| program.is_empty()) {
-            return Err(format!("{var} names no program: {command:?}"));
+            return Err(ResolveError::NoProgram { var, command });
         }
         let libpath = self
             .libpath_env

@@ -511,8 +511,12 @@ fn flink() -> EngineDef {
 #[test]
 fn resolve_with_the_command_unset_names_the_variable() {
     let reason = flink().resolve(&env_of(&[])).unwrap_err();
+    assert!(
+        matches!(&reason, ResolveError::Unset { var } if var == "MFAPI_X_CMD"),
+        "{reason}"
+    );
     assert_eq!(
-        reason,
+        reason.to_string(),
         "MFAPI_X_CMD is not set (the bridge-job command prefix)"
     );
 }
@@ -523,8 +527,9 @@ fn resolve_with_the_command_empty_names_the_variable() {
         let reason = flink()
             .resolve(&env_of(&[("MFAPI_X_CMD", empty)]))
             .unwrap_err();
+        assert!(matches!(reason, ResolveError::Empty { .. }), "{reason}");
         assert_eq!(
-            reason,
+            reason.to_string(),
             "MFAPI_X_CMD is empty (the bridge-job command prefix)"
         );
     }
@@ -534,6 +539,8 @@ fn resolve_with_the_command_empty_names_the_variable() {
 fn resolve_with_an_unbalanced_quote_names_the_variable() {
     let env = env_of(&[("MFAPI_X_CMD", "java -jar 'job.jar")]);
     let reason = flink().resolve(&env).unwrap_err();
+    assert!(matches!(reason, ResolveError::Split { .. }), "{reason}");
+    let reason = reason.to_string();
     assert!(
         reason.starts_with("MFAPI_X_CMD does not split into words"),
         "{reason}"
@@ -546,7 +553,11 @@ fn resolve_with_an_empty_program_word_names_the_variable() {
     let reason = flink()
         .resolve(&env_of(&[("MFAPI_X_CMD", "'' job")]))
         .unwrap_err();
-    assert_eq!(reason, "MFAPI_X_CMD names no program: \"'' job\"");
+    assert!(matches!(reason, ResolveError::NoProgram { .. }), "{reason}");
+    assert_eq!(
+        reason.to_string(),
+        "MFAPI_X_CMD names no program: \"'' job\""
+    );
 }
 
 #[test]

@@ -72,6 +72,7 @@ impl fmt::Display for AggregatesIn {
 /// assert_eq!(serves.to_string(), "transform,aggregate");
 /// assert_eq!(serves, ["transform", "aggregate"]);
 /// assert_eq!(Serves::NONE.to_string(), "");
+/// assert_eq!(serves.iter().collect::<Vec<_>>(), [Serves::TRANSFORM, Serves::AGGREGATE]);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Serves {
@@ -99,6 +100,15 @@ impl Serves {
     /// Whether nothing is served.
     pub fn is_empty(self) -> bool {
         self.bits == 0
+    }
+
+    /// Each kind served, alone: [`Serves::TRANSFORM`], then
+    /// [`Serves::AGGREGATE`].
+    pub fn iter(self) -> impl Iterator<Item = Serves> {
+        Serves::KINDS
+            .into_iter()
+            .map(|(kind, _)| kind)
+            .filter(move |kind| self.contains(*kind))
     }
 
     /// The names of the kinds served: `transform`, then `aggregate`.

@@ -53,7 +53,7 @@ pub(crate) struct Collector<'a> {
     /// Where full batches go; `None` discards events (a close after failure).
     pub sink: Option<Sink<'a>>,
     events: Vec<Event>,
-    failure: Option<String>,
+    failure: Option<CallError>,
     /// The consumer has gone.
     pub gone: bool,
     property: Arc<str>,
@@ -95,8 +95,10 @@ impl Collector<'_> {
                 self.carry += 1;
             }
             NoResult::Fail => {
-                self.failure
-                    .get_or_insert_with(|| format!("record at {datetime}: {why}"));
+                self.failure.get_or_insert_with(|| CallError::NoResult {
+                    datetime: datetime.to_owned(),
+                    why: why.to_owned(),
+                });
                 return MFS_STOP;
             }
             NoResult::Report(report) => {
@@ -118,11 +120,10 @@ impl Collector<'_> {
         }
     }
 
-    fn take(&mut self, raw: &MfsEvent) -> Result<(), String> {
+    fn take(&mut self, raw: &MfsEvent) -> Result<(), CallError> {
         // SAFETY: the plugin's events are valid for the emit call.
         let datetime = unsafe { raw.datetime.as_bytes() };
-        let datetime = std::str::from_utf8(datetime)
-            .map_err(|_| "the plugin emitted a datetime that is not UTF-8".to_owned())?;
+        let datetime = std::str::from_utf8(datetime).map_err(|_| CallError::DatetimeNotUtf8)?;
         let value = match raw.value.kind {
             // Not finite: taken as a record with no result before this.
             MFS_NUMBER => Value::Number(raw.value.number),
@@ -130,16 +131,12 @@ impl Collector<'_> {
             MFS_TEXT => {
                 // SAFETY: as the datetime.
                 let text = unsafe { raw.value.text.as_bytes() };
-                let text = std::str::from_utf8(text).map_err(|_| {
-                    format!("the plugin emitted a text that is not UTF-8 at {datetime}")
+                let text = std::str::from_utf8(text).map_err(|_| CallError::TextNotUtf8 {
+                    datetime: datetime.to_owned(),
                 })?;
                 Value::Text(text.to_owned())
             }
-            other => {
-                return Err(format!(
-                    "the plugin emitted a value of unknown kind {other}"
-                ));
-            }
+            kind => return Err(CallError::UnknownKind { kind }),
         };
         self.events.push(Event::Instant(InstantEvent {
             datetime: datetime.to_owned(),
@@ -210,25 +207,73 @@ unsafe extern "C" fn fail_callback(ctx: *mut c_void, message: MfsStr) {
     let collector = unsafe { &mut *ctx.cast::<Collector<'_>>() };
     // SAFETY: the message is valid for the call.
     let text = String::from_utf8_lossy(unsafe { message.as_bytes() }).into_owned();
-    collector.failure = Some(text);
+    collector.failure = Some(CallError::Failed(text));
+}
+
+/// Why a call into a plugin engine failed: the query's failure reason (or,
+/// for `ready`, why the engine is not ready).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CallError {
+    /// The plugin's own reason, given to the host's `fail`.
+    #[error("{0}")]
+    Failed(String),
+    /// A record with no result, under `onError: fail`.
+    #[error("record at {datetime}: {why}")]
+    NoResult {
+        /// The record's datetime.
+        datetime: String,
+        /// Why it has no result, as the plugin said.
+        why: String,
+    },
+    /// `MFS_ERROR` without a reason.
+    #[error("the {engine} plugin engine reported an error without a reason")]
+    NoReason {
+        /// The engine.
+        engine: String,
+    },
+    /// A status the ABI does not define.
+    #[error("the {engine} plugin engine returned the unknown status {status}")]
+    Status {
+        /// The engine.
+        engine: String,
+        /// The status returned.
+        status: i32,
+    },
+    /// An event whose datetime is not UTF-8.
+    #[error("the plugin emitted a datetime that is not UTF-8")]
+    DatetimeNotUtf8,
+    /// An event whose text is not UTF-8.
+    #[error("the plugin emitted a text that is not UTF-8 at {datetime}")]
+    TextNotUtf8 {
+        /// The event's datetime.
+        datetime: String,
+    },
+    /// An event whose value kind the ABI does not define.
+    #[error("the plugin emitted a value of unknown kind {kind}")]
+    UnknownKind {
+        /// The `MfsValue::kind` emitted.
+        kind: u32,
+    },
 }
 
 /// The outcome of a plugin call.
-fn outcome(engine: &str, status: i32, collector: &mut Collector<'_>) -> Result<(), String> {
+fn outcome(engine: &str, status: i32, collector: &mut Collector<'_>) -> Result<(), CallError> {
     match (status, collector.failure.take()) {
         (MFS_OK, None) => Ok(()),
         (MFS_OK | MFS_ERROR, Some(reason)) => Err(reason),
-        (MFS_ERROR, None) => Err(format!(
-            "the {engine} plugin engine reported an error without a reason"
-        )),
-        (other, _) => Err(format!(
-            "the {engine} plugin engine returned the unknown status {other}"
-        )),
+        (MFS_ERROR, None) => Err(CallError::NoReason {
+            engine: engine.to_owned(),
+        }),
+        (status, _) => Err(CallError::Status {
+            engine: engine.to_owned(),
+            status,
+        }),
     }
 }
 
 /// Asks the engine whether it can run queries now: `Err` says why not.
-pub(crate) fn ready(fns: &EngineFns) -> Result<(), String> {
+pub(crate) fn ready(fns: &EngineFns) -> Result<(), CallError> {
     let Some(ready) = fns.ready else {
         return Ok(());
     };
@@ -241,7 +286,11 @@ pub(crate) fn ready(fns: &EngineFns) -> Result<(), String> {
 
 impl State {
     /// Opens a query with `spec` (JSON).
-    pub(crate) fn open(library: Arc<Library>, fns: EngineFns, spec: &str) -> Result<State, String> {
+    pub(crate) fn open(
+        library: Arc<Library>,
+        fns: EngineFns,
+        spec: &str,
+    ) -> Result<State, CallError> {
         let mut collector = Collector::detached();
         let host = collector.host();
         let mut ptr = std::ptr::null_mut();
@@ -260,14 +309,14 @@ impl State {
         &mut self,
         batch: &[MfsInstant],
         collector: &mut Collector<'_>,
-    ) -> Result<(), String> {
+    ) -> Result<(), CallError> {
         let host = collector.host();
         // SAFETY: the state is open; the batch and host are valid for the call.
         let status = unsafe { (self.fns.process)(self.ptr, batch.as_ptr(), batch.len(), &host) };
         outcome(&self.fns.name, status, collector)
     }
 
-    pub(crate) fn close(&mut self, collector: &mut Collector<'_>) -> Result<(), String> {
+    pub(crate) fn close(&mut self, collector: &mut Collector<'_>) -> Result<(), CallError> {
         let ptr = std::mem::replace(&mut self.ptr, std::ptr::null_mut());
         if ptr.is_null() {
             return Ok(());

@@ -18,24 +18,91 @@
 
 use std::cell::RefCell;
 use std::io::{BufWriter, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mfstream_plugin::abi::MfsInstant;
 
-use super::call::{Collector, NoResult, State, to_raw};
+use super::call::{CallError, Collector, NoResult, State, to_raw};
+use super::error::{PluginError, PluginErrorKind};
 use super::isolated::{DESCRIBE_PROTOCOL, Described, DescribedEngine};
 use super::load::load;
 use crate::engine::BATCH;
-use crate::lines::{LineReader, quote};
+use crate::lines::{LineReader, LineTooLong, quote};
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
+use crate::spec_error::SpecError;
 use crate::vocab::{Event, Instant, write_json_str};
+
+/// Why the child side of an isolated plugin stopped: its message goes to
+/// stderr, and the host puts it in the plugin's or the query's error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PluginHostError {
+    /// `describe`: the library was refused (without its path: the host
+    /// adds it).
+    #[error("{0}")]
+    Refused(PluginErrorKind),
+    /// `run`: the library was refused.
+    #[error("{0}")]
+    Load(PluginError),
+    /// The descriptor could not be written as JSON.
+    #[error("cannot write the descriptor: {0}")]
+    Descriptor(serde_json::Error),
+    /// The library exports no engine of that name.
+    #[error("plugin {} has no engine {engine:?}", path.display())]
+    NoEngine {
+        /// The library.
+        path: PathBuf,
+        /// The engine asked for.
+        engine: String,
+    },
+    /// `MFSTREAM_QUERY` is not set.
+    #[error("MFSTREAM_QUERY is not set: the host passes the query there")]
+    NoQuery,
+    /// `MFSTREAM_QUERY` is not a query.
+    #[error("MFSTREAM_QUERY is not a query ({error}): {query}")]
+    BadQuery {
+        /// Why.
+        error: SpecError,
+        /// Its value.
+        query: String,
+    },
+    /// The query cannot run.
+    #[error("{0}")]
+    Plan(SpecError),
+    /// The query has no transform (the host windows; the plugin
+    /// transforms).
+    #[error("the query has no transform for the plugin to run")]
+    NoTransform,
+    /// Reading stdin failed.
+    #[error("cannot read stdin: {0}")]
+    Stdin(std::io::Error),
+    /// An input line over the bound.
+    #[error("input {0}")]
+    LineTooLong(LineTooLong),
+    /// An input line that is not an instant.
+    #[error("input line {line} is not an instant ({error}): {text}")]
+    NotInstant {
+        /// The line's 1-based number.
+        line: u64,
+        /// Why.
+        error: serde_json::Error,
+        /// The line, quoted and shortened.
+        text: String,
+    },
+    /// The plugin failed the query.
+    #[error("{0}")]
+    Call(#[from] CallError),
+    /// Writing stdout failed.
+    #[error("cannot write stdout: {0}")]
+    Stdout(std::io::Error),
+}
 
 /// The descriptor of the library at `path` as JSON (the host reads it as
 /// `isolated::Described`), or why it was refused (without the path: the
 /// host adds it).
-pub fn describe(path: &Path) -> Result<String, String> {
-    let loaded = load(path).map_err(|e| e.kind.to_string())?;
+pub fn describe(path: &Path) -> Result<String, PluginHostError> {
+    let loaded = load(path).map_err(|e| PluginHostError::Refused(e.kind))?;
     let described = Described {
         protocol: DESCRIBE_PROTOCOL,
         name: loaded.library.name.clone(),
@@ -46,34 +113,38 @@ pub fn describe(path: &Path) -> Result<String, String> {
             .map(|e| DescribedEngine {
                 name: e.name.clone(),
                 description: e.description.clone(),
-                serves: e.serves,
-                not_ready: super::call::ready(e).err(),
+                serves: super::serves::to_abi(e.serves),
+                not_ready: super::call::ready(e).err().map(|e| e.to_string()),
                 abi_version: e.abi_version,
             })
             .collect(),
     };
-    serde_json::to_string(&described).map_err(|e| format!("cannot write the descriptor: {e}"))
+    serde_json::to_string(&described).map_err(PluginHostError::Descriptor)
 }
 
 /// Serves one query of `engine` of the library at `path` on stdin and
 /// stdout; the spec comes from `MFSTREAM_QUERY`.
-pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
-    let loaded = load(path).map_err(|e| e.to_string())?;
+pub fn serve(path: &Path, engine: &str) -> Result<(), PluginHostError> {
+    let loaded = load(path).map_err(PluginHostError::Load)?;
     let fns = loaded
         .engines
         .iter()
         .find(|e| e.name == engine)
         .cloned()
-        .ok_or_else(|| format!("plugin {} has no engine {engine:?}", path.display()))?;
-    let query = std::env::var("MFSTREAM_QUERY")
-        .map_err(|_| "MFSTREAM_QUERY is not set: the host passes the query there".to_owned())?;
-    let spec = QuerySpec::from_json(&query)
-        .map_err(|e| format!("MFSTREAM_QUERY is not a query ({e}): {query}"))?;
+        .ok_or_else(|| PluginHostError::NoEngine {
+            path: path.to_owned(),
+            engine: engine.to_owned(),
+        })?;
+    let query = std::env::var("MFSTREAM_QUERY").map_err(|_| PluginHostError::NoQuery)?;
+    let spec = match QuerySpec::from_json(&query) {
+        Ok(spec) => spec,
+        Err(error) => return Err(PluginHostError::BadQuery { error, query }),
+    };
     // The host windows the outputs of an aggregate query; the plugin is
     // asked for the transform alone, planned as in process.
-    let spec = match plan(&spec).map_err(|e| e.to_string())? {
+    let spec = match plan(&spec).map_err(PluginHostError::Plan)? {
         Plan::Engine { transform, .. } => engine_spec(&spec, transform).to_json(),
-        Plan::Host(_) => return Err("the query has no transform for the plugin to run".into()),
+        Plan::Host(_) => return Err(PluginHostError::NoTransform),
     };
     let mut state = State::open(loaded.library.clone(), fns, &spec)?;
     let stdout = RefCell::new(BufWriter::with_capacity(
@@ -97,14 +168,14 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
     while !at_end {
         at_end = lines
             .read_from(&mut stdin)
-            .map_err(|e| format!("cannot read stdin: {e}"))?
+            .map_err(PluginHostError::Stdin)?
             == 0;
         loop {
             let next = match lines.next_line() {
                 Ok(Some(line)) => Some(line),
                 Ok(None) if at_end => lines.finish(),
                 Ok(None) => None,
-                Err(e) => return Err(format!("input {e}")),
+                Err(e) => return Err(PluginHostError::LineTooLong(e)),
             };
             let Some((line_no, line)) = next else {
                 break;
@@ -112,12 +183,12 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
             if line.is_empty() {
                 continue;
             }
-            let instant = Instant::from_json(line).map_err(|e| {
-                format!(
-                    "input line {line_no} is not an instant ({e}): {}",
-                    quote(line)
-                )
-            })?;
+            let instant =
+                Instant::from_json(line).map_err(|error| PluginHostError::NotInstant {
+                    line: line_no,
+                    error,
+                    text: quote(line),
+                })?;
             batch.push(instant);
             if batch.len() == BATCH && !process(&mut state, &mut batch, &mut collector)? {
                 return Ok(());
@@ -130,10 +201,7 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), String> {
     }
     state.close(&mut collector)?;
     collector.deliver();
-    stdout
-        .borrow_mut()
-        .flush()
-        .map_err(|e| format!("cannot write stdout: {e}"))
+    stdout.borrow_mut().flush().map_err(PluginHostError::Stdout)
 }
 
 /// Hands `batch` to the plugin and delivers its events: `Ok(false)` when
@@ -142,7 +210,7 @@ fn process(
     state: &mut State,
     batch: &mut Vec<Instant>,
     collector: &mut Collector<'_>,
-) -> Result<bool, String> {
+) -> Result<bool, CallError> {
     if batch.is_empty() {
         return Ok(!collector.gone);
     }

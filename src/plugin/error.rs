@@ -75,9 +75,13 @@ pub enum PluginErrorKind {
         /// Its owner.
         uid: u32,
     },
-    /// `dlopen` refused it, or it is not a whole shared library.
+    /// `dlopen` refused it.
     #[error("cannot load the library: {0}")]
     Load(String),
+    /// It is not a whole shared library of this machine (checked before
+    /// `dlopen` maps it).
+    #[error("cannot load the library: {0}")]
+    Elf(ElfError),
     /// No entry symbol.
     #[error(
         "the library exports no `mfstream_plugin` symbol, so it is not an mfstream plugin \
@@ -130,4 +134,26 @@ pub enum PluginErrorKind {
     /// The child that loads an isolated plugin refused it, in its words.
     #[error("{0}")]
     Child(String),
+}
+
+/// Why a file is not a whole ELF shared library of this machine.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ElfError {
+    /// Not a shared library at all, or one of another machine.
+    #[error("not a shared library: {0}")]
+    NotLibrary(&'static str),
+    /// A part the file names ends past its end.
+    #[error(
+        "the file is cut short: {what} ends at byte {end} but the file has {len} bytes (was it \
+         copied while still being written?)"
+    )]
+    Cut {
+        /// The part: the ELF header, a header table, a loadable segment.
+        what: String,
+        /// Where it ends (`u64::MAX` when that overflows).
+        end: u64,
+        /// The file's length.
+        len: u64,
+    },
 }

@@ -26,7 +26,7 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::error::PluginErrorKind;
+use super::error::{ElfError, PluginErrorKind};
 
 /// The largest plugin file read.
 const MAX_LIBRARY: u64 = 1 << 30;
@@ -52,7 +52,7 @@ pub(crate) fn read_library(path: &Path) -> Result<Vec<u8>, PluginErrorKind> {
         .take(MAX_LIBRARY + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| PluginErrorKind::Missing(e.to_string()))?;
-    check_elf(&bytes).map_err(PluginErrorKind::Load)?;
+    check_elf(&bytes).map_err(PluginErrorKind::Elf)?;
     Ok(bytes)
 }
 
@@ -215,15 +215,13 @@ const ET_DYN: u16 = 3;
 /// Checks that `bytes` are an ELF shared object of this machine's class and
 /// byte order that holds every segment and header it names: what `dlopen`
 /// would map, so that it never maps past the end of the file.
-pub(crate) fn check_elf(bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn check_elf(bytes: &[u8]) -> Result<(), ElfError> {
     let elf = Elf::identify(bytes)?;
     let len = bytes.len() as u64;
-    let cut = |what: &str, end: Option<u64>| {
-        format!(
-            "the file is cut short: {what} ends at byte {} but the file has {len} bytes \
-             (was it copied while still being written?)",
-            end.unwrap_or(u64::MAX)
-        )
+    let cut = |what: &str, end: Option<u64>| ElfError::Cut {
+        what: what.to_owned(),
+        end: end.unwrap_or(u64::MAX),
+        len,
     };
     let header = elf
         .header()
@@ -261,8 +259,8 @@ pub(crate) fn check_elf(bytes: &[u8]) -> Result<(), String> {
     Ok(())
 }
 
-fn not_library(why: &str) -> String {
-    format!("not a shared library: {why}")
+fn not_library(why: &'static str) -> ElfError {
+    ElfError::NotLibrary(why)
 }
 
 /// The fields of an ELF header that say what the file must hold.
@@ -284,7 +282,7 @@ struct Elf<'a> {
 
 impl<'a> Elf<'a> {
     /// The file's identification, checked against this machine's.
-    fn identify(bytes: &'a [u8]) -> Result<Elf<'a>, String> {
+    fn identify(bytes: &'a [u8]) -> Result<Elf<'a>, ElfError> {
         if bytes.len() < 16 || &bytes[..4] != b"\x7fELF" {
             return Err(not_library("the file does not start with the ELF magic"));
         }
@@ -380,6 +378,11 @@ mod tests {
         for cut in [0, 3, 20, 63, 64, 4096, 100_000, bytes.len() - 1] {
             let error = check_elf(&bytes[..cut]).expect_err("a cut file is refused");
             assert!(
+                matches!(error, ElfError::Cut { .. } | ElfError::NotLibrary(_)),
+                "{cut}: {error}"
+            );
+            let error = error.to_string();
+            assert!(
                 error.contains("cut short") || error.contains("not a shared library"),
                 "{cut}: {error}"
             );
@@ -389,6 +392,7 @@ mod tests {
     #[test]
     fn a_text_file_is_not_a_shared_library() {
         let error = check_elf(b"not a library\n").unwrap_err();
-        assert!(error.contains("ELF magic"), "{error}");
+        assert!(matches!(error, ElfError::NotLibrary(_)), "{error}");
+        assert!(error.to_string().contains("ELF magic"), "{error}");
     }
 }

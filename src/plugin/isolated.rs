@@ -12,10 +12,9 @@ use async_trait::async_trait;
 
 use super::error::{PluginError, PluginErrorKind};
 use super::load::check_file;
-use super::serves;
 use crate::bridge::{BridgeEngine, BridgeOptions, Framing};
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
 use crate::spec::QuerySpec;
 
@@ -31,7 +30,8 @@ const DESCRIBE_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct IsolatedEngine {
     bridge: BridgeEngine,
     description: String,
-    serves: u32,
+    /// What the plugin declared it serves.
+    serves: Serves,
     /// Why the engine cannot run queries, as its `ready` said in the child.
     not_ready: Option<String>,
 }
@@ -49,7 +49,7 @@ impl StreamEngine for IsolatedEngine {
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.description.clone(),
-            serves: serves(self.serves),
+            serves: super::serves::engine_serves(self.serves),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -106,7 +106,7 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             IsolatedEngine {
                 bridge: BridgeEngine::new(options),
                 description: engine.description,
-                serves: engine.serves,
+                serves: super::serves::from_abi(engine.serves).known,
                 not_ready: engine.not_ready,
             }
         })

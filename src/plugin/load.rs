@@ -25,13 +25,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use mfstream_plugin::abi::{
-    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MFS_SERVES_TRANSFORM, MIN_ABI_VERSION, MfsEngine,
-    MfsPlugin, MfsStr, OpenFn, ProcessFn, ReadyFn,
+    ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MIN_ABI_VERSION, MfsEngine, MfsPlugin, MfsStr,
+    OpenFn, ProcessFn, ReadyFn,
 };
 
 use super::error::{PluginError, PluginErrorKind};
 use super::file::{PrivateCopy, read_library};
-use crate::engine::is_engine_name;
+use crate::engine::{Serves, is_engine_name};
 
 /// Engines a plugin may export, at most.
 const MAX_ENGINES: usize = 1024;
@@ -63,7 +63,8 @@ impl fmt::Debug for Library {
 pub(crate) struct EngineFns {
     pub name: String,
     pub description: String,
-    pub serves: u32,
+    /// What it declared it serves (bits this host does not know left out).
+    pub serves: Serves,
     /// The plugin's ABI version: 1 has no per-record error (`MfsHost::error`).
     pub abi_version: u32,
     pub open: OpenFn,
@@ -206,12 +207,22 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
         // SAFETY: static strings (contract).
         let description = unsafe { utf8(engine.description) }
             .ok_or_else(|| at("the description is not UTF-8"))?;
-        if engine.serves & MFS_SERVES_TRANSFORM == 0 {
+        let declared = super::serves::from_abi(engine.serves);
+        if !declared.known.contains(Serves::TRANSFORM) {
             return Err(at(&format!(
                 "engine {name:?} serves no transforms (serves = {}): this mfstream runs \
                  transforms on plugins and computes windows itself",
                 engine.serves
             )));
+        }
+        if declared.unknown != 0 {
+            // A newer plugin's kinds: tolerated (this host never asks for
+            // them), said once so that its author knows.
+            tracing::warn!(
+                "plugin engine {name:?} declares serves bits {:#x} this mfstream does not \
+                 know: ignored",
+                declared.unknown
+            );
         }
         let (Some(open), Some(process), Some(close)) = (engine.open, engine.process, engine.close)
         else {
@@ -222,7 +233,7 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
         engines.push(EngineFns {
             name,
             description,
-            serves: engine.serves,
+            serves: declared.known,
             abi_version: plugin.abi_version,
             open,
             process,

@@ -10,6 +10,8 @@
 //!   symbol, ABI version, struct sizes, engine names) and reports each
 //!   failure naming the file and the reason (`file` checks the file
 //!   itself); `error` holds those reasons, a leaf both of them use;
+//! - `serves` turns a descriptor's `MFS_SERVES_*` bits into the typed
+//!   [`Serves`](crate::engine::Serves), once, keeping unknown bits apart;
 //! - [`PluginEngine`] is one engine of a loaded plugin, a [`StreamEngine`]
 //!   like any other. It holds the library (an `Arc`), and so does each of
 //!   its queries: a library is never unloaded under running code;
@@ -26,18 +28,19 @@ mod file;
 mod isolated;
 mod load;
 mod query;
+mod serves;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use mfstream_plugin::abi::MFS_SERVES_TRANSFORM;
 
-pub use self::error::{PluginError, PluginErrorKind};
+pub use self::call::CallError;
+pub use self::error::{ElfError, PluginError, PluginErrorKind};
 pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 pub(crate) use self::isolated::{describe as describe_isolated, host_binary};
 pub(crate) use self::load::{EngineFns, Library, load};
 use crate::engine::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
 };
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
@@ -66,7 +69,7 @@ pub struct PluginEngine {
 impl PluginEngine {
     /// The engine, asked once whether it is ready.
     pub(crate) fn new(library: Arc<Library>, fns: EngineFns) -> PluginEngine {
-        let not_ready = call::ready(&fns).err();
+        let not_ready = call::ready(&fns).err().map(|e| e.to_string());
         PluginEngine {
             library,
             fns,
@@ -77,16 +80,6 @@ impl PluginEngine {
     /// The library the engine comes from.
     pub fn library_path(&self) -> &std::path::Path {
         &self.library.path
-    }
-}
-
-/// The kinds of query an engine serves: every plugin engine transforms (the
-/// loader checks it), and the host windows its outputs for aggregates.
-pub(crate) fn serves(bits: u32) -> Serves {
-    if bits & MFS_SERVES_TRANSFORM != 0 {
-        Serves::TRANSFORM | Serves::AGGREGATE
-    } else {
-        Serves::NONE
     }
 }
 
@@ -103,7 +96,7 @@ impl StreamEngine for PluginEngine {
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.fns.description.clone(),
-            serves: serves(self.fns.serves),
+            serves: serves::engine_serves(self.fns.serves),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -159,7 +152,7 @@ impl StreamEngine for PluginEngine {
             .map_err(|e| start_error(format!("cannot start the query's thread: {e}")))?;
         match opened_rx.await {
             Ok(Ok(())) => Ok(handle),
-            Ok(Err(reason)) => Err(start_error(reason)),
+            Ok(Err(reason)) => Err(start_error(reason.to_string())),
             Err(_) => Err(start_error(
                 "the query's thread ended before opening it".into(),
             )),

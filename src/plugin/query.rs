@@ -12,7 +12,7 @@ use std::sync::Arc;
 use mfstream_plugin::abi::MfsInstant;
 use tokio::runtime::Handle;
 
-use super::call::{Collector, NoResult, State, to_raw};
+use super::call::{CallError, Collector, NoResult, State, to_raw};
 use super::load::{EngineFns, Library};
 use std::cell::RefCell;
 
@@ -50,7 +50,7 @@ pub(crate) struct Start {
 /// successful open the thread runs the query to its end.
 pub(crate) fn spawn(
     start: Start,
-    opened: tokio::sync::oneshot::Sender<Result<(), String>>,
+    opened: tokio::sync::oneshot::Sender<Result<(), CallError>>,
 ) -> std::io::Result<()> {
     let name = format!("mfstream-plugin-{}", start.fns.name);
     std::thread::Builder::new().name(name).spawn(move || {
@@ -205,7 +205,9 @@ fn run(
         // Results before a failing record are delivered, then the failure.
         collector.deliver();
         if let Err(reason) = result {
-            break QueryStatus::Failed { reason };
+            break QueryStatus::Failed {
+                reason: reason.to_string(),
+            };
         }
         if collector.gone {
             break QueryStatus::Stopped;
@@ -219,7 +221,9 @@ fn run(
     let closed = state.close(&mut collector);
     collector.deliver();
     match (status, closed) {
-        (QueryStatus::Completed, Err(reason)) => QueryStatus::Failed { reason },
+        (QueryStatus::Completed, Err(reason)) => QueryStatus::Failed {
+            reason: reason.to_string(),
+        },
         (status, _) => status,
     }
 }

@@ -115,7 +115,7 @@ impl Fanout {
         for (id, event) in (first_id..).zip(events) {
             json.clear();
             event.write_json(&mut json);
-            frames.push(frame(&mut buf, id, event.kind(), &json));
+            frames.push(frame(&mut buf, id, event.kind().as_str(), &json));
         }
         self.push_frames(frames);
     }
@@ -134,7 +134,7 @@ impl Fanout {
         let mut buf = BytesMut::with_capacity(size);
         events
             .iter()
-            .map(|e| frame(&mut buf, e.id, &e.kind, e.data.as_bytes()))
+            .map(|e| frame(&mut buf, e.id, e.kind.as_str(), e.data.as_bytes()))
             .collect()
     }
 

@@ -231,7 +231,7 @@ pub(crate) async fn deliver(
     let mut logged: Option<(u64, usize)> = None;
     for (i, chunk) in instants.chunks(CHUNK).enumerate() {
         let within = logged.is_none().then_some(deadline);
-        let permits = reserve(&feeds, within).await.map_err(|query| {
+        let permits = reserve(&feeds, within).await.map_err(|Full { query }| {
             tracing::warn!(
                 %query,
                 accepted,
@@ -287,14 +287,19 @@ async fn append(
     }
 }
 
+/// A query whose buffer stayed full past the ingest's deadline.
+struct Full {
+    /// Its id.
+    query: String,
+}
+
 /// Room for one batch in every feed that still takes instants (a query
 /// ended, stopping or deleted meanwhile takes none), waiting until
-/// `deadline` when there is one; the id of the query whose buffer stayed
-/// full past it.
+/// `deadline` when there is one.
 async fn reserve<'f>(
     feeds: &[&'f Feed],
     deadline: Option<Clock>,
-) -> Result<Vec<(SourcePermit<'f>, &'f Feed)>, String> {
+) -> Result<Vec<(SourcePermit<'f>, &'f Feed)>, Full> {
     let mut permits = Vec::with_capacity(feeds.len());
     for &feed in feeds {
         let reserve = async {
@@ -312,7 +317,11 @@ async fn reserve<'f>(
             Ok(Some(permit)) => permits.push((permit, feed)),
             // The query has ended or is stopping: it takes no more.
             Ok(None) => {}
-            Err(_elapsed) => return Err(feed.query_id.clone()),
+            Err(_elapsed) => {
+                return Err(Full {
+                    query: feed.query_id.clone(),
+                });
+            }
         }
     }
     Ok(permits)

@@ -41,7 +41,6 @@ mod ingest;
 mod page;
 mod parse_errors;
 mod problem;
-mod property;
 mod request;
 mod restore;
 mod routes;

@@ -20,7 +20,7 @@ use http_body_util::BodyExt;
 use super::App;
 use super::inflight::Held;
 use super::problem::Problem;
-use super::property::PropertyKey;
+use crate::vocab::PropertyPath;
 
 /// The longest request target (path and query), in bytes: a longer one is
 /// answered 414.
@@ -186,11 +186,11 @@ async fn collect(app: &App, mut body: Body) -> Result<(Bytes, Held), Problem> {
 /// The temporal property a path names:
 /// `/collections/{cid}/items/{fid}/tproperties/{pname}`.
 #[derive(Debug)]
-pub(crate) struct PropertyAt(pub(crate) PropertyKey);
+pub(crate) struct PropertyAt(pub(crate) PropertyPath);
 
 /// A query a path names: the property's path, then `/queries/{qid}`.
 #[derive(Debug)]
-pub(crate) struct QueryAt(pub(crate) PropertyKey, pub(crate) String);
+pub(crate) struct QueryAt(pub(crate) PropertyPath, pub(crate) String);
 
 impl<S: Send + Sync> FromRequestParts<S> for PropertyAt {
     type Rejection = Problem;
@@ -207,7 +207,7 @@ impl<S: Send + Sync> FromRequestParts<S> for PropertyAt {
         ] {
             check_id(name, id)?;
         }
-        Ok(PropertyAt(PropertyKey {
+        Ok(PropertyAt(PropertyPath {
             collection,
             feature,
             property,
@@ -232,7 +232,7 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryAt {
             check_id(name, id)?;
         }
         Ok(QueryAt(
-            PropertyKey {
+            PropertyPath {
                 collection,
                 feature,
                 property,

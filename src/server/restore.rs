@@ -12,16 +12,17 @@
 
 use std::sync::Arc;
 
+use crate::aggregate::resume::StateError;
 use crate::clock::WallClock;
-use crate::engine::{BATCH, Source, SourceSender};
-use crate::spec::{QuerySpec, Registration};
+use crate::engine::{BATCH, EngineError, Source, SourceSender};
+use crate::registry::RegistryError;
+use crate::spec::{QuerySpec, Registration, RegistrationError};
 use crate::store::{EventIds, RestoredQuery, Store, StoreError, StoreErrorKind};
-use crate::vocab::{PropertyType, QueryStatus};
+use crate::vocab::{PropertyPath, PropertyType, QueryStatus};
 
 use super::App;
-use super::durable::{self, Keeper, Ledger, Rule};
+use super::durable::{Keeper, Ledger, Rule};
 use super::fanout::Fanout;
-use super::property::PropertyKey;
 use super::table::{About, Kind, Query, Reservation, Started};
 
 /// The logged instants read at once while replaying.
@@ -57,16 +58,42 @@ async fn blocking<T: Send + 'static>(
     let s = store.clone();
     tokio::task::spawn_blocking(move || read(&s))
         .await
-        .map_err(|e| StoreError::new(store.dir(), StoreErrorKind::Database(e.to_string())))?
+        .map_err(|e| {
+            let message = e.to_string();
+            StoreError::new(
+                store.dir(),
+                StoreErrorKind::Thread {
+                    name: "restore",
+                    message,
+                },
+            )
+        })?
+}
+
+/// Why a query running when the server stopped could not be resumed: its
+/// status becomes `failed`, "could not be resumed after a restart: " and
+/// this.
+#[derive(Debug, thiserror::Error)]
+enum ResumeError {
+    /// Its registration no longer resolves (the catalogue changed).
+    #[error(transparent)]
+    Registration(#[from] RegistrationError),
+    /// Its engine is gone or not ready.
+    #[error(transparent)]
+    Engine(#[from] RegistryError),
+    /// Its checkpoint's state does not fit it.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The engine refused it.
+    #[error(transparent)]
+    Submit(#[from] EngineError),
 }
 
 /// The spec a query was registered with, resolved as it was then.
-fn spec_of(query: &RestoredQuery) -> Result<QuerySpec, String> {
-    let registration = Registration::from_json(&query.spec).map_err(|e| e.to_string())?;
+fn spec_of(query: &RestoredQuery) -> Result<QuerySpec, RegistrationError> {
+    let registration = Registration::from_json(&query.spec).map_err(RegistrationError::Invalid)?;
     let known = registration.property_type;
-    let mut spec = registration
-        .into_spec_on(&query.property.property, known)
-        .map_err(|e| e.to_string())?;
+    let mut spec = registration.into_spec_on(&query.property.property, known)?;
     spec.id = query.id.clone();
     Ok(spec)
 }
@@ -77,7 +104,7 @@ async fn one(
     restored: RestoredQuery,
     counts: &mut Restored,
 ) -> Result<(), StoreError> {
-    let key = durable::key(&restored.property);
+    let key = restored.property.clone();
     // Whatever the bounds now, what was registered comes back.
     let Ok(mut reservation) = app.table.reserve(&key, usize::MAX, usize::MAX) else {
         return Ok(());
@@ -126,10 +153,10 @@ async fn one(
 async fn ended(
     app: &App,
     restored: RestoredQuery,
-    key: PropertyKey,
+    key: PropertyPath,
     reservation: Reservation<'_>,
     fanout: Arc<Fanout>,
-    spec: Result<QuerySpec, String>,
+    spec: Result<QuerySpec, RegistrationError>,
     status: QueryStatus,
     counts: &mut Restored,
 ) -> Result<(), StoreError> {
@@ -163,25 +190,25 @@ async fn resume<'a>(
     app: &'a App,
     store: &Arc<Store>,
     restored: &RestoredQuery,
-    key: &PropertyKey,
+    key: &PropertyPath,
     reservation: Reservation<'a>,
     fanout: &Arc<Fanout>,
-) -> Result<u64, (Reservation<'a>, String)> {
+) -> Result<u64, (Reservation<'a>, ResumeError)> {
     let (clock, release) = WallClock::system().held();
     let budget = app.query_budget();
     let mut spec = match spec_of(restored) {
         Ok(spec) => spec.live_on(clock).with_budget(budget.clone()),
-        Err(reason) => return Err((reservation, reason)),
+        Err(reason) => return Err((reservation, reason.into())),
     };
     let engine = match app.registry.get(&restored.engine) {
         Ok(engine) => engine,
-        Err(e) => return Err((reservation, e.to_string())),
+        Err(e) => return Err((reservation, e.into())),
     };
     let rule = Rule::of(&spec, &engine.describe());
     // A time window resumes after the last window it emitted.
     spec.resume = match rule.resume_point(restored.checkpoint.state.as_deref()) {
         Ok(resume) => resume,
-        Err(reason) => return Err((reservation, reason)),
+        Err(reason) => return Err((reservation, reason.into())),
     };
     let resume = spec.resume;
     let property_type = spec.property_type;
@@ -189,7 +216,7 @@ async fn resume<'a>(
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = match engine.submit(spec, source).await {
         Ok(handle) => handle,
-        Err(e) => return Err((reservation, e.to_string())),
+        Err(e) => return Err((reservation, e.into())),
     };
     let ledger = Arc::new(
         Ledger::new(rule, restored.checkpoint.after_seq, resume).with_budget(budget.clone()),

@@ -22,9 +22,9 @@ use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::problem::Problem;
-use super::property::PropertyKey;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
 use super::table::{About, Full, PropertyState, Query, Reservation, Started, new_id};
+use crate::vocab::PropertyPath;
 
 /// The body type of a registration, and of an ingest (one JSON instant or
 /// an array of them, or JSON lines).
@@ -101,7 +101,7 @@ pub(crate) async fn register(
 }
 
 /// Reserves a query slot on `key` (`--max-queries`, `--max-properties`).
-fn reserve<'a>(app: &'a App, key: &PropertyKey) -> Result<Reservation<'a>, Problem> {
+fn reserve<'a>(app: &'a App, key: &PropertyPath) -> Result<Reservation<'a>, Problem> {
     app.table
         .reserve(key, app.options.max_queries, app.options.max_properties)
         .map_err(|full| match full {
@@ -147,7 +147,7 @@ async fn record(
     let recording = Recording::new(store.clone(), about.id.clone());
     let record = NewQuery {
         id: about.id.clone(),
-        property: durable::path(&about.key),
+        property: about.key.clone(),
         spec: stored,
         engine: about.engine.clone(),
         created: std::time::SystemTime::now(),
@@ -270,7 +270,7 @@ pub(crate) async fn list(
     Json(json!({
         "queries": queries,
         "numberReturned": n,
-        "links": [{"rel": "self", "href": format!("{}/queries", key.path()), "type": "application/json"}],
+        "links": [{"rel": "self", "href": format!("{}/queries", key.href()), "type": "application/json"}],
     }))
     .into_response()
 }
@@ -285,10 +285,10 @@ pub(crate) async fn get(
     Ok(Json(link(&query, &origin(&app, &headers))).into_response())
 }
 
-fn find(app: &App, key: &PropertyKey, id: &str) -> Result<Arc<Query>, Problem> {
+fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> {
     app.table
         .get(key, id)
-        .ok_or_else(|| Problem::not_found(format!("no query {id:?} on {}", key.path())))
+        .ok_or_else(|| Problem::not_found(format!("no query {id:?} on {}", key.href())))
 }
 
 /// `DELETE P/queries/{qid}`: forgets and stops the query.
@@ -301,8 +301,8 @@ pub(crate) async fn delete(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
 ) -> Result<StatusCode, Problem> {
-    let not_found = |key: &PropertyKey, qid: &str| {
-        Problem::not_found(format!("no query {qid:?} on {}", key.path()))
+    let not_found = |key: &PropertyPath, qid: &str| {
+        Problem::not_found(format!("no query {qid:?} on {}", key.href()))
     };
     if app.table.get(&key, &qid).is_none() {
         return Err(not_found(&key, &qid));
@@ -427,7 +427,7 @@ pub(crate) async fn ingest(
         // On a task of its own, so that a client going away cannot leave a
         // chunk logged but not delivered (see `ingest::deliver`).
         (Some(property), Some(store)) => {
-            let path = durable::path(&key);
+            let path = key.clone();
             let cap = durable::LogCap {
                 max: app.options.max_query_log,
             };

@@ -24,7 +24,7 @@ use crate::vocab::{PropertyType, QueryStatus};
 
 use super::durable::{Keeper, Ledger, is_unknown};
 use super::fanout::Fanout;
-use super::property::PropertyKey;
+use crate::vocab::PropertyPath;
 
 /// A property's type and the feeds of the queries reading it, under the
 /// lock that orders its ingests and registrations (which the store's
@@ -35,9 +35,9 @@ pub(crate) struct Property {
 }
 
 impl Property {
-    pub(crate) fn new(key: &PropertyKey) -> Property {
+    pub(crate) fn new(key: &PropertyPath) -> Property {
         Property {
-            state: PropertyLock::new(super::durable::path(key), PropertyState::default()),
+            state: PropertyLock::new(key.clone(), PropertyState::default()),
         }
     }
 }
@@ -82,7 +82,7 @@ impl From<&QueryKind> for Kind {
 #[derive(Debug)]
 pub(crate) struct Query {
     pub(crate) id: String,
-    pub(crate) key: PropertyKey,
+    pub(crate) key: PropertyPath,
     pub(crate) engine: String,
     pub(crate) kind: Kind,
     pub(crate) operation: String,
@@ -104,7 +104,7 @@ pub(crate) struct Query {
 #[derive(Debug)]
 pub(crate) struct About {
     pub(crate) id: String,
-    pub(crate) key: PropertyKey,
+    pub(crate) key: PropertyPath,
     pub(crate) engine: String,
     pub(crate) kind: Kind,
     pub(crate) operation: String,
@@ -112,7 +112,7 @@ pub(crate) struct About {
 
 impl About {
     /// The query `spec` (its id is the query's) on the engine `engine`.
-    pub(crate) fn of(spec: &QuerySpec, key: PropertyKey, engine: &str) -> About {
+    pub(crate) fn of(spec: &QuerySpec, key: PropertyPath, engine: &str) -> About {
         About {
             id: spec.id.clone(),
             key,
@@ -185,7 +185,7 @@ impl Query {
 
     /// The query's path.
     pub(crate) fn path(&self) -> String {
-        format!("{}/queries/{}", self.key.path(), self.id)
+        format!("{}/queries/{}", self.key.href(), self.id)
     }
 }
 
@@ -205,7 +205,7 @@ pub(crate) struct Table {
 #[derive(Debug, Default)]
 struct Inner {
     queries: HashMap<String, Arc<Query>>,
-    properties: HashMap<PropertyKey, Held>,
+    properties: HashMap<PropertyPath, Held>,
     /// Queries registered plus registrations under way: what
     /// `--max-queries` bounds.
     reserved: usize,
@@ -220,7 +220,7 @@ struct Held {
 
 impl Inner {
     /// Lets go of one hold on `key`: the property goes with the last one.
-    fn release(&mut self, key: &PropertyKey) {
+    fn release(&mut self, key: &PropertyPath) {
         if let Some(held) = self.properties.get_mut(key) {
             held.holders -= 1;
             if held.holders == 0 {
@@ -245,7 +245,7 @@ pub(crate) enum Full {
 #[derive(Debug)]
 pub(crate) struct Reservation<'a> {
     table: &'a Table,
-    key: PropertyKey,
+    key: PropertyPath,
     pub(crate) property: Arc<Property>,
     taken: bool,
 }
@@ -272,7 +272,7 @@ impl Table {
     /// properties are held.
     pub(crate) fn reserve(
         &self,
-        key: &PropertyKey,
+        key: &PropertyPath,
         max_queries: usize,
         max_properties: usize,
     ) -> Result<Reservation<'_>, Full> {
@@ -309,7 +309,7 @@ impl Table {
     }
 
     /// The property at `key`, if a query holds it.
-    pub(crate) fn property(&self, key: &PropertyKey) -> Option<Arc<Property>> {
+    pub(crate) fn property(&self, key: &PropertyPath) -> Option<Arc<Property>> {
         self.inner()
             .properties
             .get(key)
@@ -324,7 +324,7 @@ impl Table {
 
     /// The query `id`, if it is registered under `key`: an id is found only
     /// under its own path.
-    pub(crate) fn get(&self, key: &PropertyKey, id: &str) -> Option<Arc<Query>> {
+    pub(crate) fn get(&self, key: &PropertyPath, id: &str) -> Option<Arc<Query>> {
         self.inner()
             .queries
             .get(id)
@@ -333,7 +333,7 @@ impl Table {
     }
 
     /// The queries on `key`.
-    pub(crate) fn list(&self, key: &PropertyKey) -> Vec<Arc<Query>> {
+    pub(crate) fn list(&self, key: &PropertyPath) -> Vec<Arc<Query>> {
         let mut list: Vec<_> = self
             .inner()
             .queries
@@ -418,7 +418,7 @@ impl Table {
     /// Stops and removes the query `id` under `key`, freeing its slot (and
     /// its property, if it was the last query on it); false if there is
     /// none.
-    pub(crate) fn remove(&self, key: &PropertyKey, id: &str) -> bool {
+    pub(crate) fn remove(&self, key: &PropertyPath, id: &str) -> bool {
         let mut inner = self.inner();
         match inner.queries.get(id) {
             Some(q) if &q.key == key => {
@@ -542,8 +542,8 @@ mod tests {
         assert_ne!(a, b);
     }
 
-    fn key(property: &str) -> PropertyKey {
-        PropertyKey {
+    fn key(property: &str) -> PropertyPath {
+        PropertyPath {
             collection: "c".into(),
             feature: "f".into(),
             property: property.into(),
@@ -572,13 +572,13 @@ mod tests {
 
     #[test]
     fn paths_percent_encode_their_ids() {
-        let key = PropertyKey {
+        let key = PropertyPath {
             collection: "ships".into(),
             feature: "a b/c".into(),
             property: "speed".into(),
         };
         assert_eq!(
-            key.path(),
+            key.href(),
             "/collections/ships/items/a%20b%2Fc/tproperties/speed"
         );
     }

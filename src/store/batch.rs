@@ -13,9 +13,9 @@
 //! length against what is left, so a damaged row is an error, never a
 //! panic or a read past its end.
 
-use super::frame::{put_str, take, take_bytes, take_str};
+use super::frame::{DecodeError, put_str, take, take_array, take_bytes, take_str};
 use super::record::StoredEvent;
-use crate::vocab::{Instant, Value};
+use crate::vocab::{EventKind, Instant, Value};
 
 /// The bytes an event takes in a batch beyond its kind and data.
 #[cfg(test)]
@@ -26,10 +26,13 @@ pub(crate) fn decode_events(
     mut data: &[u8],
     first_id: u64,
     mut each: impl FnMut(StoredEvent),
-) -> Result<(), String> {
+) -> Result<(), DecodeError> {
     let mut id = first_id;
     while !data.is_empty() {
-        let kind = take_str(&mut data)?;
+        let name = take_str(&mut data)?;
+        let Some(kind) = EventKind::from_name(&name) else {
+            return Err(DecodeError::UnknownEventKind(name));
+        };
         let data_ = take_str(&mut data)?;
         each(StoredEvent {
             id,
@@ -66,20 +69,23 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
 }
 
 /// Decodes a batch, calling `each` with every instant in order.
-pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(), String> {
+pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(), DecodeError> {
     while !data.is_empty() {
         let datetime = take_str(&mut data)?;
         let value = match take(&mut data, 1)?[0] {
             NUMBER => {
-                let bits: [u8; 8] = take(&mut data, 8)?
-                    .try_into()
-                    .map_err(|_| "a short number".to_owned())?;
+                let bits = take_array::<8>(&mut data)?;
                 Value::Number(f64::from_bits(u64::from_le_bytes(bits)))
             }
             TEXT => Value::Text(take_str(&mut data)?),
             FALSE => Value::Bool(false),
             TRUE => Value::Bool(true),
-            tag => return Err(format!("unknown value tag {tag}")),
+            tag => {
+                return Err(DecodeError::UnknownTag {
+                    what: "value tag",
+                    tag,
+                });
+            }
         };
         each(Instant { datetime, value });
     }
@@ -88,7 +94,7 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
 
 /// The number of instants in a batch, read without decoding them (no
 /// allocation): an error when the batch is damaged.
-pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, String> {
+pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, DecodeError> {
     let mut n = 0;
     while !data.is_empty() {
         take_bytes(&mut data)?;
@@ -96,7 +102,12 @@ pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, String> {
             NUMBER => drop(take(&mut data, 8)?),
             TEXT => drop(take_bytes(&mut data)?),
             FALSE | TRUE => {}
-            tag => return Err(format!("unknown value tag {tag}")),
+            tag => {
+                return Err(DecodeError::UnknownTag {
+                    what: "value tag",
+                    tag,
+                });
+            }
         }
         n += 1;
     }
@@ -105,7 +116,7 @@ pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, String> {
 
 /// The number of events in a batch and the bytes of their kinds and data,
 /// read without decoding them.
-pub(crate) fn count_events(mut data: &[u8]) -> Result<(u64, u64), String> {
+pub(crate) fn count_events(mut data: &[u8]) -> Result<(u64, u64), DecodeError> {
     let (mut n, mut bytes) = (0, 0);
     while !data.is_empty() {
         bytes += take_bytes(&mut data)?.len() as u64;
@@ -153,18 +164,18 @@ mod tests {
         let events = vec![
             StoredEvent {
                 id: 7,
-                kind: "instant".into(),
+                kind: EventKind::Instant,
                 data: "{\"value\":1}".into(),
             },
             StoredEvent {
                 id: 8,
-                kind: "window".into(),
+                kind: EventKind::Window,
                 data: String::new(),
             },
         ];
         let mut batch = super::super::record::EventBatch::new(7);
         for e in &events {
-            batch.push(&e.kind, e.data.as_bytes());
+            batch.push(e.kind, e.data.as_bytes());
         }
         let data = batch.data().to_vec();
         assert_eq!(
@@ -181,6 +192,16 @@ mod tests {
     }
 
     #[test]
+    fn an_event_of_an_unknown_kind_is_an_error() {
+        let mut data = Vec::new();
+        super::super::frame::put_bytes(b"tick", &mut data);
+        super::super::frame::put_bytes(b"{}", &mut data);
+        let err = decode_events(&data, 1, |_| {}).unwrap_err();
+        assert_eq!(err, DecodeError::UnknownEventKind("tick".into()));
+        assert!(err.to_string().contains("\"tick\""), "{err}");
+    }
+
+    #[test]
     fn a_truncated_or_damaged_batch_is_an_error() {
         let mut data = Vec::new();
         encode(&[Instant::number("t", 1.0)], &mut data);
@@ -190,6 +211,14 @@ mod tests {
             assert!(cut == 0 || result.is_err(), "cut at {cut}");
         }
         data[5] = 9;
-        assert!(decode(&data, |_| {}).unwrap_err().contains("tag 9"));
+        let err = decode(&data, |_| {}).unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::UnknownTag {
+                what: "value tag",
+                tag: 9
+            }
+        );
+        assert!(err.to_string().contains("tag 9"), "{err}");
     }
 }

@@ -1,6 +1,7 @@
 //! Why the store could not do what it was asked: always with the store's
 //! path, so that a message on its own says which directory to look at.
 
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// An error of the store: the store's directory and what went wrong there.
@@ -99,10 +100,53 @@ pub enum StoreErrorKind {
         /// The file.
         path: PathBuf,
     },
-    /// The database could not be opened or written (permissions, a full
+    /// A file or directory of the store could not be read, written or
+    /// synced (permissions, a full disk, a read-only file system, an I/O
+    /// error): the operation and the path say which.
+    #[error("cannot {action} {}: {message}", path.display())]
+    Io {
+        /// What was being done: `read`, `write`, `sync`, `create`, …
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The kind of the I/O error.
+        kind: io::ErrorKind,
+        /// The I/O error's text.
+        message: String,
+    },
+    /// A file of the store is a symbolic link: in a directory others can
+    /// write to, a planted link would have the store write the file it
+    /// names.
+    #[error(
+        "{} is a symbolic link: the store's files must be its own; remove the link, or give \
+         --state a directory of its own",
+        path.display()
+    )]
+    Link {
+        /// The link.
+        path: PathBuf,
+    },
+    /// SQLite could not open or write the database (permissions, a full
     /// disk, a read-only file system).
     #[error("cannot open or write the database: {0}")]
     Unwritable(String),
+    /// The database is locked by another connection (a tool that has it
+    /// open in a transaction): SQLite's own lock, not the directory's.
+    #[error(
+        "the database is locked by another connection ({0}): close the tool that holds it open, \
+         then start again"
+    )]
+    CatalogBusy(String),
+    /// The file system cannot hold SQLite's write-ahead log (some network
+    /// file systems).
+    #[error(
+        "the database cannot use a write-ahead log (its journal mode stays {mode:?}): give \
+         --state a directory on a local file system"
+    )]
+    NoWal {
+        /// The journal mode SQLite kept.
+        mode: String,
+    },
     /// The database file is damaged or is not a database.
     #[error("the database is corrupt ({0}): restore it from a backup or move it away")]
     Corrupt(String),
@@ -131,9 +175,35 @@ pub enum StoreErrorKind {
         /// The bound.
         max: usize,
     },
-    /// A record is not what the store accepts (not JSON, a NaN, …).
-    #[error("{0}")]
-    Invalid(String),
+    /// A query registered with the lock of another property than its own.
+    #[error(
+        "query {query:?} reads {property:?}, but the lock held is {held:?}'s: register it with \
+         its own property's lock"
+    )]
+    WrongLock {
+        /// The query.
+        query: String,
+        /// The property it reads, `collection/feature/property`.
+        property: String,
+        /// The property of the lock held.
+        held: String,
+    },
+    /// A registration body that is not JSON.
+    #[error("the registration of query {query:?} is not JSON: {message}")]
+    NotJson {
+        /// The query.
+        query: String,
+        /// The JSON parser's error.
+        message: String,
+    },
+    /// An instant whose number is not finite (NaN, an infinity).
+    #[error("the instant at {datetime} has the value {value}: only finite numbers are kept")]
+    NotFinite {
+        /// The instant's datetime.
+        datetime: String,
+        /// Its value.
+        value: f64,
+    },
     /// No query has this id.
     #[error("no query {0:?}")]
     UnknownQuery(String),
@@ -202,17 +272,40 @@ pub enum StoreErrorKind {
     /// store: nothing more is acknowledged.
     #[error("{0}: nothing more is written; restart the server on a state directory")]
     Gone(String),
+    /// A thread of the store could not be started or stopped before
+    /// finishing its work.
+    #[error("the store's {name} thread could not run: {message}")]
+    Thread {
+        /// Which thread: `writer`, `journal`, `restore`.
+        name: &'static str,
+        /// Why.
+        message: String,
+    },
     /// The store's writer has stopped (the store was closed, or its
     /// database failed for good).
     #[error("the store is closed")]
     Closed,
 }
 
-/// The kind of a SQLite error: damage, permissions, or anything else.
+impl StoreErrorKind {
+    /// `action` on `path` failed with `e`.
+    pub(crate) fn io(action: &'static str, path: &Path, e: &io::Error) -> StoreErrorKind {
+        StoreErrorKind::Io {
+            action,
+            path: path.to_owned(),
+            kind: e.kind(),
+            message: e.to_string(),
+        }
+    }
+}
+
+/// The kind of a SQLite error: damage, permissions, another connection's
+/// lock, or anything else.
 pub(crate) fn classify(e: &rusqlite::Error) -> StoreErrorKind {
     use rusqlite::ErrorCode as C;
     match e.sqlite_error_code() {
         Some(C::NotADatabase | C::DatabaseCorrupt) => StoreErrorKind::Corrupt(e.to_string()),
+        Some(C::DatabaseBusy | C::DatabaseLocked) => StoreErrorKind::CatalogBusy(e.to_string()),
         Some(
             C::ReadOnly | C::CannotOpen | C::PermissionDenied | C::DiskFull | C::SystemIoFailure,
         ) => StoreErrorKind::Unwritable(e.to_string()),

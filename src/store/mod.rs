@@ -342,7 +342,16 @@ impl Store {
                 let _lock = held;
                 writer.run(queue);
             })
-            .map_err(|e| StoreError::new(&dir, StoreErrorKind::Database(e.to_string())))?;
+            .map_err(|e| {
+                let message = format!("cannot start it: {e}");
+                StoreError::new(
+                    &dir,
+                    StoreErrorKind::Thread {
+                        name: "writer",
+                        message,
+                    },
+                )
+            })?;
         let budget_max = u32::try_from(options.queue_bytes.max(1)).unwrap_or(u32::MAX);
         Ok(Store {
             budget: tokio::sync::Semaphore::new(budget_max as usize),
@@ -444,7 +453,7 @@ impl Store {
     ///
     /// `held` is its property's lock ([`PropertyLock`]), which the caller
     /// keeps until the query gets its feed; a query on another property
-    /// than the lock's is refused ([`StoreErrorKind::Invalid`]).
+    /// than the lock's is refused ([`StoreErrorKind::WrongLock`]).
     pub async fn register<T>(
         &self,
         held: &PropertyGuard<'_, T>,
@@ -452,13 +461,11 @@ impl Store {
     ) -> Result<Checkpoint, StoreError> {
         if held.property() != &query.property {
             let name = |p: &PropertyPath| format!("{}/{}/{}", p.collection, p.feature, p.property);
-            return Err(self.error(StoreErrorKind::Invalid(format!(
-                "query {:?} reads {:?}, but the lock held is {:?}'s: register it with its own \
-                 property's lock",
-                query.id,
-                name(&query.property),
-                name(held.property())
-            ))));
+            return Err(self.error(StoreErrorKind::WrongLock {
+                query: query.id,
+                property: name(&query.property),
+                held: name(held.property()),
+            }));
         }
         self.check_text("a query id", &query.id)?;
         self.check_text("an engine name", &query.engine)?;
@@ -466,10 +473,10 @@ impl Store {
         let o = &self.options;
         self.check_len("a registration body", query.spec.len(), o.max_spec_bytes)?;
         if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(&query.spec) {
-            return Err(self.error(StoreErrorKind::Invalid(format!(
-                "the registration of query {:?} is not JSON: {e}",
-                query.id
-            ))));
+            return Err(self.error(StoreErrorKind::NotJson {
+                query: query.id,
+                message: e.to_string(),
+            }));
         }
         // The server registers with the property's lock held, so no
         // instant of the property is logged between this and the commit.
@@ -534,7 +541,7 @@ impl Store {
                     got: event.id,
                 }));
             }
-            batch.push(&event.kind, event.data.as_bytes());
+            batch.push(event.kind, event.data.as_bytes());
         }
         self.append_batch(id, batch, checkpoint).await
     }
@@ -598,10 +605,10 @@ impl Store {
             match &instant.value {
                 Value::Text(text) => self.check_text("a text value", text)?,
                 Value::Number(v) if !v.is_finite() => {
-                    return Err(self.error(StoreErrorKind::Invalid(format!(
-                        "the instant at {} has the value {v}: only finite numbers are kept",
-                        instant.datetime
-                    ))));
+                    return Err(self.error(StoreErrorKind::NotFinite {
+                        datetime: instant.datetime.clone(),
+                        value: *v,
+                    }));
                 }
                 Value::Number(_) | Value::Bool(_) => {}
             }

@@ -2,18 +2,9 @@
 
 use std::time::SystemTime;
 
-use crate::vocab::{Event, Instant, QueryStatus};
+use crate::vocab::{Event, EventKind, Instant, QueryStatus};
 
-/// A temporal property: `/collections/{collection}/items/{feature}/tproperties/{property}`.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct PropertyPath {
-    /// The collection id.
-    pub collection: String,
-    /// The feature id.
-    pub feature: String,
-    /// The temporal property's name.
-    pub property: String,
-}
+pub use crate::vocab::PropertyPath;
 
 /// A query to register: what `POST …/queries` accepted.
 #[derive(Debug, Clone)]
@@ -37,7 +28,7 @@ pub struct StoredEvent {
     /// The event id (the SSE `id:`), from 1, without gaps.
     pub id: u64,
     /// The SSE event name: `instant`, `window`.
-    pub kind: String,
+    pub kind: EventKind,
     /// The JSON data.
     pub data: String,
 }
@@ -48,14 +39,14 @@ impl StoredEvent {
     pub fn new(id: u64, event: &Event) -> StoredEvent {
         StoredEvent {
             id,
-            kind: event.kind().to_owned(),
+            kind: event.kind(),
             data: event.to_json(),
         }
     }
 
     /// The bytes the record takes in the replay ring's byte bound.
     pub(crate) fn size(&self) -> usize {
-        self.kind.len() + self.data.len()
+        self.kind.as_str().len() + self.data.len()
     }
 }
 
@@ -84,7 +75,8 @@ impl EventBatch {
 
     /// Adds the next event: its kind (`instant`, `window`) and its JSON
     /// data (UTF-8, as JSON always is).
-    pub fn push(&mut self, kind: &str, data: &[u8]) {
+    pub fn push(&mut self, kind: EventKind, data: &[u8]) {
+        let kind = kind.as_str();
         super::frame::put_bytes(kind.as_bytes(), &mut self.data);
         super::frame::put_bytes(data, &mut self.data);
         self.count += 1;

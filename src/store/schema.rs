@@ -94,7 +94,7 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
             }
             create_private_dir(dir).map_err(|e| err(StoreErrorKind::Create(e.to_string())))?;
         }
-        Err(e) => return Err(err(StoreErrorKind::Unwritable(e.to_string()))),
+        Err(e) => return Err(err(StoreErrorKind::io("read", dir, &e))),
     }
     let path = dir.join(LOCK_FILE);
     let locked = |e: std::io::Error| {
@@ -104,10 +104,10 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
                 pid: File::open(&path).ok().and_then(|mut f| holder(&mut f)),
             }
         } else {
-            StoreErrorKind::Unwritable(e.to_string())
+            StoreErrorKind::io("lock", &path, &e)
         })
     };
-    let dir_file = File::open(dir).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    let dir_file = File::open(dir).map_err(|e| err(StoreErrorKind::io("open", dir, &e)))?;
     match try_lock(&dir_file) {
         Ok(()) => {}
         Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => return Err(locked(e)),
@@ -119,7 +119,7 @@ pub(crate) fn lock_dir(dir: &Path, options: &StoreOptions) -> Result<DirLock, St
             dir.display()
         ),
     }
-    let file = private_file(&path).map_err(|e| err(StoreErrorKind::Unwritable(e.to_string())))?;
+    let file = private_file(&path).map_err(err)?;
     try_lock(&file).map_err(locked)?;
     // Who holds it, for the message a second server gets. Best effort: the
     // lock, not this text, is what keeps it out.
@@ -225,7 +225,7 @@ fn holds_only_a_store(dir: &Path) -> bool {
 /// Opens (creating it when missing) a file of the store with
 /// [`FILE_MODE`], whatever the umask and whatever its mode was. Never
 /// through a symbolic link ([`refuse_link`]).
-fn private_file(path: &Path) -> std::io::Result<File> {
+fn private_file(path: &Path) -> Result<File, StoreErrorKind> {
     refuse_link(path)?;
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -235,7 +235,13 @@ fn private_file(path: &Path) -> std::io::Result<File> {
         .mode(FILE_MODE)
         // A link made between the look above and the open is refused too.
         .custom_flags(libc::O_NOFOLLOW)
-        .open(path)?;
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(libc::ELOOP) => StoreErrorKind::Link {
+                path: path.to_owned(),
+            },
+            _ => StoreErrorKind::io("open", path, &e),
+        })?;
     restrict(path);
     Ok(file)
 }
@@ -244,13 +250,11 @@ fn private_file(path: &Path) -> std::io::Result<File> {
 /// others can write to (`--state` under `/tmp`), a link planted under a
 /// store file's name would have the server truncate, write and chmod the
 /// file it points to (another user's), or keep the state there.
-fn refuse_link(path: &Path) -> std::io::Result<()> {
+fn refuse_link(path: &Path) -> Result<(), StoreErrorKind> {
     match std::fs::symlink_metadata(path) {
-        Ok(meta) if meta.file_type().is_symlink() => Err(std::io::Error::other(format!(
-            "{} is a symbolic link: the store's files must be its own; remove the link, or \
-             give --state a directory of its own",
-            path.display()
-        ))),
+        Ok(meta) if meta.file_type().is_symlink() => Err(StoreErrorKind::Link {
+            path: path.to_owned(),
+        }),
         _ => Ok(()),
     }
 }
@@ -303,7 +307,7 @@ pub(crate) fn check_catalog(dir: &Path) -> Result<(), StoreError> {
         Err(e) => {
             return Err(StoreError::new(
                 dir,
-                StoreErrorKind::Unwritable(format!("{}: {e}", catalog.display())),
+                StoreErrorKind::io("read", &catalog, &e),
             ));
         }
     };
@@ -346,17 +350,11 @@ pub(crate) fn check_journal(dir: &Path, queries: usize) -> Result<(), StoreError
 /// database file's mode.
 fn private_database(dir: &Path) -> Result<(), StoreError> {
     let db = dir.join(DB_FILE);
-    private_file(&db).map_err(|e| {
-        StoreError::new(
-            dir,
-            StoreErrorKind::Unwritable(format!("{}: {e}", db.display())),
-        )
-    })?;
+    private_file(&db).map_err(|kind| StoreError::new(dir, kind))?;
     for suffix in ["-wal", "-shm"] {
         let path = dir.join(format!("{DB_FILE}{suffix}"));
         // SQLite opens them by name, following a link.
-        refuse_link(&path)
-            .map_err(|e| StoreError::new(dir, StoreErrorKind::Unwritable(e.to_string())))?;
+        refuse_link(&path).map_err(|kind| StoreError::new(dir, kind))?;
         restrict(&path);
     }
     Ok(())
@@ -380,12 +378,7 @@ pub(crate) fn open_writer(dir: &Path, options: &StoreOptions) -> Result<Connecti
         .query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))
         .map_err(err)?;
     if !mode.eq_ignore_ascii_case("wal") {
-        return Err(StoreError::new(
-            dir,
-            StoreErrorKind::Unwritable(format!(
-                "cannot use a write-ahead log (journal mode {mode})"
-            )),
-        ));
+        return Err(StoreError::new(dir, StoreErrorKind::NoWal { mode }));
     }
     let synchronous = match options.durability {
         Durability::Process => "NORMAL",

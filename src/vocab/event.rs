@@ -61,12 +61,46 @@ pub struct WindowEvent {
     pub skipped: u64,
 }
 
+/// The kind of an event, its SSE event name: `instant` or `window`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum EventKind {
+    /// A transformed instant ([`Event::Instant`]).
+    Instant,
+    /// The aggregate of a window ([`Event::Window`]).
+    Window,
+}
+
+impl EventKind {
+    /// Every kind.
+    pub const ALL: [EventKind; 2] = [EventKind::Instant, EventKind::Window];
+
+    /// Its name: `instant` or `window`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventKind::Instant => "instant",
+            EventKind::Window => "window",
+        }
+    }
+
+    /// The kind named `name`, if any.
+    pub fn from_name(name: &str) -> Option<EventKind> {
+        EventKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Event {
     /// The event's kind: `instant` or `window`.
-    pub fn kind(&self) -> &'static str {
+    pub fn kind(&self) -> EventKind {
         match self {
-            Event::Instant(_) => "instant",
-            Event::Window(_) => "window",
+            Event::Instant(_) => EventKind::Instant,
+            Event::Window(_) => EventKind::Window,
         }
     }
 
@@ -173,7 +207,8 @@ mod tests {
             operation: "mul".into(),
             skipped: 0,
         });
-        assert_eq!(event.kind(), "instant");
+        assert_eq!(event.kind(), EventKind::Instant);
+        assert_eq!(event.kind().to_string(), "instant");
         let parsed: serde_json::Value = serde_json::from_str(&event.to_json()).unwrap();
         assert_eq!(
             parsed,
@@ -197,7 +232,9 @@ mod tests {
 
     #[test]
     fn window_json_has_the_go_tier_keys_in_order() {
-        assert_eq!(window(false, 0).kind(), "window");
+        assert_eq!(window(false, 0).kind(), EventKind::Window);
+        assert_eq!(EventKind::from_name("window"), Some(EventKind::Window));
+        assert_eq!(EventKind::from_name("Window"), None);
         assert_eq!(
             window(false, 0).to_json(),
             r#"{"windowStart":"2026-01-01T00:00:00Z","windowEnd":"2026-01-01T00:00:02Z","property":"speed","aggregation":"AVG","value":4,"count":3}"#

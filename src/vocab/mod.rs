@@ -8,9 +8,11 @@ use serde::{Deserialize, Serialize};
 
 mod aggregation;
 mod event;
+mod property;
 
 pub use self::aggregation::Aggregation;
-pub use self::event::{Event, InstantEvent, WindowEvent};
+pub use self::event::{Event, EventKind, InstantEvent, WindowEvent};
+pub use self::property::PropertyPath;
 
 /// The value of one temporal-property instant.
 ///

@@ -206,6 +206,11 @@ fn an_unparsable_datetime_fails_naming_the_record() {
         .push(Instant::number("yesterday", 7.0), &mut Vec::new())
         .unwrap_err();
     assert!(
+        matches!(&err, WindowError::Datetime { datetime, .. } if datetime == "yesterday"),
+        "{err}"
+    );
+    let err = err.to_string();
+    assert!(
         err.contains("\"yesterday\"") && err.contains("value 7"),
         "{err}"
     );
@@ -234,6 +239,17 @@ fn a_value_of_the_wrong_type_fails_naming_the_record() {
         .with_property_type(PropertyType::TText);
     let err = windower.push(num(0, 1.5), &mut Vec::new()).unwrap_err();
     assert!(
+        matches!(
+            err,
+            WindowError::WrongType {
+                wanted: "texts",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = err.to_string();
+    assert!(
         err.contains(&at(0)) && err.contains("1.5") && err.contains("texts"),
         "{err}"
     );
@@ -247,6 +263,7 @@ fn a_value_of_the_wrong_type_fails_naming_the_record() {
         windower
             .push(text, &mut Vec::new())
             .unwrap_err()
+            .to_string()
             .contains("numbers")
     );
 }
@@ -339,6 +356,17 @@ fn an_overflowing_sum_fails_naming_the_window_instead_of_writing_infinity() {
     let mut out = Vec::new();
     windower.push(num(0, 1e308), &mut out).unwrap();
     let err = windower.push(num(1, 1e308), &mut out).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            WindowError::Overflow {
+                aggregation: Aggregation::Sum,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let err = err.to_string();
     assert!(
         err.contains("SUM") && err.contains(&at(0)) && err.contains("overflows"),
         "{err}"
@@ -680,6 +708,8 @@ fn windows_count_their_bytes_as_they_grow_and_close_and_fail_past_the_budget() {
                 .err()
         })
         .expect("the budget is reached");
+    assert!(matches!(failure, WindowError::OverBudget(_)), "{failure}");
+    let failure = failure.to_string();
     assert!(
         failure.starts_with("query state reached --max-query-state (97.7 KiB)"),
         "{failure}"

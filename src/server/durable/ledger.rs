@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::aggregate::resume::{self, Closed};
+use crate::aggregate::resume::{self, Closed, StateError};
 use crate::aggregate::{Grid, Window};
 use crate::budget::{Part, StateBudget};
 use crate::engine::{EngineInfo, EngineKind};
@@ -48,15 +48,11 @@ impl Rule {
     /// Where a query of this rule resumes, read from its checkpoint's
     /// `state`: the end of its last window emitted, or why the state does
     /// not fit the query.
-    pub(crate) fn resume_point(&self, state: Option<&[u8]>) -> Result<Option<i64>, String> {
+    pub(crate) fn resume_point(&self, state: Option<&[u8]>) -> Result<Option<i64>, StateError> {
         match (self, state) {
             (_, None) => Ok(None),
             (Rule::Windows(grid), Some(state)) => resume::decode(state, *grid).map(Some),
-            (_, Some(_)) => Err(
-                "its checkpoint holds an engine state, but only a time window on the local \
-                 engine has one"
-                    .into(),
-            ),
+            (_, Some(_)) => Err(StateError::Unexpected),
         }
     }
 }
@@ -525,10 +521,11 @@ mod tests {
         assert_eq!(rule.resume_point(None), Ok(None));
         assert_eq!(rule.resume_point(Some(&resume::encode(40))), Ok(Some(40)));
         let e = rule.resume_point(Some(&resume::encode(50))).unwrap_err();
-        assert!(e.contains("no window's end"), "{e}");
+        assert!(matches!(e, StateError::NotAnEnd { end: 50, .. }), "{e}");
         let count = Rule::of(&spec(r#"{"type":"COUNT","size":3}"#), &local);
         let e = count.resume_point(Some(&resume::encode(40))).unwrap_err();
-        assert!(e.contains("only a time window"), "{e}");
+        assert_eq!(e, StateError::Unexpected);
+        assert!(e.to_string().contains("only a time window"), "{e}");
     }
 
     #[test]

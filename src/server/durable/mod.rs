@@ -66,12 +66,11 @@ use axum::http::StatusCode;
 use bytes::BytesMut;
 
 use crate::budget::Bytes;
-use crate::store::{Assigned, EventBatch, EventIds, PropertyPath, Store, StoreError};
+use crate::store::{Assigned, EventBatch, EventIds, Store, StoreError};
 use crate::vocab::{Event, Instant};
 
 use super::fanout::Fanout;
 use super::problem::Problem;
-use super::property::PropertyKey;
 
 pub(crate) use self::ledger::{Ledger, Rule};
 
@@ -111,7 +110,12 @@ impl Keeper {
             event.write_json(&mut json);
             new.get_or_insert_with(|| EventBatch::new(id))
                 .push(event.kind(), &json);
-            frames.push(super::fanout::frame(&mut buf, id, event.kind(), &json));
+            frames.push(super::fanout::frame(
+                &mut buf,
+                id,
+                event.kind().as_str(),
+                &json,
+            ));
         }
         let Some(new) = new else {
             return Ok(());
@@ -171,24 +175,6 @@ impl LogCap {
                 Bytes(kept)
             )
         })
-    }
-}
-
-/// The store's name for a property.
-pub(crate) fn path(key: &PropertyKey) -> PropertyPath {
-    PropertyPath {
-        collection: key.collection.clone(),
-        feature: key.feature.clone(),
-        property: key.property.clone(),
-    }
-}
-
-/// The server's name for a stored property.
-pub(crate) fn key(path: &PropertyPath) -> PropertyKey {
-    PropertyKey {
-        collection: path.collection.clone(),
-        feature: path.feature.clone(),
-        property: path.property.clone(),
     }
 }
 

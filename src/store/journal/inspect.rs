@@ -162,7 +162,7 @@ struct Read {
 }
 
 fn read_segment(path: &Path, file: &dyn SegFile) -> Result<Read, StoreErrorKind> {
-    let size = file.len().map_err(|e| io("cannot read", path, e))?;
+    let size = file.len().map_err(|e| io("read", path, e))?;
     let mut report = SegmentReport {
         path: path.to_owned(),
         bytes: size,
@@ -175,8 +175,7 @@ fn read_segment(path: &Path, file: &dyn SegFile) -> Result<Read, StoreErrorKind>
     match segment::read_header(file, size) {
         Ok(_) => {
             let mut h = [0u8; segment::HEADER as usize];
-            file.read_at(&mut h, 0)
-                .map_err(|e| io("cannot read", path, e))?;
+            file.read_at(&mut h, 0).map_err(|e| io("read", path, e))?;
             header = Some(h);
         }
         Err(segment::ReadError::Version(v)) => {
@@ -188,13 +187,12 @@ fn read_segment(path: &Path, file: &dyn SegFile) -> Result<Read, StoreErrorKind>
             });
         }
         Err(segment::ReadError::Header(why)) => report.bad_header = Some(why),
-        Err(segment::ReadError::Io(e)) => return Err(io("cannot read", path, e)),
+        Err(segment::ReadError::Io(e)) => return Err(io("read", path, e)),
     }
     let mut kept = Vec::new();
     if header.is_none() {
         // Records may follow a damaged header: find the first.
-        let first =
-            segment::next_record_in(file, size, 0).map_err(|e| io("cannot read", path, e))?;
+        let first = segment::next_record_in(file, size, 0).map_err(|e| io("read", path, e))?;
         match first {
             None => {
                 report.damage.push(DamageReport {
@@ -227,7 +225,7 @@ fn read_segment(path: &Path, file: &dyn SegFile) -> Result<Read, StoreErrorKind>
         kept.push((framed.offset, framed.len));
         Ok(())
     })
-    .map_err(|e| io("cannot read", path, e))?;
+    .map_err(|e| io("read", path, e))?;
     report.records = kept.len() as u64;
     report
         .damage
@@ -261,14 +259,14 @@ fn segments(journal: &Path) -> Result<Vec<PathBuf>, StoreErrorKind> {
     match std::fs::read_dir(journal) {
         Ok(entries) => {
             for entry in entries {
-                let entry = entry.map_err(|e| io("cannot read", journal, e))?;
+                let entry = entry.map_err(|e| io("read", journal, e))?;
                 if let Some(n) = entry.file_name().to_str().and_then(segment::number) {
                     numbers.push(n);
                 }
             }
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-        Err(e) => return Err(io("cannot read", journal, e)),
+        Err(e) => return Err(io("read", journal, e)),
     }
     numbers.sort_unstable();
     Ok(numbers
@@ -323,7 +321,7 @@ fn each_segment(
         segments: Vec::new(),
     };
     for path in segments(&journal).map_err(err)? {
-        let file = File::open(&path).map_err(|e| err(io("cannot open", &path, e)))?;
+        let file = File::open(&path).map_err(|e| err(io("open", &path, e)))?;
         let mut read = read_segment(&path, &file).map_err(err)?;
         then(&path, &file, &mut read).map_err(err)?;
         report.segments.push(read.report);
@@ -343,43 +341,41 @@ fn rewrite(path: &Path, file: &File, read: &mut Read) -> Result<(), StoreErrorKi
             aside = path.with_extension(format!("seg.{}.damaged.{n}", d.offset));
             n += 1;
         }
-        let mut out = create(&aside).map_err(|e| io("cannot create", &aside, e))?;
+        let mut out = create(&aside).map_err(|e| io("create", &aside, e))?;
         let mut at = d.offset;
         let end = d.offset + d.bytes;
         let mut buf = vec![0u8; 1 << 20];
         while at < end {
             let n = (end - at).min(buf.len() as u64) as usize;
             file.read_at(&mut buf[..n], at)
-                .map_err(|e| io("cannot read", path, e))?;
+                .map_err(|e| io("read", path, e))?;
             out.write_all(&buf[..n])
-                .map_err(|e| io("cannot write", &aside, e))?;
+                .map_err(|e| io("write", &aside, e))?;
             at += n as u64;
         }
-        out.sync_all().map_err(|e| io("cannot sync", &aside, e))?;
+        out.sync_all().map_err(|e| io("sync", &aside, e))?;
         d.moved_to = Some(aside);
     }
     let tmp = path.with_extension("seg.repair");
-    let mut out = create(&tmp).map_err(|e| io("cannot create", &tmp, e))?;
+    let mut out = create(&tmp).map_err(|e| io("create", &tmp, e))?;
     if read.kept.is_empty() {
         // Nothing checks: the segment itself goes.
         drop(out);
-        std::fs::remove_file(&tmp).map_err(|e| io("cannot remove", &tmp, e))?;
-        std::fs::remove_file(path).map_err(|e| io("cannot remove", path, e))?;
+        std::fs::remove_file(&tmp).map_err(|e| io("remove", &tmp, e))?;
+        std::fs::remove_file(path).map_err(|e| io("remove", path, e))?;
     } else {
         let header = read.header.unwrap_or_else(|| segment::header(0));
-        out.write_all(&header)
-            .map_err(|e| io("cannot write", &tmp, e))?;
+        out.write_all(&header).map_err(|e| io("write", &tmp, e))?;
         for &(offset, len) in &read.kept {
             let mut record = vec![0u8; len as usize];
             file.read_at(&mut record, offset)
-                .map_err(|e| io("cannot read", path, e))?;
-            out.write_all(&record)
-                .map_err(|e| io("cannot write", &tmp, e))?;
+                .map_err(|e| io("read", path, e))?;
+            out.write_all(&record).map_err(|e| io("write", &tmp, e))?;
         }
-        out.sync_all().map_err(|e| io("cannot sync", &tmp, e))?;
-        std::fs::rename(&tmp, path).map_err(|e| io("cannot rename", &tmp, e))?;
+        out.sync_all().map_err(|e| io("sync", &tmp, e))?;
+        std::fs::rename(&tmp, path).map_err(|e| io("rename", &tmp, e))?;
     }
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(|e| io("cannot sync", dir, e))
+        .map_err(|e| io("sync", dir, e))
 }

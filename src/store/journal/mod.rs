@@ -92,6 +92,7 @@ use self::ring::{check_events, push_row, trim};
 pub(crate) use self::vfs::{OsFs, SegFile, Vfs};
 use super::batch;
 use super::error::StoreErrorKind;
+use super::frame::DecodeError;
 use super::record::{Checkpoint, EventBatch, LoggedInstant, PropertyPath, StoredEvent};
 use super::schema::JOURNAL_DIR;
 use super::{Durability, StoreOptions};
@@ -338,16 +339,16 @@ pub(crate) struct Journal {
     broken: Arc<OnceLock<StoreErrorKind>>,
 }
 
-fn io(what: &str, path: &Path, e: std::io::Error) -> StoreErrorKind {
-    StoreErrorKind::Unwritable(format!("{what} {}: {e}", path.display()))
+fn io(action: &'static str, path: &Path, e: std::io::Error) -> StoreErrorKind {
+    StoreErrorKind::io(action, path, &e)
 }
 
 /// A record read back after the open no longer checks.
-fn corrupt(path: &Path, offset: u64, why: &str) -> StoreErrorKind {
+fn corrupt(path: &Path, offset: u64, why: DecodeError) -> StoreErrorKind {
     StoreErrorKind::JournalDamaged {
         segment: path.to_owned(),
         offset,
-        why: why.to_owned(),
+        why: why.to_string(),
     }
 }
 
@@ -375,8 +376,8 @@ impl Journal {
     ) -> Result<Journal, StoreErrorKind> {
         let dir = store_dir.join(JOURNAL_DIR);
         vfs.create_dir_all(&dir)
-            .map_err(|e| io("cannot create", &dir, e))?;
-        let dir_id = vfs.id(&dir).map_err(|e| io("cannot read", &dir, e))?;
+            .map_err(|e| io("create", &dir, e))?;
+        let dir_id = vfs.id(&dir).map_err(|e| io("read", &dir, e))?;
         let found = scan(&*vfs, &dir)?;
         let placeholder = Active {
             number: 0,
@@ -416,7 +417,7 @@ impl Journal {
                 .open(&path, false)
                 .and_then(|file| file.sync())
                 .and_then(|()| inner.vfs.sync_dir(&inner.dir))
-                .map_err(|e| io("cannot sync", &path, e))?;
+                .map_err(|e| io("sync", &path, e))?;
         }
         let number = inner.segments.keys().next_back().map_or(1, |n| n + 1);
         inner.start_segment(number)?;
@@ -425,7 +426,10 @@ impl Journal {
         let thread = std::thread::Builder::new()
             .name("mfstream-journal".into())
             .spawn(move || inner.run(rx))
-            .map_err(|e| StoreErrorKind::Unwritable(format!("cannot start a thread: {e}")))?;
+            .map_err(|e| StoreErrorKind::Thread {
+                name: "journal",
+                message: format!("cannot start it: {e}"),
+            })?;
         let budget_max = u32::try_from(options.queue_bytes.max(1)).unwrap_or(u32::MAX);
         Ok(Journal {
             broken,
@@ -981,13 +985,12 @@ impl Inner {
                     .insert(
                         self.vfs
                             .open(&path, false)
-                            .map_err(|e| io("cannot open", &path, e))?,
+                            .map_err(|e| io("open", &path, e))?,
                     )
                     .clone(),
             }
         };
-        segment::read_at(&*file, loc.offset, loc.len)
-            .map_err(|why| corrupt(&path, loc.offset, &why))
+        segment::read_at(&*file, &path, loc.offset, loc.len)
     }
 
     /// Reads the record at `loc`, which must have the tag `tag`, and hands
@@ -998,17 +1001,17 @@ impl Inner {
         loc: Loc,
         files: &mut HashMap<u64, Arc<dyn SegFile>>,
         tag: u8,
-        decode: impl FnOnce(&[u8]) -> Result<(), String>,
+        decode: impl FnOnce(&[u8]) -> Result<(), DecodeError>,
     ) -> Result<(), StoreErrorKind> {
         let payload = self.read(loc, files)?;
         let data = match segment::decode(&payload) {
             Ok(segment::Record::Instants { data, .. }) if tag == segment::TAG_INSTANTS => Ok(data),
             Ok(segment::Record::Events { data, .. }) if tag == segment::TAG_EVENTS => Ok(data),
-            Ok(_) => Err("a record of another kind than the index says".to_owned()),
+            Ok(_) => Err(DecodeError::WrongKind),
             Err(why) => Err(why),
         };
         data.and_then(decode)
-            .map_err(|why: String| corrupt(&self.path(loc), loc.offset, &why))
+            .map_err(|why| corrupt(&self.path(loc), loc.offset, why))
     }
 
     fn restored(&self, id: &str) -> Result<Option<Restored>, StoreErrorKind> {

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::super::error::StoreErrorKind;
+use super::super::frame::DecodeError;
 use super::super::record::{Checkpoint, PropertyPath};
 use super::ring::push_row;
 use super::vfs::Vfs;
@@ -45,7 +46,7 @@ const UNFINISHED: u64 = 4096;
 pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
     let mut numbers: Vec<u64> = vfs
         .list(dir)
-        .map_err(|e| io("cannot read", dir, e))?
+        .map_err(|e| io("read", dir, e))?
         .iter()
         .filter_map(|name| segment::number(name))
         .collect();
@@ -54,10 +55,8 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
     let newest = numbers.last().copied();
     for number in numbers {
         let path = segment::path(dir, number);
-        let file = vfs
-            .open(&path, false)
-            .map_err(|e| io("cannot open", &path, e))?;
-        let size = file.len().map_err(|e| io("cannot read", &path, e))?;
+        let file = vfs.open(&path, false).map_err(|e| io("open", &path, e))?;
+        let size = file.len().map_err(|e| io("read", &path, e))?;
         let base_seq = match segment::read_header(&*file, size) {
             Ok(base) => base,
             Err(segment::ReadError::Header(why)) => {
@@ -66,8 +65,8 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                 // directory before it is used), no longer than the page
                 // its header was written to, and nothing in it checks.
                 // Anything else is damage, left for `state repair`.
-                let any = segment::next_record_in(&*file, size, 0)
-                    .map_err(|e| io("cannot read", &path, e))?;
+                let any =
+                    segment::next_record_in(&*file, size, 0).map_err(|e| io("read", &path, e))?;
                 if let Some(at) = any {
                     return Err(StoreErrorKind::JournalDamaged {
                         segment: path,
@@ -89,7 +88,7 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                 );
                 vfs.remove(&path)
                     .and_then(|()| vfs.sync_dir(dir))
-                    .map_err(|e| io("cannot remove", &path, e))?;
+                    .map_err(|e| io("remove", &path, e))?;
                 continue;
             }
             Err(segment::ReadError::Version(found)) => {
@@ -99,7 +98,7 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                     expected: segment::VERSION,
                 });
             }
-            Err(segment::ReadError::Io(e)) => return Err(io("cannot read", &path, e)),
+            Err(segment::ReadError::Io(e)) => return Err(io("read", &path, e)),
         };
         found.base_seq = found.base_seq.max(base_seq);
         let mut records = Vec::new();
@@ -111,7 +110,7 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
             };
             found_record(&mut found, &mut records, &framed.payload, loc)
         })
-        .map_err(|e| io("cannot read", &path, e))?;
+        .map_err(|e| io("read", &path, e))?;
         let len = match damage.first() {
             None => size,
             // Only the newest segment can end in an unfinished write: each
@@ -133,7 +132,7 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                 );
                 file.set_len(d.offset)
                     .and_then(|()| file.sync())
-                    .map_err(|e| io("cannot cut", &path, e))?;
+                    .map_err(|e| io("cut", &path, e))?;
                 d.offset
             }
             Some(d) => {
@@ -164,7 +163,7 @@ pub(super) fn found_record(
     records: &mut Vec<Kept>,
     payload: &[u8],
     loc: Loc,
-) -> Result<(), String> {
+) -> Result<(), DecodeError> {
     match segment::decode(payload)? {
         segment::Record::Instants {
             property,
@@ -173,7 +172,7 @@ pub(super) fn found_record(
             ..
         } => {
             if count == 0 || first_seq == 0 {
-                return Err("an instants record without instants".into());
+                return Err(DecodeError::InstantsRange { count, first_seq });
             }
             records.push(Kept::Instants {
                 property: Arc::new(property.clone()),

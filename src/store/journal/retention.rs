@@ -103,13 +103,13 @@ impl Inner {
                 file = Some(
                     self.vfs
                         .open(&path, false)
-                        .map_err(|e| io("cannot open", &path, e))?,
+                        .map_err(|e| io("open", &path, e))?,
                 );
             }
             let file = file.as_ref().expect("opened above");
             let mut record = vec![0u8; old.len as usize];
             file.read_at(&mut record, old.offset)
-                .map_err(|e| io("cannot read", &path, e))?;
+                .map_err(|e| io("read", &path, e))?;
             let new = self.write_raw(&record)?;
             match kept {
                 Kept::Instants {
@@ -160,12 +160,9 @@ impl Inner {
             return Ok(());
         }
         let path = segment::path(&self.dir, self.active.number);
-        self.active
-            .file
-            .sync()
-            .map_err(|e| io("cannot sync", &path, e))?;
+        self.active.file.sync().map_err(|e| io("sync", &path, e))?;
         self.vfs
             .sync_dir(&self.dir)
-            .map_err(|e| io("cannot sync", &self.dir, e))
+            .map_err(|e| io("sync", &self.dir, e))
     }
 }

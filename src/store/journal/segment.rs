@@ -30,7 +30,8 @@
 use std::path::{Path, PathBuf};
 
 use super::super::batch;
-use super::super::frame::{put_bytes, take, take_bytes, take_str};
+use super::super::error::StoreErrorKind;
+use super::super::frame::{DecodeError, put_bytes, take, take_array, take_bytes, take_str};
 use super::super::record::{Checkpoint, PropertyPath};
 use super::vfs::SegFile;
 
@@ -295,7 +296,7 @@ pub(crate) fn scan(
     file: &dyn SegFile,
     size: u64,
     all: bool,
-    each: impl FnMut(Framed) -> Result<(), String>,
+    each: impl FnMut(Framed) -> Result<(), DecodeError>,
 ) -> std::io::Result<Vec<Damage>> {
     scan_from(file, size, HEADER, all, each)
 }
@@ -306,7 +307,7 @@ pub(crate) fn scan_from(
     size: u64,
     from: u64,
     all: bool,
-    mut each: impl FnMut(Framed) -> Result<(), String>,
+    mut each: impl FnMut(Framed) -> Result<(), DecodeError>,
 ) -> std::io::Result<Vec<Damage>> {
     let mut r = Reader {
         file,
@@ -326,7 +327,7 @@ pub(crate) fn scan_from(
                         continue;
                     }
                     // It checks, so no unfinished write made it.
-                    Err(why) => (why, true),
+                    Err(why) => (why.to_string(), true),
                 }
             }
             Err(NotRecord::Torn(why)) => (why, false),
@@ -347,19 +348,31 @@ pub(crate) fn scan_from(
     Ok(damage)
 }
 
-/// Reads the record of `len` bytes (frame included) at `offset`.
-pub(crate) fn read_at(file: &dyn SegFile, offset: u64, len: u64) -> Result<Vec<u8>, String> {
+/// Reads the record of `len` bytes (frame included) at `offset` of the
+/// segment `path`: a read that fails is an I/O error, a record that no
+/// longer checks is damage at `offset`.
+pub(crate) fn read_at(
+    file: &dyn SegFile,
+    path: &Path,
+    offset: u64,
+    len: u64,
+) -> Result<Vec<u8>, StoreErrorKind> {
+    let damaged = |why: String| StoreErrorKind::JournalDamaged {
+        segment: path.to_owned(),
+        offset,
+        why,
+    };
     if !(FRAME..=FRAME + MAX_RECORD).contains(&len) {
-        return Err(format!("a record at {offset} of {len} bytes"));
+        return Err(damaged(format!("a record at {offset} of {len} bytes")));
     }
     let mut buf = vec![0u8; len as usize];
     file.read_at(&mut buf, offset)
-        .map_err(|e| format!("cannot read a record at {offset}: {e}"))?;
+        .map_err(|e| StoreErrorKind::io("read", path, &e))?;
     let crc = u32::from_le_bytes(buf[4..8].try_into().expect("4 bytes"));
     if crc32fast::hash(&buf[FRAME as usize..]) != crc {
-        return Err(format!(
+        return Err(damaged(format!(
             "the record at {offset} no longer matches its checksum"
-        ));
+        )));
     }
     buf.drain(..FRAME as usize);
     Ok(buf)
@@ -451,13 +464,13 @@ pub(crate) enum Record<'a> {
     },
 }
 
-pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
+pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, DecodeError> {
     let mut data = payload;
     let tag = take(&mut data, 1)?[0];
     match tag {
         TAG_INSTANTS => {
             let first_seq = u64_of(&mut data)?;
-            let count = u32::from_le_bytes(take(&mut data, 4)?.try_into().expect("4 bytes"));
+            let count = u32::from_le_bytes(take_array(&mut data)?);
             let property = PropertyPath {
                 collection: take_str(&mut data)?,
                 feature: take_str(&mut data)?,
@@ -466,15 +479,11 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
             // The count and numbers are checked against what the record
             // holds: nothing read back is sized by a number alone.
             if count == 0 || first_seq == 0 || first_seq >= MAX_SEQ - u64::from(count) {
-                return Err(format!(
-                    "an instants record of {count} instants from {first_seq}"
-                ));
+                return Err(DecodeError::InstantsRange { count, first_seq });
             }
             let held = batch::count_instants(data)?;
             if held != u64::from(count) {
-                return Err(format!(
-                    "an instants record says {count} instants but holds {held}"
-                ));
+                return Err(DecodeError::InstantsCount { said: count, held });
             }
             Ok(Record::Instants {
                 property,
@@ -486,7 +495,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
         TAG_EVENTS => {
             let query = take_str(&mut data)?;
             let first_id = u64_of(&mut data)?;
-            let count = u32::from_le_bytes(take(&mut data, 4)?.try_into().expect("4 bytes"));
+            let count = u32::from_le_bytes(take_array(&mut data)?);
             let bytes = u64_of(&mut data)?;
             let checkpoint = match take(&mut data, 1)?[0] {
                 0 => None,
@@ -496,30 +505,40 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                     state: match take(&mut data, 1)?[0] {
                         0 => None,
                         1 => Some(take_bytes(&mut data)?.to_vec()),
-                        other => return Err(format!("unknown state flag {other}")),
+                        tag => {
+                            return Err(DecodeError::UnknownTag {
+                                what: "state flag",
+                                tag,
+                            });
+                        }
                     },
                 }),
-                other => return Err(format!("unknown checkpoint flag {other}")),
+                tag => {
+                    return Err(DecodeError::UnknownTag {
+                        what: "checkpoint flag",
+                        tag,
+                    });
+                }
             };
             if first_id >= MAX_SEQ - u64::from(count) || (count > 0 && first_id == 0) {
-                return Err(format!(
-                    "an events record of {count} events from {first_id}"
-                ));
+                return Err(DecodeError::EventsRange { count, first_id });
             }
             if let Some(cp) = &checkpoint
                 && (cp.after_seq >= MAX_SEQ || cp.last_event_id >= MAX_SEQ)
             {
-                return Err(format!(
-                    "a checkpoint after instant {} and event {}",
-                    cp.after_seq, cp.last_event_id
-                ));
+                return Err(DecodeError::CheckpointRange {
+                    after_seq: cp.after_seq,
+                    last_event_id: cp.last_event_id,
+                });
             }
             let (held, held_bytes) = batch::count_events(data)?;
             if held != u64::from(count) || held_bytes != bytes {
-                return Err(format!(
-                    "an events record says {count} events of {bytes} bytes but holds {held} \
-                     of {held_bytes}"
-                ));
+                return Err(DecodeError::EventsCount {
+                    said: count,
+                    said_bytes: bytes,
+                    held,
+                    held_bytes,
+                });
             }
             Ok(Record::Events {
                 query,
@@ -530,14 +549,15 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, String> {
                 data,
             })
         }
-        other => Err(format!("unknown record tag {other}")),
+        tag => Err(DecodeError::UnknownTag {
+            what: "record tag",
+            tag,
+        }),
     }
 }
 
-fn u64_of(data: &mut &[u8]) -> Result<u64, String> {
-    Ok(u64::from_le_bytes(
-        take(data, 8)?.try_into().expect("8 bytes"),
-    ))
+fn u64_of(data: &mut &[u8]) -> Result<u64, DecodeError> {
+    Ok(u64::from_le_bytes(take_array(data)?))
 }
 
 #[cfg(test)]
@@ -568,8 +588,8 @@ mod tests {
 
     fn events_with(cp: Option<&Checkpoint>) -> Vec<u8> {
         let mut batch = super::super::super::EventBatch::new(2);
-        batch.push("instant", b"{\"value\":1}");
-        batch.push("window", b"{}");
+        batch.push(crate::vocab::EventKind::Instant, b"{\"value\":1}");
+        batch.push(crate::vocab::EventKind::Window, b"{}");
         let head = EventsHead {
             query: "q",
             first_id: 2,
@@ -730,7 +750,14 @@ mod tests {
             let mut out = Vec::new();
             instants_record(&mut out, &speed(), 1, count, &data);
             let err = decode(&out[FRAME as usize..]).err().expect("refused");
-            assert!(err.contains("instants"), "{err}");
+            assert!(
+                matches!(
+                    err,
+                    DecodeError::InstantsRange { .. } | DecodeError::InstantsCount { .. }
+                ),
+                "{err}"
+            );
+            assert!(err.to_string().contains("instants"), "{err}");
         }
         let mut out = Vec::new();
         instants_record(&mut out, &speed(), MAX_SEQ - 1, 1, &data);

@@ -39,7 +39,7 @@ impl Inner {
         {
             // What a failed fsync left on the disk is unknown: take no more.
             let path = segment::path(&self.dir, self.active.number);
-            let why = io("cannot sync", &path, e);
+            let why = io("sync", &path, e);
             tracing::error!("{why}: the journal takes no more writes");
             self.set_broken(why.clone());
             return Err(why);
@@ -80,14 +80,13 @@ impl Inner {
         let path = segment::path(&self.dir, self.active.number);
         if let Err(e) = self.active.file.write_at(record, offset) {
             if let Err(cut) = self.active.file.set_len(offset) {
-                let why = format!(
+                tracing::error!(
                     "journal segment {}: a write failed ({e}) and could not be cut off ({cut})",
                     path.display()
                 );
-                tracing::error!("{why}");
-                self.set_broken(StoreErrorKind::Unwritable(why));
+                self.set_broken(StoreErrorKind::io("cut a failed write off", &path, &cut));
             }
-            return Err(io("cannot write", &path, e));
+            return Err(io("write", &path, e));
         }
         let len = record.len() as u64;
         self.active.len += len;
@@ -107,17 +106,14 @@ impl Inner {
     /// segment: cheap).
     pub(super) fn roll(&mut self) -> Result<(), StoreErrorKind> {
         let path = segment::path(&self.dir, self.active.number);
-        self.active
-            .file
-            .sync()
-            .map_err(|e| io("cannot sync", &path, e))?;
+        self.active.file.sync().map_err(|e| io("sync", &path, e))?;
         // With `Process` the full segment's name is synced now (with
         // `Power`, when it was created): a segment with a successor is
         // never lost to a power cut, only the newest can be.
         if self.durability == Durability::Process {
             self.vfs
                 .sync_dir(&self.dir)
-                .map_err(|e| io("cannot sync", &self.dir, e))?;
+                .map_err(|e| io("sync", &self.dir, e))?;
         }
         self.start_segment(self.active.number + 1)?;
         self.compact();
@@ -131,9 +127,9 @@ impl Inner {
         let file = self
             .vfs
             .open(&path, true)
-            .map_err(|e| io("cannot create", &path, e))?;
+            .map_err(|e| io("create", &path, e))?;
         file.write_at(&segment::header(self.next_seq), 0)
-            .map_err(|e| io("cannot write", &path, e))?;
+            .map_err(|e| io("write", &path, e))?;
         // With `Power` an acknowledged write must be found after a power
         // cut: its segment's name too. With `Process` a power cut may take
         // the newest segment, a suffix of the journal, so the syncs are
@@ -141,10 +137,10 @@ impl Inner {
         // and to the segment's end (its data and name, before the next
         // one is started).
         if self.durability == Durability::Power {
-            file.sync().map_err(|e| io("cannot sync", &path, e))?;
+            file.sync().map_err(|e| io("sync", &path, e))?;
             self.vfs
                 .sync_dir(&self.dir)
-                .map_err(|e| io("cannot sync", &self.dir, e))?;
+                .map_err(|e| io("sync", &self.dir, e))?;
         }
         self.active = Active {
             number,

@@ -182,7 +182,8 @@ async fn a_registration_under_another_propertys_lock_is_refused() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err.kind(), StoreErrorKind::Invalid(why) if why.contains("own property's lock")),
+        matches!(err.kind(), StoreErrorKind::WrongLock { query, .. } if query == "q")
+            && err.to_string().contains("own property's lock"),
         "{err}"
     );
     assert!(store.queries().unwrap().is_empty());

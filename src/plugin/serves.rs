@@ -1,0 +1,99 @@
+//! The `serves` field of the C ABI (`MFS_SERVES_*` bits, a `u32` at the
+//! boundary) and the host's typed set, [`Serves`]: converted here, once,
+//! where a descriptor is read, with the bits this host does not know kept
+//! apart so the loader can say so.
+
+use mfstream_plugin::abi::{MFS_SERVES_AGGREGATE, MFS_SERVES_TRANSFORM};
+
+use crate::engine::Serves;
+
+/// Each ABI bit and the kind it names.
+const BITS: [(u32, Serves); 2] = [
+    (MFS_SERVES_TRANSFORM, Serves::TRANSFORM),
+    (MFS_SERVES_AGGREGATE, Serves::AGGREGATE),
+];
+
+/// The `serves` bits of a descriptor: the kinds this host knows, and the
+/// bits it does not (a newer plugin's), which the caller reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Declared {
+    /// The kinds declared that this host knows.
+    pub known: Serves,
+    /// The other bits set, 0 when none.
+    pub unknown: u32,
+}
+
+/// Reads the `serves` bits of a descriptor.
+pub(crate) fn from_abi(bits: u32) -> Declared {
+    let mut known = Serves::NONE;
+    let mut rest = bits;
+    for (bit, kind) in BITS {
+        if bits & bit != 0 {
+            known = known | kind;
+            rest &= !bit;
+        }
+    }
+    Declared {
+        known,
+        unknown: rest,
+    }
+}
+
+/// The `serves` bits of `serves`, as the ABI writes them.
+pub(crate) fn to_abi(serves: Serves) -> u32 {
+    BITS.into_iter()
+        .filter(|(_, kind)| serves.contains(*kind))
+        .fold(0, |bits, (bit, _)| bits | bit)
+}
+
+/// What an engine of a plugin serves, from what it declared: every plugin
+/// engine transforms (the loader refuses one that does not), and the host
+/// windows its outputs for aggregates, whether or not it declared
+/// `MFS_SERVES_AGGREGATE` (reserved: no host asks a plugin to aggregate).
+pub(crate) fn engine_serves(declared: Serves) -> Serves {
+    if declared.contains(Serves::TRANSFORM) {
+        Serves::TRANSFORM | Serves::AGGREGATE
+    } else {
+        Serves::NONE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn known_bits_become_kinds_and_unknown_ones_are_kept_apart() {
+        assert_eq!(
+            from_abi(MFS_SERVES_TRANSFORM | 0x8 | 0x100),
+            Declared {
+                known: Serves::TRANSFORM,
+                unknown: 0x108
+            }
+        );
+        assert_eq!(
+            from_abi(MFS_SERVES_TRANSFORM | MFS_SERVES_AGGREGATE),
+            Declared {
+                known: Serves::TRANSFORM | Serves::AGGREGATE,
+                unknown: 0
+            }
+        );
+        assert_eq!(from_abi(0).known, Serves::NONE);
+    }
+
+    #[test]
+    fn a_set_goes_back_to_the_same_bits() {
+        for bits in 0..4 {
+            assert_eq!(to_abi(from_abi(bits).known), bits);
+        }
+    }
+
+    #[test]
+    fn a_transforming_plugin_engine_also_serves_aggregates_by_the_host() {
+        assert_eq!(
+            engine_serves(Serves::TRANSFORM),
+            Serves::TRANSFORM | Serves::AGGREGATE
+        );
+        assert_eq!(engine_serves(Serves::AGGREGATE), Serves::NONE);
+    }
+}
