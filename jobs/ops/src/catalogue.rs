@@ -19,6 +19,11 @@
 //! - `python`, `java`: the same in the Python jobs (a function of `x`, or
 //!   of `x` and `a`) and in the JVM jobs (an expression in `x` and `a`).
 //! - `meos`: the MEOS function the C job and the MEOS plugin call ([`Meos`]).
+//!
+//! `number`, `python`, `java` and `meos` may be left out: an operation on
+//! another kind of value (positions: `kinds: &[Kind::Position]`) has no
+//! `number`, and the jobs, which compute numbers, do not list it. Every
+//! operation on numbers has `number`, `python` and `java` (a test says so).
 
 use crate::{Arg, Domain, Entry, Kind, Meos};
 

@@ -39,12 +39,31 @@ use std::fmt;
 /// Makes the [`Op`] enum, [`CATALOGUE`] and the per-number `match` from
 /// the one list in `catalogue.rs`, so they cannot drift apart.
 macro_rules! catalogue {
+    // An entry with no `number` applies to other kinds only: spec
+    // validation never lets a number reach it, and one that did would have
+    // no result (NaN is never finite).
+    (@number $xv:ident, $av:ident) => {
+        f64::NAN
+    };
+    (@number $xv:ident, $av:ident, |$x:ident, $a:ident| $number:expr) => {{
+        let ($x, $a) = ($xv, $av);
+        $number
+    }};
+    (@option) => {
+        None
+    };
+    (@option $e:expr) => {
+        Some($e)
+    };
     ($(
         $(#[doc = $doc:literal])*
         $variant:ident {
             name: $name:literal, arg: $arg:expr, domain: $domain:expr, formula: $formula:literal,
-            kinds: $kinds:expr, number: |$x:ident, $a:ident| $number:expr,
-            python: $python:literal, java: $java:literal, meos: $meos:expr $(,)?
+            kinds: $kinds:expr,
+            $(number: |$x:ident, $a:ident| $number:expr,)?
+            $(python: $python:literal,)?
+            $(java: $java:literal,)?
+            $(meos: $meos:expr,)?
         }
     ),* $(,)?) => {
         /// A lifted operation: one entry of the catalogue ([`Op::entry`]).
@@ -62,9 +81,9 @@ macro_rules! catalogue {
                 domain: $domain,
                 formula: $formula,
                 kinds: $kinds,
-                python: $python,
-                java: $java,
-                meos: $meos,
+                python: catalogue!(@option $($python)?),
+                java: catalogue!(@option $($java)?),
+                meos: catalogue!(@option $($meos)?),
             }, )*
         ];
 
@@ -86,10 +105,7 @@ macro_rules! catalogue {
             #[inline(always)]
             pub(crate) fn number(self, x: f64, a: f64) -> f64 {
                 match self {
-                    $( Op::$variant => {
-                        let ($x, $a) = (x, a);
-                        $number
-                    } )*
+                    $( Op::$variant => catalogue!(@number x, a $(, |$x, $a| $number)?), )*
                 }
             }
         }
@@ -117,12 +133,14 @@ pub struct Entry {
     /// The value kinds it applies to.
     pub kinds: &'static [Kind],
     /// The Python jobs' function: of `x` alone, or of `x` and `a` when the
-    /// operation takes an argument (`math.log`, `operator.mul`).
-    pub python: &'static str,
-    /// The JVM jobs' expression in `x` and `a` (`Math.log(x)`, `x * a`).
-    pub java: &'static str,
-    /// How the MEOS job and plugin compute it.
-    pub meos: Meos,
+    /// operation takes an argument (`math.log`, `operator.mul`). Every
+    /// operation on numbers has one; the jobs compute numbers only.
+    pub python: Option<&'static str>,
+    /// The JVM jobs' expression in `x` and `a` (`Math.log(x)`, `x * a`);
+    /// as `python`.
+    pub java: Option<&'static str>,
+    /// How the MEOS job and plugin compute it; `None` where they do not.
+    pub meos: Option<Meos>,
 }
 
 /// What an operation takes after its name.
@@ -219,6 +237,12 @@ impl fmt::Display for Domain {
 pub enum Kind {
     /// Numbers (`TReal`, `TInteger`).
     Number,
+    /// Positions (`TGeogPoint`, `TGeomPoint`): the kind of the position
+    /// operations (issue 20), which give a number per position (`speed`).
+    /// An entry for one has `kinds: &[Kind::Position]` and no `number`,
+    /// `python` or `java`: spec validation keeps it to positions, and the
+    /// jobs' tables, which are for numbers, leave it out.
+    Position,
 }
 
 impl Kind {
@@ -226,6 +250,7 @@ impl Kind {
     pub const fn plural(self) -> &'static str {
         match self {
             Kind::Number => "numbers",
+            Kind::Position => "positions",
         }
     }
 }
@@ -430,6 +455,24 @@ mod tests {
             assert_eq!(entry.op.domain(), entry.domain, "{}", entry.name);
             assert_eq!(entry.name, entry.name.to_ascii_lowercase());
             assert!(!entry.kinds.is_empty(), "{}", entry.name);
+        }
+    }
+
+    /// The jobs compute numbers: an operation on numbers has their
+    /// implementations, and a formula (`number`) the engines compute.
+    #[test]
+    fn every_operation_on_numbers_is_complete() {
+        for entry in CATALOGUE.iter().filter(|e| e.kinds.contains(&Kind::Number)) {
+            assert!(
+                entry.python.is_some() && entry.java.is_some(),
+                "{}",
+                entry.name
+            );
+            assert!(
+                entry.op.apply(0.5, 1.852).is_ok(),
+                "{} has no `number`",
+                entry.name
+            );
         }
     }
 

@@ -47,11 +47,11 @@ pub fn markdown() -> String {
 pub fn python() -> String {
     let mut out = String::from("UNARY = {\n");
     for e in numeric().filter(|e| !e.arg.takes_one()) {
-        let _ = writeln!(out, "    \"{}\": {},", e.name, e.python);
+        let _ = writeln!(out, "    \"{}\": {},", e.name, e.python.unwrap_or("None"));
     }
     out.push_str("}\nBINARY = {\n");
     for e in numeric().filter(|e| e.arg.takes_one()) {
-        let _ = writeln!(out, "    \"{}\": {},", e.name, e.python);
+        let _ = writeln!(out, "    \"{}\": {},", e.name, e.python.unwrap_or("None"));
     }
     out.push_str("}\n");
     let set = |names: Vec<String>| {
@@ -116,7 +116,12 @@ pub fn java() -> String {
         "    static double compute(String op, double x, double a) {\n        switch (op) {\n",
     );
     for e in numeric() {
-        let _ = writeln!(out, "            case \"{}\": return {};", e.name, e.java);
+        let _ = writeln!(
+            out,
+            "            case \"{}\": return {};",
+            e.name,
+            e.java.unwrap_or("Double.NaN")
+        );
     }
     out.push_str(
         "            default: throw new IllegalArgumentException(\"unknown operation \" + op);\n        }\n    }\n",
@@ -129,8 +134,8 @@ pub fn java() -> String {
 /// and `OPERATIONS`, the line for the usage message.
 pub fn c() -> String {
     let mut out = String::from("static const struct op OPS[] = {\n");
-    for e in numeric() {
-        let shape = match e.meos {
+    for (e, meos) in numeric().filter_map(|e| Some((e, e.meos?))) {
+        let shape = match meos {
             Meos::Unary(_) => "UNARY",
             Meos::Degrees(_) => "DEGREES",
             Meos::Binary(_) => "BINARY",
@@ -138,7 +143,7 @@ pub fn c() -> String {
             Meos::Tan => "TAN",
         };
         let nonzero = e.arg == Arg::NonZero;
-        let and = if e.meos == Meos::Tan {
+        let and = if meos == Meos::Tan {
             " /* and pg_dcos */"
         } else {
             ""
@@ -147,7 +152,7 @@ pub fn c() -> String {
             out,
             "    {{\"{}\", {shape}, \"{}\", {nonzero}}},{and}",
             e.name,
-            e.meos.symbol()
+            meos.symbol()
         );
     }
     out.push_str("};\n");
@@ -277,12 +282,10 @@ mod tests {
         let (python, java, c) = (python(), java(), c());
         for op in Op::ALL {
             let e = op.entry();
+            let (py, expr) = (e.python.unwrap(), e.java.unwrap());
+            assert!(python.contains(&format!("\"{}\": {py},", e.name)), "{op}");
             assert!(
-                python.contains(&format!("\"{}\": {},", e.name, e.python)),
-                "{op}"
-            );
-            assert!(
-                java.contains(&format!("case \"{}\": return {};", e.name, e.java)),
+                java.contains(&format!("case \"{}\": return {expr};", e.name)),
                 "{op}"
             );
             assert!(c.contains(&format!("{{\"{}\", ", e.name)), "{op}");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
-use mfstream_ops::{ArgError, CATALOGUE, Meos as Shape, Op};
+use mfstream_ops::{ArgError, CATALOGUE, Kind, Meos as Shape, Op};
 
 use crate::MEOS_LIB_VAR;
 
@@ -37,6 +37,9 @@ impl MeosOp {
             .into_iter()
             .find(|op| op.name() == name)
             .ok_or_else(|| format!("unknown operation {name:?}"))?;
+        if op.entry().meos.is_none() || !op.applies_to(Kind::Number) {
+            return Err(format!("operation {name} is not served by MEOS"));
+        }
         let arg = op.check_arg(arg).map_err(|e| match e {
             ArgError::Needless => format!("operation {name} takes no argument"),
             ArgError::Missing => format!("operation {name} needs a scalar argument"),
@@ -61,8 +64,9 @@ enum Function {
 pub struct Meos {
     tfloatinst_make: unsafe extern "C" fn(f64, i64) -> *mut Temporal,
     tfloat_start_value: unsafe extern "C" fn(*const Temporal) -> f64,
-    /// Each operation's function, by its index in the catalogue.
-    functions: Vec<Function>,
+    /// Each operation's function, by its index in the catalogue; `None`
+    /// for one MEOS does not serve here (not on numbers, or no function).
+    functions: Vec<Option<Function>>,
     /// Serialises calls: MEOS keeps global state.
     lock: Mutex<()>,
 }
@@ -143,10 +147,14 @@ impl Meos {
         };
         let mut functions = Vec::with_capacity(CATALOGUE.len());
         for entry in CATALOGUE {
-            let f = function(entry.meos.symbol())?;
+            let Some(shape) = entry.meos.filter(|_| entry.kinds.contains(&Kind::Number)) else {
+                functions.push(None);
+                continue;
+            };
+            let f = function(shape.symbol())?;
             // SAFETY: `f` is the function of this shape (above).
-            functions.push(unsafe {
-                match entry.meos {
+            functions.push(Some(unsafe {
+                match shape {
                     Shape::Unary(_) => {
                         Function::Unary(std::mem::transmute::<*const c_void, Unary>(f))
                     }
@@ -164,7 +172,7 @@ impl Meos {
                         cos: std::mem::transmute::<*const c_void, Scalar>(function("pg_dcos")?),
                     },
                 }
-            });
+            }));
         }
         let meos = Meos {
             tfloatinst_make: sym!("tfloatinst_make"),
@@ -190,7 +198,10 @@ impl Meos {
         LAST_ERROR.with(|e| e.borrow_mut().take());
         // SAFETY (each call below): MEOS is initialised, and each function
         // is called with the arguments of its shape.
-        match self.functions[op.op as usize] {
+        let Some(function) = self.functions[op.op as usize] else {
+            return Err(format!("{} is not served by MEOS", op.op));
+        };
+        match function {
             Function::Scalar(f) => self.scalar(x, f, None),
             Function::Tan { sin, cos } => self.scalar(x, sin, Some(cos)),
             Function::Unary(f) => self.lifted(x, |i| unsafe { f(i) }),
