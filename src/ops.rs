@@ -237,6 +237,24 @@ mod tests {
         assert!(e.ends_with("got 1e+300"), "{e}");
     }
 
+    /// Spec validation reads the catalogue's kinds: every operation today
+    /// applies to numbers, and no operation to text or booleans.
+    #[test]
+    fn transforms_apply_to_the_kinds_the_catalogue_says() {
+        for op in Op::ALL {
+            let t = Transform::new(op.name(), op.takes_arg().then_some(2.0)).unwrap();
+            assert_eq!(
+                t.applies_to(PropertyType::TReal),
+                op.applies_to(Kind::Number),
+                "{op}"
+            );
+            assert!(t.applies_to(PropertyType::TInteger), "{op}");
+            assert!(!t.applies_to(PropertyType::TText), "{op}");
+            assert!(!t.applies_to(PropertyType::TBoolean), "{op}");
+        }
+        assert_eq!(kind_of(PropertyType::TText), None);
+    }
+
     #[test]
     fn job_args_append_the_argument_in_shortest_form() {
         assert_eq!(

@@ -365,19 +365,35 @@ impl Op {
         }
     }
 
+    /// The operation named `name` exactly (lowercase, as the host writes
+    /// it for jobs and plugins) among those that apply to `kind`.
+    pub fn find(name: &str, kind: Kind) -> Option<Op> {
+        Op::ALL
+            .into_iter()
+            .find(|op| op.name() == name && op.applies_to(kind))
+    }
+
     /// The catalogue as one line, for messages: `ln, exp, …, add <x>, …`.
     pub fn catalogue() -> String {
-        Op::ALL
-            .iter()
-            .map(|op| {
-                if op.takes_arg() {
-                    format!("{} <x>", op.name())
-                } else {
-                    op.name().to_owned()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
+        Op::line(Op::ALL.iter().copied())
+    }
+
+    /// The operations that apply to `kind` as one line, for the messages of
+    /// jobs and plugins that compute that kind only.
+    pub fn catalogue_of(kind: Kind) -> String {
+        Op::line(Op::ALL.into_iter().filter(|op| op.applies_to(kind)))
+    }
+
+    fn line(ops: impl Iterator<Item = Op>) -> String {
+        ops.map(|op| {
+            if op.takes_arg() {
+                format!("{} <x>", op.name())
+            } else {
+                op.name().to_owned()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
     }
 }
 
@@ -398,14 +414,14 @@ pub struct Transform {
 }
 
 impl Transform {
-    /// Validates a job's arguments: an operation name, exactly as the host
-    /// writes it (lowercase), and, exactly when the operation takes one, a
-    /// finite argument (non-zero for `div`).
+    /// Validates a job's arguments: the name of an operation on numbers,
+    /// exactly as the host writes it (lowercase), and, exactly when the
+    /// operation takes one, a finite argument (non-zero for `div`).
     pub fn from_args(op: &str, arg: Option<&str>) -> Result<Transform, String> {
-        let Some(found) = Op::ALL.into_iter().find(|o| o.name() == op) else {
+        let Some(found) = Op::find(op, Kind::Number) else {
             return Err(format!(
                 "unknown operation {op:?}: supported operations are {}",
-                Op::catalogue()
+                Op::catalogue_of(Kind::Number)
             ));
         };
         let number = match (found.takes_arg(), arg) {

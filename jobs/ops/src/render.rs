@@ -11,7 +11,7 @@
 
 use std::fmt::Write;
 
-use crate::{Arg, CATALOGUE, Domain, Entry, Kind, Meos};
+use crate::{Arg, CATALOGUE, Domain, Entry, Kind, Meos, Op};
 
 /// The command that rewrites every generated table from the catalogue.
 pub const REGENERATE: &str = "MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated";
@@ -224,24 +224,14 @@ fn quoted(names: Vec<&str>) -> Vec<String> {
     names.iter().map(|n| format!("\"{n}\"")).collect()
 }
 
-/// The numeric operations as one line, as [`Op::catalogue`](crate::Op::catalogue) writes them.
+/// The numeric operations as one line ([`Op::catalogue_of`]).
 fn line() -> String {
-    let ops: Vec<String> = numeric()
-        .map(|e| {
-            if e.arg.takes_one() {
-                format!("{} <x>", e.name)
-            } else {
-                e.name.to_owned()
-            }
-        })
-        .collect();
-    ops.join(", ")
+    Op::catalogue_of(Kind::Number)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Op;
 
     #[test]
     fn splice_replaces_only_the_lines_between_the_markers() {

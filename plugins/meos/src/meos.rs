@@ -33,11 +33,9 @@ impl MeosOp {
     /// Validates an operation of the catalogue for MEOS: its name as the
     /// host writes it, and its argument ([`Op::check_arg`]).
     pub fn new(name: &str, arg: Option<f64>) -> Result<MeosOp, String> {
-        let op = Op::ALL
-            .into_iter()
-            .find(|op| op.name() == name)
-            .ok_or_else(|| format!("unknown operation {name:?}"))?;
-        if op.entry().meos.is_none() || !op.applies_to(Kind::Number) {
+        let op =
+            Op::find(name, Kind::Number).ok_or_else(|| format!("unknown operation {name:?}"))?;
+        if op.entry().meos.is_none() {
             return Err(format!("operation {name} is not served by MEOS"));
         }
         let arg = op.check_arg(arg).map_err(|e| match e {
