@@ -10,8 +10,11 @@
 //!   guard before version-1 jobs and plugins (`src/ops.rs` wraps [`Op`]);
 //! - the native bridge job (`jobs/fastjob`) and the plugins (`plugins/scale`,
 //!   `plugins/meos`), through [`Transform`] and [`Op`];
+//! - the Flink cluster client (`jobs/flink-cluster-client`), which checks
+//!   a query's operation before submitting it;
 //! - the tables generated from it ([`render`]): README's table of
-//!   operations, the Python jobs' (`jobs/reference`, `jobs/beam`), the JVM
+//!   operations, the server page's menu (`src/server/page.html`), the
+//!   Python jobs' (`jobs/reference`, `jobs/beam`), the JVM
 //!   jobs' (`jobs/jvm/LiftedOperation.java`) and the MEOS C job's
 //!   (`jobs/meos/meos_job.c`). The `generated` test fails when a checked-in
 //!   table differs from what the catalogue renders;

@@ -1,5 +1,6 @@
 //! The catalogue's tables for the places that cannot read it as Rust: README
-//! (Markdown), the Python jobs, the JVM jobs and the MEOS C job.
+//! (Markdown), the server's page (HTML), the Python jobs, the JVM jobs and
+//! the MEOS C job.
 //!
 //! Each checked-in file holds its table between two marker lines, in its own
 //! comment syntax: one with `BEGIN GENERATED: operations` and one with
@@ -36,6 +37,18 @@ pub fn markdown() -> String {
             e.domain,
             kinds.join(", ")
         );
+    }
+    out
+}
+
+/// The page's operation menu (`src/server/page.html`): an `<option>` per
+/// operation on numbers (the page charts numbers), `data-arg` on those
+/// that take an argument, so the page sends its `arg` with them.
+pub fn html() -> String {
+    let mut out = String::new();
+    for e in numeric() {
+        let arg = if e.arg.takes_one() { " data-arg" } else { "" };
+        let _ = writeln!(out, "    <option{arg}>{}</option>", e.name);
     }
     out
 }
@@ -284,6 +297,9 @@ mod tests {
         assert!(java.contains("return op.equals(\"ln\") || op.equals(\"log10\");"));
         assert!(c.contains("{\"div\", BINARY, \"div_tfloat_float\", true},"));
         assert!(c.contains(&format!("#define OPERATIONS \"{}\"", Op::catalogue())));
+        let html = html();
+        assert!(html.contains("    <option>ln</option>\n"), "{html}");
+        assert!(html.contains("    <option data-arg>div</option>\n"), "{html}");
         let markdown = markdown();
         assert!(
             markdown.contains("| `ln` | none | ln x | x > 0 | numbers |"),
