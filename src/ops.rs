@@ -1,138 +1,20 @@
-//! The lifted operations catalogue: the one list of scalar operations that
-//! every engine and the command line validate against.
+//! The lifted operations: the catalogue's [`Op`] (from the `mfstream-ops`
+//! crate, `jobs/ops`, the one list every engine, spec validation, the
+//! bridge jobs' tables and README's table are read or generated from), and
+//! the host's validated [`Transform`] with its typed errors.
 
 use std::fmt;
 
-/// A lifted scalar operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Op {
-    /// Natural logarithm; positive values only.
-    Ln,
-    /// e to the power of the value.
-    Exp,
-    /// Base-10 logarithm; positive values only.
-    Log10,
-    /// Smallest integer not below the value.
-    Ceil,
-    /// Largest integer not above the value.
-    Floor,
-    /// Absolute value.
-    Abs,
-    /// Radians to degrees.
-    Degrees,
-    /// Degrees to radians.
-    Radians,
-    /// Sine of radians.
-    Sin,
-    /// Cosine of radians.
-    Cos,
-    /// Tangent of radians.
-    Tan,
-    /// Adds the argument.
-    Add,
-    /// Subtracts the argument.
-    Sub,
-    /// Multiplies by the argument.
-    Mul,
-    /// Divides by the argument (never zero).
-    Div,
-}
+pub use mfstream_ops::{Arg, Domain, Kind, Op};
+use mfstream_ops::{ArgError, NoResult};
 
-impl Op {
-    /// Every operation, in catalogue order.
-    pub const ALL: [Op; 15] = [
-        Op::Ln,
-        Op::Exp,
-        Op::Log10,
-        Op::Ceil,
-        Op::Floor,
-        Op::Abs,
-        Op::Degrees,
-        Op::Radians,
-        Op::Sin,
-        Op::Cos,
-        Op::Tan,
-        Op::Add,
-        Op::Sub,
-        Op::Mul,
-        Op::Div,
-    ];
+use crate::vocab::PropertyType;
 
-    /// The operation's name, as queries and bridge jobs spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Op::Ln => "ln",
-            Op::Exp => "exp",
-            Op::Log10 => "log10",
-            Op::Ceil => "ceil",
-            Op::Floor => "floor",
-            Op::Abs => "abs",
-            Op::Degrees => "degrees",
-            Op::Radians => "radians",
-            Op::Sin => "sin",
-            Op::Cos => "cos",
-            Op::Tan => "tan",
-            Op::Add => "add",
-            Op::Sub => "sub",
-            Op::Mul => "mul",
-            Op::Div => "div",
-        }
-    }
-
-    /// The operation's domain, as the catalogue states it: the inputs with a
-    /// result. Outside it, or where the result is not finite (an overflow:
-    /// `exp` of more than about 709.78, `mul` of two large numbers), a
-    /// record has no result, and the query's `onError` says what follows
-    /// ([`OnError`](crate::OnError)). Every engine kind uses this one list:
-    /// the local engine through [`Transform::apply`], and the host's guard
-    /// before a version-1 bridge job or plugin that would die on such an
-    /// input.
-    pub fn domain(self) -> &'static str {
-        match self {
-            Op::Ln | Op::Log10 => "x > 0",
-            Op::Exp => "x ≤ 709.78 (the result overflows past it)",
-            Op::Div => "every x (the argument is never 0); the result must be finite",
-            Op::Mul | Op::Add | Op::Sub => "every x; the result must be finite",
-            Op::Degrees => "every x; the result must be finite",
-            Op::Ceil | Op::Floor | Op::Abs | Op::Radians | Op::Sin | Op::Cos | Op::Tan => "every x",
-        }
-    }
-
-    /// Whether the operation takes one scalar argument.
-    pub fn takes_arg(self) -> bool {
-        matches!(self, Op::Add | Op::Sub | Op::Mul | Op::Div)
-    }
-
-    /// Looks an operation up by name, in any case (`mul`, `MUL`), as
-    /// aggregations are; [`Op::name`] gives it back in lowercase.
-    pub fn from_name(name: &str) -> Result<Op, OpError> {
-        Op::ALL
-            .into_iter()
-            .find(|op| op.name().eq_ignore_ascii_case(name))
-            .ok_or_else(|| OpError::Unknown(name.to_owned()))
-    }
-
-    /// The catalogue as one line: `ln, exp, …, add <x>, …`.
-    pub fn catalogue() -> String {
-        Op::ALL
-            .iter()
-            .map(|op| {
-                if op.takes_arg() {
-                    format!("{} <x>", op.name())
-                } else {
-                    op.name().to_owned()
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    }
-}
-
-impl fmt::Display for Op {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+/// The kind of value a property of type `t` holds, for the catalogue's
+/// "applies to" ([`Op::applies_to`]); `None` for a kind no operation
+/// takes (text, booleans).
+pub(crate) fn kind_of(t: PropertyType) -> Option<Kind> {
+    t.is_numeric().then_some(Kind::Number)
 }
 
 /// A validated transform: an operation and, where it takes one, its argument.
@@ -150,14 +32,20 @@ impl Transform {
     /// Rejects an unknown operation, a missing or needless argument, a
     /// non-finite argument and `div` by zero.
     pub fn new(op: &str, arg: Option<f64>) -> Result<Transform, OpError> {
-        let op = Op::from_name(op)?;
-        match (op.takes_arg(), arg) {
-            (true, None) => Err(OpError::MissingArg(op)),
-            (false, Some(_)) => Err(OpError::NeedlessArg(op)),
-            (true, Some(x)) if !x.is_finite() => Err(OpError::NonFiniteArg(op)),
-            (true, Some(x)) if op == Op::Div && x == 0.0 => Err(OpError::DivByZero),
-            _ => Ok(Transform { op, arg }),
-        }
+        let op = Op::from_name(op).ok_or_else(|| OpError::Unknown(op.to_owned()))?;
+        op.check_arg(arg).map_err(|e| match e {
+            ArgError::Missing => OpError::MissingArg(op),
+            ArgError::Needless => OpError::NeedlessArg(op),
+            ArgError::NotFinite => OpError::NonFiniteArg(op),
+            ArgError::Zero => OpError::DivByZero,
+        })?;
+        Ok(Transform { op, arg })
+    }
+
+    /// Whether the transform applies to the values of a property of type
+    /// `t` (the catalogue's kinds, [`Op::applies_to`]).
+    pub(crate) fn applies_to(&self, t: PropertyType) -> bool {
+        kind_of(t).is_some_and(|kind| self.op.applies_to(kind))
     }
 
     /// Applies the transform to one value.
@@ -166,40 +54,16 @@ impl Transform {
     /// `log10` of zero or a negative, or an overflow (`exp 1000`).
     #[inline]
     pub fn apply(&self, x: f64) -> Result<f64, DomainError> {
-        let arg = self.arg.unwrap_or(0.0);
-        let y = match self.op {
-            Op::Ln | Op::Log10 if x <= 0.0 => {
-                return Err(DomainError {
-                    op: self.op,
-                    input: x,
-                    why: "is defined for positive values only",
-                });
-            }
-            Op::Ln => x.ln(),
-            Op::Exp => x.exp(),
-            Op::Log10 => x.log10(),
-            Op::Ceil => x.ceil(),
-            Op::Floor => x.floor(),
-            Op::Abs => x.abs(),
-            Op::Degrees => x.to_degrees(),
-            Op::Radians => x.to_radians(),
-            Op::Sin => x.sin(),
-            Op::Cos => x.cos(),
-            Op::Tan => x.tan(),
-            Op::Add => x + arg,
-            Op::Sub => x - arg,
-            Op::Mul => x * arg,
-            Op::Div => x / arg,
-        };
-        if y.is_finite() {
-            Ok(y)
-        } else {
-            Err(DomainError {
+        self.op
+            .apply(x, self.arg.unwrap_or(0.0))
+            .map_err(|e| DomainError {
                 op: self.op,
                 input: x,
-                why: "overflows to infinity",
+                why: match e {
+                    NoResult::Outside(domain) => domain.why_refused(),
+                    NoResult::NotFinite => "overflows to infinity",
+                },
             })
-        }
     }
 
     /// The command-line words a bridge job receives: the operation and, where
@@ -321,8 +185,8 @@ mod tests {
             assert_eq!(transform.op, Op::Mul);
             assert_eq!(transform.job_args(), ["mul", "2"]);
         }
-        assert_eq!(Op::from_name("LOG10"), Ok(Op::Log10));
-        assert!(Op::from_name("mull").is_err());
+        assert_eq!(Op::from_name("LOG10"), Some(Op::Log10));
+        assert!(Transform::new("mull", None).is_err());
     }
 
     #[test]
@@ -339,7 +203,7 @@ mod tests {
     #[test]
     fn the_catalogue_states_a_domain_for_every_operation_and_apply_keeps_to_it() {
         for op in Op::ALL {
-            assert!(!op.domain().is_empty(), "{op}");
+            assert!(!op.domain().to_string().is_empty(), "{op}");
         }
         let t = |op: &str, arg| Transform::new(op, arg).unwrap();
         // x > 0.
@@ -371,6 +235,24 @@ mod tests {
         let exp = Transform::new("exp", None).unwrap();
         let e = exp.apply(1e300).unwrap_err().to_string();
         assert!(e.ends_with("got 1e+300"), "{e}");
+    }
+
+    /// Spec validation reads the catalogue's kinds: every operation today
+    /// applies to numbers, and no operation to text or booleans.
+    #[test]
+    fn transforms_apply_to_the_kinds_the_catalogue_says() {
+        for op in Op::ALL {
+            let t = Transform::new(op.name(), op.takes_arg().then_some(2.0)).unwrap();
+            assert_eq!(
+                t.applies_to(PropertyType::TReal),
+                op.applies_to(Kind::Number),
+                "{op}"
+            );
+            assert!(t.applies_to(PropertyType::TInteger), "{op}");
+            assert!(!t.applies_to(PropertyType::TText), "{op}");
+            assert!(!t.applies_to(PropertyType::TBoolean), "{op}");
+        }
+        assert_eq!(kind_of(PropertyType::TText), None);
     }
 
     #[test]

@@ -141,7 +141,7 @@ impl QuerySpec {
             QueryKind::Transform(t) => Some(t),
             QueryKind::Aggregate { transform, .. } => transform.as_ref(),
         };
-        if transform.is_some() && !self.property_type.is_numeric() {
+        if transform.is_some_and(|t| !t.applies_to(self.property_type)) {
             return Err(SpecError::new(
                 "operation",
                 format!(
@@ -490,7 +490,7 @@ fn fit(
             aggregate,
         } => (transform.as_ref(), Some(aggregate)),
     };
-    if transform.is_some() && !property_type.is_numeric() {
+    if transform.is_some_and(|t| !t.applies_to(property_type)) {
         return Err(SpecError::new(
             "operation",
             format!("transforms take numbers, but the property {property} is {property_type}"),

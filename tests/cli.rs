@@ -602,6 +602,12 @@ fn help_shows_examples_exit_codes_and_environment() {
     let run = help(&["run", "--help"]);
     assert!(run.contains(windowed), "{run}");
     assert!(run.contains("in any case"), "{run}");
+    // `--op` and `--arg` list the catalogue's operations, not a copy.
+    assert!(run.contains(&mfstream::ops::Op::catalogue()), "{run}");
+    assert!(
+        run.contains("The operation's scalar argument (add, sub, mul, div)"),
+        "{run}"
+    );
 }
 
 #[test]

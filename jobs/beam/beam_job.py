@@ -28,6 +28,9 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mfstream_stdio as stdio  # noqa: E402
 
+# The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+# edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated
+# BEGIN GENERATED: operations
 UNARY = {
     "ln": math.log,
     "exp": math.exp,
@@ -41,8 +44,15 @@ UNARY = {
     "cos": math.cos,
     "tan": math.tan,
 }
-BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
+BINARY = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+}
 POSITIVE_ONLY = {"ln", "log10"}
+NONZERO_ARG = {"div"}
+# END GENERATED: operations
 USAGE = "usage: beam_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)"
 
 
@@ -85,8 +95,8 @@ def check_args(args):
     a = parse_number(arg)
     if a is None or not math.isfinite(a):
         usage_error(f"operation {op} needs a finite number, got {arg!r}")
-    if op == "div" and a == 0:
-        usage_error("operation div by zero is undefined")
+    if op in NONZERO_ARG and a == 0:
+        usage_error(f"operation {op} by zero is undefined")
     return op, a
 
 

@@ -7,6 +7,8 @@
 public final class LiftedOperation implements java.io.Serializable {
     final String op;
     final double arg;
+    /** The catalogue's domain: x > 0 (ln, log10). */
+    final boolean positiveOnly;
 
     /** From a job's arguments: {@code OP [ARG]}. */
     public static LiftedOperation fromArgs(String[] args) {
@@ -20,19 +22,11 @@ public final class LiftedOperation implements java.io.Serializable {
     /** {@code argText} is null when no argument was given. */
     public LiftedOperation(String op, String argText) {
         this.op = op;
-        boolean binary;
-        switch (op) {
-            case "ln": case "exp": case "log10": case "ceil": case "floor": case "abs":
-            case "degrees": case "radians": case "sin": case "cos": case "tan":
-                binary = false;
-                break;
-            case "add": case "sub": case "mul": case "div":
-                binary = true;
-                break;
-            default:
-                throw new JobError("unknown operation '" + op + "': supported operations are "
-                        + "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
-                        + "add <x>, sub <x>, mul <x>, div <x>", true);
+        this.positiveOnly = positiveOnly(op);
+        Boolean binary = takesArg(op);
+        if (binary == null) {
+            throw new JobError("unknown operation '" + op + "': supported operations are "
+                    + CATALOGUE, true);
         }
         if (!binary) {
             if (argText != null) {
@@ -48,35 +42,18 @@ public final class LiftedOperation implements java.io.Serializable {
         if (a == null || !Double.isFinite(a)) {
             throw new JobError("operation " + op + " needs a finite number, got '" + argText + "'", true);
         }
-        if (op.equals("div") && a == 0) {
-            throw new JobError("operation div by zero is undefined", true);
+        if (nonZeroArg(op) && a == 0) {
+            throw new JobError("operation " + op + " by zero is undefined", true);
         }
         arg = a;
     }
 
     /** The result for {@code x}; {@code shown} is x as the input wrote it, for messages. */
     public double apply(double x, String shown) {
-        if ((op.equals("ln") || op.equals("log10")) && !(x > 0) && !Double.isNaN(x)) {
+        if (positiveOnly && !(x > 0) && !Double.isNaN(x)) {
             throw new JobError(op + " is defined for positive values only, got " + shown);
         }
-        double y;
-        switch (op) {
-            case "ln": y = Math.log(x); break;
-            case "exp": y = Math.exp(x); break;
-            case "log10": y = Math.log10(x); break;
-            case "ceil": y = Math.ceil(x); break;
-            case "floor": y = Math.floor(x); break;
-            case "abs": y = Math.abs(x); break;
-            case "degrees": y = Math.toDegrees(x); break;
-            case "radians": y = Math.toRadians(x); break;
-            case "sin": y = Math.sin(x); break;
-            case "cos": y = Math.cos(x); break;
-            case "tan": y = Math.tan(x); break;
-            case "add": y = x + arg; break;
-            case "sub": y = x - arg; break;
-            case "mul": y = x * arg; break;
-            default: y = x / arg; break;
-        }
+        double y = compute(op, x, arg);
         if (!Double.isFinite(y)) {
             throw new JobError(op + " has no finite result, got " + shown);
         }
@@ -105,6 +82,67 @@ public final class LiftedOperation implements java.io.Serializable {
             return null;
         }
     }
+
+    // The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+    // edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated
+    // BEGIN GENERATED: operations
+    /** Every operation, for messages. */
+    static final String CATALOGUE = "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, add <x>, sub <x>, mul <x>, div <x>";
+
+    /** Whether {@code op} takes an argument; null when it is no operation. */
+    static Boolean takesArg(String op) {
+        switch (op) {
+            case "ln": return false;
+            case "exp": return false;
+            case "log10": return false;
+            case "ceil": return false;
+            case "floor": return false;
+            case "abs": return false;
+            case "degrees": return false;
+            case "radians": return false;
+            case "sin": return false;
+            case "cos": return false;
+            case "tan": return false;
+            case "add": return true;
+            case "sub": return true;
+            case "mul": return true;
+            case "div": return true;
+            default: return null;
+        }
+    }
+
+    /** Whether {@code op} is defined for positive values only. */
+    static boolean positiveOnly(String op) {
+        return op.equals("ln") || op.equals("log10");
+    }
+
+    /** Whether {@code op}'s argument must not be 0. */
+    static boolean nonZeroArg(String op) {
+        return op.equals("div");
+    }
+
+    /** {@code op} of {@code x} and the argument {@code a}, before the finiteness check. */
+    static double compute(String op, double x, double a) {
+        switch (op) {
+            case "ln": return Math.log(x);
+            case "exp": return Math.exp(x);
+            case "log10": return Math.log10(x);
+            case "ceil": return Math.ceil(x);
+            case "floor": return Math.floor(x);
+            case "abs": return Math.abs(x);
+            case "degrees": return Math.toDegrees(x);
+            case "radians": return Math.toRadians(x);
+            case "sin": return Math.sin(x);
+            case "cos": return Math.cos(x);
+            case "tan": return Math.tan(x);
+            case "add": return x + a;
+            case "sub": return x - a;
+            case "mul": return x * a;
+            case "div": return x / a;
+            default: throw new IllegalArgumentException("unknown operation " + op);
+        }
+    }
+    // END GENERATED: operations
 
     /** A line for a message, cut at 200 characters. */
     public static String quote(String line) {

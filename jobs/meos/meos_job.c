@@ -75,30 +75,35 @@ struct op {
     const char *name;
     enum kind kind;
     const char *symbol; /* the MEOS function */
+    bool nonzero_arg;   /* the argument must not be 0 (div) */
 };
 
+/* The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+ * edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated */
+/* BEGIN GENERATED: operations */
 static const struct op OPS[] = {
-    {"ln", UNARY, "tfloat_ln"},
-    {"exp", UNARY, "tfloat_exp"},
-    {"log10", UNARY, "tfloat_log10"},
-    {"ceil", UNARY, "tfloat_ceil"},
-    {"floor", UNARY, "tfloat_floor"},
-    {"abs", UNARY, "tnumber_abs"},
-    {"degrees", DEGREES, "tfloat_degrees"},
-    {"radians", UNARY, "tfloat_radians"},
-    {"sin", SCALAR, "pg_dsin"},
-    {"cos", SCALAR, "pg_dcos"},
-    {"tan", TAN, "pg_dsin"}, /* and pg_dcos */
-    {"add", BINARY, "add_tfloat_float"},
-    {"sub", BINARY, "sub_tfloat_float"},
-    {"mul", BINARY, "mult_tfloat_float"},
-    {"div", BINARY, "div_tfloat_float"},
+    {"ln", UNARY, "tfloat_ln", false},
+    {"exp", UNARY, "tfloat_exp", false},
+    {"log10", UNARY, "tfloat_log10", false},
+    {"ceil", UNARY, "tfloat_ceil", false},
+    {"floor", UNARY, "tfloat_floor", false},
+    {"abs", UNARY, "tnumber_abs", false},
+    {"degrees", DEGREES, "tfloat_degrees", false},
+    {"radians", UNARY, "tfloat_radians", false},
+    {"sin", SCALAR, "pg_dsin", false},
+    {"cos", SCALAR, "pg_dcos", false},
+    {"tan", TAN, "pg_dsin", false}, /* and pg_dcos */
+    {"add", BINARY, "add_tfloat_float", false},
+    {"sub", BINARY, "sub_tfloat_float", false},
+    {"mul", BINARY, "mult_tfloat_float", false},
+    {"div", BINARY, "div_tfloat_float", true},
 };
+#define OPERATIONS "ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, add <x>, sub <x>, mul <x>, div <x>"
+/* END GENERATED: operations */
 
 static const char USAGE[] =
     "usage: meos-job OP [ARG]   (MFSTREAM_FRAMING=value; libmeos on LD_LIBRARY_PATH)\n"
-    "operations: ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, "
-    "add <x>, sub <x>, mul <x>, div <x>\n";
+    "operations: " OPERATIONS "\n";
 
 /* Output: one buffer, written to fd 1 when full and before every read. */
 static char out[OUT_CAP];
@@ -233,8 +238,8 @@ int main(int argc, char **argv) {
             die(2, "operation %s needs a scalar argument: %s <x>", op->name, op->name);
         if (!parse_number(argv[2], &arg) || !isfinite(arg))
             die(2, "operation %s needs a finite number, got \"%s\"", op->name, argv[2]);
-        if (strcmp(op->name, "div") == 0 && arg == 0)
-            die(2, "operation div by zero is undefined");
+        if (op->nonzero_arg && arg == 0)
+            die(2, "operation %s by zero is undefined", op->name);
     } else if (argc != 2) {
         die(2, "operation %s takes no argument", op->name);
     }

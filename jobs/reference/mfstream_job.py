@@ -62,6 +62,9 @@ import windows
 CHUNK = 64 * 1024
 MAX_LINE = 1024 * 1024  # every buffer is bounded, input lines too
 
+# The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+# edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated
+# BEGIN GENERATED: operations
 UNARY = {
     "ln": math.log,
     "exp": math.exp,
@@ -75,8 +78,15 @@ UNARY = {
     "cos": math.cos,
     "tan": math.tan,
 }
-BINARY = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv}
+BINARY = {
+    "add": operator.add,
+    "sub": operator.sub,
+    "mul": operator.mul,
+    "div": operator.truediv,
+}
 POSITIVE_ONLY = {"ln", "log10"}
+NONZERO_ARG = {"div"}
+# END GENERATED: operations
 CATALOGUE = ", ".join(list(UNARY) + [op + " <x>" for op in BINARY])
 USAGE = (
     "usage: mfstream_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)\n"
@@ -126,8 +136,8 @@ def transform(args):
         a = parse_number(arg)
         if a is None or not math.isfinite(a):
             raise UsageError(f"operation {op} needs a finite number, got {arg!r}")
-        if op == "div" and a == 0:
-            raise UsageError("operation div by zero is undefined")
+        if op in NONZERO_ARG and a == 0:
+            raise UsageError(f"operation {op} by zero is undefined")
         binary = BINARY[op]
 
         def fn(x):

@@ -300,12 +300,12 @@ pub struct RunArgs {
     /// '{"operation":"mul","arg":1.852}'.
     #[arg(long, value_name = "JSON", conflicts_with_all = ["op", "arg"])]
     pub query: Option<String>,
-    /// A lifted operation, in any case: ln, exp, log10, ceil, floor, abs,
-    /// degrees, radians, sin, cos, tan, add, sub, mul, div.
-    #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true)]
+    /// A lifted operation; its help lists the catalogue's.
+    #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true, help = values::operations_help())]
     pub op: Option<String>,
-    /// The operation's scalar argument (add, sub, mul, div).
-    #[arg(long, value_name = "X", allow_negative_numbers = true)]
+    /// The operation's scalar argument; its help names the operations that
+    /// take one.
+    #[arg(long, value_name = "X", allow_negative_numbers = true, help = values::arg_help())]
     pub arg: Option<f64>,
     /// The temporal property's name, carried in every event.
     #[arg(long, value_name = "NAME", default_value = "value")]

@@ -64,6 +64,25 @@ pub fn operations() -> Vec<&'static str> {
     mfstream::ops::Op::ALL.iter().map(|op| op.name()).collect()
 }
 
+/// `--op`'s help: the catalogue's operations, each with `<x>` when it
+/// takes an argument.
+pub fn operations_help() -> String {
+    format!(
+        "A lifted operation, in any case: {}",
+        mfstream::ops::Op::catalogue()
+    )
+}
+
+/// `--arg`'s help: the operations that take an argument.
+pub fn arg_help() -> String {
+    let ops: Vec<&str> = mfstream::ops::Op::ALL
+        .iter()
+        .filter(|op| op.takes_arg())
+        .map(|op| op.name())
+        .collect();
+    format!("The operation's scalar argument ({})", ops.join(", "))
+}
+
 /// The property types' names, for `--type`.
 pub fn property_types() -> Vec<&'static str> {
     mfstream::PropertyType::ALL

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use mfstream_ops::{ArgError, Kind, Op};
+
 use crate::Exit;
 
 const USAGE: &str = "usage: mfstream-flink-client [--rest URL] --jar JAR [--listen ADDR] [--schedule-timeout SECS] OP [ARG]
@@ -92,27 +94,74 @@ fn check_operation(args: &[String]) -> Result<(String, Option<String>), String> 
             ));
         }
     };
-    let binary = match op.as_str() {
-        "ln" | "exp" | "log10" | "ceil" | "floor" | "abs" | "degrees" | "radians" | "sin"
-        | "cos" | "tan" => false,
-        "add" | "sub" | "mul" | "div" => true,
-        _ => {
-            return Err(format!(
-                "unknown operation '{op}': supported operations are ln, exp, log10, ceil, floor, abs, degrees, radians, sin, cos, tan, add <x>, sub <x>, mul <x>, div <x>"
-            ));
-        }
+    let Some(found) = Op::find(&op, Kind::Number) else {
+        return Err(format!(
+            "unknown operation '{op}': supported operations are {}",
+            Op::catalogue_of(Kind::Number)
+        ));
     };
-    match (&arg, binary) {
-        (Some(_), false) => Err(format!("operation {op} takes no argument")),
-        (None, true) => Err(format!("operation {op} needs a scalar argument: {op} <x>")),
-        (Some(a), true) => match a.trim().parse::<f64>() {
-            Ok(x) if !x.is_finite() => {
-                Err(format!("operation {op} needs a finite number, got '{a}'"))
-            }
-            Ok(0.0) if op == "div" => Err("operation div by zero is undefined".to_owned()),
-            Ok(_) => Ok((op, arg)),
-            Err(_) => Err(format!("operation {op} needs a finite number, got '{a}'")),
-        },
-        (None, false) => Ok((op, arg)),
+    let number = match (&arg, found.takes_arg()) {
+        (Some(_), false) => return Err(format!("operation {op} takes no argument")),
+        (Some(a), true) => Some(
+            a.trim()
+                .parse::<f64>()
+                .ok()
+                .filter(|x| x.is_finite())
+                .ok_or_else(|| format!("operation {op} needs a finite number, got '{a}'"))?,
+        ),
+        (None, _) => None,
+    };
+    found.check_arg(number).map_err(|e| match e {
+        ArgError::Missing => format!("operation {op} needs a scalar argument: {op} <x>"),
+        ArgError::Needless => format!("operation {op} takes no argument"),
+        ArgError::NotFinite => format!("operation {op} needs a finite number"),
+        ArgError::Zero => format!("operation {op} by zero is undefined"),
+    })?;
+    Ok((op, arg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(args: &[&str]) -> Result<(String, Option<String>), String> {
+        check_operation(&args.iter().map(|a| a.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn operations_are_checked_against_the_catalogue_before_submitting() {
+        assert_eq!(check(&["ln"]), Ok(("ln".into(), None)));
+        // The argument goes to the job as written; the check trims it.
+        assert_eq!(
+            check(&["mul", " 1.852"]),
+            Ok(("mul".into(), Some(" 1.852".into())))
+        );
+        assert_eq!(
+            check(&["sqrt"]).unwrap_err(),
+            format!(
+                "unknown operation 'sqrt': supported operations are {}",
+                Op::catalogue_of(Kind::Number)
+            )
+        );
+        assert_eq!(
+            check(&["ln", "1"]).unwrap_err(),
+            "operation ln takes no argument"
+        );
+        assert_eq!(
+            check(&["mul"]).unwrap_err(),
+            "operation mul needs a scalar argument: mul <x>"
+        );
+        assert_eq!(
+            check(&["div", "0"]).unwrap_err(),
+            "operation div by zero is undefined"
+        );
+        assert_eq!(
+            check(&["add", "inf"]).unwrap_err(),
+            "operation add needs a finite number, got 'inf'"
+        );
+        assert_eq!(
+            check(&["add", "x"]).unwrap_err(),
+            "operation add needs a finite number, got 'x'"
+        );
     }
 }

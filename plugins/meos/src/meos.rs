@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use libloading::os::unix::{Library, RTLD_GLOBAL, RTLD_NOW};
+use mfstream_ops::{ArgError, CATALOGUE, Kind, Meos as Shape, Op};
 
 use crate::MEOS_LIB_VAR;
 
@@ -20,83 +21,50 @@ unsafe extern "C" {
     fn free(ptr: *mut c_void);
 }
 
-/// An operation, as MEOS runs it.
+/// An operation of the catalogue and its argument (0 when it takes none),
+/// validated for MEOS.
 #[derive(Debug, Clone, Copy)]
-pub enum MeosOp {
-    Ln,
-    Exp,
-    Log10,
-    Ceil,
-    Floor,
-    Abs,
-    Degrees,
-    Radians,
-    /// MEOS's `pg_dsin` (it has no lifted sine).
-    Sin,
-    /// MEOS's `pg_dcos`.
-    Cos,
-    /// `pg_dsin(x) / pg_dcos(x)`: MEOS has no tangent.
-    Tan,
-    Add(f64),
-    Sub(f64),
-    Mul(f64),
-    Div(f64),
+pub struct MeosOp {
+    op: Op,
+    arg: f64,
 }
 
 impl MeosOp {
-    /// Validates an operation of the catalogue for MEOS.
+    /// Validates an operation of the catalogue for MEOS: its name as the
+    /// host writes it, and its argument ([`Op::check_arg`]).
     pub fn new(name: &str, arg: Option<f64>) -> Result<MeosOp, String> {
-        let unary = match name {
-            "ln" => Some(MeosOp::Ln),
-            "exp" => Some(MeosOp::Exp),
-            "log10" => Some(MeosOp::Log10),
-            "ceil" => Some(MeosOp::Ceil),
-            "floor" => Some(MeosOp::Floor),
-            "abs" => Some(MeosOp::Abs),
-            "degrees" => Some(MeosOp::Degrees),
-            "radians" => Some(MeosOp::Radians),
-            "sin" => Some(MeosOp::Sin),
-            "cos" => Some(MeosOp::Cos),
-            "tan" => Some(MeosOp::Tan),
-            "add" | "sub" | "mul" | "div" => None,
-            _ => return Err(format!("unknown operation {name:?}")),
-        };
-        match (unary, arg) {
-            (Some(op), None) => Ok(op),
-            (Some(_), Some(_)) => Err(format!("operation {name} takes no argument")),
-            (None, None) => Err(format!("operation {name} needs a scalar argument")),
-            (None, Some(x)) if !x.is_finite() => {
-                Err(format!("operation {name} needs a finite argument"))
-            }
-            (None, Some(x)) => Ok(match name {
-                "add" => MeosOp::Add(x),
-                "sub" => MeosOp::Sub(x),
-                "mul" => MeosOp::Mul(x),
-                _ if x == 0.0 => return Err("operation div by zero is undefined".into()),
-                _ => MeosOp::Div(x),
-            }),
+        let op =
+            Op::find(name, Kind::Number).ok_or_else(|| format!("unknown operation {name:?}"))?;
+        if op.entry().meos.is_none() {
+            return Err(format!("operation {name} is not served by MEOS"));
         }
+        let arg = op.check_arg(arg).map_err(|e| match e {
+            ArgError::Needless => format!("operation {name} takes no argument"),
+            ArgError::Missing => format!("operation {name} needs a scalar argument"),
+            ArgError::NotFinite => format!("operation {name} needs a finite argument"),
+            ArgError::Zero => format!("operation {name} by zero is undefined"),
+        })?;
+        Ok(MeosOp { op, arg })
     }
+}
+
+/// A MEOS function, of the shape the catalogue says ([`Shape`]).
+#[derive(Clone, Copy)]
+enum Function {
+    Unary(Unary),
+    Degrees(WithBool),
+    Binary(WithFloat),
+    Scalar(Scalar),
+    Tan { sin: Scalar, cos: Scalar },
 }
 
 /// libmeos, initialised, with the functions the engine calls.
 pub struct Meos {
     tfloatinst_make: unsafe extern "C" fn(f64, i64) -> *mut Temporal,
     tfloat_start_value: unsafe extern "C" fn(*const Temporal) -> f64,
-    ln: Unary,
-    exp: Unary,
-    log10: Unary,
-    ceil: Unary,
-    floor: Unary,
-    abs: Unary,
-    degrees: WithBool,
-    radians: Unary,
-    sin: Scalar,
-    cos: Scalar,
-    add: WithFloat,
-    sub: WithFloat,
-    mult: WithFloat,
-    div: WithFloat,
+    /// Each operation's function, by its index in the catalogue; `None`
+    /// for one MEOS does not serve here (not on numbers, or no function).
+    functions: Vec<Option<Function>>,
     /// Serialises calls: MEOS keeps global state.
     lock: Mutex<()>,
 }
@@ -160,23 +128,54 @@ impl Meos {
         let timezone: unsafe extern "C" fn(*const c_char) = sym!("meos_initialize_timezone");
         let handler: unsafe extern "C" fn(extern "C" fn(c_int, c_int, *const c_char)) =
             sym!("meos_initialize_error_handler");
+        // The catalogue names each operation's function and its shape.
+        let function = |symbol: &str| {
+            let name = format!("{symbol}\0");
+            // SAFETY: every function the catalogue names for MEOS has the
+            // type of its shape (`mfstream_ops::Meos`) in MEOS 1.3's meos.h;
+            // the caller picks the shape from the same entry.
+            unsafe { library.get::<unsafe extern "C" fn()>(name.as_bytes()) }
+                .map(|f| *f as *const c_void)
+                .map_err(|e| {
+                    format!(
+                        "{} has no {symbol} (MEOS 1.3 is needed): {e}",
+                        file.display()
+                    )
+                })
+        };
+        let mut functions = Vec::with_capacity(CATALOGUE.len());
+        for entry in CATALOGUE {
+            let Some(shape) = entry.meos.filter(|_| entry.kinds.contains(&Kind::Number)) else {
+                functions.push(None);
+                continue;
+            };
+            let f = function(shape.symbol())?;
+            // SAFETY: `f` is the function of this shape (above).
+            functions.push(Some(unsafe {
+                match shape {
+                    Shape::Unary(_) => {
+                        Function::Unary(std::mem::transmute::<*const c_void, Unary>(f))
+                    }
+                    Shape::Degrees(_) => {
+                        Function::Degrees(std::mem::transmute::<*const c_void, WithBool>(f))
+                    }
+                    Shape::Binary(_) => {
+                        Function::Binary(std::mem::transmute::<*const c_void, WithFloat>(f))
+                    }
+                    Shape::Scalar(_) => {
+                        Function::Scalar(std::mem::transmute::<*const c_void, Scalar>(f))
+                    }
+                    Shape::Tan => Function::Tan {
+                        sin: std::mem::transmute::<*const c_void, Scalar>(f),
+                        cos: std::mem::transmute::<*const c_void, Scalar>(function("pg_dcos")?),
+                    },
+                }
+            }));
+        }
         let meos = Meos {
             tfloatinst_make: sym!("tfloatinst_make"),
             tfloat_start_value: sym!("tfloat_start_value"),
-            ln: sym!("tfloat_ln"),
-            exp: sym!("tfloat_exp"),
-            log10: sym!("tfloat_log10"),
-            ceil: sym!("tfloat_ceil"),
-            floor: sym!("tfloat_floor"),
-            abs: sym!("tnumber_abs"),
-            degrees: sym!("tfloat_degrees"),
-            radians: sym!("tfloat_radians"),
-            sin: sym!("pg_dsin"),
-            cos: sym!("pg_dcos"),
-            add: sym!("add_tfloat_float"),
-            sub: sym!("sub_tfloat_float"),
-            mult: sym!("mult_tfloat_float"),
-            div: sym!("div_tfloat_float"),
+            functions,
             lock: Mutex::new(()),
         };
         // SAFETY: MEOS's initialisation, once per process (we are inside a
@@ -195,9 +194,26 @@ impl Meos {
     /// Applies `op` to `x` through MEOS. The caller holds [`Meos::lock`].
     pub fn apply(&self, op: MeosOp, x: f64) -> Result<f64, String> {
         LAST_ERROR.with(|e| e.borrow_mut().take());
-        if let MeosOp::Sin | MeosOp::Cos | MeosOp::Tan = op {
-            return self.trigonometric(op, x);
+        // SAFETY (each call below): MEOS is initialised, and each function
+        // is called with the arguments of its shape.
+        let Some(function) = self.functions[op.op as usize] else {
+            return Err(format!("{} is not served by MEOS", op.op));
+        };
+        match function {
+            Function::Scalar(f) => self.scalar(x, f, None),
+            Function::Tan { sin, cos } => self.scalar(x, sin, Some(cos)),
+            Function::Unary(f) => self.lifted(x, |i| unsafe { f(i) }),
+            Function::Degrees(f) => self.lifted(x, |i| unsafe { f(i, false) }),
+            Function::Binary(f) => self.lifted(x, |i| unsafe { f(i, op.arg) }),
         }
+    }
+
+    /// `f` of a `tfloat` instant of `x`, read back as a number.
+    fn lifted(
+        &self,
+        x: f64,
+        f: impl FnOnce(*const Temporal) -> *mut Temporal,
+    ) -> Result<f64, String> {
         // SAFETY: MEOS is initialised; every Temporal made here is freed
         // here, after its last use.
         unsafe {
@@ -205,21 +221,7 @@ impl Meos {
             if instant.is_null() {
                 return Err(last_error("cannot make a tfloat instant"));
             }
-            let result = match op {
-                MeosOp::Sin | MeosOp::Cos | MeosOp::Tan => unreachable!("applied above"),
-                MeosOp::Ln => (self.ln)(instant),
-                MeosOp::Exp => (self.exp)(instant),
-                MeosOp::Log10 => (self.log10)(instant),
-                MeosOp::Ceil => (self.ceil)(instant),
-                MeosOp::Floor => (self.floor)(instant),
-                MeosOp::Abs => (self.abs)(instant),
-                MeosOp::Degrees => (self.degrees)(instant, false),
-                MeosOp::Radians => (self.radians)(instant),
-                MeosOp::Add(a) => (self.add)(instant, a),
-                MeosOp::Sub(a) => (self.sub)(instant, a),
-                MeosOp::Mul(a) => (self.mult)(instant, a),
-                MeosOp::Div(a) => (self.div)(instant, a),
-            };
+            let result = f(instant);
             free(instant);
             if result.is_null() || LAST_ERROR.with(|e| e.borrow().is_some()) {
                 if !result.is_null() {
@@ -237,22 +239,20 @@ impl Meos {
         }
     }
 
-    /// `sin`, `cos` and `tan` through MEOS's float8 sine and cosine (its
+    /// `sin` and `cos` through MEOS's float8 sine and cosine (its
     /// adaptation of PostgreSQL's `dsin` and `dcos`), on the value itself: a
-    /// `tfloat` instant would carry it unchanged. An infinite input is an
-    /// error through MEOS's handler (which then returns `DBL_MAX`). The
-    /// caller holds [`Meos::lock`] and has cleared the last error.
-    fn trigonometric(&self, op: MeosOp, x: f64) -> Result<f64, String> {
+    /// `tfloat` instant would carry it unchanged; `tan` is `f` (the sine)
+    /// over `divisor` (the cosine). An infinite input is an error through
+    /// MEOS's handler (which then returns `DBL_MAX`). The caller holds
+    /// [`Meos::lock`] and has cleared the last error.
+    fn scalar(&self, x: f64, f: Scalar, divisor: Option<Scalar>) -> Result<f64, String> {
         let failed = || LAST_ERROR.with(|e| e.borrow().is_some());
         // SAFETY: MEOS is initialised; these take and return a double.
         let y = unsafe {
-            match op {
-                MeosOp::Sin => (self.sin)(x),
-                MeosOp::Cos => (self.cos)(x),
-                _ => {
-                    let sine = (self.sin)(x);
-                    if failed() { sine } else { sine / (self.cos)(x) }
-                }
+            let y = f(x);
+            match divisor {
+                Some(cos) if !failed() => y / cos(x),
+                _ => y,
             }
         };
         if failed() {

@@ -2,9 +2,9 @@
 //! lifted operations (`ln`, `mul 1.852`, …) in process, with the catalogue's
 //! semantics, so its results equal the built-in `local` engine's.
 //!
-//! The operations are those of the native bridge job (`jobs/fastjob`): both
-//! use the `mfstream-ops` crate (`jobs/ops`), the one copy of the catalogue
-//! outside the host crate, kept in step with `src/ops.rs` of `mfstream`.
+//! The operations are the catalogue's: the `mfstream-ops` crate
+//! (`jobs/ops`), which the host, the native bridge job (`jobs/fastjob`) and
+//! this plugin all read.
 
 use mfstream_plugin::{Batch, Emitter, Engine, Value};
 use serde::Deserialize;

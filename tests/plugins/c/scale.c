@@ -1,6 +1,6 @@
 /*
  * A plugin written in C against mfstream_plugin.h: the engine `cscale`
- * applies the lifted operations (the catalogue of src/ops.rs), so its
+ * applies the lifted operations (the catalogue, jobs/ops/src/catalogue.rs), so its
  * results equal the `local` engine's. The tests compile it with the system C
  * compiler:
  *

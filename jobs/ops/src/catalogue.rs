@@ -1,0 +1,124 @@
+//! The catalogue itself: one entry per lifted operation.
+//!
+//! Adding an operation is one entry here. The macro makes from it the
+//! [`Op`](crate::Op) variant, the [`Entry`](crate::Entry) that every table
+//! is read or generated from, and the `match` arm that computes it on a
+//! number (the engines' per-record path: a `match`, no table look-up).
+//! `cargo test -p mfstream-ops --test generated` then says which checked-in
+//! tables (README, the Python, Java and C jobs) to regenerate, and
+//! `MFSTREAM_BLESS=1` regenerates them.
+//!
+//! Fields, in this order:
+//! - `name`: as queries and jobs spell it (lowercase).
+//! - `arg`: [`Arg`]: none, a finite number, or a finite non-zero number.
+//! - `domain`: [`Domain`]: the inputs with a result.
+//! - `formula`: the result, with `x` the value and `a` the argument.
+//! - `kinds`: the value kinds it applies to ([`Kind`]).
+//! - `number`: the result on a number, `|x, a| …`; the caller checks the
+//!   domain before and that the result is finite after.
+//! - `python`, `java`: the same in the Python jobs (a function of `x`, or
+//!   of `x` and `a`) and in the JVM jobs (an expression in `x` and `a`).
+//! - `meos`: the MEOS function the C job and the MEOS plugin call ([`Meos`]).
+//!
+//! `number`, `python`, `java` and `meos` may be left out: an operation on
+//! another kind of value (positions: `kinds: &[Kind::Position]`) has no
+//! `number`, and the jobs, which compute numbers, do not list it. Every
+//! operation on numbers has `number`, `python` and `java` (a test says so).
+
+use crate::{Arg, Domain, Entry, Kind, Meos};
+
+/// ln of the largest finite double: `exp` overflows past it.
+pub const LN_MAX: f64 = 709.782_712_893_384;
+
+catalogue! {
+    /// Natural logarithm; positive values only.
+    Ln {
+        name: "ln", arg: Arg::None, domain: Domain::Positive, formula: "ln x",
+        kinds: &[Kind::Number], number: |x, _a| x.ln(),
+        python: "math.log", java: "Math.log(x)", meos: Meos::Unary("tfloat_ln"),
+    },
+    /// e to the power of the value.
+    Exp {
+        name: "exp", arg: Arg::None, domain: Domain::AtMost(LN_MAX), formula: "eˣ",
+        kinds: &[Kind::Number], number: |x, _a| x.exp(),
+        python: "math.exp", java: "Math.exp(x)", meos: Meos::Unary("tfloat_exp"),
+    },
+    /// Base-10 logarithm; positive values only.
+    Log10 {
+        name: "log10", arg: Arg::None, domain: Domain::Positive, formula: "log₁₀ x",
+        kinds: &[Kind::Number], number: |x, _a| x.log10(),
+        python: "math.log10", java: "Math.log10(x)", meos: Meos::Unary("tfloat_log10"),
+    },
+    /// Smallest integer not below the value.
+    Ceil {
+        name: "ceil", arg: Arg::None, domain: Domain::Finite, formula: "⌈x⌉",
+        kinds: &[Kind::Number], number: |x, _a| x.ceil(),
+        python: "math.ceil", java: "Math.ceil(x)", meos: Meos::Unary("tfloat_ceil"),
+    },
+    /// Largest integer not above the value.
+    Floor {
+        name: "floor", arg: Arg::None, domain: Domain::Finite, formula: "⌊x⌋",
+        kinds: &[Kind::Number], number: |x, _a| x.floor(),
+        python: "math.floor", java: "Math.floor(x)", meos: Meos::Unary("tfloat_floor"),
+    },
+    /// Absolute value.
+    Abs {
+        name: "abs", arg: Arg::None, domain: Domain::Finite, formula: "|x|",
+        kinds: &[Kind::Number], number: |x, _a| x.abs(),
+        python: "abs", java: "Math.abs(x)", meos: Meos::Unary("tnumber_abs"),
+    },
+    /// Radians to degrees.
+    Degrees {
+        name: "degrees", arg: Arg::None, domain: Domain::FiniteResult, formula: "x · 180 / π",
+        kinds: &[Kind::Number], number: |x, _a| x.to_degrees(),
+        python: "math.degrees", java: "Math.toDegrees(x)", meos: Meos::Degrees("tfloat_degrees"),
+    },
+    /// Degrees to radians.
+    Radians {
+        name: "radians", arg: Arg::None, domain: Domain::Finite, formula: "x · π / 180",
+        kinds: &[Kind::Number], number: |x, _a| x.to_radians(),
+        python: "math.radians", java: "Math.toRadians(x)", meos: Meos::Unary("tfloat_radians"),
+    },
+    /// Sine of radians.
+    Sin {
+        name: "sin", arg: Arg::None, domain: Domain::Finite, formula: "sin x",
+        kinds: &[Kind::Number], number: |x, _a| x.sin(),
+        python: "math.sin", java: "Math.sin(x)", meos: Meos::Scalar("pg_dsin"),
+    },
+    /// Cosine of radians.
+    Cos {
+        name: "cos", arg: Arg::None, domain: Domain::Finite, formula: "cos x",
+        kinds: &[Kind::Number], number: |x, _a| x.cos(),
+        python: "math.cos", java: "Math.cos(x)", meos: Meos::Scalar("pg_dcos"),
+    },
+    /// Tangent of radians.
+    Tan {
+        name: "tan", arg: Arg::None, domain: Domain::Finite, formula: "tan x",
+        kinds: &[Kind::Number], number: |x, _a| x.tan(),
+        python: "math.tan", java: "Math.tan(x)", meos: Meos::Tan,
+    },
+    /// Adds the argument.
+    Add {
+        name: "add", arg: Arg::Number, domain: Domain::FiniteResult, formula: "x + a",
+        kinds: &[Kind::Number], number: |x, a| x + a,
+        python: "operator.add", java: "x + a", meos: Meos::Binary("add_tfloat_float"),
+    },
+    /// Subtracts the argument.
+    Sub {
+        name: "sub", arg: Arg::Number, domain: Domain::FiniteResult, formula: "x − a",
+        kinds: &[Kind::Number], number: |x, a| x - a,
+        python: "operator.sub", java: "x - a", meos: Meos::Binary("sub_tfloat_float"),
+    },
+    /// Multiplies by the argument.
+    Mul {
+        name: "mul", arg: Arg::Number, domain: Domain::FiniteResult, formula: "x · a",
+        kinds: &[Kind::Number], number: |x, a| x * a,
+        python: "operator.mul", java: "x * a", meos: Meos::Binary("mult_tfloat_float"),
+    },
+    /// Divides by the argument (never zero).
+    Div {
+        name: "div", arg: Arg::NonZero, domain: Domain::FiniteResult, formula: "x / a",
+        kinds: &[Kind::Number], number: |x, a| x / a,
+        python: "operator.truediv", java: "x / a", meos: Meos::Binary("div_tfloat_float"),
+    },
+}
