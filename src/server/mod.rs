@@ -22,6 +22,9 @@
 //!   (`request`), and every error, hyper's own included (`parse_errors`),
 //!   is JSON.
 //!
+//! - the metrics (`metrics`) answer `GET /metrics` in the Prometheus text
+//!   format, read at the scrape from what the other parts keep;
+//!
 //! - with `--state DIR` ([`ServeOptions::state`]), the durable side
 //!   (`durable`, `restore`) keeps every registration, result and ingest in
 //!   a [`Store`] as its table says, and restores the queries at start-up.

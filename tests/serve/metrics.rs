@@ -171,6 +171,15 @@ async fn the_exposition_passes_promtool_check_metrics_with_every_kind_of_series(
 async fn metrics_need_the_token_like_every_route_but_the_landing_page() {
     let server = Serve::start("metrics-token", &["--token", "s3cret"], &[]);
     assert_eq!(server.client().get("/metrics").await.status, 401);
+    // The landing links name it.
+    let landing = server.client().get("/?f=json").await.json();
+    let metrics = landing["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|link| link["rel"] == "metrics")
+        .expect("a metrics link");
+    assert_eq!(metrics["href"], "/metrics");
     let mut client = server.client().with_token("s3cret");
     let scrape = scrape(&mut client).await;
     assert_eq!(scrape.get("mfstream_ingest_instants_total", &HTTP), 0.0);
