@@ -189,7 +189,7 @@ async fn metrics_need_the_token_like_every_route_but_the_landing_page() {
 
 #[tokio::test]
 async fn ingest_counts_accepted_instants_and_refused_bodies_by_reason() {
-    let server = Serve::start("metrics-ingest", &[], &[]);
+    let server = Serve::start("metrics-ingest", &["--max-body", "4096"], &[]);
     let mut client = server.client();
     let ingest = format!("{P}/ingest");
     // Accepted whether or not a query reads the property.
@@ -211,6 +211,9 @@ async fn ingest_counts_accepted_instants_and_refused_bodies_by_reason() {
         )
         .await;
     assert_eq!(plain.status, 415);
+    // Over --max-body by its Content-Length: refused before the route.
+    let large = client.post(&ingest, &lines(10, 100)).await;
+    assert_eq!(large.status, 413, "{large:?}");
 
     let scrape = scrape(&mut client).await;
     assert_eq!(scrape.get("mfstream_ingest_instants_total", &HTTP), 8.0);
@@ -220,7 +223,7 @@ async fn ingest_counts_accepted_instants_and_refused_bodies_by_reason() {
         ("value", 1.0),
         ("media_type", 1.0),
         ("busy", 0.0),
-        ("too_large", 0.0),
+        ("too_large", 1.0),
     ] {
         assert_eq!(
             scrape.get("mfstream_ingest_refused_total", &http_refused(reason)),

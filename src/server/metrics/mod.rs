@@ -41,8 +41,8 @@ use prometheus_client::registry::Registry;
 
 use crate::store::{JournalStats, SYNC_BUCKETS};
 
-pub(crate) use self::tally::{EngineTally, IngestSource, IngestTally, QueryTally};
-use self::tally::{EngineTotals, Reason};
+use self::tally::EngineTotals;
+pub(crate) use self::tally::{EngineTally, IngestSource, IngestTally, QueryTally, Reason};
 
 use super::App;
 use super::problem::Problem;
