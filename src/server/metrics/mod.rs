@@ -47,6 +47,10 @@ pub(crate) use self::tally::{EngineTally, IngestSource, IngestTally, QueryTally,
 use super::App;
 use super::problem::Problem;
 
+/// How long a scrape waits for the journal's numbers: well within
+/// Prometheus's default scrape timeout (10 s).
+const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The statuses a query's `mfstream_query_status` series name, one each.
 const STATUSES: [&str; 4] = ["running", "completed", "stopped", "failed"];
 
@@ -142,11 +146,21 @@ impl Snapshot {
             engines.entry(info.name).or_default();
         }
         let ingest = &app.ingest_tally;
+        // The journal answers between two group commits; one that does
+        // not answer in time (a disk stalled) costs the scrape its store
+        // series, not its answer.
         let store = match &app.store {
-            Some(store) => match store.stats().await {
-                Ok(stats) => Some(stats),
-                Err(e) => {
-                    tracing::warn!("the metrics have no store numbers: {e}");
+            Some(store) => match tokio::time::timeout(STORE_WAIT, store.stats()).await {
+                Ok(Ok(stats)) => Some(stats),
+                Ok(Err(e)) => {
+                    tracing::warn!("the metrics have no store series: {e}");
+                    None
+                }
+                Err(_) => {
+                    tracing::warn!(
+                        "the metrics have no store series: the journal did not answer within \
+                         {STORE_WAIT:?}"
+                    );
                     None
                 }
             },
