@@ -255,6 +255,10 @@ async fn query_and_engine_series_follow_a_query_from_registration_to_deletion() 
     let stopped = [labels[0], labels[1], labels[2], ("status", "stopped")];
     assert_eq!(before.get("mfstream_query_status", &running), 1.0);
     assert_eq!(before.get("mfstream_query_status", &stopped), 0.0);
+    // As many series per query as README says `--max-queries` bounds.
+    let id = format!("query=\"{}\"", labels[0].1);
+    let per_query = before.series.keys().filter(|k| k.contains(&id)).count();
+    assert_eq!(per_query, 12, "{}", before.text);
 
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
     assert_eq!(
