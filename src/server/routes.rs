@@ -422,6 +422,8 @@ pub(crate) async fn ingest(
         .into_response())
 }
 
+/// The ingest itself: what it delivered, or why not (with what it
+/// accepted first, when it says).
 async fn take_ingest(
     app: &App,
     key: PropertyKey,

@@ -465,8 +465,9 @@ impl Table {
     }
 }
 
-/// Moves a query's results into its fanout until it ends, then records the
-/// end and takes its feed off the property.
+/// Moves a query's results into its fanout (counting what they say was
+/// late) until it ends, then records the end, takes its feed off the
+/// property, and returns its final status.
 ///
 /// With `--state` (a `keeper`), each batch is stored before it is sent, and
 /// the final status is stored before the `end` event, except a stop by the
