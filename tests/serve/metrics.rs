@@ -506,3 +506,35 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
         "README's ### Metrics table and GET /metrics differ"
     );
 }
+
+#[test]
+#[ignore = "needs promtool: apt-get install --no-install-recommends prometheus"]
+fn the_readme_scrape_config_passes_promtool_check_config() {
+    let promtool = require(
+        promtool(),
+        "promtool",
+        "apt-get install --no-install-recommends prometheus",
+    );
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme.split("### Metrics").nth(1).unwrap();
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a yaml block in README's ### Metrics");
+    let dir = TempDir::new("metrics-scrape-config");
+    let file = dir.join("prometheus.yml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = Command::new(promtool)
+        .args(["check", "config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check config: {}\n{}{}\n{yaml}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
