@@ -376,7 +376,8 @@ pub struct ServeArgs {
     /// How long a request body may take to arrive (408 after).
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub body_timeout_ms: u64,
-    /// The most queries registered at once.
+    /// The most queries registered at once (and so the per-query series
+    /// of GET /metrics: 12 each).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_queries: usize,
     /// The most SSE subscribers of one query.

@@ -17,7 +17,7 @@
 //!   [`Connections::close`] is called (after the shutdown grace) are closed.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -54,6 +54,8 @@ pub(crate) struct Connections {
     draining: CancellationToken,
     /// Close every connection still open.
     closing: CancellationToken,
+    /// Connections accepted so far (`GET /metrics`).
+    accepted: AtomicU64,
 }
 
 impl Connections {
@@ -88,6 +90,7 @@ impl Connections {
                 },
                 () = self.draining.cancelled() => return,
             };
+            self.accepted.fetch_add(1, Ordering::Relaxed);
             // Small SSE frames go out at once, not held back by Nagle's
             // algorithm waiting for the peer's delayed ACK.
             if let Err(e) = tcp.set_nodelay(true) {
@@ -126,6 +129,16 @@ impl Connections {
                 }
             });
         }
+    }
+
+    /// The connections open now.
+    pub(crate) fn open(&self) -> usize {
+        self.tasks.len()
+    }
+
+    /// The connections accepted so far.
+    pub(crate) fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Stops accepting, and asks every connection to finish its current
@@ -180,6 +193,11 @@ impl Streams {
             })
             .ok()
             .map(|_| StreamSlot(self.open.clone()))
+    }
+
+    /// The streams open now.
+    pub(crate) fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
     }
 
     /// The most streams open at once.

@@ -32,6 +32,8 @@ use crate::budget::{Part, StateBudget};
 use crate::store::StoredEvent;
 use crate::vocab::{Event, QueryStatus};
 
+use super::metrics::QueryTally;
+
 /// The most bytes one read of a subscriber takes from the ring at once.
 const MAX_CHUNK: usize = 256 * 1024;
 
@@ -44,6 +46,8 @@ pub(crate) struct Fanout {
     changed: watch::Sender<u64>,
     subscribers: AtomicUsize,
     max_subscribers: usize,
+    /// Its counts for `GET /metrics` that nothing else keeps.
+    pub(crate) tally: QueryTally,
 }
 
 #[derive(Debug)]
@@ -96,6 +100,7 @@ impl Fanout {
             changed: watch::channel(1).0,
             subscribers: AtomicUsize::new(0),
             max_subscribers,
+            tally: QueryTally::default(),
         }
     }
 
@@ -220,6 +225,21 @@ impl Fanout {
         self.ring().next - 1
     }
 
+    /// The subscribers now.
+    pub(crate) fn subscribers(&self) -> usize {
+        self.subscribers.load(Ordering::Relaxed)
+    }
+
+    /// The bytes of state of the query whose budget the ring counts in
+    /// (its windows, waiting instants and this ring); 0 for a query that
+    /// ended before this start (it has none).
+    pub(crate) fn state_bytes(&self) -> u64 {
+        self.ring()
+            .budget
+            .as_ref()
+            .map_or(0, |budget| budget.used())
+    }
+
     /// A new subscriber, starting after event `last_event_id` (from a
     /// reconnect's `Last-Event-ID`), else at the oldest event still kept;
     /// after an `event: reset` at the oldest kept when `last_event_id` is
@@ -337,6 +357,7 @@ impl Subscriber {
         }
         if self.cursor < ring.first {
             let missed = ring.first - self.cursor;
+            self.fanout.tally.count_lag(missed);
             out.extend_from_slice(
                 format!(
                     "id: {}\nevent: lagged\ndata: {{\"missed\":{missed}}}\n\n",

@@ -52,6 +52,11 @@ impl InFlight {
         }
     }
 
+    /// The bytes held now.
+    pub(crate) fn used(&self) -> usize {
+        self.max.min(Semaphore::MAX_PERMITS) - self.bytes.available_permits()
+    }
+
     /// The bytes free now.
     #[cfg(test)]
     pub(crate) fn available(&self) -> usize {

@@ -22,6 +22,9 @@
 //!   (`request`), and every error, hyper's own included (`parse_errors`),
 //!   is JSON.
 //!
+//! - the metrics (`metrics`) answer `GET /metrics` in the Prometheus text
+//!   format, read at the scrape from what the other parts keep;
+//!
 //! - with `--state DIR` ([`ServeOptions::state`]), the durable side
 //!   (`durable`, `restore`) keeps every registration, result and ingest in
 //!   a [`Store`] as its table says, and restores the queries at start-up.
@@ -38,6 +41,7 @@ mod durable;
 mod fanout;
 mod inflight;
 mod ingest;
+mod metrics;
 mod page;
 mod parse_errors;
 mod problem;
@@ -250,6 +254,10 @@ pub(crate) struct App {
     pub(crate) streams: connections::Streams,
     /// The state of every query together (`--max-total-query-state`).
     pub(crate) state_total: Arc<crate::budget::StateTotal>,
+    /// The connections being served (and counted for `GET /metrics`).
+    pub(crate) connections: Arc<Connections>,
+    /// Instants accepted and bodies refused, per source (`GET /metrics`).
+    pub(crate) ingest_tally: metrics::IngestTally,
 }
 
 impl App {
@@ -350,6 +358,8 @@ impl Server {
             inflight: inflight::InFlight::new(options_max_inflight),
             streams: connections::Streams::new(max_streams),
             state_total: Arc::new(crate::budget::StateTotal::new(max_total_query_state)),
+            connections: Arc::default(),
+            ingest_tally: metrics::IngestTally::default(),
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;
@@ -383,7 +393,7 @@ impl Server {
             max_connections: app.options.max_connections,
             header_timeout: app.options.header_timeout,
         };
-        let connections = Arc::new(Connections::default());
+        let connections = app.connections.clone();
         let accept = {
             let connections = connections.clone();
             let router = router(app.clone());
@@ -424,6 +434,7 @@ fn router(app: Arc<App>) -> Router {
         .route("/", get(page::landing))
         .route("/conformance", get(page::conformance))
         .route("/engines", get(routes::engines))
+        .route("/metrics", get(metrics::serve))
         .route(
             &format!("{P}/queries"),
             post(routes::register).get(routes::list),

@@ -65,6 +65,7 @@ pub(crate) async fn landing(uri: Uri, headers: HeaderMap) -> Response {
             {"rel": "alternate", "href": "/", "type": "text/html", "title": "the page"},
             {"rel": "conformance", "href": "/conformance", "type": "application/json"},
             {"rel": "engines", "href": "/engines", "type": "application/json"},
+            {"rel": "metrics", "href": "/metrics", "type": "text/plain; version=0.0.4"},
         ],
     }))
     .into_response()

@@ -94,6 +94,21 @@ impl Problem {
         )
     }
 
+    /// The answer's code (`InvalidParameterValue`, …).
+    pub(crate) fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// The request field at fault, when one is.
+    pub(crate) fn field(&self) -> Option<&'static str> {
+        self.field
+    }
+
+    /// The instants an ingest accepted before it failed, when it says.
+    pub(crate) fn accepted(&self) -> Option<usize> {
+        self.accepted
+    }
+
     /// The same answer, saying how many instants of an ingest were
     /// accepted before it failed.
     pub(crate) fn with_accepted(self, accepted: usize) -> Problem {

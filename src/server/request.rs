@@ -11,7 +11,7 @@ use axum::body::HttpBody as _;
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequestParts, Path, Request, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use bytes::BytesMut;
@@ -19,6 +19,7 @@ use http_body_util::BodyExt;
 
 use super::App;
 use super::inflight::Held;
+use super::metrics::{IngestSource, Reason};
 use super::problem::Problem;
 use crate::vocab::PropertyPath;
 
@@ -55,6 +56,11 @@ pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: N
     if let Some(len) = declared_length(request.headers())
         && len > app.options.max_body as u64
     {
+        // Refused before its route: an ingest is counted here.
+        if request.method() == Method::POST && request.uri().path().ends_with("/ingest") {
+            app.ingest_tally
+                .refused(IngestSource::Http, Reason::TooLarge);
+        }
         return too_large(app.options.max_body).into_response();
     }
     let has_body = declared_length(request.headers()).is_some_and(|n| n > 0)

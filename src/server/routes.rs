@@ -21,6 +21,7 @@ use super::App;
 use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
+use super::metrics::IngestSource;
 use super::problem::Problem;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
 use super::table::{About, Full, PropertyState, Query, Reservation, Started, new_id};
@@ -403,16 +404,35 @@ pub(crate) async fn stream(
 /// `POST P/ingest`: live instants for the property.
 ///
 /// Instants for a property no query reads are checked and counted, not
-/// kept.
+/// kept. The answer is counted for `GET /metrics`.
 pub(crate) async fn ingest(
     State(app): State<Arc<App>>,
     PropertyAt(key): PropertyAt,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, Problem> {
-    require_content_type(&headers, &[JSON, NDJSON])?;
+    let delivered = take_ingest(&app, key, &headers, body).await;
+    let accepted = delivered.as_ref().map(|d| d.accepted);
+    app.ingest_tally.answered(IngestSource::Http, accepted);
+    let delivered = delivered?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(json!({"accepted": delivered.accepted, "queries": delivered.queries})),
+    )
+        .into_response())
+}
+
+/// The ingest itself: what it delivered, or why not (with what it
+/// accepted first, when it says).
+async fn take_ingest(
+    app: &App,
+    key: PropertyPath,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<ingest::Delivered, Problem> {
+    require_content_type(headers, &[JSON, NDJSON])?;
     // Held (--max-inflight-bytes) until the instants are handed over.
-    let (body, held) = read_body(&app, body).await?;
+    let (body, held) = read_body(app, body).await?;
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
@@ -448,11 +468,7 @@ pub(crate) async fn ingest(
         }
         (None, _) => ingest::check_alone(&instants)?,
     };
-    Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"accepted": delivered.accepted, "queries": delivered.queries})),
-    )
-        .into_response())
+    Ok(delivered)
 }
 
 /// `GET /engines`: the registry, as `mfstream engines --json` prints it.

@@ -24,6 +24,7 @@ use crate::vocab::{PropertyType, QueryStatus};
 
 use super::durable::{Keeper, Ledger, is_unknown};
 use super::fanout::Fanout;
+use super::metrics::EngineTally;
 use crate::vocab::PropertyPath;
 
 /// A property's type and the feeds of the queries reading it, under the
@@ -200,6 +201,8 @@ pub(crate) struct Table {
     inner: Mutex<Inner>,
     pumps: TaskTracker,
     closing: CancellationToken,
+    /// Per engine, what its queries did (`GET /metrics`).
+    pub(crate) engines: Arc<EngineTally>,
 }
 
 #[derive(Debug, Default)]
@@ -332,6 +335,11 @@ impl Table {
             .cloned()
     }
 
+    /// Every query, in no order.
+    pub(crate) fn all(&self) -> Vec<Arc<Query>> {
+        self.inner().queries.values().cloned().collect()
+    }
+
     /// The queries on `key`.
     pub(crate) fn list(&self, key: &PropertyPath) -> Vec<Arc<Query>> {
         let mut list: Vec<_> = self
@@ -365,8 +373,14 @@ impl Table {
         self.inner().queries.insert(query.id.clone(), query.clone());
         let span = tracing::info_span!("query", id = %query.id, engine = %query.engine);
         let closing = self.closing.clone();
-        self.pumps
-            .spawn(pump(query, handle, property, keeper, closing).instrument(span));
+        let running = self.engines.start(&query.engine, query.progress.clone());
+        self.pumps.spawn(
+            async move {
+                let status = pump(query, handle, property, keeper, closing).await;
+                running.end(&status);
+            }
+            .instrument(span),
+        );
     }
 
     /// Wires a submitted query in, the one assembly of a registration and
@@ -451,8 +465,9 @@ impl Table {
     }
 }
 
-/// Moves a query's results into its fanout until it ends, then records the
-/// end and takes its feed off the property.
+/// Moves a query's results into its fanout (counting what they say was
+/// late) until it ends, then records the end, takes its feed off the
+/// property, and returns its final status.
 ///
 /// With `--state` (a `keeper`), each batch is stored before it is sent, and
 /// the final status is stored before the `end` event, except a stop by the
@@ -465,13 +480,13 @@ async fn pump(
     property: Arc<Property>,
     mut keeper: Option<Keeper>,
     closing: CancellationToken,
-) {
+) -> QueryStatus {
     tracing::debug!("query started");
     let mut stop_sent = false;
     let mut failure: Option<String> = None;
     loop {
         tokio::select! {
-            batch = handle.next_batch() => match batch {
+            batch = handle.next_batch() => match batch.inspect(|b| query.fanout.tally.count_batch(b)) {
                 Some(batch) => match &mut keeper {
                     None => query.fanout.push(&batch),
                     Some(_) if failure.is_some() || (stop_sent && closing.is_cancelled()) => {}
@@ -521,6 +536,7 @@ async fn pump(
         QueryStatus::Failed { reason } => tracing::warn!(%reason, "query failed"),
         other => tracing::debug!(status = %other, events = query.fanout.events(), "query ended"),
     }
+    status
 }
 
 /// A fresh query id: 128 random bits, in hex.

@@ -202,6 +202,7 @@ pub use self::journal::inspect::{
     DamageReport, SegmentReport, StateReport, check as check_state, repair as repair_state,
 };
 use self::journal::{Journal, Registered};
+pub(crate) use self::journal::{JournalStats, SYNC_BUCKETS};
 pub use self::property_lock::{PropertyGuard, PropertyLock};
 pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
@@ -686,6 +687,12 @@ impl Store {
     /// now and then, not per ingest.
     pub async fn pinned_bytes(&self, id: &str) -> Option<u64> {
         self.journal.pinned_bytes(id).await.ok().flatten()
+    }
+
+    /// The journal's size, sync latencies, compactions and open-time cuts,
+    /// for `GET /metrics` (see the journal's `stats` module).
+    pub(crate) async fn stats(&self) -> Result<JournalStats, StoreError> {
+        self.journal.stats().await.map_err(|kind| self.error(kind))
     }
 
     /// Up to `limit` instants of `property` logged after the sequence number

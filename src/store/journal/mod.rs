@@ -75,6 +75,7 @@ mod ring;
 mod segment;
 #[cfg(test)]
 pub(crate) mod sim;
+mod stats;
 mod vfs;
 mod write;
 
@@ -89,6 +90,7 @@ use tokio::sync::{Semaphore, oneshot};
 
 use self::open::scan;
 use self::ring::{check_events, push_row, trim};
+pub(crate) use self::stats::{JournalStats, SYNC_BUCKETS};
 pub(crate) use self::vfs::{OsFs, SegFile, Vfs};
 use super::batch;
 use super::error::StoreErrorKind;
@@ -224,6 +226,8 @@ struct Inner {
     /// be undone, the directory is gone): shared with the [`Journal`], so
     /// that a caller learns it without a round trip.
     broken: Arc<OnceLock<StoreErrorKind>>,
+    /// What `GET /metrics` reads ([`Journal::stats`]).
+    tally: stats::Tally,
 }
 
 type Answer<T> = oneshot::Sender<Result<T, StoreErrorKind>>;
@@ -268,6 +272,7 @@ enum Req {
         id: String,
         ack: Answer<Option<u64>>,
     },
+    Stats(Answer<JournalStats>),
     #[cfg(test)]
     RingRecords {
         id: String,
@@ -402,6 +407,7 @@ impl Journal {
             properties: HashMap::new(),
             queries: HashMap::new(),
             broken: Arc::new(OnceLock::new()),
+            tally: stats::Tally::default(),
         };
         let broken = inner.broken.clone();
         inner.rebuild(found, registered);
@@ -580,6 +586,12 @@ impl Journal {
         self.call(0, |ack| Req::Pinned { id, ack }).await
     }
 
+    /// The journal's size and counts, for `GET /metrics`: answered between
+    /// two group commits, without forcing one.
+    pub(crate) async fn stats(&self) -> Result<JournalStats, StoreErrorKind> {
+        self.call(0, Req::Stats).await
+    }
+
     /// The records of a query's ring, and the events they hold.
     #[cfg(test)]
     pub(crate) fn ring_records(&self, id: &str) -> (usize, usize) {
@@ -724,6 +736,9 @@ impl Inner {
             Req::Pinned { id, ack } => {
                 self.commit(group);
                 let _ = ack.send(Ok(self.pinned_bytes(&id)));
+            }
+            Req::Stats(ack) => {
+                let _ = ack.send(Ok(self.stats()));
             }
             #[cfg(test)]
             Req::RingRecords { id, ack } => {

@@ -22,6 +22,9 @@ pub(super) struct Found {
     instants: HashMap<PropertyPath, Vec<(u64, u64, Loc)>>,
     /// Per query, its events records.
     events: HashMap<String, Vec<FoundEvents>>,
+    /// Unfinished writes cut off, and their bytes (for `GET /metrics`).
+    pub(super) truncations: u64,
+    pub(super) truncated_bytes: u64,
 }
 
 /// An events record read back.
@@ -89,6 +92,8 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                 vfs.remove(&path)
                     .and_then(|()| vfs.sync_dir(dir))
                     .map_err(|e| io("remove", &path, e))?;
+                found.truncations += 1;
+                found.truncated_bytes += size;
                 continue;
             }
             Err(segment::ReadError::Version(found)) => {
@@ -133,6 +138,8 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                 file.set_len(d.offset)
                     .and_then(|()| file.sync())
                     .map_err(|e| io("cut", &path, e))?;
+                found.truncations += 1;
+                found.truncated_bytes += size - d.offset;
                 d.offset
             }
             Some(d) => {
@@ -219,7 +226,11 @@ impl Inner {
             instants,
             mut events,
             base_seq,
+            truncations,
+            truncated_bytes,
         } = found;
+        self.tally.truncations = truncations;
+        self.tally.truncated_bytes = truncated_bytes;
         let mut next_seq = base_seq.max(1);
         for (property, mut records) in instants {
             records.sort_by_key(|&(first, _, _)| first);

@@ -78,6 +78,7 @@ impl Inner {
                 self.segments.insert(number, segment);
                 continue;
             }
+            self.count_compaction();
             let path = segment::path(&self.dir, number);
             if let Err(e) = self.vfs.remove(&path) {
                 tracing::warn!("cannot remove journal segment {}: {e}", path.display());
@@ -155,12 +156,12 @@ impl Inner {
     /// The copies are on the disk, and so is the newest segment's name,
     /// before the segment they came from is deleted: in both modes, as a
     /// power cut would otherwise take both (once per segment compacted).
-    fn sync_copies(&self, live: &[usize]) -> Result<(), StoreErrorKind> {
+    fn sync_copies(&mut self, live: &[usize]) -> Result<(), StoreErrorKind> {
         if live.is_empty() {
             return Ok(());
         }
         let path = segment::path(&self.dir, self.active.number);
-        self.active.file.sync().map_err(|e| io("sync", &path, e))?;
+        self.sync_active().map_err(|e| io("sync", &path, e))?;
         self.vfs
             .sync_dir(&self.dir)
             .map_err(|e| io("sync", &self.dir, e))

@@ -35,7 +35,7 @@ impl Inner {
             self.active.flushed = self.active.len;
         }
         if self.durability == Durability::Power
-            && let Err(e) = self.active.file.sync()
+            && let Err(e) = self.sync_active()
         {
             // What a failed fsync left on the disk is unknown: take no more.
             let path = segment::path(&self.dir, self.active.number);
@@ -106,7 +106,7 @@ impl Inner {
     /// segment: cheap).
     pub(super) fn roll(&mut self) -> Result<(), StoreErrorKind> {
         let path = segment::path(&self.dir, self.active.number);
-        self.active.file.sync().map_err(|e| io("sync", &path, e))?;
+        self.sync_active().map_err(|e| io("sync", &path, e))?;
         // With `Process` the full segment's name is synced now (with
         // `Power`, when it was created): a segment with a successor is
         // never lost to a power cut, only the newest can be.

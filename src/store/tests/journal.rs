@@ -90,6 +90,13 @@ async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_
     );
     assert_eq!(store.instants(&course(), 0, 100).unwrap().len(), 20);
     assert!(store.instants(&speed(), 0, 100).unwrap().is_empty());
+    // What `GET /metrics` reports, against the directory: its files and
+    // bytes, the segments compacted away, a sync per segment filled.
+    let stats = store.stats().await.unwrap();
+    assert_eq!((stats.segments as usize, stats.bytes), (files, bytes));
+    assert!(stats.compactions > 0, "{stats:?}");
+    assert!(stats.syncs.count() >= stats.compactions, "{stats:?}");
+    assert_eq!(stats.truncations, 0);
     store.close();
     let store = Store::open(dir.path(), small()).unwrap();
     let queries = store.queries().unwrap();
@@ -142,6 +149,11 @@ async fn a_torn_record_at_the_end_is_cut_off_and_what_came_before_is_kept() {
         .map(|i| i.seq)
         .collect();
     assert_eq!(kept, [1, 2]);
+    // `GET /metrics` counts the cut: the bytes the file lost.
+    let cut = store.stats().await.unwrap();
+    let kept_len = std::fs::metadata(&newest).unwrap().len();
+    assert_eq!(cut.truncations, 1, "{cut:?}");
+    assert_eq!(cut.truncated_bytes, len - 1 - kept_len, "{cut:?}");
     // The journal goes on after the cut.
     assert_eq!(
         store
@@ -153,6 +165,7 @@ async fn a_torn_record_at_the_end_is_cut_off_and_what_came_before_is_kept() {
     store.close();
     let store = Store::open(dir.path(), StoreOptions::default()).unwrap();
     assert_eq!(store.instants(&speed(), 0, 10).unwrap().len(), 3);
+    assert_eq!(store.stats().await.unwrap().truncations, 0);
     store.close();
 }
 

@@ -1,0 +1,540 @@
+//! `GET /metrics`: the Prometheus exposition, checked by `promtool`, and
+//! counters that move with the traffic they count.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use crate::client::raw;
+
+use super::*;
+
+/// One scrape: every series (`name{labels}`, as printed) and its value.
+#[derive(Debug)]
+struct Scrape {
+    text: String,
+    series: BTreeMap<String, f64>,
+}
+
+impl Scrape {
+    fn parse(text: String) -> Scrape {
+        let series = text
+            .lines()
+            .filter(|line| !line.starts_with('#') && !line.is_empty())
+            .map(|line| {
+                let (name, value) = line.rsplit_once(' ').expect("`series value`");
+                (name.to_owned(), value.parse().expect("a number"))
+            })
+            .collect();
+        Scrape { text, series }
+    }
+
+    /// The value of `name` with `labels`; a failure if there is no such
+    /// series.
+    #[track_caller]
+    fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        let key = key(name, labels);
+        *self
+            .series
+            .get(&key)
+            .unwrap_or_else(|| panic!("no series {key} in\n{}", self.text))
+    }
+
+    fn has(&self, name: &str, labels: &[(&str, &str)]) -> bool {
+        self.series.contains_key(&key(name, labels))
+    }
+
+    /// The metric families, as their `# TYPE` lines name them.
+    fn families(&self) -> Vec<String> {
+        self.text
+            .lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .map(|rest| rest.split(' ').next().unwrap().to_owned())
+            .collect()
+    }
+}
+
+fn key(name: &str, labels: &[(&str, &str)]) -> String {
+    if labels.is_empty() {
+        return name.to_owned();
+    }
+    let labels: Vec<String> = labels.iter().map(|(k, v)| format!("{k}=\"{v}\"")).collect();
+    format!("{name}{{{}}}", labels.join(","))
+}
+
+async fn scrape(client: &mut Client) -> Scrape {
+    let response = client.get("/metrics").await;
+    assert_eq!(response.status, 200, "{response:?}");
+    assert_eq!(
+        response.header("content-type"),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    Scrape::parse(response.body)
+}
+
+/// Scrapes until `done` holds (what it waits for happens on the server's
+/// side after the client saw its cause: a stream's slot is given back after
+/// its last bytes went out); a failure after [`PATIENCE`].
+async fn scrape_until(client: &mut Client, what: &str, done: impl Fn(&Scrape) -> bool) -> Scrape {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let scrape = scrape(client).await;
+        if done(&scrape) {
+            return scrape;
+        }
+        assert!(Instant::now() < deadline, "never {what}:\n{}", scrape.text);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// A query's labels, from its path.
+fn query_labels<'a>(query: &'a str, engine: &'a str) -> [(&'a str, &'a str); 3] {
+    let id = query.rsplit('/').next().unwrap();
+    [("query", id), ("property", P), ("engine", engine)]
+}
+
+fn http_refused(reason: &str) -> [(&str, &str); 2] {
+    [("source", "http"), ("reason", reason)]
+}
+
+const HTTP: [(&str, &str); 1] = [("source", "http")];
+
+fn promtool() -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join("promtool"))
+            .find(|p| p.is_file())
+    })
+}
+
+#[tokio::test]
+#[ignore = "needs promtool: apt-get install --no-install-recommends prometheus"]
+async fn the_exposition_passes_promtool_check_metrics_with_every_kind_of_series() {
+    let promtool = require(
+        promtool(),
+        "promtool",
+        "apt-get install --no-install-recommends prometheus",
+    );
+    let dir = TempDir::new("metrics-promtool-dir");
+    let state = dir.join("state");
+    let server = Serve::start(
+        "metrics-promtool",
+        &["--state", state.to_str().unwrap(), "--durability", "power"],
+        &[],
+    );
+    let mut client = server.client();
+    // A query of each kind, one failed on its engine, results, a
+    // subscriber, a refusal: every family has series, labels included.
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    register(
+        &mut client,
+        P,
+        r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2}}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    assert_eq!(
+        client
+            .post(&format!("{P}/ingest"), &lines(1, 4))
+            .await
+            .status,
+        202
+    );
+    take(&mut sse, 4).await;
+    assert_eq!(
+        client.post(&format!("{P}/ingest"), "nope").await.status,
+        400
+    );
+    let text = scrape(&mut client).await.text;
+    assert!(text.contains("mfstream_store_fsync_seconds_bucket{le=\"+Inf\"}"));
+
+    let mut check = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::io::Write::write_all(&mut check.stdin.take().unwrap(), text.as_bytes()).unwrap();
+    let out = check.wait_with_output().unwrap();
+    assert!(
+        out.status.success() && out.stdout.is_empty() && out.stderr.is_empty(),
+        "promtool check metrics: {}\n{}{}\n{text}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn metrics_need_the_token_like_every_route_but_the_landing_page() {
+    let server = Serve::start("metrics-token", &["--token", "s3cret"], &[]);
+    assert_eq!(server.client().get("/metrics").await.status, 401);
+    // The landing links name it.
+    let landing = server.client().get("/?f=json").await.json();
+    let metrics = landing["links"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|link| link["rel"] == "metrics")
+        .expect("a metrics link");
+    assert_eq!(metrics["href"], "/metrics");
+    let mut client = server.client().with_token("s3cret");
+    let scrape = scrape(&mut client).await;
+    assert_eq!(scrape.get("mfstream_ingest_instants_total", &HTTP), 0.0);
+    // Without --state there is no store, and no store series.
+    assert!(!scrape.text.contains("mfstream_store_"), "{}", scrape.text);
+}
+
+#[tokio::test]
+async fn ingest_counts_accepted_instants_and_refused_bodies_by_reason() {
+    let server = Serve::start("metrics-ingest", &["--max-body", "4096"], &[]);
+    let mut client = server.client();
+    let ingest = format!("{P}/ingest");
+    // Accepted whether or not a query reads the property.
+    assert_eq!(client.post(&ingest, &lines(1, 3)).await.status, 202);
+    register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    assert_eq!(client.post(&ingest, &lines(4, 5)).await.status, 202);
+    let bad_datetime = r#"{"datetime":"soon","value":1}"#;
+    assert_eq!(client.post(&ingest, bad_datetime).await.status, 400);
+    assert_eq!(client.post(&ingest, "nope").await.status, 400);
+    assert_eq!(client.post(&ingest, "nope").await.status, 400);
+    let text = r#"{"datetime":"2026-01-01T00:00:01Z","value":"a"}"#;
+    assert_eq!(client.post(&ingest, text).await.status, 400);
+    let plain = client
+        .request(
+            "POST",
+            &ingest,
+            &[("Content-Type", "text/plain")],
+            lines(9, 1).as_bytes(),
+        )
+        .await;
+    assert_eq!(plain.status, 415);
+    // Over --max-body by its Content-Length: refused before the route.
+    let large = client.post(&ingest, &lines(10, 100)).await;
+    assert_eq!(large.status, 413, "{large:?}");
+
+    let scrape = scrape(&mut client).await;
+    assert_eq!(scrape.get("mfstream_ingest_instants_total", &HTTP), 8.0);
+    for (reason, n) in [
+        ("datetime", 1.0),
+        ("body", 2.0),
+        ("value", 1.0),
+        ("media_type", 1.0),
+        ("busy", 0.0),
+        ("too_large", 1.0),
+    ] {
+        assert_eq!(
+            scrape.get("mfstream_ingest_refused_total", &http_refused(reason)),
+            n,
+            "{reason}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn query_and_engine_series_follow_a_query_from_registration_to_deletion() {
+    let server = Serve::start("metrics-query", &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let labels = query_labels(&query, "local");
+    let local = [("engine", "local")];
+    let before = scrape(&mut client).await;
+    assert_eq!(before.get("mfstream_query_events_total", &labels), 0.0);
+    assert_eq!(before.get("mfstream_query_subscribers", &labels), 0.0);
+    assert_eq!(before.get("mfstream_server_sse_streams", &[]), 0.0);
+    assert_eq!(before.get("mfstream_engine_queries", &local), 1.0);
+    assert_eq!(before.get("mfstream_engine_job_starts_total", &local), 1.0);
+    // Every engine of the registry has its series, used or not.
+    assert_eq!(
+        before.get("mfstream_engine_queries", &[("engine", "echo")]),
+        0.0
+    );
+    let running = [labels[0], labels[1], labels[2], ("status", "running")];
+    let stopped = [labels[0], labels[1], labels[2], ("status", "stopped")];
+    assert_eq!(before.get("mfstream_query_status", &running), 1.0);
+    assert_eq!(before.get("mfstream_query_status", &stopped), 0.0);
+    // As many series per query as README says `--max-queries` bounds.
+    let id = format!("query=\"{}\"", labels[0].1);
+    let per_query = before.series.keys().filter(|k| k.contains(&id)).count();
+    assert_eq!(per_query, 12, "{}", before.text);
+
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    assert_eq!(
+        client
+            .post(&format!("{P}/ingest"), &lines(1, 5))
+            .await
+            .status,
+        202
+    );
+    take(&mut sse, 5).await;
+    let during = scrape(&mut client).await;
+    assert_eq!(during.get("mfstream_query_events_total", &labels), 5.0);
+    assert_eq!(during.get("mfstream_query_records_in_total", &labels), 5.0);
+    assert_eq!(during.get("mfstream_query_subscribers", &labels), 1.0);
+    assert_eq!(during.get("mfstream_server_sse_streams", &[]), 1.0);
+    assert_eq!(during.get("mfstream_engine_records_in_total", &local), 5.0);
+    assert_eq!(during.get("mfstream_engine_records_out_total", &local), 5.0);
+    assert!(during.get("mfstream_query_state_bytes", &labels) > 0.0);
+
+    // Deleted: its stream ends, its series go, its engine's totals stay.
+    assert_eq!(client.delete(&query).await.status, 204);
+    assert_eq!(take(&mut sse, 1).await[0].event, "end");
+    let after = scrape_until(&mut client, "the stream closed", |s| {
+        s.get("mfstream_server_sse_streams", &[]) == 0.0
+            && s.get("mfstream_engine_queries", &local) == 0.0
+    })
+    .await;
+    assert!(!after.has("mfstream_query_events_total", &labels));
+    assert_eq!(after.get("mfstream_engine_job_starts_total", &local), 1.0);
+    assert_eq!(after.get("mfstream_engine_records_in_total", &local), 5.0);
+    assert_eq!(after.get("mfstream_engine_job_failures_total", &local), 0.0);
+}
+
+#[tokio::test]
+async fn a_query_that_fails_on_its_engine_counts_as_a_job_failure() {
+    let server = Serve::start("metrics-failure", &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs","engine":"crash"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(1, 5)).await;
+    let end = sse.until_end().await.pop().unwrap();
+    assert_eq!(end.json()["status"], "failed", "{end:?}");
+    let crash = [("engine", "crash")];
+    let scrape = scrape_until(&mut client, "the job's failure counted", |s| {
+        s.get("mfstream_engine_job_failures_total", &crash) == 1.0
+    })
+    .await;
+    let labels = query_labels(&query, "crash");
+    let failed = [labels[0], labels[1], labels[2], ("status", "failed")];
+    assert_eq!(scrape.get("mfstream_query_status", &failed), 1.0);
+    assert_eq!(scrape.get("mfstream_engine_queries", &crash), 0.0);
+    assert_eq!(scrape.get("mfstream_engine_job_starts_total", &crash), 1.0);
+}
+
+#[tokio::test]
+async fn late_records_and_lagging_subscribers_are_counted_per_query() {
+    let server = Serve::start("metrics-late", &["--replay", "3"], &[]);
+    let mut client = server.client();
+    let window = register(
+        &mut client,
+        P,
+        r#"{"aggregation":"COUNT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{window}/stream"), &[]).await;
+    // 0.5 s opens [0, 1); 1.5 s closes it; 0.2 s is then late; 2.5 s
+    // closes [1, 2), whose event carries the late record. In 2100: a live
+    // query's clock, now, closes no window of theirs.
+    let body: String = ["00.5", "01.5", "00.2", "02.5"]
+        .iter()
+        .map(|s| format!("{{\"datetime\":\"2100-01-01T00:00:{s}Z\",\"value\":1}}\n"))
+        .collect();
+    assert_eq!(client.post(&format!("{P}/ingest"), &body).await.status, 202);
+    let events = take(&mut sse, 2).await;
+    assert_eq!(events[1].json()["late"], 1, "{events:?}");
+    let labels = query_labels(&window, "local");
+    let late = scrape(&mut client).await;
+    assert_eq!(late.get("mfstream_query_late_records_total", &labels), 1.0);
+    assert_eq!(late.get("mfstream_query_lagged_total", &labels), 0.0);
+
+    // A subscriber resuming from event 1 of 10 when the buffer keeps the
+    // last 3 is told it missed 6.
+    let abs = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut first = server.subscribe(&format!("{abs}/stream"), &[]).await;
+    client.post(&format!("{P}/ingest"), &lines(10, 10)).await;
+    let mut seen = 0;
+    while seen < 10 {
+        let event = first.next().await.expect("the stream goes on");
+        seen = event.id.as_deref().unwrap().parse().unwrap();
+    }
+    let abs_labels = query_labels(&abs, "local");
+    let before = scrape(&mut client)
+        .await
+        .get("mfstream_query_lagged_events_total", &abs_labels);
+    let mut behind = server
+        .subscribe(&format!("{abs}/stream"), &[("Last-Event-ID", "1")])
+        .await;
+    let lagged = behind.next().await.unwrap();
+    assert_eq!(lagged.event, "lagged");
+    assert_eq!(lagged.json()["missed"], 6);
+    let after = scrape(&mut client).await;
+    assert_eq!(
+        after.get("mfstream_query_lagged_events_total", &abs_labels) - before,
+        6.0
+    );
+    assert!(after.get("mfstream_query_lagged_total", &abs_labels) >= 1.0);
+}
+
+/// The journal's newest segment.
+fn newest_segment(state: &Path) -> std::path::PathBuf {
+    let mut names: Vec<_> = std::fs::read_dir(state.join("journal"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "seg"))
+        .collect();
+    names.sort();
+    names.pop().expect("a segment")
+}
+
+#[tokio::test]
+async fn store_series_report_the_journal_its_syncs_and_what_the_open_cut_off() {
+    let dir = TempDir::new("metrics-store-dir");
+    let state = dir.join("state");
+    let args = ["--state", state.to_str().unwrap(), "--durability", "power"];
+    let server = Serve::start("metrics-store-1", &args, &[]);
+    let mut client = server.client();
+    let before = scrape(&mut client).await;
+    let bytes = before.get("mfstream_store_journal_bytes", &[]);
+    let syncs = before.get("mfstream_store_fsync_seconds_count", &[]);
+    register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    assert_eq!(
+        client
+            .post(&format!("{P}/ingest"), &lines(1, 20))
+            .await
+            .status,
+        202
+    );
+    let after = scrape(&mut client).await;
+    assert!(after.get("mfstream_store_journal_bytes", &[]) > bytes);
+    // `power`: the ingest's group commit was synced before its 202.
+    assert!(after.get("mfstream_store_fsync_seconds_count", &[]) > syncs);
+    assert_eq!(
+        after.get("mfstream_store_fsync_seconds_bucket", &[("le", "+Inf")]),
+        after.get("mfstream_store_fsync_seconds_count", &[])
+    );
+    assert_eq!(
+        after.get("mfstream_store_recovery_truncations_total", &[]),
+        0.0
+    );
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    // What a power cut leaves at the end of the newest segment: zeros.
+    let newest = newest_segment(&state);
+    let mut segment = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&newest)
+        .unwrap();
+    std::io::Write::write_all(&mut segment, &[0u8; 1000]).unwrap();
+    drop(segment);
+    let server = Serve::start("metrics-store-2", &args, &[]);
+    let scrape = scrape(&mut server.client()).await;
+    assert_eq!(
+        scrape.get("mfstream_store_recovery_truncations_total", &[]),
+        1.0
+    );
+    assert_eq!(
+        scrape.get("mfstream_store_recovery_truncated_bytes_total", &[]),
+        1000.0
+    );
+}
+
+#[tokio::test]
+async fn in_flight_bytes_and_connections_move_with_the_requests_open() {
+    let server = Serve::start("metrics-inflight", &[], &[]);
+    let mut client = server.client();
+    let first = scrape(&mut client).await;
+    assert_eq!(first.get("mfstream_ingest_inflight_bytes", &[]), 0.0);
+    // The scrape's own connection is open.
+    assert!(first.get("mfstream_server_connections", &[]) >= 1.0);
+    let accepted = first.get("mfstream_server_connections_accepted_total", &[]);
+
+    // A body that declares 1000 bytes holds them from its head on, and
+    // sends 10: it is in flight until it completes.
+    let mut slow = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let head = format!(
+        "POST {P}/ingest HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
+         Content-Length: 1000\r\n\r\n{}",
+        " ".repeat(10)
+    );
+    tokio::io::AsyncWriteExt::write_all(&mut slow, head.as_bytes())
+        .await
+        .unwrap();
+    let held = scrape_until(&mut client, "the body held", |s| {
+        s.get("mfstream_ingest_inflight_bytes", &[]) == 1000.0
+    })
+    .await;
+    assert_eq!(
+        held.get("mfstream_server_connections_accepted_total", &[]),
+        accepted + 1.0
+    );
+    assert!(held.get("mfstream_server_connections", &[]) >= 2.0);
+    drop(slow);
+    scrape_until(&mut client, "the body let go", |s| {
+        s.get("mfstream_ingest_inflight_bytes", &[]) == 0.0
+    })
+    .await;
+    // A raw request is one more connection accepted.
+    let response = raw(
+        server.addr,
+        b"GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
+    )
+    .await;
+    assert_eq!(response.status, 200);
+    let last = scrape(&mut client).await;
+    assert_eq!(
+        last.get("mfstream_server_connections_accepted_total", &[]),
+        accepted + 2.0
+    );
+}
+
+#[tokio::test]
+async fn the_readme_lists_every_metric_served_and_no_other() {
+    let dir = TempDir::new("metrics-readme-dir");
+    let state = dir.join("state");
+    let server = Serve::start("metrics-readme", &["--state", state.to_str().unwrap()], &[]);
+    let served = scrape(&mut server.client()).await.families();
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme
+        .split("### Metrics")
+        .nth(1)
+        .expect("README has a ### Metrics section");
+    let section = section.split("\n#").next().unwrap();
+    let listed: Vec<String> = section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `mfstream_"))
+        .map(|rest| format!("mfstream_{}", rest.split('`').next().unwrap()))
+        .collect();
+    let mut served_sorted = served.clone();
+    served_sorted.sort();
+    let mut listed_sorted = listed.clone();
+    listed_sorted.sort();
+    assert_eq!(
+        served_sorted, listed_sorted,
+        "README's ### Metrics table and GET /metrics differ"
+    );
+}
+
+#[test]
+#[ignore = "needs promtool: apt-get install --no-install-recommends prometheus"]
+fn the_readme_scrape_config_passes_promtool_check_config() {
+    let promtool = require(
+        promtool(),
+        "promtool",
+        "apt-get install --no-install-recommends prometheus",
+    );
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let section = readme.split("### Metrics").nth(1).unwrap();
+    let yaml = section
+        .split("```yaml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("a yaml block in README's ### Metrics");
+    let dir = TempDir::new("metrics-scrape-config");
+    let file = dir.join("prometheus.yml");
+    std::fs::write(&file, yaml).unwrap();
+    let out = Command::new(promtool)
+        .args(["check", "config"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check config: {}\n{}{}\n{yaml}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
