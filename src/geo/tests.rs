@@ -290,3 +290,96 @@ fn position_acc_aggregates_the_windows_instants() {
     assert_eq!(PositionAggregate::MaxSpeed.name(), "MAX_SPEED");
     assert!(PositionAggregate::parse("SUM").is_err());
 }
+
+#[test]
+fn geodetic_polygon_edges_are_great_circles_for_distance_but_straight_for_fences() {
+    // The top edge from (0, 60) to (90, 60) is a great circle reaching
+    // about 67.8° N at 45° E. Figures from pymeos 1.3
+    // (`TGeogPointInst.nearest_approach_distance`).
+    let quad =
+        json!({"type": "Polygon", "coordinates": [[[0, 0], [90, 0], [90, 60], [0, 60], [0, 0]]]});
+    let g = Geometry::from_geojson(&quad).expect("a valid polygon");
+    assert_eq!(g.distance(Crs::Geodetic, Point::new(45.0, 61.0)), 0.0);
+    let d = g.distance(Crs::Geodetic, Point::new(45.0, 70.0));
+    assert!(close(d, 246258.65279223621, 1e-9), "{d}");
+    let d = g.distance(Crs::Geodetic, Point::new(-1.0, 30.0));
+    assert!(close(d, 96485.05552456818, 1e-9), "{d}");
+    // The fence draws the same edge straight in lon/lat: 61° N is outside.
+    let fence = Fence::new(g, &[Detect::Inside]).expect("a polygon fence");
+    assert!(!fence.covers(Point::new(45.0, 61.0)));
+    assert!(fence.covers(Point::new(45.0, 59.0)));
+}
+
+/// A U-shaped fence: a notch from the top, x in (4, 6), y above 2.
+fn u_fence() -> Fence {
+    let u = json!({"type": "Polygon", "coordinates": [[
+        [0, 0], [10, 0], [10, 10], [6, 10], [6, 2], [4, 2], [4, 10], [0, 10], [0, 0]]]});
+    let all = [
+        Detect::Enter,
+        Detect::Exit,
+        Detect::Inside,
+        Detect::Outside,
+        Detect::Cross,
+    ];
+    Fence::new(Geometry::from_geojson(&u).expect("a valid polygon"), &all).expect("a fence")
+}
+
+#[test]
+fn fence_reports_every_crossing_of_a_segment_with_both_ends_inside() {
+    // From the left arm to the right arm across the notch: out and back in.
+    let events = run(&u_fence(), &[(0, 2.0, 5.0), (80, 10.0, 5.0)]);
+    assert_eq!(
+        events,
+        vec![
+            (0, 2.0, 5.0, "inside"),
+            (20, 4.0, 5.0, "exit"),
+            (40, 6.0, 5.0, "enter"),
+            (80, 10.0, 5.0, "inside"),
+        ]
+    );
+}
+
+#[test]
+fn fence_boundary_is_inside_and_leaving_it_is_an_exit_at_the_sample() {
+    let events = run(
+        &u_fence(),
+        &[(0, 0.0, 5.0), (10, -1.0, 5.0), (20, 0.0, 5.0)],
+    );
+    assert_eq!(
+        events,
+        vec![
+            (0, 0.0, 5.0, "inside"),
+            (0, 0.0, 5.0, "exit"),
+            (10, -1.0, 5.0, "outside"),
+            (20, 0.0, 5.0, "enter"),
+            (20, 0.0, 5.0, "inside"),
+        ]
+    );
+}
+
+#[test]
+fn fence_through_a_hole_with_both_ends_outside_is_two_crosses() {
+    let holed = json!({"type": "Polygon", "coordinates": [
+        [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]],
+        [[4, 4], [6, 4], [6, 6], [4, 6], [4, 4]]]});
+    let g = Geometry::from_geojson(&holed).expect("a valid polygon");
+    let f = Fence::new(g, &[Detect::Cross, Detect::Enter, Detect::Exit]).expect("a fence");
+    let events = run(&f, &[(0, -5.0, 5.0), (200, 15.0, 5.0)]);
+    assert_eq!(
+        events,
+        vec![(50, 0.0, 5.0, "cross"), (110, 6.0, 5.0, "cross")]
+    );
+}
+
+#[test]
+fn fence_segment_across_the_antimeridian_is_straight_in_lon_lat() {
+    // A fence east of the antimeridian; a segment from 179° to -179° is
+    // the long way round in lon/lat (as GeoJSON and Tile38 draw it), so it
+    // passes through a fence at lon 0.
+    let square =
+        json!({"type": "Polygon", "coordinates": [[[-1, -1], [1, -1], [1, 1], [-1, 1], [-1, -1]]]});
+    let g = Geometry::from_geojson(&square).expect("a valid polygon");
+    let f = Fence::new(g, &[Detect::Cross]).expect("a fence");
+    let events = run(&f, &[(0, 179.0, 0.0), (358, -179.0, 0.0)]);
+    assert_eq!(events, vec![(178, 1.0, 0.0, "cross")]);
+}
