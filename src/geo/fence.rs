@@ -224,7 +224,7 @@ impl Fence {
         an_end_inside: bool,
         out: &mut Vec<FenceEvent>,
     ) {
-        let t = t0 + (s * (t1 - t0) as f64).round() as Micros;
+        let t = t0.saturating_add((s * t1.saturating_sub(t0) as f64).round() as Micros);
         let point = planar::lerp(p0, p1, s);
         if an_end_inside {
             let d = if entering {

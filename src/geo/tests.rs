@@ -383,3 +383,25 @@ fn fence_segment_across_the_antimeridian_is_straight_in_lon_lat() {
     let events = run(&f, &[(0, 179.0, 0.0), (358, -179.0, 0.0)]);
     assert_eq!(events, vec![(178, 1.0, 0.0, "cross")]);
 }
+
+#[test]
+fn extreme_timestamps_do_not_panic() {
+    let (a, b) = (Point::new(0.0, 0.0), Point::new(20.0, 0.0));
+    let mut m = Motion::new(Crs::Planar(3857));
+    m.push(Micros::MIN, a);
+    let step = m.push(Micros::MAX, b);
+    assert!(step.speed.is_some_and(|v| v > 0.0));
+    let mut acc = PositionAcc::new(Crs::Planar(3857));
+    acc.push(Micros::MIN, a);
+    acc.push(Micros::MAX, b);
+    let r = acc.result(PositionAggregate::Centroid, Micros::MIN, Micros::MAX);
+    assert!(
+        matches!(r, AggregateValue::Point(p) if p.x.is_finite()),
+        "{r:?}"
+    );
+    let events = run(
+        &fence(&[Detect::Enter]),
+        &[(Micros::MIN, -5.0, 5.0), (Micros::MAX, 5.0, 5.0)],
+    );
+    assert_eq!(events.len(), 1);
+}
