@@ -11,7 +11,8 @@
 //! One geodetic random walk (seeded) through a 12-vertex polygon fence
 //! with a hole, sampled every 1 s. Timed, each the best of three:
 //! `Motion::push` (one ellipsoidal geodesic per position: speed, azimuth,
-//! cumulative length), `Fence::step` (all five detect kinds), the
+//! cumulative length), `Fence::step` (all five detect kinds; and against a
+//! 9,999-vertex star, the size bound, through the strip index), the
 //! planar `Motion::push`, `Geometry::distance` to a line, and
 //! `PositionAcc::push`. Then, with `MFSTREAM_PYMEOS_PYTHON` set,
 //! tests/oracle/geo_bench.py times pymeos's `speed()` over the same
@@ -142,6 +143,27 @@ fn main() {
         events
     });
     println!("{:<48} {events} events", "  (fence events per run)");
+    // The vertex bound's fence: a 9,999-spike star around the walk.
+    let spikes: Vec<serde_json::Value> = (0..=9_998)
+        .map(|i| {
+            let a = (i % 9_998) as f64 / 9_998.0 * std::f64::consts::TAU;
+            let r = if i % 2 == 0 { 0.5 } else { 0.3 };
+            json!([10.0 + r * a.cos(), 45.0 + r * a.sin()])
+        })
+        .collect();
+    let big = json!({"type": "Polygon", "coordinates": [spikes]});
+    let big =
+        Fence::new(Geometry::from_geojson(&big).expect("a valid star"), &all).expect("a fence");
+    rate("Fence::step (9,999 vertices, all detects)", n, || {
+        let (mut state, mut out) = (FenceState::default(), Vec::with_capacity(8));
+        let mut events = 0;
+        for &(t, p) in &track {
+            out.clear();
+            big.step(&mut state, t, p, &mut out);
+            events += out.len();
+        }
+        events
+    });
     rate("Motion::push planar", n, || {
         let mut m = Motion::new(Crs::Planar(3857));
         track

@@ -405,3 +405,62 @@ fn extreme_timestamps_do_not_panic() {
     );
     assert_eq!(events.len(), 1);
 }
+
+#[test]
+fn the_fence_strip_index_agrees_with_testing_every_edge() {
+    // A jagged 200-spike star with a hole; points and segments on a grid.
+    let ring = |n: usize, r: &dyn Fn(usize) -> f64| -> Vec<Point> {
+        let mut v: Vec<Point> = (0..n)
+            .map(|i| {
+                let a = i as f64 / n as f64 * std::f64::consts::TAU;
+                Point::new(r(i) * a.cos(), r(i) * a.sin())
+            })
+            .collect();
+        v.push(v[0]);
+        v
+    };
+    let rings = vec![
+        ring(200, &|i| {
+            if i % 2 == 0 {
+                10.0
+            } else {
+                6.0 + (i % 7) as f64 * 0.3
+            }
+        }),
+        ring(9, &|i| 1.0 + (i % 3) as f64 * 0.5),
+    ];
+    let index = planar::StripIndex::new(&rings);
+    for i in 0..=60 {
+        for j in 0..=60 {
+            let p = Point::new(-12.0 + i as f64 * 0.4, -12.0 + j as f64 * 0.4 + 0.013);
+            assert_eq!(index.loc(p), planar::polygon_loc(&rings, p), "{p:?}");
+            let q = Point::new(p.y * 0.7, -p.x * 1.1);
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            index.hits(p, q, &mut fast);
+            for e in rings.iter().flat_map(|r| r.windows(2)) {
+                planar::segment_hits(p, q, e[0], e[1], &mut slow);
+            }
+            for v in [&mut fast, &mut slow] {
+                v.sort_by(f64::total_cmp);
+                v.dedup();
+            }
+            assert_eq!(fast, slow, "{p:?} -> {q:?}");
+        }
+    }
+}
+
+#[test]
+fn fence_touched_at_a_vertex_is_no_pass_and_entered_through_one_is_one_enter() {
+    let f = fence(&[Detect::Enter, Detect::Exit, Detect::Cross]);
+    // Diagonals through the corner (0, 0) of the square [0, 10]².
+    assert_eq!(run(&f, &[(0, -1.0, 1.0), (100, 1.0, -1.0)]), vec![]);
+    assert_eq!(
+        run(&f, &[(0, -1.0, -1.0), (100, 1.0, 1.0)]),
+        vec![(50, 0.0, 0.0, "enter")]
+    );
+    // Along an edge: on the boundary is inside, so a pass.
+    assert_eq!(
+        run(&f, &[(0, -5.0, 0.0), (100, 15.0, 0.0)]),
+        vec![(25, 0.0, 0.0, "cross")]
+    );
+}
