@@ -103,7 +103,7 @@ pub enum StoreErrorKind {
     /// A file or directory of the store could not be read, written or
     /// synced (permissions, a full disk, a read-only file system, an I/O
     /// error): the operation and the path say which.
-    #[error("cannot {action} {}: {message}", path.display())]
+    #[error("cannot {action} {}: {message}{}", path.display(), io_hint(*kind))]
     Io {
         /// What was being done: `read`, `write`, `sync`, `create`, …
         action: &'static str,
@@ -296,6 +296,19 @@ impl StoreErrorKind {
             kind: e.kind(),
             message: e.to_string(),
         }
+    }
+}
+
+/// What to do about an I/O error of `kind`, when there is something to
+/// suggest.
+fn io_hint(kind: io::ErrorKind) -> &'static str {
+    match kind {
+        io::ErrorKind::PermissionDenied => {
+            ": the state directory and its files must be the server's user's (chmod/chown them)"
+        }
+        io::ErrorKind::StorageFull => ": free some space on its file system",
+        io::ErrorKind::ReadOnlyFilesystem => ": give --state a directory on a writable file system",
+        _ => "",
     }
 }
 

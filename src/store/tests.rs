@@ -644,6 +644,10 @@ fn an_unwritable_directory_is_refused() {
         ),
         "{err}"
     );
+    assert!(
+        err.to_string().contains("chown"),
+        "the fix is suggested: {err}"
+    );
 }
 
 /// Runs the test `name` of this module in a child as user nobody (65534),
