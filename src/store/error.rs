@@ -313,9 +313,17 @@ fn io_hint(kind: io::ErrorKind) -> &'static str {
 }
 
 /// The kind of a SQLite error: damage, permissions, another connection's
-/// lock, or anything else.
+/// lock, a row that does not read back as written, or anything else.
 pub(crate) fn classify(e: &rusqlite::Error) -> StoreErrorKind {
     use rusqlite::ErrorCode as C;
+    if matches!(
+        e,
+        rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+    ) {
+        return StoreErrorKind::Malformed(e.to_string());
+    }
     match e.sqlite_error_code() {
         Some(C::NotADatabase | C::DatabaseCorrupt) => StoreErrorKind::Corrupt(e.to_string()),
         Some(C::DatabaseBusy | C::DatabaseLocked) => StoreErrorKind::CatalogBusy(e.to_string()),
