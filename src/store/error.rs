@@ -268,10 +268,41 @@ pub enum StoreErrorKind {
         /// The version this build reads and writes.
         expected: u32,
     },
-    /// The state directory was deleted or replaced under the running
-    /// store: nothing more is acknowledged.
-    #[error("{0}: nothing more is written; restart the server on a state directory")]
-    Gone(String),
+    /// The open journal segment was deleted under the running store (the
+    /// state directory removed): nothing more is acknowledged.
+    #[error(
+        "journal segment {} was deleted: nothing more is written; restart the server on a \
+         state directory",
+        segment.display()
+    )]
+    SegmentDeleted {
+        /// The segment.
+        segment: PathBuf,
+    },
+    /// The journal directory was replaced by another under the running
+    /// store (a restore from a backup): nothing more is acknowledged.
+    #[error(
+        "the journal directory {} was replaced by another: nothing more is written; restart the \
+         server on a state directory",
+        journal.display()
+    )]
+    JournalReplaced {
+        /// The journal directory.
+        journal: PathBuf,
+    },
+    /// The journal directory cannot be looked at any more: nothing more is
+    /// acknowledged.
+    #[error(
+        "the journal directory {} is gone ({message}): nothing more is written; restart the \
+         server on a state directory",
+        journal.display()
+    )]
+    JournalGone {
+        /// The journal directory.
+        journal: PathBuf,
+        /// Why it cannot be looked at.
+        message: String,
+    },
     /// A thread of the store could not be started or stopped before
     /// finishing its work.
     #[error("the store's {name} thread could not run: {message}")]
