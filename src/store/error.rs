@@ -228,7 +228,7 @@ pub enum StoreErrorKind {
         /// The query.
         query: String,
         /// Why.
-        why: String,
+        why: CheckpointFault,
     },
     /// A stored row could not be read back.
     #[error("a stored record is malformed: {0}")]
@@ -316,6 +316,43 @@ pub enum StoreErrorKind {
     /// database failed for good).
     #[error("the store is closed")]
     Closed,
+}
+
+/// Why a checkpoint was rejected ([`StoreErrorKind::BadCheckpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointFault {
+    /// It is past the events stored.
+    #[error("it is at event {at}, but the last event stored is {last}")]
+    PastEvents {
+        /// The checkpoint's last event id.
+        at: u64,
+        /// The last event id stored (with the events given).
+        last: u64,
+    },
+    /// It moves backwards.
+    #[error(
+        "it moves back from instant {from_seq} and event {from_event} to instant {to_seq} and \
+         event {to_event}"
+    )]
+    Backwards {
+        /// The stored checkpoint's instant.
+        from_seq: u64,
+        /// The stored checkpoint's event.
+        from_event: u64,
+        /// The new checkpoint's instant.
+        to_seq: u64,
+        /// The new checkpoint's event.
+        to_event: u64,
+    },
+    /// It is past the instants logged.
+    #[error("it is after instant {after}, but the last instant logged is {last}")]
+    PastInstants {
+        /// The checkpoint's instant.
+        after: u64,
+        /// The last instant logged.
+        last: u64,
+    },
 }
 
 impl StoreErrorKind {
