@@ -657,3 +657,35 @@ fn protocol_is_1_by_default_2_when_set_and_anything_else_is_refused() {
         "{message}"
     );
 }
+
+#[test]
+fn each_problem_says_its_kind() {
+    let kind = |text: &str| {
+        let error = Config::parse(text, None).expect_err("the text has problems");
+        let kinds: Vec<ProblemKind> = error.problems().iter().map(ConfigProblem::kind).collect();
+        assert_eq!(kinds.len(), 1, "{error}");
+        kinds[0]
+    };
+    let twice = format!("{}{}", entry("a", ""), entry("a", ""));
+    let cases = [
+        ("[[engine]\n".to_owned(), ProblemKind::Malformed),
+        (entry("a", "colour = 1\n"), ProblemKind::Malformed),
+        (twice, ProblemKind::Duplicate),
+        (
+            format!("default = \"b\"\n{}", entry("a", "")),
+            ProblemKind::Unknown,
+        ),
+        ("[[plugin]]\npath = \" \"\n".to_owned(), ProblemKind::Empty),
+        (entry("local", ""), ProblemKind::Reserved),
+        (entry("A", ""), ProblemKind::InvalidName),
+        (
+            entry("a", "env = { LD_LIBRARY_PATH = \"/x\" }\n"),
+            ProblemKind::Reserved,
+        ),
+        (entry("a", "protocol = 3\n"), ProblemKind::OutOfRange),
+        (entry("a", "aggregates = true\n"), ProblemKind::Conflict),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(kind(&text), expected, "{text}");
+    }
+}
