@@ -80,7 +80,7 @@ impl fmt::Display for Rendered<'_> {
 /// One problem in `engines.toml`, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
-    kind: ProblemKind,
+    kind: ConfigProblemKind,
     pub(super) offset: usize,
     line: usize,
     column: usize,
@@ -93,7 +93,7 @@ pub struct ConfigProblem {
 /// What kind of problem a [`ConfigProblem`] is; its message says the rest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
-pub enum ProblemKind {
+pub enum ConfigProblemKind {
     /// Not TOML, an unknown key, or a value of the wrong type.
     Malformed,
     /// An engine or a plugin defined twice.
@@ -117,7 +117,7 @@ pub enum ProblemKind {
 
 impl ConfigProblem {
     /// What kind of problem it is.
-    pub fn kind(&self) -> ProblemKind {
+    pub fn kind(&self) -> ConfigProblemKind {
         self.kind
     }
 
@@ -153,7 +153,12 @@ pub(super) struct Problems<'a> {
 }
 
 impl Problems<'_> {
-    pub(super) fn at(&mut self, span: Range<usize>, kind: ProblemKind, message: impl Into<String>) {
+    pub(super) fn at(
+        &mut self,
+        span: Range<usize>,
+        kind: ConfigProblemKind,
+        message: impl Into<String>,
+    ) {
         let start = span.start.min(self.text.len());
         let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = self.text[start..]
@@ -209,7 +214,7 @@ impl Problems<'_> {
                 message.push_str(&format!(": write each entry under an [[{key}]] header"));
             }
         }
-        self.at(span, ProblemKind::Malformed, message);
+        self.at(span, ConfigProblemKind::Malformed, message);
     }
 }
 
