@@ -155,7 +155,10 @@ impl Work {
             None => instant,
         };
         match &mut self.windower {
-            Some(windower) => Ok(windower.push(instant, events).map(|()| Pushed::Done)?),
+            Some(windower) => {
+                windower.push(instant, events)?;
+                Ok(Pushed::Done)
+            }
             None => {
                 events.push(Event::Instant(InstantEvent {
                     datetime: instant.datetime,
@@ -242,6 +245,7 @@ async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
     tracing::debug!(%status, "query ended");
     output.finish(status);
 }
+
 /// Why a record fails a local query.
 #[derive(Debug, thiserror::Error)]
 enum RecordError {

@@ -2,7 +2,7 @@
 //! registration body's `onError`. A leaf, so that the windower, which
 //! applies it, need not import the spec, which imports the windows.
 
-use crate::spec_error::SpecError;
+use crate::spec_error::{SpecError, SpecErrorKind};
 
 /// What a query does with a record whose result is undefined (outside the
 /// operation's domain, see [`Op::domain`](crate::ops::Op::domain)) or not finite,
@@ -44,6 +44,7 @@ impl OnError {
             "fail" => Ok(OnError::Fail),
             other => Err(SpecError::new(
                 "onError",
+                SpecErrorKind::Unknown,
                 format!("expected \"skip\" or \"fail\", got {other:?}"),
             )),
         }

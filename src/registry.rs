@@ -85,12 +85,12 @@ struct DefaultEngine {
 #[non_exhaustive]
 pub enum RegistryError {
     /// No engine has that name.
-    #[error("unknown engine {name:?}: known engines are {known}")]
+    #[error("unknown engine {name:?}: known engines are {}", known.join(", "))]
     Unknown {
         /// The name asked for.
         name: String,
-        /// The known names, comma-separated.
-        known: String,
+        /// The known names, in the registry's order.
+        known: Vec<String>,
     },
     /// The engine exists but cannot run queries.
     #[error("the {name} engine is not ready: {reason}")]
@@ -101,14 +101,17 @@ pub enum RegistryError {
         reason: String,
     },
     /// The default engine names no engine.
-    #[error("{from} names {name:?}, which is not an engine: known engines are {known}")]
+    #[error(
+        "{from} names {name:?}, which is not an engine: known engines are {}",
+        known.join(", ")
+    )]
     UnknownDefault {
         /// The name.
         name: String,
         /// Where the default came from.
         from: &'static str,
-        /// The known names, comma-separated.
-        known: String,
+        /// The known names, in the registry's order.
+        known: Vec<String>,
     },
 }
 
@@ -320,12 +323,8 @@ impl Snapshot {
         }
     }
 
-    fn known(&self) -> String {
-        self.slots
-            .iter()
-            .map(slot_name)
-            .collect::<Vec<_>>()
-            .join(", ")
+    fn known(&self) -> Vec<String> {
+        self.slots.iter().map(slot_name).collect()
     }
 }
 

@@ -10,7 +10,7 @@ use crate::budget::StateBudget;
 use crate::clock::WallClock;
 use crate::on_error::OnError;
 use crate::ops::{OpError, Transform};
-pub(crate) use crate::spec_error::SpecError;
+pub(crate) use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::PropertyType;
 
 /// What a query computes.
@@ -144,6 +144,7 @@ impl QuerySpec {
         if transform.is_some_and(|t| !t.applies_to(self.property_type)) {
             return Err(SpecError::new(
                 "operation",
+                SpecErrorKind::Unfit,
                 format!(
                     "transforms take numbers, but the property is {}",
                     self.property_type
@@ -206,15 +207,16 @@ impl QuerySpec {
     /// Parses the JSON of [`to_json`](QuerySpec::to_json) back into the
     /// spec, as a job (or an isolated plugin's child) reads `MFSTREAM_QUERY`.
     pub fn from_json(json: &str) -> Result<QuerySpec, SpecError> {
-        let mut body: serde_json::Map<String, serde_json::Value> =
-            serde_json::from_str(json).map_err(|e| SpecError::new("body", e.to_string()))?;
+        let mut body: serde_json::Map<String, serde_json::Value> = serde_json::from_str(json)
+            .map_err(|e| SpecError::new("body", SpecErrorKind::Malformed, e.to_string()))?;
         let mut text = |key: &'static str| match body.remove(key) {
             Some(serde_json::Value::String(s)) => Ok(s),
             Some(other) => Err(SpecError::new(
                 key,
+                SpecErrorKind::Malformed,
                 format!("expected a string, got {other}"),
             )),
-            None => Err(SpecError::new(key, "missing")),
+            None => Err(SpecError::new(key, SpecErrorKind::Missing, "missing")),
         };
         let id = text("id")?;
         let property = text("property")?;
@@ -259,8 +261,8 @@ pub struct Registration {
 impl Registration {
     /// Parses a registration body.
     pub fn from_json(body: &str) -> Result<Registration, SpecError> {
-        let value: serde_json::Value =
-            serde_json::from_str(body).map_err(|e| SpecError::new("body", e.to_string()))?;
+        let value: serde_json::Value = serde_json::from_str(body)
+            .map_err(|e| SpecError::new("body", SpecErrorKind::Malformed, e.to_string()))?;
         // A wrong type is named by its field (`arg: expected a number`), not
         // as a body error. `null` is an absent value, except for emitPartial.
         type Is = fn(&serde_json::Value) -> bool;
@@ -290,6 +292,7 @@ impl Registration {
             if let Some(v) = value.get(field).filter(|v| !is(v)) {
                 return Err(SpecError::new(
                     field,
+                    SpecErrorKind::Malformed,
                     format!("expected {expected}, got {v}"),
                 ));
             }
@@ -297,7 +300,8 @@ impl Registration {
         if let Some(name) = value.get("onError").and_then(serde_json::Value::as_str) {
             OnError::from_name(name)?;
         }
-        serde_json::from_value(value).map_err(|e| SpecError::new("body", e.to_string()))
+        serde_json::from_value(value)
+            .map_err(|e| SpecError::new("body", SpecErrorKind::Malformed, e.to_string()))
     }
 
     /// The body's error policy: `onError`, [`OnError::Skip`] when absent.
@@ -336,14 +340,20 @@ impl Registration {
     fn into_kind(self) -> Result<QueryKind, SpecError> {
         let transform = match self.operation {
             Some(op) => Some(Transform::new(&op, self.arg).map_err(|e| {
-                let field = match e {
-                    OpError::Unknown(_) => "operation",
-                    _ => "arg",
+                let (field, kind) = match e {
+                    OpError::Unknown(_) => ("operation", SpecErrorKind::Unknown),
+                    OpError::MissingArg(_) => ("arg", SpecErrorKind::Missing),
+                    OpError::NeedlessArg(_) => ("arg", SpecErrorKind::Conflict),
+                    _ => ("arg", SpecErrorKind::OutOfRange),
                 };
-                SpecError::new(field, e.to_string())
+                SpecError::new(field, kind, e.to_string())
             })?),
             None if self.arg.is_some() => {
-                return Err(SpecError::new("arg", "`arg` goes with an `operation`"));
+                return Err(SpecError::new(
+                    "arg",
+                    SpecErrorKind::Conflict,
+                    "`arg` goes with an `operation`",
+                ));
             }
             None => None,
         };
@@ -357,24 +367,28 @@ impl Registration {
             (Some(_), None) => {
                 return Err(SpecError::new(
                     "window",
+                    SpecErrorKind::Missing,
                     "an `aggregation` needs a `window`",
                 ));
             }
             (None, Some(_)) => {
                 return Err(SpecError::new(
                     "aggregation",
+                    SpecErrorKind::Missing,
                     "a `window` needs an `aggregation`",
                 ));
             }
             (None, None) if self.emit_partial.is_some() => {
                 return Err(SpecError::new(
                     "emitPartial",
+                    SpecErrorKind::Conflict,
                     "`emitPartial` goes with an `aggregation` and a `window`",
                 ));
             }
             (None, None) if self.grace.is_some() => {
                 return Err(SpecError::new(
                     "grace",
+                    SpecErrorKind::Conflict,
                     "`grace` goes with an `aggregation` over a TUMBLING or HOPPING `window`",
                 ));
             }
@@ -389,6 +403,7 @@ impl Registration {
             (None, None) => {
                 return Err(SpecError::new(
                     "operation",
+                    SpecErrorKind::Missing,
                     "give an `operation` (a transform), an `aggregation` with a `window`, \
                      or both",
                 ));
@@ -477,6 +492,7 @@ fn fit(
         (Some(given), Some(known)) if given != known => {
             return Err(SpecError::new(
                 "type",
+                SpecErrorKind::Unfit,
                 format!("the property {property} is {known}, not {given}"),
             ));
         }
@@ -493,6 +509,7 @@ fn fit(
     if transform.is_some_and(|t| !t.applies_to(property_type)) {
         return Err(SpecError::new(
             "operation",
+            SpecErrorKind::Unfit,
             format!("transforms take numbers, but the property {property} is {property_type}"),
         ));
     }
@@ -513,6 +530,56 @@ mod tests {
 
     fn spec(body: &str) -> Result<QuerySpec, SpecError> {
         Registration::from_json(body)?.into_spec("speed", PropertyType::TReal)
+    }
+
+    #[test]
+    fn each_refusal_says_its_field_and_kind() {
+        use SpecErrorKind::*;
+        let cases = [
+            ("{", "body", Malformed),
+            (r#"{"operation":"mul","arg":"x"}"#, "arg", Malformed),
+            (r#"{"operation":"mul"}"#, "arg", Missing),
+            (r#"{"operation":"ln","arg":2}"#, "arg", Conflict),
+            (r#"{"operation":"div","arg":0}"#, "arg", OutOfRange),
+            (r#"{"operation":"nope"}"#, "operation", Unknown),
+            (r#"{}"#, "operation", Missing),
+            (r#"{"arg":2}"#, "arg", Conflict),
+            (r#"{"aggregation":"AVG"}"#, "window", Missing),
+            (
+                r#"{"aggregation":"MEDIAN","window":{"type":"COUNT","size":2}}"#,
+                "aggregation",
+                Unknown,
+            ),
+            (
+                r#"{"aggregation":"AVG","window":{"type":"COUNT","size":0}}"#,
+                "window.size",
+                OutOfRange,
+            ),
+            (
+                r#"{"aggregation":"AVG","window":{"type":"DAILY"}}"#,
+                "window.type",
+                Unknown,
+            ),
+            (
+                r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2},"grace":1}"#,
+                "grace",
+                Conflict,
+            ),
+            (
+                r#"{"operation":"ln","onError":"ignore"}"#,
+                "onError",
+                Unknown,
+            ),
+        ];
+        for (body, field, kind) in cases {
+            let e = spec(body).unwrap_err();
+            assert_eq!((e.field, e.kind), (field, kind), "{body}: {e}");
+        }
+        let text = Registration::from_json(r#"{"operation":"ln"}"#)
+            .unwrap()
+            .into_spec("name", PropertyType::TText)
+            .unwrap_err();
+        assert_eq!((text.field, text.kind), ("operation", Unfit), "{text}");
     }
 
     #[test]

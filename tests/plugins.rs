@@ -200,6 +200,26 @@ async fn assert_windows_match_local(registry: &Registry, engine: &str) {
     }
 }
 
+/// A plugin built for a newer ABI may declare `serves` bits this host does
+/// not know: they are left out (and logged), in process and isolated alike,
+/// and the engine runs as one that transforms.
+#[tokio::test]
+async fn an_unknown_serves_bit_is_ignored_and_the_engine_still_serves() {
+    let dir = TempDir::new("plugin-newer");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    for registry in [
+        registry(&dir, &entry(&chaos)),
+        isolating_registry(&dir, &isolated(&chaos)),
+    ] {
+        let info = registry.engines().into_iter().find(|i| i.name == "newer");
+        let info = info.expect("the newer engine is listed");
+        assert!(info.ready, "{info:?}");
+        assert_eq!(info.serves, ["transform", "aggregate"]);
+        let (events, status) = run_on(&registry, "newer", echo_spec(), instants(3)).await;
+        assert_eq!((events.len(), status), (3, QueryStatus::Completed));
+    }
+}
+
 #[tokio::test]
 async fn windows_over_a_plugin_engine_equal_local_s() {
     let dir = TempDir::new("plugin-windows");

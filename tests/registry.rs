@@ -68,7 +68,7 @@ fn an_unknown_engine_error_lists_the_known_ones() {
     match registry.get("storm").unwrap_err() {
         RegistryError::Unknown { name, known } => {
             assert_eq!(name, "storm");
-            assert_eq!(known, "local, fast, spark");
+            assert_eq!(known, ["local", "fast", "spark"]);
         }
         other => panic!("{other:?}"),
     }

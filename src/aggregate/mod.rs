@@ -16,7 +16,7 @@
 
 use std::fmt;
 
-use crate::spec_error::SpecError;
+use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::{Aggregation, PropertyType};
 
 mod acc;
@@ -84,6 +84,7 @@ impl Aggregate {
         let Some(grid) = self.window.grid() else {
             return Err(SpecError::new(
                 "grace",
+                SpecErrorKind::Conflict,
                 "a COUNT window does not close on time: `grace` goes with a TUMBLING or \
                  HOPPING window",
             ));
@@ -91,6 +92,7 @@ impl Aggregate {
         if self.grace > MAX_GRACE {
             return Err(SpecError::new(
                 "grace",
+                SpecErrorKind::OutOfRange,
                 format!(
                     "at most {MAX_GRACE} seconds (24 hours) are allowed, got {}",
                     self.grace
@@ -102,6 +104,7 @@ impl Aggregate {
         if buckets > MAX_WINDOW_BUCKETS {
             return Err(SpecError::new(
                 "grace",
+                SpecErrorKind::OutOfRange,
                 format!(
                     "with a grace of {} seconds the window keeps up to {buckets} buckets (span \
                      plus grace over gcd(span, hop), in seconds): at most {MAX_WINDOW_BUCKETS} \
@@ -125,6 +128,7 @@ pub(crate) fn check_allowed(aggregation: Aggregation, t: PropertyType) -> Result
     }
     Err(SpecError::new(
         "aggregation",
+        SpecErrorKind::Unfit,
         format!(
             "{aggregation} is not defined for {t}: {t} allows {}",
             allowed
@@ -141,6 +145,7 @@ pub(crate) fn parse_aggregation(name: &str) -> Result<Aggregation, SpecError> {
     Aggregation::parse(name).ok_or_else(|| {
         SpecError::new(
             "aggregation",
+            SpecErrorKind::Unknown,
             format!(
                 "unknown aggregation {name:?}: expected one of {}",
                 Aggregation::ALL

@@ -6,7 +6,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::{Grid, list};
-use crate::spec_error::SpecError;
+use crate::spec_error::{SpecError, SpecErrorKind};
 
 /// The unit of a window's size or hop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -109,6 +109,7 @@ impl Window {
         let obj = value.as_object().ok_or_else(|| {
             SpecError::new(
                 "window",
+                SpecErrorKind::Malformed,
                 format!(r#"expected an object such as {{"type":"COUNT","size":10}}, got {value}"#),
             )
         })?;
@@ -157,6 +158,7 @@ impl Window {
         match *self {
             Window::Count { size: 0 } => Err(SpecError::new(
                 "window.size",
+                SpecErrorKind::OutOfRange,
                 "must be a positive integer, got 0",
             )),
             Window::Count { .. } => Ok(()),
@@ -172,6 +174,7 @@ impl Window {
                 if hop_span > span {
                     return Err(SpecError::new(
                         "window.hop",
+                        SpecErrorKind::OutOfRange,
                         format!(
                             "the hop ({hop} {hop_unit}) must not be longer than the window \
                              ({size} {unit})"
@@ -182,6 +185,7 @@ impl Window {
                 if buckets > MAX_WINDOW_BUCKETS {
                     return Err(SpecError::new(
                         "window.hop",
+                        SpecErrorKind::OutOfRange,
                         format!(
                             "a window of {size} {unit} hopping by {hop} {hop_unit} keeps \
                              {buckets} buckets (the span over gcd(span, hop), in seconds): \
@@ -194,6 +198,7 @@ impl Window {
                 if windows > MAX_WINDOWS_PER_RECORD {
                     return Err(SpecError::new(
                         "window.hop",
+                        SpecErrorKind::OutOfRange,
                         format!(
                             "a window of {size} {unit} hopping by {hop} {hop_unit} puts each \
                              record in {windows} windows, so one record would emit {windows} \
@@ -237,6 +242,7 @@ fn only_keys(obj: &Object, kind: &str, keys: &[&str]) -> Result<(), SpecError> {
     match obj.keys().find(|k| !keys.contains(&k.as_str())) {
         Some(key) => Err(SpecError::new(
             "window",
+            SpecErrorKind::Unknown,
             format!(
                 "a {kind} window has no `{key}`: its keys are {}",
                 list(keys)
@@ -249,18 +255,24 @@ fn only_keys(obj: &Object, kind: &str, keys: &[&str]) -> Result<(), SpecError> {
 fn bad_type(got: &str) -> SpecError {
     SpecError::new(
         "window.type",
+        SpecErrorKind::Unknown,
         format!("expected COUNT, TUMBLING or HOPPING, got {got}"),
     )
 }
 
 fn span(field: &'static str, n: u64, unit: TimeUnit) -> Result<u64, SpecError> {
     if n == 0 {
-        return Err(SpecError::new(field, "must be a positive integer, got 0"));
+        return Err(SpecError::new(
+            field,
+            SpecErrorKind::OutOfRange,
+            "must be a positive integer, got 0",
+        ));
     }
     match n.checked_mul(unit.seconds()) {
         Some(s) if s <= MAX_SECONDS => Ok(s),
         _ => Err(SpecError::new(
             field,
+            SpecErrorKind::OutOfRange,
             format!("{n} {unit} is too long: at most {MAX_SECONDS} seconds (about 100 years)"),
         )),
     }
@@ -283,11 +295,18 @@ fn positive(obj: &Object, key: &str) -> Result<u64, SpecError> {
             Some(n) if n > 0 => Ok(n),
             _ => Err(SpecError::new(
                 field_name(key),
+                // An integer, but not positive; else not an integer at all.
+                if v.as_i64().is_some() {
+                    SpecErrorKind::OutOfRange
+                } else {
+                    SpecErrorKind::Malformed
+                },
                 format!("must be a positive integer, got {v}"),
             )),
         },
         None => Err(SpecError::new(
             field_name(key),
+            SpecErrorKind::Missing,
             format!("missing: `{key}` is a positive integer"),
         )),
     }
@@ -310,6 +329,7 @@ fn unit(obj: &Object, key: &str) -> Result<TimeUnit, SpecError> {
     };
     Err(SpecError::new(
         field_name(key),
+        SpecErrorKind::Unknown,
         format!("expected {allowed}, got {got}"),
     ))
 }

@@ -4,6 +4,7 @@
 use serde::Deserialize;
 
 use super::Framing;
+use crate::lines::LineTooLong;
 use crate::vocab::{Instant, Value};
 
 /// Appends `instant` to `out` as one line in `framing`.
@@ -95,18 +96,65 @@ impl JobError {
     }
 }
 
+/// Why a `json` output line does not decode.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum LineError {
+    /// Not the JSON object expected.
+    #[error("{0}")]
+    Json(#[from] serde_json::Error),
+    /// A number that is not finite.
+    #[error("the value is not a finite number")]
+    NotFinite,
+    /// An error line naming neither a record nor a window.
+    #[error(
+        "an error line names a `datetime`, or a `windowStart`, a `windowEnd` and optionally the \
+         window's `count`"
+    )]
+    ErrorNamesNothing,
+}
+
+/// Why a job's output fails its query: each names the line, quoted.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum OutputError {
+    /// A line over the bound.
+    #[error("job output {0}")]
+    TooLong(LineTooLong),
+    /// A `value`-framing line that is not a number.
+    #[error("job output line {line} is not a finite number: {text}")]
+    NotNumber { line: u64, text: String },
+    /// More results than records sent.
+    #[error(
+        "job output line {line} answers no record: the job wrote more results than it was sent \
+         records ({text})"
+    )]
+    Unasked { line: u64, text: String },
+    /// A line of a job that aggregates that is not a window result.
+    #[error("job output line {line} is not a JSON window result ({error}): {text}")]
+    NotWindow {
+        line: u64,
+        error: LineError,
+        text: String,
+    },
+    /// A `json`-framing line that is not an event.
+    #[error("job output line {line} is not a JSON event ({error}): {text}")]
+    NotEvent {
+        line: u64,
+        error: LineError,
+        text: String,
+    },
+    /// A transformed instant where window results were expected.
+    #[error("a transformed instant at {datetime} reached a query whose job aggregates")]
+    InstantFromAggregatingJob { datetime: String },
+}
+
 /// Parses a protocol-2 `json` error line; it names a record or a window.
-pub(crate) fn decode_error(line: &[u8]) -> Result<JobError, String> {
-    let mut error: JobError = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+pub(crate) fn decode_error(line: &[u8]) -> Result<JobError, LineError> {
+    let mut error: JobError = serde_json::from_slice(line)?;
     error.error = short(&error.error);
     match (&error.datetime, &error.window_start, &error.window_end) {
         (Some(_), None, None) if error.count.is_none() => Ok(error),
         (None, Some(_), Some(_)) => Ok(error),
-        _ => Err(
-            "an error line names a `datetime`, or a `windowStart`, a `windowEnd` and \
-             optionally the window's `count`"
-                .into(),
-        ),
+        _ => Err(LineError::ErrorNamesNothing),
     }
 }
 
@@ -135,22 +183,22 @@ pub(crate) struct JobWindow {
 }
 
 /// Parses a window result line of a job that aggregates.
-pub(crate) fn decode_window(line: &[u8]) -> Result<JobWindow, String> {
-    let window: JobWindow = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+pub(crate) fn decode_window(line: &[u8]) -> Result<JobWindow, LineError> {
+    let window: JobWindow = serde_json::from_slice(line)?;
     if let Value::Number(v) = window.value {
         if !v.is_finite() {
-            return Err("the value is not a finite number".into());
+            return Err(LineError::NotFinite);
         }
     }
     Ok(window)
 }
 
 /// Parses a `json`-framing output line.
-pub(crate) fn decode_json(line: &[u8]) -> Result<JobEvent, String> {
-    let event: JobEvent = serde_json::from_slice(line).map_err(|e| e.to_string())?;
+pub(crate) fn decode_json(line: &[u8]) -> Result<JobEvent, LineError> {
+    let event: JobEvent = serde_json::from_slice(line)?;
     if let Value::Number(v) = event.value {
         if !v.is_finite() {
-            return Err("the value is not a finite number".into());
+            return Err(LineError::NotFinite);
         }
     }
     Ok(event)
@@ -217,8 +265,14 @@ mod tests {
             ("the window from a to b", 3)
         );
         assert_eq!(decode_error(line).unwrap().records(), 1);
-        assert!(decode_error(br#"{"error":"x"}"#).is_err());
-        assert!(decode_error(br#"{"datetime":"t","error":"x","value":1}"#).is_err());
+        assert!(matches!(
+            decode_error(br#"{"error":"x"}"#),
+            Err(LineError::ErrorNamesNothing)
+        ));
+        assert!(matches!(
+            decode_error(br#"{"datetime":"t","error":"x","value":1}"#),
+            Err(LineError::Json(_))
+        ));
         assert!(!is_error(br#"{"datetime":"t","value":1}"#));
     }
 

@@ -27,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 use tokio::time::{Instant as Clock, Interval, MissedTickBehavior};
 
-use super::framing::{self, JobEvent};
+use super::framing::{self, JobEvent, OutputError};
 use super::job::{Job, JobCommand, describe_exit};
 use super::watermark::{Due, Watermarks};
 use super::{BridgeOptions, Framing};
@@ -560,7 +560,7 @@ impl<'a> Run<'a> {
         self.stall_reported = false;
         self.driver.since_output = 0;
         if let Err(reason) = self.take_lines() {
-            self.fail(reason);
+            self.fail(reason.to_string());
         }
         let delivered = self.driver.deliver().await;
         self.delivered(delivered);
@@ -610,7 +610,7 @@ impl<'a> Run<'a> {
     }
 
     /// Every complete line read, as events.
-    fn take_lines(&mut self) -> Result<(), String> {
+    fn take_lines(&mut self) -> Result<(), OutputError> {
         let taken = loop {
             match self.lines.next_line() {
                 Ok(Some((line_no, line))) => {
@@ -622,7 +622,7 @@ impl<'a> Run<'a> {
                     }
                 }
                 Ok(None) => break Ok(()),
-                Err(e) => break Err(format!("job output {e}")),
+                Err(e) => break Err(OutputError::TooLong(e)),
             }
         };
         let skipped = std::mem::take(&mut self.driver.answers.skipped);
@@ -914,7 +914,7 @@ impl<'a> Run<'a> {
 impl Answers {
     /// One output line of the job, as an event (or a record for the host's
     /// windows).
-    fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), String> {
+    fn take_line(&mut self, line: &[u8], line_no: u64) -> Result<(), OutputError> {
         // Protocol 2: a record (or window) the job found no result for. A
         // line that only looks like one is decoded as usual below.
         if self.framing == Framing::Json && framing::is_error(line) {
@@ -926,17 +926,16 @@ impl Answers {
         match (self.framing, &self.results) {
             (Framing::Value, _) => {
                 let Some(answer) = framing::decode_value(line) else {
-                    return Err(format!(
-                        "job output line {line_no} is not a finite number: {}",
-                        quote(line)
-                    ));
+                    return Err(OutputError::NotNumber {
+                        line: line_no,
+                        text: quote(line),
+                    });
                 };
                 let Some(instant) = self.pending.pop_front() else {
-                    return Err(format!(
-                        "job output line {line_no} answers no record: the job wrote more results \
-                         than it was sent records ({})",
-                        quote(line)
-                    ));
+                    return Err(OutputError::Unasked {
+                        line: line_no,
+                        text: quote(line),
+                    });
                 };
                 match answer {
                     framing::ValueAnswer::Number(value) if value.is_finite() => {
@@ -958,12 +957,12 @@ impl Answers {
                 }
             }
             (Framing::Json, Results::JobWindows { aggregation }) => {
-                let window = framing::decode_window(line).map_err(|e| {
-                    format!(
-                        "job output line {line_no} is not a JSON window result ({e}): {}",
-                        quote(line)
-                    )
-                })?;
+                let window =
+                    framing::decode_window(line).map_err(|error| OutputError::NotWindow {
+                        line: line_no,
+                        error,
+                        text: quote(line),
+                    })?;
                 // The job's own count: a job's number, so added saturating.
                 self.skipped = self.skipped.saturating_add(window.skipped);
                 let skipped = std::mem::take(&mut self.carry).saturating_add(window.skipped);
@@ -981,12 +980,12 @@ impl Answers {
                 Ok(())
             }
             (Framing::Json, _) => {
-                let JobEvent { datetime, value } = framing::decode_json(line).map_err(|e| {
-                    format!(
-                        "job output line {line_no} is not a JSON event ({e}): {}",
-                        quote(line)
-                    )
-                })?;
+                let JobEvent { datetime, value } =
+                    framing::decode_json(line).map_err(|error| OutputError::NotEvent {
+                        line: line_no,
+                        error,
+                        text: quote(line),
+                    })?;
                 self.answer(datetime, value)
             }
         }
@@ -995,7 +994,7 @@ impl Answers {
     /// A record (or a window of `records`) `at` the job found no result
     /// for: skipped and counted under `onError: skip`, else the query's
     /// failure naming it (`refused`).
-    fn no_result(&mut self, at: &str, why: &str, records: u64) -> Result<(), String> {
+    fn no_result(&mut self, at: &str, why: &str, records: u64) -> Result<(), OutputError> {
         match self.on_error {
             OnError::Skip => {
                 // `records` may be a job's number (a window's `count`).
@@ -1011,7 +1010,7 @@ impl Answers {
     }
 
     /// One transformed instant: an event, or a record for the host's windows.
-    fn answer(&mut self, datetime: String, value: Value) -> Result<(), String> {
+    fn answer(&mut self, datetime: String, value: Value) -> Result<(), OutputError> {
         match &mut self.results {
             // Host windows: windowed by `deliver`, which bounds the events
             // held at once.
@@ -1026,9 +1025,7 @@ impl Answers {
                 Ok(())
             }
             // Lines of a job that aggregates are decoded as window results.
-            Results::JobWindows { .. } => Err(format!(
-                "a transformed instant at {datetime} reached a query whose job aggregates"
-            )),
+            Results::JobWindows { .. } => Err(OutputError::InstantFromAggregatingJob { datetime }),
         }
     }
 }

@@ -65,7 +65,7 @@ use crate::engine::is_engine_name;
 use crate::local::LOCAL;
 use crate::plugin::Isolation;
 
-pub use self::problem::{ConfigError, ConfigProblem};
+pub use self::problem::{ConfigError, ConfigProblem, ConfigProblemKind};
 use self::problem::{ErrorKind, Problems};
 pub use self::resolve::ResolveError;
 
@@ -325,7 +325,7 @@ fn read(text: &str, problems: &mut Problems<'_>) -> Option<Raw> {
         // Recovery may report a cascade on one line; its first error says it.
         errors.dedup_by_key(|(span, _)| problems.line_of(span.start));
         for (span, error) in errors {
-            problems.at(span, error.message());
+            problems.at(span, ConfigProblemKind::Malformed, error.message());
         }
         return None;
     }
@@ -447,6 +447,7 @@ fn validate(
                 let first = p.place(first);
                 p.at(
                     span,
+                    ConfigProblemKind::Duplicate,
                     format!("engine {name:?} is defined twice: first at {first}"),
                 );
             }
@@ -466,7 +467,7 @@ fn validate(
             let known = known.join(", ");
             let message =
                 format!("unknown engine {wanted:?} for key `default`: known engines are {known}");
-            p.at(default.span(), message);
+            p.at(default.span(), ConfigProblemKind::Unknown, message);
         }
     }
     Config {
@@ -483,12 +484,17 @@ fn validate_plugins(raw: &[Option<RawPlugin>], p: &mut Problems<'_>) -> Vec<Plug
     for raw in raw.iter().flatten() {
         let (written, span) = (raw.path.get_ref(), raw.path.span());
         if written.trim().is_empty() {
-            p.at(span.clone(), "empty plugin path: name the library's file");
+            p.at(
+                span.clone(),
+                ConfigProblemKind::Empty,
+                "empty plugin path: name the library's file",
+            );
         }
         if let Some(i) = plugins.iter().position(|d| &d.written == written) {
             let first = p.place(first_at[i]);
             p.at(
                 span.clone(),
+                ConfigProblemKind::Duplicate,
                 format!("plugin {written:?} is listed twice: first at {first}"),
             );
         }
@@ -509,12 +515,12 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         let message = format!(
             "engine name {name:?} is reserved for the built-in engine: choose another name"
         );
-        p.at(raw.name.span(), message);
+        p.at(raw.name.span(), ConfigProblemKind::Reserved, message);
     } else if !is_engine_name(name) {
         let message = format!(
             "invalid engine name {name:?}: use 1 to 63 lowercase letters, digits, '_' or '-', starting with a letter"
         );
-        p.at(raw.name.span(), message);
+        p.at(raw.name.span(), ConfigProblemKind::InvalidName, message);
     }
     p.env_name(&raw.cmd_env, "cmd_env");
     if let Some(libpath_env) = &raw.libpath_env {
@@ -530,7 +536,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
             };
             let message =
                 format!("`env` may not set {key_name}: mfstream sets it for each job{hint}");
-            p.at(key.span(), message);
+            p.at(key.span(), ConfigProblemKind::Reserved, message);
         }
     }
     let stop_grace = p.ranged(raw.stop_grace_ms.as_ref(), "stop_grace_ms", 0..=600_000);
@@ -547,6 +553,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         let span = raw.aggregates.as_ref().map_or(0..0, Spanned::span);
         p.at(
             span,
+            ConfigProblemKind::Conflict,
             "aggregates = true requires framing = \"json\": a value-framing job answers one number \
              per record and cannot write window events",
         );
@@ -555,6 +562,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         if raw.framing == Framing::Json {
             p.at(
                 restart.span(),
+                ConfigProblemKind::Conflict,
                 "restart requires framing = \"value\": with json framing the records a crashed job \
                  had not answered cannot be replayed",
             );
@@ -598,6 +606,7 @@ fn validate_restart(raw: &RawRestart, p: &mut Problems<'_>) -> RestartPolicy {
         match (&raw.backoff_max_ms, &raw.backoff_ms) {
             (Some(set), _) => p.at(
                 set.span(),
+                ConfigProblemKind::Conflict,
                 format!(
                     "restart.backoff_max_ms ({backoff_max}) is less than restart.backoff_ms \
                      ({backoff}): raise backoff_max_ms or lower backoff_ms"
@@ -605,6 +614,7 @@ fn validate_restart(raw: &RawRestart, p: &mut Problems<'_>) -> RestartPolicy {
             ),
             (None, backoff_ms) => p.at(
                 backoff_ms.as_ref().map_or(0..0, Spanned::span),
+                ConfigProblemKind::Conflict,
                 format!(
                     "restart.backoff_ms ({backoff}) is more than the default backoff_max_ms \
                      ({backoff_max}): set backoff_max_ms too"
@@ -633,6 +643,7 @@ impl Problems<'_> {
             let (low, high) = (range.start(), range.end());
             self.at(
                 value.span(),
+                ConfigProblemKind::OutOfRange,
                 format!("value {n} is out of range for key `{key}`: use {low} to {high}"),
             );
             return None;
@@ -652,7 +663,7 @@ impl Problems<'_> {
             let message = format!(
                 "invalid environment variable name {text:?} for key `{key}`: use letters, digits and '_', not starting with a digit"
             );
-            self.at(name.span(), message);
+            self.at(name.span(), ConfigProblemKind::InvalidName, message);
         }
     }
 }

@@ -80,6 +80,7 @@ impl fmt::Display for Rendered<'_> {
 /// One problem in `engines.toml`, with where it is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigProblem {
+    kind: ConfigProblemKind,
     pub(super) offset: usize,
     line: usize,
     column: usize,
@@ -89,7 +90,37 @@ pub struct ConfigProblem {
     marker: String,
 }
 
+/// What kind of problem a [`ConfigProblem`] is; its message says the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ConfigProblemKind {
+    /// Not TOML, an unknown key, or a value of the wrong type.
+    Malformed,
+    /// An engine or a plugin defined twice.
+    Duplicate,
+    /// `default` names no engine.
+    Unknown,
+    /// An empty value where one is needed (a plugin's path).
+    Empty,
+    /// A name that is not allowed (an engine's, an environment
+    /// variable's).
+    InvalidName,
+    /// A name mfstream keeps for itself (the `local` engine, variables it
+    /// sets for each job).
+    Reserved,
+    /// A number outside its range.
+    OutOfRange,
+    /// Keys that do not go together (`aggregates` without json framing,
+    /// `restart` with it, a backoff above its maximum).
+    Conflict,
+}
+
 impl ConfigProblem {
+    /// What kind of problem it is.
+    pub fn kind(&self) -> ConfigProblemKind {
+        self.kind
+    }
+
     /// The 1-based line.
     pub fn line(&self) -> usize {
         self.line
@@ -122,7 +153,12 @@ pub(super) struct Problems<'a> {
 }
 
 impl Problems<'_> {
-    pub(super) fn at(&mut self, span: Range<usize>, message: impl Into<String>) {
+    pub(super) fn at(
+        &mut self,
+        span: Range<usize>,
+        kind: ConfigProblemKind,
+        message: impl Into<String>,
+    ) {
         let start = span.start.min(self.text.len());
         let line_start = self.text[..start].rfind('\n').map_or(0, |i| i + 1);
         let line_end = self.text[start..]
@@ -139,6 +175,7 @@ impl Problems<'_> {
             .chars()
             .count();
         self.list.push(ConfigProblem {
+            kind,
             offset: start,
             line: self.line_of(start),
             column: before.chars().count() + 1,
@@ -177,7 +214,7 @@ impl Problems<'_> {
                 message.push_str(&format!(": write each entry under an [[{key}]] header"));
             }
         }
-        self.at(span, message);
+        self.at(span, ConfigProblemKind::Malformed, message);
     }
 }
 

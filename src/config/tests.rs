@@ -657,3 +657,42 @@ fn protocol_is_1_by_default_2_when_set_and_anything_else_is_refused() {
         "{message}"
     );
 }
+
+#[test]
+fn each_problem_says_its_kind() {
+    let kind = |text: &str| {
+        let error = Config::parse(text, None).expect_err("the text has problems");
+        let kinds: Vec<ConfigProblemKind> =
+            error.problems().iter().map(ConfigProblem::kind).collect();
+        assert_eq!(kinds.len(), 1, "{error}");
+        kinds[0]
+    };
+    let twice = format!("{}{}", entry("a", ""), entry("a", ""));
+    let cases = [
+        ("[[engine]\n".to_owned(), ConfigProblemKind::Malformed),
+        (entry("a", "colour = 1\n"), ConfigProblemKind::Malformed),
+        (twice, ConfigProblemKind::Duplicate),
+        (
+            format!("default = \"b\"\n{}", entry("a", "")),
+            ConfigProblemKind::Unknown,
+        ),
+        (
+            "[[plugin]]\npath = \" \"\n".to_owned(),
+            ConfigProblemKind::Empty,
+        ),
+        (entry("local", ""), ConfigProblemKind::Reserved),
+        (entry("A", ""), ConfigProblemKind::InvalidName),
+        (
+            entry("a", "env = { LD_LIBRARY_PATH = \"/x\" }\n"),
+            ConfigProblemKind::Reserved,
+        ),
+        (entry("a", "protocol = 3\n"), ConfigProblemKind::OutOfRange),
+        (
+            entry("a", "aggregates = true\n"),
+            ConfigProblemKind::Conflict,
+        ),
+    ];
+    for (text, expected) in cases {
+        assert_eq!(kind(&text), expected, "{text}");
+    }
+}

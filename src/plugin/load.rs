@@ -217,8 +217,9 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
         }
         if declared.unknown != 0 {
             // A newer plugin's kinds: tolerated (this host never asks for
-            // them), said once so that its author knows.
-            tracing::warn!(
+            // them), as a newer plugin on an older host is expected, not a
+            // fault: said at `info` (`RUST_LOG=info`) for its author.
+            tracing::info!(
                 "plugin engine {name:?} declares serves bits {:#x} this mfstream does not \
                  know: ignored",
                 declared.unknown

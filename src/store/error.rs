@@ -103,7 +103,7 @@ pub enum StoreErrorKind {
     /// A file or directory of the store could not be read, written or
     /// synced (permissions, a full disk, a read-only file system, an I/O
     /// error): the operation and the path say which.
-    #[error("cannot {action} {}: {message}", path.display())]
+    #[error("cannot {action} {}: {message}{}", path.display(), io_hint(*kind))]
     Io {
         /// What was being done: `read`, `write`, `sync`, `create`, …
         action: &'static str,
@@ -228,7 +228,7 @@ pub enum StoreErrorKind {
         /// The query.
         query: String,
         /// Why.
-        why: String,
+        why: CheckpointFault,
     },
     /// A stored row could not be read back.
     #[error("a stored record is malformed: {0}")]
@@ -268,10 +268,41 @@ pub enum StoreErrorKind {
         /// The version this build reads and writes.
         expected: u32,
     },
-    /// The state directory was deleted or replaced under the running
-    /// store: nothing more is acknowledged.
-    #[error("{0}: nothing more is written; restart the server on a state directory")]
-    Gone(String),
+    /// The open journal segment was deleted under the running store (the
+    /// state directory removed): nothing more is acknowledged.
+    #[error(
+        "journal segment {} was deleted: nothing more is written; restart the server on a \
+         state directory",
+        segment.display()
+    )]
+    SegmentDeleted {
+        /// The segment.
+        segment: PathBuf,
+    },
+    /// The journal directory was replaced by another under the running
+    /// store (a restore from a backup): nothing more is acknowledged.
+    #[error(
+        "the journal directory {} was replaced by another: nothing more is written; restart the \
+         server on a state directory",
+        journal.display()
+    )]
+    JournalReplaced {
+        /// The journal directory.
+        journal: PathBuf,
+    },
+    /// The journal directory cannot be looked at any more: nothing more is
+    /// acknowledged.
+    #[error(
+        "the journal directory {} is gone ({message}): nothing more is written; restart the \
+         server on a state directory",
+        journal.display()
+    )]
+    JournalGone {
+        /// The journal directory.
+        journal: PathBuf,
+        /// Why it cannot be looked at.
+        message: String,
+    },
     /// A thread of the store could not be started or stopped before
     /// finishing its work.
     #[error("the store's {name} thread could not run: {message}")]
@@ -287,6 +318,43 @@ pub enum StoreErrorKind {
     Closed,
 }
 
+/// Why a checkpoint was rejected ([`StoreErrorKind::BadCheckpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CheckpointFault {
+    /// It is past the events stored.
+    #[error("it is at event {at}, but the last event stored is {last}")]
+    PastEvents {
+        /// The checkpoint's last event id.
+        at: u64,
+        /// The last event id stored (with the events given).
+        last: u64,
+    },
+    /// It moves backwards.
+    #[error(
+        "it moves back from instant {from_seq} and event {from_event} to instant {to_seq} and \
+         event {to_event}"
+    )]
+    Backwards {
+        /// The stored checkpoint's instant.
+        from_seq: u64,
+        /// The stored checkpoint's event.
+        from_event: u64,
+        /// The new checkpoint's instant.
+        to_seq: u64,
+        /// The new checkpoint's event.
+        to_event: u64,
+    },
+    /// It is past the instants logged.
+    #[error("it is after instant {after}, but the last instant logged is {last}")]
+    PastInstants {
+        /// The checkpoint's instant.
+        after: u64,
+        /// The last instant logged.
+        last: u64,
+    },
+}
+
 impl StoreErrorKind {
     /// `action` on `path` failed with `e`.
     pub(crate) fn io(action: &'static str, path: &Path, e: &io::Error) -> StoreErrorKind {
@@ -299,10 +367,31 @@ impl StoreErrorKind {
     }
 }
 
+/// What to do about an I/O error of `kind`, when there is something to
+/// suggest.
+fn io_hint(kind: io::ErrorKind) -> &'static str {
+    match kind {
+        io::ErrorKind::PermissionDenied => {
+            ": the state directory and its files must be the server's user's (chmod/chown them)"
+        }
+        io::ErrorKind::StorageFull => ": free some space on its file system",
+        io::ErrorKind::ReadOnlyFilesystem => ": give --state a directory on a writable file system",
+        _ => "",
+    }
+}
+
 /// The kind of a SQLite error: damage, permissions, another connection's
-/// lock, or anything else.
+/// lock, a row that does not read back as written, or anything else.
 pub(crate) fn classify(e: &rusqlite::Error) -> StoreErrorKind {
     use rusqlite::ErrorCode as C;
+    if matches!(
+        e,
+        rusqlite::Error::InvalidColumnType(..)
+            | rusqlite::Error::FromSqlConversionFailure(..)
+            | rusqlite::Error::IntegralValueOutOfRange(..)
+    ) {
+        return StoreErrorKind::Malformed(e.to_string());
+    }
     match e.sqlite_error_code() {
         Some(C::NotADatabase | C::DatabaseCorrupt) => StoreErrorKind::Corrupt(e.to_string()),
         Some(C::DatabaseBusy | C::DatabaseLocked) => StoreErrorKind::CatalogBusy(e.to_string()),

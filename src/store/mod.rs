@@ -197,7 +197,7 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-pub use self::error::{StoreError, StoreErrorKind};
+pub use self::error::{CheckpointFault, StoreError, StoreErrorKind};
 pub use self::journal::inspect::{
     DamageReport, SegmentReport, StateReport, check as check_state, repair as repair_state,
 };

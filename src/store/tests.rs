@@ -437,12 +437,18 @@ async fn a_checkpoint_may_not_move_back_nor_past_its_events_or_the_log() {
     let past_events = store.append_events("q", events(1..=1), cp(2, 2)).await;
     assert!(matches!(
         past_events.unwrap_err().kind(),
-        StoreErrorKind::BadCheckpoint { .. }
+        StoreErrorKind::BadCheckpoint {
+            why: CheckpointFault::PastEvents { at: 2, last: 1 },
+            ..
+        }
     ));
     let past_log = store.append_events("q", events(1..=1), cp(5, 1)).await;
     assert!(matches!(
         past_log.unwrap_err().kind(),
-        StoreErrorKind::BadCheckpoint { .. }
+        StoreErrorKind::BadCheckpoint {
+            why: CheckpointFault::PastInstants { after: 5, .. },
+            ..
+        }
     ));
     store
         .append_events("q", events(1..=2), cp(3, 2))
@@ -451,7 +457,14 @@ async fn a_checkpoint_may_not_move_back_nor_past_its_events_or_the_log() {
     let back = store.append_events("q", vec![], cp(2, 2)).await;
     assert!(matches!(
         back.unwrap_err().kind(),
-        StoreErrorKind::BadCheckpoint { .. }
+        StoreErrorKind::BadCheckpoint {
+            why: CheckpointFault::Backwards {
+                from_seq: 3,
+                to_seq: 2,
+                ..
+            },
+            ..
+        }
     ));
     store.close();
     let store = open(&dir);
@@ -643,6 +656,10 @@ fn an_unwritable_directory_is_refused() {
                 if path.starts_with(dir.path())
         ),
         "{err}"
+    );
+    assert!(
+        err.to_string().contains("chown"),
+        "the fix is suggested: {err}"
     );
 }
 

@@ -4,7 +4,7 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use super::super::error::StoreErrorKind;
+use super::super::error::{CheckpointFault, StoreErrorKind};
 use super::super::record::{Checkpoint, EventBatch, PropertyPath, StoredEvent};
 use super::{Bounds, QueryLog, Row};
 
@@ -25,29 +25,30 @@ pub(super) fn check_events(
     }
     let last_event_id = query.last_event_id + events.len() as u64;
     if let Some(cp) = checkpoint {
-        let bad = |why: String| StoreErrorKind::BadCheckpoint {
+        let bad = |why: CheckpointFault| StoreErrorKind::BadCheckpoint {
             query: query.id.to_string(),
             why,
         };
         let old = &query.checkpoint;
         if cp.last_event_id > last_event_id {
-            return Err(bad(format!(
-                "it is at event {}, but the last event stored is {last_event_id}",
-                cp.last_event_id
-            )));
+            return Err(bad(CheckpointFault::PastEvents {
+                at: cp.last_event_id,
+                last: last_event_id,
+            }));
         }
         if cp.after_seq < old.after_seq || cp.last_event_id < old.last_event_id {
-            return Err(bad(format!(
-                "it moves back from instant {} and event {} to instant {} and event {}",
-                old.after_seq, old.last_event_id, cp.after_seq, cp.last_event_id
-            )));
+            return Err(bad(CheckpointFault::Backwards {
+                from_seq: old.after_seq,
+                from_event: old.last_event_id,
+                to_seq: cp.after_seq,
+                to_event: cp.last_event_id,
+            }));
         }
         if cp.after_seq >= next_seq {
-            return Err(bad(format!(
-                "it is after instant {}, but the last instant logged is {}",
-                cp.after_seq,
-                next_seq - 1
-            )));
+            return Err(bad(CheckpointFault::PastInstants {
+                after: cp.after_seq,
+                last: next_seq - 1,
+            }));
         }
     }
     Ok(last_event_id)

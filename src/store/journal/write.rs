@@ -55,17 +55,16 @@ impl Inner {
         let path = segment::path(&self.dir, self.active.number);
         let why = match (self.active.file.unlinked(), self.vfs.id(&self.dir)) {
             (Ok(false), Ok(id)) if id == self.dir_id => return Ok(()),
-            (Ok(true), _) => format!("journal segment {} was deleted", path.display()),
-            (Ok(false), Ok(_)) => format!(
-                "the journal directory {} was replaced by another",
-                self.dir.display()
-            ),
-            (_, Err(e)) | (Err(e), _) => {
-                format!("the journal directory {} is gone ({e})", self.dir.display())
-            }
+            (Ok(true), _) => StoreErrorKind::SegmentDeleted { segment: path },
+            (Ok(false), Ok(_)) => StoreErrorKind::JournalReplaced {
+                journal: self.dir.clone(),
+            },
+            (_, Err(e)) | (Err(e), _) => StoreErrorKind::JournalGone {
+                journal: self.dir.clone(),
+                message: e.to_string(),
+            },
         };
-        tracing::error!("{why}: the state directory was deleted or replaced under the server");
-        let why = StoreErrorKind::Gone(why);
+        tracing::error!("the state directory was deleted or replaced under the server: {why}");
         self.set_broken(why.clone());
         Err(why)
     }

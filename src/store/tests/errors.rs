@@ -86,3 +86,24 @@ async fn a_catalog_deleted_while_the_store_runs_fails_writes_as_gone() {
     );
     store.close();
 }
+
+#[tokio::test]
+async fn a_catalog_row_of_the_wrong_type_is_malformed_not_a_database_error() {
+    let dir = TempDir::new("malformed-row");
+    let store = open(&dir);
+    register(&store, query("q")).await.unwrap();
+    store.close();
+    let db = rusqlite::Connection::open(dir.path().join(schema::DB_FILE)).unwrap();
+    db.execute("UPDATE queries SET created_ms = 'soon'", [])
+        .unwrap();
+    drop(db);
+    let err = match Store::open(dir.path(), StoreOptions::default()) {
+        Err(err) => err,
+        Ok(store) => {
+            let err = store.queries().unwrap_err();
+            store.close();
+            err
+        }
+    };
+    assert!(matches!(err.kind(), StoreErrorKind::Malformed(_)), "{err}");
+}

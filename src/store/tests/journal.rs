@@ -380,13 +380,19 @@ async fn a_state_directory_deleted_under_the_store_fails_the_next_write_for_good
             .append_instants(&speed(), &[instant(2)])
             .await
             .unwrap_err();
-        assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+        assert!(
+            matches!(err.kind(), StoreErrorKind::SegmentDeleted { .. }),
+            "{err}"
+        );
     }
     let err = store
         .append_events("q", events(1..=1), None)
         .await
         .unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::SegmentDeleted { .. }),
+        "{err}"
+    );
     store.close();
 }
 
@@ -396,7 +402,10 @@ async fn a_registration_after_the_state_directory_was_deleted_fails() {
     let store = Store::open(dir.path(), small()).unwrap();
     std::fs::remove_dir_all(dir.path()).unwrap();
     let err = register(&store, query("q")).await.unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::SegmentDeleted { .. }),
+        "{err}"
+    );
     assert!(store.check_writable().is_err());
     store.close();
 }
@@ -419,7 +428,10 @@ async fn a_state_directory_replaced_under_the_store_fails_the_next_write() {
         .append_instants(&speed(), &[instant(2)])
         .await
         .unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalReplaced { .. }),
+        "{err}"
+    );
     store.close();
 }
 
@@ -710,7 +722,10 @@ async fn a_deletion_after_the_journal_directory_was_replaced_fails_and_keeps_the
     std::fs::rename(&journal, dir.path().join("journal.old")).unwrap();
     std::fs::create_dir(&journal).unwrap();
     let err = store.delete("q").await.unwrap_err();
-    assert!(matches!(err.kind(), StoreErrorKind::Gone(_)), "{err}");
+    assert!(
+        matches!(err.kind(), StoreErrorKind::JournalReplaced { .. }),
+        "{err}"
+    );
     store.close();
     // Still registered in the catalog: the 503 left the query as it was.
     std::fs::remove_dir_all(&journal).unwrap();

@@ -9,9 +9,12 @@
 //! - `whereami` answers each record with the name of the thread that runs it
 //!   (as the kernel knows it: `/proc/thread-self/comm`);
 //! - `nan` answers each record with NaN, which the host takes for a record
-//!   with no result (skipped, or the query's failure under `onError: fail`).
+//!   with no result (skipped, or the query's failure under `onError: fail`);
+//! - `newer` answers records (value × 1) and declares, beside
+//!   `MFS_SERVES_TRANSFORM`, a `serves` bit no host knows yet, as a plugin
+//!   built for a newer ABI would.
 
-use mfstream_plugin::{Batch, Emitter, Engine, Value};
+use mfstream_plugin::{Batch, Emitter, Engine, Value, abi};
 
 /// What an engine does on a record of 13.
 fn process(
@@ -159,8 +162,25 @@ impl Engine for Nan {
     }
 }
 
+/// Declares a `serves` bit of a newer ABI.
+pub struct Newer;
+
+impl Engine for Newer {
+    const NAME: &'static str = "newer";
+    const DESCRIPTION: &'static str = "declares an unknown serves bit (test fixture)";
+    const SERVES: u32 = abi::MFS_SERVES_TRANSFORM | 1 << 8;
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Ok(Newer)
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        process(batch, out, |_| Ok(()))
+    }
+}
+
 mfstream_plugin::export_plugin!(
     name: "chaos",
     version: "0.0.0",
-    engines: [Panicky, Aborter, Segv, Refuser, WhereAmI, Nan],
+    engines: [Panicky, Aborter, Segv, Refuser, WhereAmI, Nan, Newer],
 );
