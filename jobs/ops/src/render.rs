@@ -299,7 +299,10 @@ mod tests {
         assert!(c.contains(&format!("#define OPERATIONS \"{}\"", Op::catalogue())));
         let html = html();
         assert!(html.contains("    <option>ln</option>\n"), "{html}");
-        assert!(html.contains("    <option data-arg>div</option>\n"), "{html}");
+        assert!(
+            html.contains("    <option data-arg>div</option>\n"),
+            "{html}"
+        );
         let markdown = markdown();
         assert!(
             markdown.contains("| `ln` | none | ln x | x > 0 | numbers |"),
