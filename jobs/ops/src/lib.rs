@@ -522,6 +522,9 @@ mod tests {
             err("add", Some("x")),
             "operation add needs a finite number, got \"x\""
         );
+        assert_eq!(Op::Div.check_arg(Some(-0.0)), Err(ArgError::Zero));
+        assert_eq!(Op::Mul.check_arg(Some(0.0)), Ok(0.0));
+        assert_eq!(Op::Ln.check_arg(None), Ok(0.0));
         // Jobs get the names as the host writes them: lowercase.
         assert!(err("MUL", Some("2")).starts_with("unknown operation"));
     }
