@@ -93,6 +93,7 @@ pub use crate::spec_error::SpecError;
 pub use crate::vocab::{
     Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
 };
+pub use crate::vocab::{DetectEvent, Point};
 
 /// The child side of `isolation = "process"`, run by the `mfstream`
 /// binary's hidden `plugin-host` command.

@@ -231,6 +231,7 @@ enum Expect {
     Number,
     Text,
     Bool,
+    Point,
 }
 
 impl Windower {
@@ -367,6 +368,7 @@ impl Windower {
             PropertyType::TReal | PropertyType::TInteger => Expect::Number,
             PropertyType::TText => Expect::Text,
             PropertyType::TBoolean => Expect::Bool,
+            PropertyType::TGeogPoint | PropertyType::TGeomPoint => Expect::Point,
         };
         self
     }
@@ -530,7 +532,9 @@ impl Windower {
             (Expect::Any, _)
             | (Expect::Number, Value::Number(_))
             | (Expect::Text, Value::Text(_))
-            | (Expect::Bool, Value::Bool(_)) => (true, ""),
+            | (Expect::Bool, Value::Bool(_))
+            | (Expect::Point, Value::Point(_)) => (true, ""),
+            (Expect::Point, _) => (false, "positions"),
             (Expect::Number, _) => (false, "numbers"),
             (Expect::Text, _) => (false, "texts"),
             (Expect::Bool, _) => (false, "booleans"),

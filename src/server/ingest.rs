@@ -116,6 +116,7 @@ pub(crate) fn type_of(value: &Value) -> PropertyType {
         Value::Number(_) => PropertyType::TReal,
         Value::Text(_) => PropertyType::TText,
         Value::Bool(_) => PropertyType::TBoolean,
+        Value::Point(_) => PropertyType::TGeogPoint,
     }
 }
 
@@ -158,6 +159,7 @@ fn fits(value: &Value, property_type: PropertyType) -> bool {
         },
         Value::Text(_) => property_type == PropertyType::TText,
         Value::Bool(_) => property_type == PropertyType::TBoolean,
+        Value::Point(_) => property_type.is_point(),
     }
 }
 

@@ -603,7 +603,18 @@ impl Store {
                         instant.datetime
                     ))));
                 }
-                Value::Number(_) | Value::Bool(_) => {}
+                Value::Point(p)
+                    if ![Some(p.x), Some(p.y), p.z]
+                        .into_iter()
+                        .flatten()
+                        .all(f64::is_finite) =>
+                {
+                    return Err(self.error(StoreErrorKind::Invalid(format!(
+                        "the instant at {} has the coordinates {}: only finite numbers are kept",
+                        instant.datetime, instant.value
+                    ))));
+                }
+                Value::Number(_) | Value::Bool(_) | Value::Point(_) => {}
             }
         }
         let mut data = Vec::with_capacity(instants.len() * 40);

@@ -40,6 +40,9 @@ const NUMERIC: &[Aggregation] = &[
     Aggregation::Min,
     Aggregation::Max,
 ];
+/// Positions: `COUNT` here; the measures of a window of positions
+/// (`EXTENT`, `LENGTH`, …) are the position module's.
+const POSITION: &[Aggregation] = &[Aggregation::Count];
 const TEXT: &[Aggregation] = &[Aggregation::Count, Aggregation::CountDistinct];
 const BOOLEAN: &[Aggregation] = &[
     Aggregation::Count,
@@ -93,6 +96,7 @@ impl Aggregation {
             PropertyType::TReal | PropertyType::TInteger => NUMERIC,
             PropertyType::TText => TEXT,
             PropertyType::TBoolean => BOOLEAN,
+            PropertyType::TGeogPoint | PropertyType::TGeomPoint => POSITION,
         }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Aggregation, Value, write_json_str, write_number};
+use super::{Aggregation, Value, value_key, write_json_str, write_number};
 
 /// One result of a query.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,6 +13,29 @@ pub enum Event {
     Instant(InstantEvent),
     /// The aggregate of a window.
     Window(WindowEvent),
+    /// A geofence's detection: a position entered, left, crossed, is
+    /// inside or outside a fence.
+    Detect(DetectEvent),
+}
+
+/// A geofence's detection, as Tile38 reports one:
+/// `{"datetime","coordinates","detect","property","operation":"geofence"}`,
+/// then `"skipped":n` as for an instant. For `enter`, `exit` and `cross`
+/// the datetime and coordinates are those of the crossing, interpolated
+/// along the segment between two samples; for `inside` and `outside` the
+/// sample's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectEvent {
+    /// When, as ISO-8601.
+    pub datetime: String,
+    /// Where: a [`Value::Point`].
+    pub value: Value,
+    /// What: `enter`, `exit`, `cross`, `inside` or `outside`.
+    pub detect: &'static str,
+    /// The property the query reads (`tgsequence` on the server).
+    pub property: Arc<str>,
+    /// Records skipped since the previous event.
+    pub skipped: u64,
 }
 
 /// A transformed instant: `{"datetime","value","property","operation"}`,
@@ -67,6 +90,7 @@ impl Event {
         match self {
             Event::Instant(_) => "instant",
             Event::Window(_) => "window",
+            Event::Detect(_) => "detect",
         }
     }
 
@@ -75,6 +99,7 @@ impl Event {
         match self {
             Event::Instant(e) => &e.datetime,
             Event::Window(e) => &e.window_end,
+            Event::Detect(e) => &e.datetime,
         }
     }
 
@@ -83,6 +108,7 @@ impl Event {
         match self {
             Event::Instant(e) => e.skipped = e.skipped.saturating_add(n),
             Event::Window(e) => e.skipped = e.skipped.saturating_add(n),
+            Event::Detect(e) => e.skipped = e.skipped.saturating_add(n),
         }
     }
 
@@ -92,14 +118,16 @@ impl Event {
         match self {
             Event::Instant(e) => e.skipped,
             Event::Window(e) => e.skipped,
+            Event::Detect(e) => e.skipped,
         }
     }
 
-    /// The event's value.
+    /// The event's value (a detection's: its position).
     pub fn value(&self) -> &Value {
         match self {
             Event::Instant(e) => &e.value,
             Event::Window(e) => &e.value,
+            Event::Detect(e) => &e.value,
         }
     }
 
@@ -109,7 +137,7 @@ impl Event {
             Event::Instant(e) => {
                 out.extend_from_slice(b"{\"datetime\":");
                 write_json_str(&e.datetime, out);
-                out.extend_from_slice(b",\"value\":");
+                out.extend_from_slice(value_key(&e.value));
                 e.value.write_json(out);
                 out.extend_from_slice(b",\"property\":");
                 write_json_str(&e.property, out);
@@ -138,6 +166,19 @@ impl Event {
                     out.extend_from_slice(b",\"late\":");
                     out.extend_from_slice(itoa::Buffer::new().format(e.late).as_bytes());
                 }
+                write_skipped(e.skipped, out);
+                out.push(b'}');
+            }
+            Event::Detect(e) => {
+                out.extend_from_slice(b"{\"datetime\":");
+                write_json_str(&e.datetime, out);
+                out.extend_from_slice(b",\"coordinates\":");
+                e.value.write_json(out);
+                out.extend_from_slice(b",\"detect\":\"");
+                out.extend_from_slice(e.detect.as_bytes());
+                out.extend_from_slice(b"\",\"property\":");
+                write_json_str(&e.property, out);
+                out.extend_from_slice(b",\"operation\":\"geofence\"");
                 write_skipped(e.skipped, out);
                 out.push(b'}');
             }
