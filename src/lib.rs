@@ -58,6 +58,7 @@ mod clock;
 pub mod config;
 mod datetime;
 pub mod engine;
+pub(crate) mod geo;
 pub mod lines;
 mod local;
 mod on_error;

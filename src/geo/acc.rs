@@ -1,0 +1,188 @@
+//! One window's aggregate over positions, in O(1) memory.
+//!
+//! The rule for segments: a window's accumulator sees the instants that fall
+//! in the window, and the segments between consecutive ones. A segment
+//! whose ends fall in two windows counts in neither (its length is not split
+//! at the boundary). That is MEOS applied to the sequence of the window's
+//! instants: `TGeogPointSeq([p_i@t_i, …])` with `.num_instants()`,
+//! `.bounding_box()`, `.time_weighted_centroid()`, `.length()`,
+//! `.length() / duration` and `max(.speed())`.
+
+use super::motion::segment_speed;
+use super::{Crs, GeoError, Micros, Point, distance};
+
+/// An aggregate over positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PositionAggregate {
+    /// The number of instants.
+    Count,
+    /// The bounding box `[minx, miny, maxx, maxy]` of the instants, in
+    /// coordinates (lon/lat are not wrapped at the antimeridian).
+    Extent,
+    /// The time-weighted centroid (MEOS `twCentroid`): the time-weighted
+    /// average of x and of y along the linear sequence, in coordinates
+    /// (lon/lat averaged linearly, as MEOS does for geography too). The
+    /// plain average when the window holds one instant.
+    Centroid,
+    /// The length travelled: metres (geodetic) or units.
+    Length,
+    /// Length over the time from the first to the last instant; none for a
+    /// single instant.
+    AvgSpeed,
+    /// The fastest segment's speed; none for a single instant.
+    MaxSpeed,
+}
+
+impl PositionAggregate {
+    const NAMES: [(&'static str, PositionAggregate); 6] = [
+        ("COUNT", PositionAggregate::Count),
+        ("EXTENT", PositionAggregate::Extent),
+        ("CENTROID", PositionAggregate::Centroid),
+        ("LENGTH", PositionAggregate::Length),
+        ("AVG_SPEED", PositionAggregate::AvgSpeed),
+        ("MAX_SPEED", PositionAggregate::MaxSpeed),
+    ];
+
+    /// Reads `COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED` or
+    /// `MAX_SPEED` (any case).
+    pub(crate) fn parse(text: &str) -> Result<PositionAggregate, GeoError> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(text))
+            .map(|&(_, a)| a)
+            .ok_or_else(|| GeoError::Unknown {
+                field: "aggregation",
+                input: text.to_string(),
+                expected: "COUNT, EXTENT, CENTROID, LENGTH, AVG_SPEED, MAX_SPEED",
+            })
+    }
+
+    /// The upper-case name.
+    pub(crate) fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|&&(_, a)| a == self)
+            .map(|&(n, _)| n)
+            .expect("every aggregate is in NAMES")
+    }
+}
+
+/// An aggregate's result.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum AggregateValue {
+    /// A count, length or speed.
+    Number(f64),
+    /// A centroid.
+    Point(Point),
+    /// An extent, `[minx, miny, maxx, maxy]`.
+    BBox([f64; 4]),
+    /// No value: an empty window, or a speed over a single instant.
+    None,
+}
+
+/// One window's state: O(1) whatever the number of instants.
+#[derive(Debug, Clone)]
+pub(crate) struct PositionAcc {
+    crs: Crs,
+    count: u64,
+    first: Option<(Micros, Point)>,
+    last: Option<(Micros, Point)>,
+    bbox: [f64; 4],
+    /// Integrals of x and y over time (trapezoids), in coordinate·µs.
+    x_dt: f64,
+    y_dt: f64,
+    /// Sums of x and y, for a window of one instant (or zero duration).
+    x_sum: f64,
+    y_sum: f64,
+    length: f64,
+    max_speed: Option<f64>,
+}
+
+impl PositionAcc {
+    /// An empty window.
+    pub(crate) fn new(crs: Crs) -> PositionAcc {
+        PositionAcc {
+            crs,
+            count: 0,
+            first: None,
+            last: None,
+            bbox: [
+                f64::INFINITY,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                f64::NEG_INFINITY,
+            ],
+            x_dt: 0.0,
+            y_dt: 0.0,
+            x_sum: 0.0,
+            y_sum: 0.0,
+            length: 0.0,
+            max_speed: None,
+        }
+    }
+
+    /// Adds an instant of the window, in increasing time order.
+    pub(crate) fn push(&mut self, t: Micros, p: Point) {
+        self.count += 1;
+        self.bbox = [
+            self.bbox[0].min(p.x),
+            self.bbox[1].min(p.y),
+            self.bbox[2].max(p.x),
+            self.bbox[3].max(p.y),
+        ];
+        self.x_sum += p.x;
+        self.y_sum += p.y;
+        if let Some((t0, p0)) = self.last {
+            let dt = (t - t0) as f64;
+            self.x_dt += (p0.x + p.x) / 2.0 * dt;
+            self.y_dt += (p0.y + p.y) / 2.0 * dt;
+            let len = distance(self.crs, p0, p);
+            self.length += len;
+            if let Some(v) = segment_speed(len, t0, t) {
+                self.max_speed = Some(self.max_speed.map_or(v, |m| m.max(v)));
+            }
+        } else {
+            self.first = Some((t, p));
+        }
+        self.last = Some((t, p));
+    }
+
+    /// The aggregate `what` over the instants pushed so far. The window's
+    /// bounds do not change it: only its instants count (see the module
+    /// docs); they are taken so that a later rule splitting boundary
+    /// segments keeps this signature.
+    pub(crate) fn result(
+        &self,
+        what: PositionAggregate,
+        _window_start: Micros,
+        _window_end: Micros,
+    ) -> AggregateValue {
+        let (Some((t0, _)), Some((t1, _))) = (self.first, self.last) else {
+            return match what {
+                PositionAggregate::Count => AggregateValue::Number(0.0),
+                _ => AggregateValue::None,
+            };
+        };
+        let duration = (t1 - t0) as f64;
+        match what {
+            PositionAggregate::Count => AggregateValue::Number(self.count as f64),
+            PositionAggregate::Extent => AggregateValue::BBox(self.bbox),
+            PositionAggregate::Centroid if duration > 0.0 => {
+                AggregateValue::Point(Point::new(self.x_dt / duration, self.y_dt / duration))
+            }
+            PositionAggregate::Centroid => {
+                let n = self.count as f64;
+                AggregateValue::Point(Point::new(self.x_sum / n, self.y_sum / n))
+            }
+            PositionAggregate::Length => AggregateValue::Number(self.length),
+            PositionAggregate::AvgSpeed => match segment_speed(self.length, t0, t1) {
+                Some(v) => AggregateValue::Number(v),
+                None => AggregateValue::None,
+            },
+            PositionAggregate::MaxSpeed => match self.max_speed {
+                Some(v) => AggregateValue::Number(v),
+                None => AggregateValue::None,
+            },
+        }
+    }
+}

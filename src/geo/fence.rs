@@ -1,0 +1,240 @@
+//! Geofences with Tile38's detect kinds, the crossings interpolated.
+//!
+//! As GeoJSON (RFC 7946) and Tile38 draw them, a fence's edges and the
+//! segment between two samples are straight lines in lon/lat (x/y), also
+//! for geodetic positions; no wrapping at the antimeridian. A point on the
+//! boundary is inside (the polygon is closed).
+//!
+//! What [`Fence::step`] emits, in time order:
+//! - the first instant of a feature: `inside` or `outside` only;
+//! - each later instant: first the segment from the previous instant. Every
+//!   boundary crossing along it is an `enter` or `exit` at the crossing
+//!   point, its time interpolated linearly along the segment; except when
+//!   both ends are outside: each pass through the fence is then one `cross`,
+//!   at the point (and time) where it enters. Then `inside` or `outside` at
+//!   the instant.
+//!
+//! Only the kinds in the fence's detect set are emitted.
+
+use super::geometry::{Geometry, Shape};
+use super::planar::{self, Loc};
+use super::{GeoError, Micros, Point};
+
+/// A geofence detect kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Detect {
+    /// The position crossed the boundary inwards.
+    Enter,
+    /// The position crossed the boundary outwards.
+    Exit,
+    /// The instant is inside (or on the boundary).
+    Inside,
+    /// The instant is outside.
+    Outside,
+    /// A segment with both ends outside passed through the fence.
+    Cross,
+}
+
+impl Detect {
+    const ALL: [Detect; 5] = [
+        Detect::Enter,
+        Detect::Exit,
+        Detect::Inside,
+        Detect::Outside,
+        Detect::Cross,
+    ];
+
+    /// The lower-case name, as in events (`"enter"`, …).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Detect::Enter => "enter",
+            Detect::Exit => "exit",
+            Detect::Inside => "inside",
+            Detect::Outside => "outside",
+            Detect::Cross => "cross",
+        }
+    }
+
+    /// Reads a name (`"enter"`, `"exit"`, `"inside"`, `"outside"`, `"cross"`).
+    pub(crate) fn parse(text: &str) -> Result<Detect, GeoError> {
+        Self::ALL
+            .into_iter()
+            .find(|d| d.name() == text)
+            .ok_or_else(|| GeoError::Unknown {
+                field: "detect",
+                input: text.to_string(),
+                expected: "\"enter\", \"exit\", \"inside\", \"outside\", \"cross\"",
+            })
+    }
+
+    fn bit(self) -> u8 {
+        1 << self as u8
+    }
+}
+
+/// A polygon or multipolygon, and the kinds to detect.
+#[derive(Debug, Clone)]
+pub(crate) struct Fence {
+    polygons: Vec<Vec<Vec<Point>>>,
+    bbox: [f64; 4],
+    detect: u8,
+}
+
+/// One feature's state against a fence: its last instant, and whether it
+/// was inside.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct FenceState {
+    last: Option<(Micros, Point, bool)>,
+}
+
+/// A detected event.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct FenceEvent {
+    /// When: the instant's, or the crossing's interpolated time.
+    pub t: Micros,
+    /// Where: the instant, or the crossing point on the boundary.
+    pub point: Point,
+    /// What.
+    pub detect: Detect,
+}
+
+impl Fence {
+    /// A fence of a Polygon or MultiPolygon, detecting `detect` (not empty).
+    pub(crate) fn new(geometry: Geometry, detect: &[Detect]) -> Result<Fence, GeoError> {
+        if detect.is_empty() {
+            return Err(GeoError::NoDetect);
+        }
+        let kind = geometry.kind();
+        let Shape::Polygons(polygons) = geometry.shape else {
+            return Err(GeoError::NotAFence(kind));
+        };
+        Ok(Fence {
+            polygons,
+            bbox: geometry.bbox,
+            detect: detect.iter().fold(0, |m, d| m | d.bit()),
+        })
+    }
+
+    /// Whether `p` is inside or on the fence.
+    pub(crate) fn covers(&self, p: Point) -> bool {
+        let b = &self.bbox;
+        if p.x < b[0] || p.x > b[2] || p.y < b[1] || p.y > b[3] {
+            return false;
+        }
+        self.polygons
+            .iter()
+            .any(|rings| planar::polygon_loc(rings, p) != Loc::Outside)
+    }
+
+    /// Feeds the instant `(t, p)` of a feature (in increasing time order)
+    /// and appends what it detects to `out`.
+    pub(crate) fn step(
+        &self,
+        state: &mut FenceState,
+        t: Micros,
+        p: Point,
+        out: &mut Vec<FenceEvent>,
+    ) {
+        let inside = self.covers(p);
+        if let Some((t0, p0, inside0)) = state.last {
+            self.segment(t0, p0, inside0, t, p, inside, out);
+        }
+        state.last = Some((t, p, inside));
+        let d = if inside {
+            Detect::Inside
+        } else {
+            Detect::Outside
+        };
+        self.emit(out, t, p, d);
+    }
+
+    fn emit(&self, out: &mut Vec<FenceEvent>, t: Micros, point: Point, detect: Detect) {
+        if self.detect & detect.bit() != 0 {
+            out.push(FenceEvent { t, point, detect });
+        }
+    }
+
+    /// The crossings of the segment (t0, p0) → (t1, p1).
+    #[allow(clippy::too_many_arguments)] // two instants and their sides, and the sink
+    fn segment(
+        &self,
+        t0: Micros,
+        p0: Point,
+        inside0: bool,
+        t1: Micros,
+        p1: Point,
+        inside1: bool,
+        out: &mut Vec<FenceEvent>,
+    ) {
+        if self.detect & (Detect::Enter.bit() | Detect::Exit.bit() | Detect::Cross.bit()) == 0 {
+            return;
+        }
+        let b = &self.bbox;
+        if p0.x.max(p1.x) < b[0]
+            || p0.x.min(p1.x) > b[2]
+            || p0.y.max(p1.y) < b[1]
+            || p0.y.min(p1.y) > b[3]
+        {
+            return;
+        }
+        let mut hits = Vec::new();
+        for e in self
+            .polygons
+            .iter()
+            .flatten()
+            .flat_map(|ring| ring.windows(2))
+        {
+            planar::segment_hits(p0, p1, e[0], e[1], &mut hits);
+        }
+        if hits.is_empty() {
+            return;
+        }
+        hits.sort_by(f64::total_cmp);
+        hits.dedup();
+        // The side of each stretch between consecutive hits, read at its
+        // middle; a change of side is a crossing at the hit between.
+        let mut side = inside0;
+        let an_end_inside = inside0 || inside1;
+        let mut from = 0.0;
+        for to in hits.into_iter().chain(std::iter::once(1.0)) {
+            let next_side = if to > from {
+                self.covers(planar::lerp(p0, p1, (from + to) / 2.0))
+            } else {
+                side
+            };
+            if next_side != side {
+                self.crossing((t0, p0), (t1, p1), from, next_side, an_end_inside, out);
+                side = next_side;
+            }
+            from = to;
+        }
+        if side != inside1 {
+            self.crossing((t0, p0), (t1, p1), 1.0, inside1, an_end_inside, out);
+        }
+    }
+
+    /// One change of side at parameter `s`: an enter or exit, or, along a
+    /// segment with both ends outside, a cross at each entry.
+    fn crossing(
+        &self,
+        (t0, p0): (Micros, Point),
+        (t1, p1): (Micros, Point),
+        s: f64,
+        entering: bool,
+        an_end_inside: bool,
+        out: &mut Vec<FenceEvent>,
+    ) {
+        let t = t0 + (s * (t1 - t0) as f64).round() as Micros;
+        let point = planar::lerp(p0, p1, s);
+        if an_end_inside {
+            let d = if entering {
+                Detect::Enter
+            } else {
+                Detect::Exit
+            };
+            self.emit(out, t, point, d);
+        } else if entering {
+            self.emit(out, t, point, Detect::Cross);
+        }
+    }
+}

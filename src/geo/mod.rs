@@ -1,0 +1,266 @@
+//! Positions (moving points) and their geometry, with the semantics of MEOS
+//! (`tgeogpoint` / `tgeompoint`) and the geofence events of Tile38.
+//!
+//! Pure functions and small per-feature states, no I/O: the value kind,
+//! routes and engines call them.
+//!
+//! - [`Crs`] says how a position is measured: geodetic WGS84 lon/lat
+//!   (EPSG:4326, MEOS `tgeogpoint`): distances in metres on the WGS84
+//!   ellipsoid, by Karney's geodesics (GeographicLib, as MEOS and PostGIS
+//!   compute geography); or a projected system (MEOS `tgeompoint`):
+//!   Euclid, in the system's units.
+//! - [`Motion`] follows one feature: speed, azimuth and cumulative length of
+//!   the segment ending at each instant.
+//! - [`Geometry`] is a static GeoJSON geometry a position's distance is
+//!   measured to.
+//! - [`Fence`] detects `enter`/`exit`/`inside`/`outside`/`cross` against a
+//!   polygon, with the crossing interpolated between samples.
+//! - [`PositionAcc`] is one window's aggregate over positions.
+//!
+//! Time is microseconds since the epoch ([`Micros`]) everywhere here.
+
+// Used by the geo-kind lane (the value kind, routes and engines), which
+// lands after this module: until then only the tests call it. Remove this
+// line once that lane calls the API.
+#![cfg_attr(not(test), allow(dead_code, unused_imports))]
+
+mod acc;
+mod fence;
+mod geometry;
+mod motion;
+mod planar;
+mod sphere;
+
+use std::sync::LazyLock;
+
+use geographiclib_rs::{Geodesic, InverseGeodesic};
+
+pub(crate) use acc::{AggregateValue, PositionAcc, PositionAggregate};
+pub(crate) use fence::{Detect, Fence, FenceEvent, FenceState};
+pub(crate) use geometry::{Geometry, MAX_GEOMETRY_BYTES, MAX_GEOMETRY_VERTICES};
+pub(crate) use motion::{Motion, Step};
+
+/// A position: lon/lat in degrees (geodetic, EPSG:4326) or x/y in the CRS's
+/// units (planar).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Point {
+    /// Longitude in degrees, or easting.
+    pub x: f64,
+    /// Latitude in degrees, or northing.
+    pub y: f64,
+}
+
+impl Point {
+    /// A point from its two coordinates (lon, lat or x, y).
+    pub(crate) const fn new(x: f64, y: f64) -> Point {
+        Point { x, y }
+    }
+}
+
+/// The reference system of a feature or query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Crs {
+    /// WGS84 longitude/latitude in degrees (EPSG:4326, OGC CRS84): lengths
+    /// in metres on the WGS84 ellipsoid (MEOS `tgeogpoint`).
+    Geodetic,
+    /// A projected system, by EPSG code: planar, in its units (MEOS
+    /// `tgeompoint` with that SRID).
+    Planar(u32),
+}
+
+/// The WGS84 EPSG code, the geodetic default.
+const WGS84_EPSG: u32 = 4326;
+
+impl Crs {
+    /// Reads `EPSG:4326` (and the OGC CRS84 URI/URN, `urn:ogc:def:crs:EPSG::4326`,
+    /// `http://www.opengis.net/def/crs/EPSG/0/4326`) as [`Crs::Geodetic`] and
+    /// `EPSG:NNNN` (or its URN/URI) as [`Crs::Planar`]. Any other EPSG code
+    /// is taken as planar, as MEOS takes a `tgeompoint`'s SRID.
+    pub(crate) fn parse(text: &str) -> Result<Crs, GeoError> {
+        let t = text.trim();
+        let lower = t.to_ascii_lowercase();
+        const CRS84: [&str; 4] = [
+            "http://www.opengis.net/def/crs/ogc/1.3/crs84",
+            "https://www.opengis.net/def/crs/ogc/1.3/crs84",
+            "urn:ogc:def:crs:ogc:1.3:crs84",
+            "ogc:crs84",
+        ];
+        if CRS84.contains(&lower.as_str()) {
+            return Ok(Crs::Geodetic);
+        }
+        let code = [
+            "epsg:",
+            "urn:ogc:def:crs:epsg::",
+            "http://www.opengis.net/def/crs/epsg/0/",
+            "https://www.opengis.net/def/crs/epsg/0/",
+        ]
+        .iter()
+        .find_map(|prefix| lower.strip_prefix(prefix));
+        match code.and_then(|c| c.parse::<u32>().ok()) {
+            Some(WGS84_EPSG) => Ok(Crs::Geodetic),
+            Some(n) if n > 0 => Ok(Crs::Planar(n)),
+            _ => Err(GeoError::Crs(text.to_string())),
+        }
+    }
+
+    /// The canonical name, `EPSG:4326` or `EPSG:NNNN`.
+    pub(crate) fn name(&self) -> String {
+        match self {
+            Crs::Geodetic => format!("EPSG:{WGS84_EPSG}"),
+            Crs::Planar(n) => format!("EPSG:{n}"),
+        }
+    }
+
+    /// Whether lengths are geodesics on the WGS84 ellipsoid.
+    pub(crate) fn is_geodetic(&self) -> bool {
+        matches!(self, Crs::Geodetic)
+    }
+}
+
+/// Time is microseconds since the epoch everywhere in geo.
+pub(crate) type Micros = i64;
+
+/// A bad position, reference system or geometry. Each message names the
+/// field and quotes the input.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub(crate) enum GeoError {
+    /// A coordinate is NaN or infinite.
+    #[error("coordinates: {0} is not a finite number; send two finite numbers [x, y]")]
+    NotFinite(f64),
+    /// A geodetic longitude outside [-180, 180].
+    #[error(
+        "coordinates: longitude {0} is outside [-180, 180]; send [longitude, latitude] in degrees, or name a projected \"crs\""
+    )]
+    Longitude(f64),
+    /// A geodetic latitude outside [-90, 90].
+    #[error(
+        "coordinates: latitude {0} is outside [-90, 90]; send [longitude, latitude] in degrees, longitude first"
+    )]
+    Latitude(f64),
+    /// An unknown reference system.
+    #[error(
+        "crs: unknown reference system \"{0}\"; use \"EPSG:4326\" (geodetic lon/lat) or \"EPSG:NNNN\" (a projected system)"
+    )]
+    Crs(String),
+    /// A GeoJSON geometry that is not well formed; `path` names the member.
+    #[error("{path}: {reason}")]
+    GeoJson {
+        /// Where in the geometry, e.g. `geometry.coordinates[0][3]`.
+        path: String,
+        /// What is wrong, and what to send instead.
+        reason: String,
+    },
+    /// A geometry over a size bound.
+    #[error("geometry: {got} {what} exceed the limit of {limit}; simplify the geometry")]
+    TooLarge {
+        /// What was counted (`vertices`, `bytes`).
+        what: &'static str,
+        /// How many there were.
+        got: usize,
+        /// The bound.
+        limit: usize,
+    },
+    /// A fence that is not a polygon.
+    #[error("geofence: a {0} cannot be a fence; send a GeoJSON Polygon or MultiPolygon")]
+    NotAFence(&'static str),
+    /// A fence with nothing to detect.
+    #[error(
+        "detect: empty; name at least one of \"enter\", \"exit\", \"inside\", \"outside\", \"cross\""
+    )]
+    NoDetect,
+    /// An unknown detect or aggregate name.
+    #[error("{field}: unknown value \"{input}\"; use one of {expected}")]
+    Unknown {
+        /// The field (`detect`, `aggregation`).
+        field: &'static str,
+        /// The input.
+        input: String,
+        /// The accepted values.
+        expected: &'static str,
+    },
+}
+
+/// Checks a position: finite coordinates, and for geodetic points longitude
+/// in [-180, 180] and latitude in [-90, 90].
+pub(crate) fn check_point(crs: Crs, p: Point) -> Result<(), GeoError> {
+    for c in [p.x, p.y] {
+        if !c.is_finite() {
+            return Err(GeoError::NotFinite(c));
+        }
+    }
+    if crs.is_geodetic() {
+        if !(-180.0..=180.0).contains(&p.x) {
+            return Err(GeoError::Longitude(p.x));
+        }
+        if !(-90.0..=90.0).contains(&p.y) {
+            return Err(GeoError::Latitude(p.y));
+        }
+    }
+    Ok(())
+}
+
+/// The WGS84 ellipsoid's geodesics, built once (the constructor computes
+/// series coefficients).
+static WGS84: LazyLock<Geodesic> = LazyLock::new(Geodesic::wgs84);
+
+/// The ellipsoidal distance in metres between two lon/lat points, by
+/// Karney's algorithm (accurate to nanometres): what MEOS/PostGIS compute
+/// for geography (`spheroid_distance` calls GeographicLib's `geod_inverse`).
+pub(crate) fn geodesic_distance(a: Point, b: Point) -> f64 {
+    WGS84.inverse(a.y, a.x, b.y, b.x)
+}
+
+/// The geodesic from `a` to `b`: its length in metres and its azimuth at
+/// `a` in degrees clockwise from north, in (-180, 180].
+fn geodesic(a: Point, b: Point) -> (f64, f64) {
+    let (s12, azi1, _azi2, _a12): (f64, f64, f64, f64) = WGS84.inverse(a.y, a.x, b.y, b.x);
+    (s12, azi1)
+}
+
+/// The distance between two points: metres on the WGS84 ellipsoid
+/// (geodetic), or Euclid in the CRS's units (planar).
+pub(crate) fn distance(crs: Crs, a: Point, b: Point) -> f64 {
+    match crs {
+        Crs::Geodetic => geodesic_distance(a, b),
+        Crs::Planar(_) => (b.x - a.x).hypot(b.y - a.y),
+    }
+}
+
+/// The azimuth from `a` to `b` in degrees clockwise from north (the y axis
+/// for planar systems), in [0, 360); `None` when `a == b`, where MEOS has no
+/// azimuth either. Geodetic: the geodesic's azimuth at `a`, as PostGIS's
+/// `ST_Azimuth(geography)` (GeographicLib's `azi1`).
+pub(crate) fn azimuth(crs: Crs, a: Point, b: Point) -> Option<f64> {
+    distance_azimuth(crs, a, b).1
+}
+
+/// [`distance`] and [`azimuth`] together, with one geodesic computation.
+pub(crate) fn distance_azimuth(crs: Crs, a: Point, b: Point) -> (f64, Option<f64>) {
+    if a == b {
+        return (0.0, None);
+    }
+    match crs {
+        Crs::Geodetic => {
+            let (s, azi) = geodesic(a, b);
+            (s, Some(normalize_degrees(azi)))
+        }
+        Crs::Planar(_) => {
+            let (dx, dy) = (b.x - a.x, b.y - a.y);
+            (
+                dx.hypot(dy),
+                Some(normalize_degrees(dx.atan2(dy).to_degrees())),
+            )
+        }
+    }
+}
+
+/// Maps an angle in degrees to [0, 360).
+fn normalize_degrees(deg: f64) -> f64 {
+    let d = deg.rem_euclid(360.0);
+    // rem_euclid of a tiny negative angle rounds to 360.0 itself.
+    if d >= 360.0 { 0.0 } else { d }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,292 @@
+//! Unit tests of the pure functions. Expected geodesic figures come from
+//! GeographicLib's Python package (`geographiclib` 2.1 on PyPI,
+//! `Geodesic.WGS84.Inverse`), not from this code; the random comparison
+//! with pymeos, GeographicLib and shapely is tests/geo_oracle.rs.
+
+use serde_json::json;
+
+use super::*;
+
+fn close(a: f64, b: f64, rel: f64) -> bool {
+    (a - b).abs() <= rel * b.abs().max(1e-300)
+}
+
+#[test]
+fn crs_parses_epsg_codes_and_crs84() {
+    assert_eq!(Crs::parse("EPSG:4326"), Ok(Crs::Geodetic));
+    assert_eq!(Crs::parse("epsg:3857"), Ok(Crs::Planar(3857)));
+    assert_eq!(
+        Crs::parse("http://www.opengis.net/def/crs/OGC/1.3/CRS84"),
+        Ok(Crs::Geodetic)
+    );
+    assert_eq!(
+        Crs::parse("urn:ogc:def:crs:EPSG::25832"),
+        Ok(Crs::Planar(25832))
+    );
+    assert_eq!(Crs::Planar(3857).name(), "EPSG:3857");
+    assert_eq!(Crs::Geodetic.name(), "EPSG:4326");
+    for bad in ["EPSG:", "EPSG:0", "WGS84", "EPSG:-1", ""] {
+        let err = Crs::parse(bad).unwrap_err();
+        assert!(err.to_string().contains(&format!("\"{bad}\"")), "{err}");
+    }
+}
+
+#[test]
+fn check_point_refuses_non_finite_and_out_of_range_lon_lat() {
+    assert_eq!(check_point(Crs::Geodetic, Point::new(180.0, -90.0)), Ok(()));
+    assert_eq!(
+        check_point(Crs::Geodetic, Point::new(180.5, 0.0)),
+        Err(GeoError::Longitude(180.5))
+    );
+    assert_eq!(
+        check_point(Crs::Geodetic, Point::new(0.0, 91.0)),
+        Err(GeoError::Latitude(91.0))
+    );
+    assert!(matches!(
+        check_point(Crs::Planar(3857), Point::new(f64::NAN, 0.0)),
+        Err(GeoError::NotFinite(_))
+    ));
+    // Projected coordinates are not degrees.
+    assert_eq!(
+        check_point(Crs::Planar(3857), Point::new(1e6, -5e6)),
+        Ok(())
+    );
+}
+
+#[test]
+fn geodetic_distance_and_azimuth_match_geographiclib() {
+    let (a, b) = (Point::new(13.0, 52.0), Point::new(2.3522, 48.8566));
+    assert!(close(
+        distance(Crs::Geodetic, a, b),
+        832436.7778184647,
+        1e-12
+    ));
+    let az = azimuth(Crs::Geodetic, a, b).expect("distinct points");
+    assert!(close(az, 360.0 - 110.62836950620672, 1e-12), "{az}");
+    // Across the antimeridian: the short way.
+    let (a, b) = (Point::new(179.5, -16.0), Point::new(-179.8, -16.5));
+    assert!(close(
+        distance(Crs::Geodetic, a, b),
+        93064.43235143785,
+        1e-12
+    ));
+    let az = azimuth(Crs::Geodetic, a, b).expect("distinct points");
+    assert!(close(az, 126.57732553729019, 1e-12), "{az}");
+    assert_eq!(azimuth(Crs::Geodetic, a, a), None);
+}
+
+#[test]
+fn planar_distance_and_azimuth_are_euclid_clockwise_from_north() {
+    let c = Crs::Planar(3857);
+    let o = Point::new(0.0, 0.0);
+    assert_eq!(distance(c, o, Point::new(3.0, 4.0)), 5.0);
+    assert_eq!(azimuth(c, o, Point::new(0.0, 1.0)), Some(0.0));
+    assert_eq!(azimuth(c, o, Point::new(1.0, 0.0)), Some(90.0));
+    assert_eq!(azimuth(c, o, Point::new(0.0, -1.0)), Some(180.0));
+    assert_eq!(azimuth(c, o, Point::new(-1.0, 0.0)), Some(270.0));
+    assert_eq!(normalize_degrees(-1e-20), 0.0);
+}
+
+#[test]
+fn motion_reports_the_segment_ending_at_each_instant() {
+    let mut m = Motion::new(Crs::Planar(2056));
+    let first = m.push(0, Point::new(0.0, 0.0));
+    assert_eq!(
+        first,
+        Step {
+            speed: None,
+            azimuth: None,
+            cumulative_length: 0.0
+        }
+    );
+    let s = m.push(2_000_000, Point::new(3.0, 4.0));
+    assert_eq!((s.speed, s.cumulative_length), (Some(2.5), 5.0));
+    // A stop: speed 0, no azimuth (MEOS skips zero-length segments).
+    let stop = m.push(3_000_000, Point::new(3.0, 4.0));
+    assert_eq!(
+        (stop.speed, stop.azimuth, stop.cumulative_length),
+        (Some(0.0), None, 5.0)
+    );
+    // A repeated timestamp (refused upstream): no speed over no time.
+    let again = m.push(3_000_000, Point::new(3.0, 5.0));
+    assert_eq!(
+        (again.speed, again.azimuth, again.cumulative_length),
+        (None, Some(0.0), 6.0)
+    );
+}
+
+#[test]
+fn geojson_is_validated_and_bounded() {
+    let square =
+        json!({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1], [0, 0]]]});
+    let g = Geometry::from_geojson(&square).expect("a valid polygon");
+    assert_eq!(g.kind(), "Polygon");
+    let open = json!({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 1]]]});
+    let err = Geometry::from_geojson(&open).unwrap_err().to_string();
+    assert!(
+        err.contains("geometry.coordinates[0]") && err.contains("not closed"),
+        "{err}"
+    );
+    let short = json!({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [0, 0]]]});
+    let err = Geometry::from_geojson(&short).unwrap_err().to_string();
+    assert!(err.contains("at least 4"), "{err}");
+    let bad = json!({"type": "LineString", "coordinates": [[0, 0], [1, "x"]]});
+    let err = Geometry::from_geojson(&bad).unwrap_err().to_string();
+    assert!(err.starts_with("geometry.coordinates[1][1]"), "{err}");
+    let err = Geometry::from_geojson(&json!({"type": "GeometryCollection", "geometries": []}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("\"GeometryCollection\""), "{err}");
+    let many: Vec<_> = (0..=MAX_GEOMETRY_VERTICES).map(|i| json!([i, 0])).collect();
+    let err =
+        Geometry::from_geojson(&json!({"type": "MultiPoint", "coordinates": many})).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            GeoError::TooLarge {
+                what: "vertices",
+                ..
+            }
+        ),
+        "{err}"
+    );
+    let huge =
+        json!({"type": "Point", "coordinates": [0, 0], "pad": "x".repeat(MAX_GEOMETRY_BYTES)});
+    let err = Geometry::from_geojson(&huge).unwrap_err();
+    assert!(
+        matches!(err, GeoError::TooLarge { what: "bytes", .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn planar_distance_to_geometries_is_zero_inside_a_polygon_and_outside_its_hole() {
+    let c = Crs::Planar(3857);
+    let holed = json!({"type": "Polygon", "coordinates": [
+        [[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]],
+        [[4, 4], [6, 4], [6, 6], [4, 6], [4, 4]]]});
+    let g = Geometry::from_geojson(&holed).expect("a valid polygon");
+    assert_eq!(g.distance(c, Point::new(1.0, 1.0)), 0.0);
+    assert_eq!(g.distance(c, Point::new(5.0, 5.5)), 0.5);
+    assert_eq!(g.distance(c, Point::new(13.0, 14.0)), 5.0);
+    let line = json!({"type": "LineString", "coordinates": [[0, 0], [10, 0]]});
+    let g = Geometry::from_geojson(&line).expect("a valid line");
+    assert_eq!(g.distance(c, Point::new(5.0, -2.0)), 2.0);
+}
+
+#[test]
+fn geodetic_distance_to_a_point_is_the_ellipsoidal_geodesic() {
+    let g = Geometry::from_geojson(&json!({"type": "Point", "coordinates": [2.3522, 48.8566]}))
+        .expect("a valid point");
+    let d = g.distance(Crs::Geodetic, Point::new(13.0, 52.0));
+    assert!(close(d, 832436.7778184647, 1e-12), "{d}");
+}
+
+fn fence(detect: &[Detect]) -> Fence {
+    let square =
+        json!({"type": "Polygon", "coordinates": [[[0, 0], [10, 0], [10, 10], [0, 10], [0, 0]]]});
+    let g = Geometry::from_geojson(&square).expect("a valid polygon");
+    Fence::new(g, detect).expect("a polygon fence")
+}
+
+fn run(f: &Fence, track: &[(Micros, f64, f64)]) -> Vec<(Micros, f64, f64, &'static str)> {
+    let mut state = FenceState::default();
+    let mut out: Vec<FenceEvent> = Vec::new();
+    for &(t, x, y) in track {
+        f.step(&mut state, t, Point::new(x, y), &mut out);
+    }
+    out.iter()
+        .map(|e| (e.t, e.point.x, e.point.y, e.detect.name()))
+        .collect()
+}
+
+#[test]
+fn fence_interpolates_enter_and_exit_and_emits_inside_outside_per_instant() {
+    let all = [
+        Detect::Enter,
+        Detect::Exit,
+        Detect::Inside,
+        Detect::Outside,
+        Detect::Cross,
+    ];
+    let f = fence(&all);
+    let events = run(&f, &[(0, -5.0, 5.0), (10, 5.0, 5.0), (30, 15.0, 5.0)]);
+    assert_eq!(
+        events,
+        vec![
+            (0, -5.0, 5.0, "outside"),
+            (5, 0.0, 5.0, "enter"),
+            (10, 5.0, 5.0, "inside"),
+            (20, 10.0, 5.0, "exit"),
+            (30, 15.0, 5.0, "outside"),
+        ]
+    );
+}
+
+#[test]
+fn fence_reports_a_pass_between_two_outside_samples_as_cross() {
+    let f = fence(&[Detect::Enter, Detect::Exit, Detect::Cross]);
+    let events = run(&f, &[(0, -5.0, 5.0), (20, 15.0, 5.0), (40, 15.0, 25.0)]);
+    assert_eq!(events, vec![(5, 0.0, 5.0, "cross")]);
+    let point = Geometry::from_geojson(&json!({"type": "Point", "coordinates": [0, 0]}));
+    let err = Fence::new(point.expect("a valid point"), &[Detect::Enter]).unwrap_err();
+    assert_eq!(err, GeoError::NotAFence("Point"));
+}
+
+#[test]
+fn fence_needs_something_to_detect_and_known_names() {
+    let square = json!({"type": "Polygon", "coordinates": [[[0, 0], [1, 0], [1, 1], [0, 0]]]});
+    let g = Geometry::from_geojson(&square).expect("a valid polygon");
+    assert_eq!(Fence::new(g, &[]).unwrap_err(), GeoError::NoDetect);
+    assert_eq!(Detect::parse("cross"), Ok(Detect::Cross));
+    let err = Detect::parse("Enter").unwrap_err().to_string();
+    assert!(err.starts_with("detect: unknown value \"Enter\""), "{err}");
+}
+
+#[test]
+fn position_acc_aggregates_the_windows_instants() {
+    let mut acc = PositionAcc::new(Crs::Planar(3857));
+    let (s, e) = (0, 10_000_000);
+    assert_eq!(
+        acc.result(PositionAggregate::Count, s, e),
+        AggregateValue::Number(0.0)
+    );
+    assert_eq!(
+        acc.result(PositionAggregate::Centroid, s, e),
+        AggregateValue::None
+    );
+    acc.push(0, Point::new(0.0, 0.0));
+    assert_eq!(
+        acc.result(PositionAggregate::Centroid, s, e),
+        AggregateValue::Point(Point::new(0.0, 0.0))
+    );
+    assert_eq!(
+        acc.result(PositionAggregate::AvgSpeed, s, e),
+        AggregateValue::None
+    );
+    acc.push(1_000_000, Point::new(4.0, 0.0));
+    acc.push(4_000_000, Point::new(4.0, 3.0));
+    use AggregateValue::{BBox, Number};
+    assert_eq!(acc.result(PositionAggregate::Count, s, e), Number(3.0));
+    assert_eq!(
+        acc.result(PositionAggregate::Extent, s, e),
+        BBox([0.0, 0.0, 4.0, 3.0])
+    );
+    assert_eq!(acc.result(PositionAggregate::Length, s, e), Number(7.0));
+    assert_eq!(
+        acc.result(PositionAggregate::AvgSpeed, s, e),
+        Number(7.0 / 4.0)
+    );
+    assert_eq!(acc.result(PositionAggregate::MaxSpeed, s, e), Number(4.0));
+    // x: 2 over 1 s then 4 over 3 s; y: 0 over 1 s then 1.5 over 3 s.
+    assert_eq!(
+        acc.result(PositionAggregate::Centroid, s, e),
+        AggregateValue::Point(Point::new((2.0 + 12.0) / 4.0, 4.5 / 4.0))
+    );
+    assert_eq!(
+        PositionAggregate::parse("avg_speed"),
+        Ok(PositionAggregate::AvgSpeed)
+    );
+    assert_eq!(PositionAggregate::MaxSpeed.name(), "MAX_SPEED");
+    assert!(PositionAggregate::parse("SUM").is_err());
+}
