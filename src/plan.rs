@@ -66,6 +66,17 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
             transform: None,
             aggregate,
         } => Plan::Host(windower(spec, aggregate, property, spec.property_type)?),
+        // Only the local engine measures positions (it does not plan them):
+        // plugins and bridge jobs have no position in their protocols yet.
+        QueryKind::Position(_) => {
+            return Err(SpecError::new(
+                "engine",
+                format!(
+                    "{} queries run on the local engine only: register with \"engine\":\"local\"",
+                    spec.property_type
+                ),
+            ));
+        }
     })
 }
 

@@ -38,7 +38,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Vec<Instant>, Problem> {
     Ok(instants)
 }
 
-fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
+pub(crate) fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
     if datetime.len() > MAX_DATETIME {
         return Err(Problem::invalid(
             "datetime",

@@ -65,7 +65,7 @@ fn spec_of(query: &RestoredQuery) -> Result<QuerySpec, String> {
     let registration = Registration::from_json(&query.spec).map_err(|e| e.to_string())?;
     let known = registration.property_type;
     let mut spec = registration
-        .into_spec_on(&query.property.property, known)
+        .into_spec_on(durable::key(&query.property).name(), known)
         .map_err(|e| e.to_string())?;
     spec.id = query.id.clone();
     Ok(spec)
@@ -135,7 +135,7 @@ async fn ended(
 ) -> Result<(), StoreError> {
     let about = match &spec {
         Ok(spec) => {
-            set_type(&reservation, spec.property_type).await;
+            set_type(&reservation, spec.property_type, spec.crs()).await;
             About::of(spec, key, &restored.engine)
         }
         Err(_) => About {
@@ -153,8 +153,14 @@ async fn ended(
     Ok(())
 }
 
-async fn set_type(reservation: &Reservation<'_>, property_type: PropertyType) {
-    reservation.property.state.lock().await.property_type = Some(property_type);
+async fn set_type(
+    reservation: &Reservation<'_>,
+    property_type: PropertyType,
+    crs: Option<crate::geo::Crs>,
+) {
+    let mut state = reservation.property.state.lock().await;
+    state.property_type = Some(property_type);
+    state.crs = state.crs.or(crs);
 }
 
 /// Resubmits a running query and feeds it the instants after its
@@ -185,6 +191,7 @@ async fn resume<'a>(
     };
     let resume = spec.resume;
     let property_type = spec.property_type;
+    let crs = spec.crs();
     let about = About::of(&spec, key.clone(), engine.name());
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = match engine.submit(spec, source).await {
@@ -202,6 +209,7 @@ async fn resume<'a>(
     let started = Started {
         about,
         property_type,
+        crs,
         handle,
         sender: sender.clone(),
         fanout: fanout.clone(),
