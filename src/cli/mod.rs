@@ -301,16 +301,22 @@ pub struct RunArgs {
     #[arg(long, value_name = "JSON", conflicts_with_all = ["op", "arg"])]
     pub query: Option<String>,
     /// A lifted operation, in any case: ln, exp, log10, ceil, floor, abs,
-    /// degrees, radians, sin, cos, tan, add, sub, mul, div.
+    /// degrees, radians, sin, cos, tan, add, sub, mul, div; on positions
+    /// (--type TGeogPoint or TGeomPoint): speed, azimuth,
+    /// cumulativeLength, position (distance and geofences take --query).
     #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true)]
     pub op: Option<String>,
     /// The operation's scalar argument (add, sub, mul, div).
     #[arg(long, value_name = "X", allow_negative_numbers = true)]
     pub arg: Option<f64>,
-    /// The temporal property's name, carried in every event.
-    #[arg(long, value_name = "NAME", default_value = "value")]
-    pub property: String,
-    /// The property's type: TReal, TInteger, TText or TBoolean.
+    /// The temporal property's name, carried in every event: "value" by
+    /// default, "tgsequence" for positions.
+    #[arg(long, value_name = "NAME")]
+    pub property: Option<String>,
+    /// The property's type: TReal, TInteger, TText or TBoolean; or
+    /// positions, input lines {"datetime","coordinates":[x,y]}: TGeogPoint
+    /// (lon/lat in degrees on the WGS84 ellipsoid, metres) or TGeomPoint
+    /// (planar: give the query's "crs", e.g. EPSG:3857).
     #[arg(
         long = "type",
         value_name = "TYPE",

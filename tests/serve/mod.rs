@@ -10,6 +10,7 @@ mod lifecycle;
 mod limits;
 mod on_error;
 mod ownership;
+mod positions;
 mod reset;
 mod state;
 mod stored_limits;
