@@ -80,6 +80,7 @@ use super::acc::Acc;
 use super::{Aggregate, Grid, Window};
 use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
+use crate::geo::Crs;
 use crate::on_error::OnError;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
@@ -116,6 +117,8 @@ pub struct Windower {
     /// The query's state budget, which its windows count in
     /// ([`Windower::with_budget`]).
     budget: Option<Arc<StateBudget>>,
+    /// For an aggregate of positions (`EXTENT`, …): their reference system.
+    crs: Option<Crs>,
 }
 
 /// What a bucket costs beyond its heap: its slot in the deque.
@@ -257,6 +260,11 @@ impl Windower {
             | Aggregation::All
             | Aggregation::CountTrue
             | Aggregation::CountFalse => Expect::Bool,
+            Aggregation::Extent
+            | Aggregation::Centroid
+            | Aggregation::Length
+            | Aggregation::AvgSpeed
+            | Aggregation::MaxSpeed => Expect::Point,
         };
         aggregate.validate()?;
         let mode = match (&aggregate.window, aggregate.window.grid()) {
@@ -296,6 +304,7 @@ impl Windower {
             seq: 0,
             mode,
             budget: None,
+            crs: None,
         })
     }
 
@@ -397,9 +406,23 @@ impl Windower {
         let seq = self.seq;
         self.seq += 1;
         let aggregation = self.emitter.aggregation;
+        let crs = self.crs.unwrap_or(Crs::Geodetic);
+        let mut position = None;
+        // An aggregate of positions measures them in time.
+        let positions = aggregation.of_positions().is_some();
         let secs = match self.mode {
-            Mode::Count { .. } => 0,
+            Mode::Count { .. } if !positions => 0,
             _ => match datetime::parse(&instant.datetime) {
+                Some(t) if positions => {
+                    let Value::Point(p) = instant.value else {
+                        return Err(format!(
+                            "record at {}: {aggregation} takes positions",
+                            instant.datetime
+                        ));
+                    };
+                    position = Some((t.micros(), crate::geo::Point::new(p.x, p.y)));
+                    t.secs
+                }
                 Some(t) => t.secs,
                 None => {
                     return Err(format!(
@@ -413,6 +436,9 @@ impl Windower {
         let emitter = &mut self.emitter;
         match &mut self.mode {
             Mode::Count { size, acc } => {
+                if let Some((t, p)) = position {
+                    acc.add_position(crs, t, p);
+                }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 if acc.count >= *size {
                     out.extend(emitter.event(acc, false)?);
@@ -443,6 +469,9 @@ impl Windower {
                     && !acc.has_text(text)
                 {
                     time.bytes += distinct.add(text);
+                }
+                if let Some((t, p)) = position {
+                    acc.add_position(crs, t, p);
                 }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 let grown = acc.bytes;
@@ -525,6 +554,12 @@ impl Windower {
             budget.set(Part::Windows, 0);
         }
         Ok(())
+    }
+
+    /// Measures positions in `crs` (for `EXTENT`, `LENGTH`, …).
+    pub(crate) fn with_crs(mut self, crs: Crs) -> Windower {
+        self.crs = Some(crs);
+        self
     }
 
     fn check_value(&self, instant: &Instant) -> Result<(), String> {
@@ -663,6 +698,13 @@ impl Emitter {
                 self.skipped += count;
                 self.untaken += count;
                 return Ok(None);
+            }
+            if self.aggregation.of_positions().is_some() {
+                return Err(format!(
+                    "the window from {window_start} to {window_end} has no {}: it holds one \
+                     position, no segment",
+                    self.aggregation
+                ));
             }
             return Err(format!(
                 "the {} of the window from {window_start} to {window_end} overflows",

@@ -348,7 +348,7 @@ pub(crate) fn to_raw(instant: &Instant) -> MfsInstant {
         // query on a scalar property at its first position. Were one to
         // come, it reaches the plugin as a value it refuses (a NaN number),
         // never as another record's value.
-        Value::Point(_) => MfsValue {
+        Value::Point(_) | Value::BBox(_) => MfsValue {
             kind: MFS_NUMBER,
             number: f64::NAN,
             text: MfsStr::EMPTY,

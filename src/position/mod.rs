@@ -265,6 +265,21 @@ pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
         (Some(op), aggregate) => operation_what(&op, geometry, aggregate),
         (None, Some(aggregate)) => {
             check_allowed(aggregate.aggregation, PropertyType::TGeogPoint)?;
+            let hopping = aggregate
+                .window
+                .grid()
+                .is_some_and(|grid| grid.hop() < grid.span());
+            if hopping && aggregate.aggregation.of_positions().is_some() {
+                return Err(SpecError::new(
+                    "window",
+                    format!(
+                        "{} over a HOPPING window is not supported (its windows overlap, and \
+                         a window of positions is measured whole): use a TUMBLING or COUNT \
+                         window",
+                        aggregate.aggregation
+                    ),
+                ));
+            }
             Ok(What::Aggregate(aggregate))
         }
         (None, None) => Err(SpecError::new(

@@ -74,6 +74,7 @@ impl Work {
         let windower = |aggregate: &Aggregate, t: PropertyType| -> Result<_, SpecError> {
             let windower = Windower::new(aggregate, property.clone())?
                 .with_property_type(t)
+                .with_crs(query.crs)
                 .with_budget(spec.budget.clone())
                 .with_on_error(spec.on_error);
             Ok(Some(Box::new(match spec.resume {

@@ -306,3 +306,92 @@ async fn a_position_query_on_another_engine_is_refused_naming_the_local_engine()
     assert_eq!(e.field, "engine");
     assert!(e.message.contains("local"), "{e}");
 }
+
+#[tokio::test]
+async fn aggregates_of_positions_measure_each_window_whole() {
+    let path = || {
+        vec![
+            at(0, 0.0, 0.0),
+            at(1, 3.0, 4.0),
+            at(3, 3.0, 4.0),
+            at(5, 3.0, 14.0),
+        ]
+    };
+    let planar = PropertyType::TGeomPoint;
+    let value = |events: &[String]| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&events[0]).unwrap()["value"].clone()
+    };
+    let window = r#""window":{"type":"COUNT","size":4},"crs":"EPSG:3857""#;
+    let of = |name: &str| format!(r#"{{"aggregation":"{name}",{window}}}"#);
+    let (extent, status) = run(&of("EXTENT"), planar, path()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(
+        value(&extent),
+        serde_json::json!([0, 0, 3, 14]),
+        "{extent:?}"
+    );
+    assert!(
+        extent[0].contains(r#""aggregation":"EXTENT""#),
+        "{extent:?}"
+    );
+    assert_eq!(value(&run(&of("LENGTH"), planar, path()).await.0), 15);
+    assert_eq!(value(&run(&of("AVG_SPEED"), planar, path()).await.0), 3);
+    assert_eq!(value(&run(&of("MAX_SPEED"), planar, path()).await.0), 5);
+    assert_eq!(value(&run(&of("COUNT"), planar, path()).await.0), 4);
+    // Time-weighted: x is 1.5 for 1 s, 3 for 4 s; y 2 for 1 s, 4 for 2 s,
+    // 9 for 2 s.
+    assert_eq!(
+        value(&run(&of("CENTROID"), planar, path()).await.0),
+        serde_json::json!([2.7, 5.6])
+    );
+    // Tumbling windows of 2 s: [0, 2) holds 2 positions, [2, 4) one (no
+    // speed: skipped, and counted in the next event), [4, 6) one.
+    let (speeds, _) = run(
+        r#"{"aggregation":"MAX_SPEED","window":{"type":"TUMBLING","size":2,"unit":"SECONDS"},"crs":"EPSG:3857"}"#,
+        planar,
+        path(),
+    )
+    .await;
+    assert_eq!(speeds.len(), 1, "{speeds:?}");
+    assert!(speeds[0].contains(r#""value":5,"count":2"#), "{speeds:?}");
+    let (_, failed) = run(
+        r#"{"aggregation":"AVG_SPEED","window":{"type":"COUNT","size":1},"crs":"EPSG:3857","onError":"fail"}"#,
+        planar,
+        path(),
+    )
+    .await;
+    let QueryStatus::Failed { reason } = failed else {
+        panic!("{failed:?}")
+    };
+    assert!(reason.contains("has no AVG_SPEED"), "{reason}");
+}
+
+#[test]
+fn an_aggregate_of_positions_over_a_hopping_window_is_refused_naming_the_window() {
+    let hopping = r#""window":{"type":"HOPPING","size":10,"unit":"SECONDS","hop":5}"#;
+    assert_eq!(
+        field(&format!(r#"{{"aggregation":"LENGTH",{hopping}}}"#)),
+        "window"
+    );
+    // COUNT counts any value, and a measure's aggregate is of numbers.
+    assert!(
+        spec(
+            &format!(r#"{{"aggregation":"COUNT",{hopping}}}"#),
+            PropertyType::TGeogPoint
+        )
+        .is_ok()
+    );
+    assert!(
+        spec(
+            &format!(r#"{{"operation":"speed","aggregation":"AVG",{hopping}}}"#),
+            PropertyType::TGeogPoint
+        )
+        .is_ok()
+    );
+    // Position aggregates are for positions only.
+    let e = Registration::from_json(&format!(r#"{{"aggregation":"EXTENT",{hopping}}}"#))
+        .unwrap()
+        .into_spec("p", PropertyType::TReal)
+        .unwrap_err();
+    assert_eq!(e.field, "aggregation");
+}

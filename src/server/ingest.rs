@@ -117,6 +117,8 @@ pub(crate) fn type_of(value: &Value) -> PropertyType {
         Value::Text(_) => PropertyType::TText,
         Value::Bool(_) => PropertyType::TBoolean,
         Value::Point(_) => PropertyType::TGeogPoint,
+        // No body has one (it is a window's result): it fits no type.
+        Value::BBox(_) => PropertyType::TReal,
     }
 }
 
@@ -160,6 +162,7 @@ fn fits(value: &Value, property_type: PropertyType) -> bool {
         Value::Text(_) => property_type == PropertyType::TText,
         Value::Bool(_) => property_type == PropertyType::TBoolean,
         Value::Point(_) => property_type.is_point(),
+        Value::BBox(_) => false,
     }
 }
 

@@ -49,6 +49,9 @@ const TRUE: u8 = 3;
 /// follows, then z's bits. (Tags 0 to 3 are unchanged: a state directory
 /// written before positions came opens as it did.)
 const POINT: u8 = 4;
+/// An extent (a window's result; the store refuses one as an instant's
+/// value, but every value has its encoding): its four `f64`s' bits.
+const BBOX: u8 = 5;
 
 /// Appends `instants` to `out`.
 pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
@@ -75,6 +78,12 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
                         out.extend_from_slice(&z.to_bits().to_le_bytes());
                     }
                     None => out.push(0),
+                }
+            }
+            Value::BBox(b) => {
+                out.push(BBOX);
+                for v in b {
+                    out.extend_from_slice(&v.to_bits().to_le_bytes());
                 }
             }
         }
@@ -105,6 +114,12 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
                 };
                 Value::Point(Point { x, y, z })
             }
+            BBOX => Value::BBox([
+                take_f64(&mut data)?,
+                take_f64(&mut data)?,
+                take_f64(&mut data)?,
+                take_f64(&mut data)?,
+            ]),
             tag => return Err(format!("unknown value tag {tag}")),
         };
         each(Instant { datetime, value });
@@ -136,6 +151,7 @@ pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, String> {
                     take(&mut data, 8)?;
                 }
             }
+            BBOX => drop(take(&mut data, 32)?),
             tag => return Err(format!("unknown value tag {tag}")),
         }
         n += 1;
@@ -187,6 +203,10 @@ mod tests {
                     y: -0.0,
                     z: Some(12.5),
                 }),
+            },
+            Instant {
+                datetime: "b".into(),
+                value: Value::BBox([1.0, -2.0, 3.5, 4.0]),
             },
         ];
         let mut data = Vec::new();

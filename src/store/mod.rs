@@ -614,6 +614,13 @@ impl Store {
                         instant.datetime, instant.value
                     ))));
                 }
+                Value::BBox(_) => {
+                    return Err(self.error(StoreErrorKind::Invalid(format!(
+                        "the instant at {} has an extent as its value: an extent is a \
+                         window's result, never an instant's",
+                        instant.datetime
+                    ))));
+                }
                 Value::Number(_) | Value::Bool(_) | Value::Point(_) => {}
             }
         }

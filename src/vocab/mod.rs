@@ -28,6 +28,9 @@ pub enum Value {
     /// A position (`TGeogPoint`, `TGeomPoint`), written as its
     /// `coordinates`.
     Point(Point),
+    /// The extent of positions (`EXTENT`), `[minx, miny, maxx, maxy]`: a
+    /// window's result, never an instant's.
+    BBox([f64; 4]),
 }
 
 /// A position's coordinates: `[x, y]` or `[x, y, z]`, as MF-JSON writes
@@ -105,6 +108,13 @@ impl Value {
             Value::Text(s) => write_json_str(s, out),
             Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
             Value::Point(p) => p.write_json(out),
+            Value::BBox(b) => {
+                for (i, v) in b.iter().enumerate() {
+                    out.push(if i == 0 { b'[' } else { b',' });
+                    write_number(*v, out);
+                }
+                out.push(b']');
+            }
         }
     }
 
@@ -178,6 +188,7 @@ impl Serialize for Value {
                 }
                 seq.end()
             }
+            Value::BBox(b) => b.map(Value::Number).serialize(serializer),
         }
     }
 }
