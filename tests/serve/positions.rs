@@ -257,3 +257,25 @@ async fn a_position_query_survives_a_restart_with_its_motion() {
     // 1° to 2° N is a little longer than 0° to 1°.
     assert!(v > MERIDIAN_DEGREE / 10.0 && v < 11_100.0, "{v}");
 }
+
+#[tokio::test]
+async fn a_position_query_on_a_bridge_engine_is_refused_naming_the_local_engine() {
+    let server = Serve::start("positions-engine", &[], &[]);
+    let mut client = server.client();
+    let response = client
+        .post(
+            &format!("{S}/queries"),
+            r#"{"operation":"speed","engine":"echo"}"#,
+        )
+        .await;
+    assert_eq!(response.status, 400, "{response:?}");
+    let description = response.json()["description"].as_str().unwrap().to_owned();
+    assert!(
+        description.starts_with("engine: ") && description.contains("local engine only"),
+        "{description}"
+    );
+    assert_eq!(
+        client.get(&format!("{S}/queries")).await.json()["numberReturned"],
+        0
+    );
+}
