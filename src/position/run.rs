@@ -60,7 +60,7 @@ struct Work {
     clock: Option<WallClock>,
     on_error: OnError,
     /// The last position's time: the next must be later.
-    last: Option<(Micros, String)>,
+    last: Option<Micros>,
     /// Records skipped since the last event (no windower): the next event
     /// carries them.
     carry: u64,
@@ -145,7 +145,7 @@ impl Work {
             }
             Err(reason) => return Err(reason),
         };
-        self.last = Some((t, instant.datetime.clone()));
+        self.last = Some(t);
         let value = match &mut self.step {
             Step::Motion(motion, measure) => {
                 let step = motion.push(t, p);
@@ -215,12 +215,13 @@ impl Work {
                 format!("record at {at}: not an ISO-8601 datetime, such as 2026-01-01T00:00:00Z")
             })?
             .micros();
-        if let Some((last, last_text)) = &self.last
-            && t <= *last
+        if let Some(last) = self.last
+            && t <= last
         {
             return Err(format!(
-                "record at {at} is not after the previous position ({last_text}): a feature's \
-                 datetimes must increase"
+                "record at {at} is not after the previous position ({}): a feature's \
+                 datetimes must increase",
+                datetime::format_micros(last)
             ));
         }
         Ok((t, p))

@@ -67,10 +67,39 @@ pub(crate) fn parse(body: &[u8], feature: Option<Crs>) -> Result<Vec<Instant>, P
             }
             (instants, given.or(feature))
         }
-        None => (ingest::parse(body)?, feature),
+        None => (
+            ingest::parse(body).map_err(|e| coordinates_fault(body).unwrap_or(e))?,
+            feature,
+        ),
     };
     check(&instants, crs.unwrap_or(Crs::Geodetic))?;
     Ok(instants)
+}
+
+/// When a body of instants does not parse for its coordinates (not two or
+/// three numbers), the 400 naming `coordinates` and the instant, rather
+/// than the body. Only on the error path: the body is read again.
+fn coordinates_fault(body: &[u8]) -> Option<Problem> {
+    let trimmed = body.trim_ascii();
+    let values: Vec<serde_json::Value> = if trimmed.starts_with(b"[") {
+        serde_json::from_slice(trimmed).ok()?
+    } else {
+        trimmed
+            .split(|&b| b == b'\n')
+            .filter(|line| !line.trim_ascii().is_empty())
+            .map(serde_json::from_slice)
+            .collect::<Result<_, _>>()
+            .ok()?
+    };
+    values.iter().enumerate().find_map(|(i, value)| {
+        let e = <Instant as serde::Deserialize>::deserialize(value).err()?;
+        let text = e.to_string();
+        let why = text.strip_prefix("coordinates: ")?;
+        Some(Problem::invalid(
+            "coordinates",
+            format!("instant {}: {why}", i + 1),
+        ))
+    })
 }
 
 /// Every instant a position of `crs`, the datetimes increasing.

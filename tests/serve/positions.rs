@@ -121,8 +121,17 @@ async fn bad_positions_are_400s_naming_the_field_and_nothing_is_delivered() {
         (position(0, 0.0, -91.0), "coordinates", "latitude -91"),
         (
             r#"{"datetime":"2026-01-01T00:00:00Z","coordinates":[1]}"#.to_owned(),
-            "body",
-            "2 or 3 numbers",
+            "coordinates",
+            "instant 1: expected 2 or 3 numbers",
+        ),
+        (
+            format!(
+                "{}\n{}",
+                position(0, 1.0, 2.0),
+                r#"{"datetime":"2026-01-01T00:00:01Z","coordinates":[1,2,3,4]}"#
+            ),
+            "coordinates",
+            "instant 2: expected 2 or 3 numbers",
         ),
         (
             format!("{}\n{}", position(5, 0.0, 0.0), position(5, 0.0, 1.0)),
@@ -278,4 +287,36 @@ async fn a_position_query_on_a_bridge_engine_is_refused_naming_the_local_engine(
         client.get(&format!("{S}/queries")).await.json()["numberReturned"],
         0
     );
+}
+
+#[tokio::test]
+async fn a_window_of_positions_closes_on_the_wall_clock_with_no_later_position() {
+    let server = Serve::start("positions-live", &[], &[]);
+    let mut client = server.client();
+    let extent = register(
+        &mut client,
+        S,
+        r#"{"aggregation":"EXTENT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{extent}/stream"), &[]).await;
+    let now = std::time::SystemTime::now();
+    let later = now + std::time::Duration::from_millis(1);
+    let body = format!(
+        "{{\"datetime\":\"{}\",\"coordinates\":[4,50]}}\n{{\"datetime\":\"{}\",\"coordinates\":[5,51]}}",
+        rfc3339(now),
+        rfc3339(later)
+    );
+    assert_eq!(client.post(&format!("{S}/ingest"), &body).await.status, 202);
+    // Nothing more is ingested: the clock closes the window.
+    let events = take(&mut sse, 1).await;
+    assert_eq!(events[0].event, "window");
+    let window = events[0].json();
+    assert_eq!(window["aggregation"], "EXTENT");
+    assert_eq!(
+        window["value"],
+        serde_json::json!([4, 50, 5, 51]),
+        "{window}"
+    );
+    assert!(window.get("partial").is_none(), "{window}");
 }
