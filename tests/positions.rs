@@ -7,7 +7,10 @@ use crate::util::*;
 const FENCE: &str = r#"{"type":"Polygon","coordinates":[[[2.811,51.2],[2.831,51.2],[2.831,51.22],[2.811,51.22],[2.811,51.2]]]}"#;
 
 fn run(args: &[&str]) -> Vec<serde_json::Value> {
-    let dir = TempDir::new("run-positions");
+    // A directory of its own for each run: tests run at once.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = TempDir::new(&format!("run-positions-{n}"));
     let output = mfstream_command(dir.path())
         .arg("run")
         .args(args)
