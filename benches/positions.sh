@@ -35,11 +35,20 @@ FENCE='{"type":"Polygon","coordinates":[[[2.9,51.0],[3.0,51.0],[3.0,51.4],[2.9,5
 rate() { # name, then the run's arguments
     name=$1; shift
     start=$(date +%s.%N)
-    "$BIN" run --type TGeogPoint "$@" "$DIR/ship.ndjson" > "$DIR/out"
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f "%U %S" -o "$DIR/cpu" "$BIN" run --type TGeogPoint "$@" "$DIR/ship.ndjson" > "$DIR/out"
+    else
+        "$BIN" run --type TGeogPoint "$@" "$DIR/ship.ndjson" > "$DIR/out"
+        echo "0 0" > "$DIR/cpu"
+    fi
     end=$(date +%s.%N)
     events=$(wc -l < "$DIR/out")
-    awk -v n="$N" -v s="$start" -v e="$end" -v name="$name" -v ev="$events" \
-        'BEGIN { printf "%-28s %10.0f positions/s  (%d positions, %d events, %.2f s)\n", name, n / (e - s), n, ev, e - s }'
+    # Per second of wall time, and per second of CPU (user + system, all
+    # threads): the second does not depend on what else the machine runs.
+    awk -v n="$N" -v s="$start" -v e="$end" -v name="$name" -v ev="$events" -v cpu="$(cat "$DIR/cpu")" \
+        'BEGIN { split(cpu, c, " "); t = c[1] + c[2];
+                 printf "%-26s %9.0f positions/s wall, %9.0f per CPU second  (%d positions, %d events, %.2f s wall, %.2f s CPU)\n",
+                        name, n / (e - s), (t > 0 ? n / t : 0), n, ev, e - s, t }'
 }
 echo "mfstream run, local engine ($BIN):"
 rate "speed" --op speed

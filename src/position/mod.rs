@@ -13,7 +13,7 @@
 //! | `{"operation":"distance","geometry":<GeoJSON>}` | metres (units) to the geometry, 0 inside a polygon | `distance(tgeogpoint, geography)` |
 //! | `{"operation":"position"}` | `{"datetime","coordinates"}`: the instant itself | the instant |
 //! | `{"geofence":<Polygon or MultiPolygon>,"detect":[…]}` | `{"datetime","coordinates","detect"}` | Tile38 `WITHIN … DETECT` |
-//! | `{"aggregation":"COUNT","window":…}` | a window's count | `numInstants` |
+//! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT` or `TUMBLING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
 //! | `{"operation":"speed","aggregation":"MAX","window":…}` | a numeric aggregate (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`) of a measure | |
 //!
 //! A body's `crs` (`"EPSG:4326"`, the default, or a projected
@@ -56,7 +56,7 @@ pub(crate) enum What {
         geometry: serde_json::Value,
         detect: Vec<Detect>,
     },
-    /// An aggregate of the positions over windows (`COUNT`).
+    /// An aggregate of the positions over windows (`COUNT`, `EXTENT`, …).
     Aggregate(Aggregate),
 }
 
