@@ -395,3 +395,23 @@ fn an_aggregate_of_positions_over_a_hopping_window_is_refused_naming_the_window(
         .unwrap_err();
     assert_eq!(e.field, "aggregation");
 }
+
+#[tokio::test]
+async fn distance_is_measured_to_the_geometry_zero_inside_a_polygon() {
+    let body = format!(r#"{{"operation":"distance","geometry":{SQUARE},"crs":"EPSG:3857"}}"#);
+    // Inside; 5 from the corner (10, 10); 3 from the west edge.
+    let path = vec![at(0, 5.0, 5.0), at(1, 13.0, 14.0), at(2, -3.0, 5.0)];
+    let (events, _) = run(&body, PropertyType::TGeomPoint, path).await;
+    let values: Vec<_> = events
+        .iter()
+        .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["value"].clone())
+        .collect();
+    assert_eq!(values, [0, 5, 3]);
+    // Geodetic, to a point: the WGS84 meridian from the equator to 1° N
+    // (GeographicLib: `echo 0 0 1 0 | GeodSolve -i`: 110574.388557799 m).
+    let body = r#"{"operation":"distance","geometry":{"type":"Point","coordinates":[0,1]}}"#;
+    let (events, _) = run(body, PropertyType::TGeogPoint, vec![at(0, 0.0, 0.0)]).await;
+    let v: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
+    let d = v["value"].as_f64().unwrap();
+    assert!((d - 110_574.388_557_799).abs() < 1e-6, "{d}");
+}
