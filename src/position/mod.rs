@@ -193,8 +193,8 @@ pub(crate) fn position_only_field(registration: &Registration) -> Option<&'stati
     .find_map(|(field, given)| given.then_some(field))
 }
 
-/// What a position registration computes, checked in itself, on a feature
-/// whose reference system is `crs`.
+/// What a position registration computes, checked in itself (its `crs` is
+/// the caller's: [`crs_of`]).
 pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
     let Registration {
         operation,
@@ -214,6 +214,42 @@ pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
             format!("no position operation takes an `arg` ({OPERATIONS})"),
         ));
     }
+    let aggregate = aggregate_of(aggregation, window, emit_partial, grace)?;
+    let distance = operation
+        .as_deref()
+        .is_some_and(|op| op.eq_ignore_ascii_case("distance"));
+    if geometry.is_some() && !distance {
+        return Err(SpecError::new(
+            "geometry",
+            "`geometry` goes with the operation \"distance\"",
+        ));
+    }
+    if let Some(fence) = geofence {
+        return geofence_what(fence, detect, operation.is_some() || aggregate.is_some());
+    }
+    if detect.is_some() {
+        return Err(SpecError::new("detect", "`detect` goes with a `geofence`"));
+    }
+    match (operation, aggregate) {
+        (Some(op), aggregate) => operation_what(&op, geometry, aggregate),
+        (None, Some(aggregate)) => positions_aggregate(aggregate),
+        (None, None) => Err(SpecError::new(
+            "operation",
+            format!(
+                "give an `operation` ({OPERATIONS}), a `geofence`, or an `aggregation` \
+                 with a `window`"
+            ),
+        )),
+    }
+}
+
+/// The window aggregate a body asks for, checked; `None` without one.
+fn aggregate_of(
+    aggregation: Option<String>,
+    window: Option<serde_json::Value>,
+    emit_partial: Option<bool>,
+    grace: Option<u64>,
+) -> Result<Option<Aggregate>, SpecError> {
     let aggregate = match (aggregation, window) {
         (Some(name), Some(window)) => Some(Aggregate {
             aggregation: parse_aggregation(&name)?,
@@ -249,49 +285,31 @@ pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
     if let Some(aggregate) = &aggregate {
         aggregate.validate()?;
     }
-    if geometry.is_some() && operation.as_deref() != Some("distance") {
-        return Err(SpecError::new(
-            "geometry",
-            "`geometry` goes with the operation \"distance\"",
-        ));
-    }
-    if let Some(fence) = geofence {
-        return geofence_what(fence, detect, operation.is_some() || aggregate.is_some());
-    }
-    if detect.is_some() {
-        return Err(SpecError::new("detect", "`detect` goes with a `geofence`"));
-    }
-    match (operation, aggregate) {
-        (Some(op), aggregate) => operation_what(&op, geometry, aggregate),
-        (None, Some(aggregate)) => {
-            check_allowed(aggregate.aggregation, PropertyType::TGeogPoint)?;
-            let hopping = aggregate
-                .window
-                .grid()
-                .is_some_and(|grid| grid.hop() < grid.span());
-            if hopping && aggregate.aggregation.of_positions().is_some() {
-                return Err(SpecError::new(
-                    "window",
-                    format!(
-                        "{} over a HOPPING window is not supported (its windows overlap, and \
-                         a window of positions is measured whole): use a TUMBLING or COUNT \
-                         window",
-                        aggregate.aggregation
-                    ),
-                ));
-            }
-            Ok(What::Aggregate(aggregate))
-        }
-        (None, None) => Err(SpecError::new(
-            "operation",
-            format!(
-                "give an `operation` ({OPERATIONS}), a `geofence`, or an `aggregation` \
-                 with a `window`"
-            ),
-        )),
-    }
+    Ok(aggregate)
 }
 
+/// An aggregate of the positions themselves: one defined for positions,
+/// over a window each is measured whole in (not `HOPPING`, but `COUNT`,
+/// which counts any value).
+fn positions_aggregate(aggregate: Aggregate) -> Result<What, SpecError> {
+    check_allowed(aggregate.aggregation, PropertyType::TGeogPoint)?;
+    let hopping = aggregate
+        .window
+        .grid()
+        .is_some_and(|grid| grid.hop() < grid.span());
+    if hopping && aggregate.aggregation.of_positions().is_some() {
+        return Err(SpecError::new(
+            "window",
+            format!(
+                "{} over a HOPPING window is not supported (its windows overlap, and \
+                         a window of positions is measured whole): use a TUMBLING or COUNT \
+                         window",
+                aggregate.aggregation
+            ),
+        ));
+    }
+    Ok(What::Aggregate(aggregate))
+}
 fn geofence_what(
     fence: serde_json::Value,
     detect: Option<serde_json::Value>,

@@ -9,6 +9,7 @@ use crate::vocab::{Instant, Point, PropertyType, Value};
 use super::ingest;
 use super::problem::Problem;
 use super::property::PropertyKey;
+use super::table::Property;
 
 /// The most positions an MF-JSON `MovingPoint` may hold (as many as one
 /// body of instants can at the default `--max-body`, give or take).
@@ -48,8 +49,9 @@ pub(crate) fn scalars(instants: Vec<Instant>, key: &PropertyKey) -> Result<Vec<I
 /// position of two or three finite numbers, inside the lon/lat ranges for
 /// a geodetic one, with an ISO-8601 datetime, the datetimes increasing.
 /// Each error is a 400 naming the field and the instant; a `MovingPoint`
-/// whose `crs` is not the feature's is a 422.
-pub(crate) fn parse(body: &[u8], feature: Option<Crs>) -> Result<Vec<Instant>, Problem> {
+/// whose `crs` is not the feature's is a 422. The instants, and the
+/// reference system they were checked in.
+pub(crate) fn parse(body: &[u8], feature: Option<Crs>) -> Result<(Vec<Instant>, Crs), Problem> {
     let (instants, crs) = match moving_point(body)? {
         Some((instants, given)) => {
             if let (Some(given), Some(feature)) = (given, feature)
@@ -72,8 +74,20 @@ pub(crate) fn parse(body: &[u8], feature: Option<Crs>) -> Result<Vec<Instant>, P
             feature,
         ),
     };
-    check(&instants, crs.unwrap_or(Crs::Geodetic))?;
-    Ok(instants)
+    let crs = crs.unwrap_or(Crs::Geodetic);
+    check(&instants, crs)?;
+    Ok((instants, crs))
+}
+
+/// Fixes the reference system of a feature whose first positions were
+/// checked in `crs` (a `MovingPoint`'s own, or geodetic), as a first
+/// registration does: a later registration in another is 422.
+pub(crate) async fn fix_crs(property: &Property, crs: Crs) {
+    let mut state = property.state.lock().await;
+    if state.property_type.is_none() {
+        state.property_type = Some(position::type_of(crs));
+        state.crs = Some(crs);
+    }
 }
 
 /// When a body of instants does not parse for its coordinates (not two or
@@ -215,13 +229,20 @@ fn moving_point(body: &[u8]) -> Result<Option<MovingPoint>, Problem> {
         None | Some(serde_json::Value::Null) => None,
         Some(crs) => Some(mf_json_crs(crs)?),
     };
+    Ok(Some((instants_of(&coordinates, &datetimes)?, crs)))
+}
+
+/// A `MovingPoint`'s positions and datetimes (as many of each) as instants.
+fn instants_of(
+    coordinates: &[serde_json::Value],
+    datetimes: &[serde_json::Value],
+) -> Result<Vec<Instant>, Problem> {
     let mut instants = Vec::with_capacity(coordinates.len());
-    for (i, (c, t)) in coordinates.iter().zip(&datetimes).enumerate() {
+    for (i, (c, t)) in coordinates.iter().zip(datetimes).enumerate() {
         let n = i + 1;
         let numbers: Option<Vec<f64>> = c
             .as_array()
-            .map(|c| c.iter().map(serde_json::Value::as_f64).collect())
-            .and_then(|c: Option<Vec<f64>>| c);
+            .and_then(|c| c.iter().map(serde_json::Value::as_f64).collect());
         let point = numbers
             .ok_or_else(|| "expected an array of numbers".to_owned())
             .and_then(|c| Point::from_coordinates(&c))
@@ -238,7 +259,7 @@ fn moving_point(body: &[u8]) -> Result<Option<MovingPoint>, Problem> {
             value: Value::Point(point),
         });
     }
-    Ok(Some((instants, crs)))
+    Ok(instants)
 }
 
 /// An MF-JSON `crs`: a name (`"EPSG:4326"`) or `{"type":"Name",
@@ -276,12 +297,12 @@ mod tests {
     #[test]
     fn a_body_of_positions_is_instants_or_a_moving_point() {
         let one = r#"{"datetime":"2026-01-01T00:00:00Z","coordinates":[4.35,50.85]}"#;
-        assert_eq!(parse(one.as_bytes(), None).unwrap().len(), 1);
+        assert_eq!(parse(one.as_bytes(), None).unwrap().0.len(), 1);
         let lines = format!("{one}\n{}", one.replace("00:00Z", "00:01Z"));
-        assert_eq!(parse(lines.as_bytes(), None).unwrap().len(), 2);
+        assert_eq!(parse(lines.as_bytes(), None).unwrap().0.len(), 2);
         let mp = r#"{"type":"MovingPoint","coordinates":[[4.35,50.85],[4.36,50.86,12]],
             "datetimes":["2026-01-01T00:00:00Z","2026-01-01T00:00:10Z"],"interpolation":"Linear"}"#;
-        let instants = parse(mp.as_bytes(), None).unwrap();
+        let (instants, _) = parse(mp.as_bytes(), None).unwrap();
         assert_eq!(instants[1].value.to_string(), "[4.36,50.86,12]");
         assert_eq!(instants[1].datetime, "2026-01-01T00:00:10Z");
     }

@@ -455,11 +455,15 @@ pub(crate) async fn ingest(
         _ if !key.is_sequence() => positions::scalars(ingest::parse(&body)?, &key)?,
         Some(property) => {
             let state = property.state.lock().await;
-            let crs = positions::feature_crs(state.property_type, state.crs);
+            let known = positions::feature_crs(state.property_type, state.crs);
             drop(state);
-            positions::parse(&body, crs)?
+            let (instants, crs) = positions::parse(&body, known)?;
+            if known.is_none() {
+                positions::fix_crs(&property, crs).await;
+            }
+            instants
         }
-        None => positions::parse(&body, None)?,
+        None => positions::parse(&body, None)?.0,
     };
     if let Some(store) = &app.store {
         ingest::check_text_values(&instants, store.options().max_text_bytes)?;
