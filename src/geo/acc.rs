@@ -133,7 +133,7 @@ impl PositionAcc {
         self.x_sum += p.x;
         self.y_sum += p.y;
         if let Some((t0, p0)) = self.last {
-            let dt = (t - t0) as f64;
+            let dt = t.saturating_sub(t0) as f64;
             self.x_dt += (p0.x + p.x) / 2.0 * dt;
             self.y_dt += (p0.y + p.y) / 2.0 * dt;
             let len = distance(self.crs, p0, p);
@@ -163,7 +163,7 @@ impl PositionAcc {
                 _ => AggregateValue::None,
             };
         };
-        let duration = (t1 - t0) as f64;
+        let duration = t1.saturating_sub(t0) as f64;
         match what {
             PositionAggregate::Count => AggregateValue::Number(self.count as f64),
             PositionAggregate::Extent => AggregateValue::BBox(self.bbox),

@@ -17,7 +17,7 @@
 //! Only the kinds in the fence's detect set are emitted.
 
 use super::geometry::{Geometry, Shape};
-use super::planar::{self, Loc};
+use super::planar::{self, Loc, StripIndex};
 use super::{GeoError, Micros, Point};
 
 /// A geofence detect kind.
@@ -75,7 +75,8 @@ impl Detect {
 /// A polygon or multipolygon, and the kinds to detect.
 #[derive(Debug, Clone)]
 pub(crate) struct Fence {
-    polygons: Vec<Vec<Vec<Point>>>,
+    /// Each polygon's edges, indexed.
+    polygons: Vec<StripIndex>,
     bbox: [f64; 4],
     detect: u8,
 }
@@ -109,7 +110,10 @@ impl Fence {
             return Err(GeoError::NotAFence(kind));
         };
         Ok(Fence {
-            polygons,
+            polygons: polygons
+                .iter()
+                .map(|rings| StripIndex::new(rings))
+                .collect(),
             bbox: geometry.bbox,
             detect: detect.iter().fold(0, |m, d| m | d.bit()),
         })
@@ -123,7 +127,7 @@ impl Fence {
         }
         self.polygons
             .iter()
-            .any(|rings| planar::polygon_loc(rings, p) != Loc::Outside)
+            .any(|polygon| polygon.loc(p) != Loc::Outside)
     }
 
     /// Feeds the instant `(t, p)` of a feature (in increasing time order)
@@ -136,8 +140,8 @@ impl Fence {
         out: &mut Vec<FenceEvent>,
     ) {
         let inside = self.covers(p);
-        if let Some((t0, p0, inside0)) = state.last {
-            self.segment(t0, p0, inside0, t, p, inside, out);
+        if let Some(last) = state.last {
+            self.segment(last, (t, p, inside), out);
         }
         state.last = Some((t, p, inside));
         let d = if inside {
@@ -154,16 +158,12 @@ impl Fence {
         }
     }
 
-    /// The crossings of the segment (t0, p0) → (t1, p1).
-    #[allow(clippy::too_many_arguments)] // two instants and their sides, and the sink
+    /// The crossings of the segment (t0, p0) → (t1, p1), given the sides
+    /// of its ends.
     fn segment(
         &self,
-        t0: Micros,
-        p0: Point,
-        inside0: bool,
-        t1: Micros,
-        p1: Point,
-        inside1: bool,
+        (t0, p0, inside0): (Micros, Point, bool),
+        (t1, p1, inside1): (Micros, Point, bool),
         out: &mut Vec<FenceEvent>,
     ) {
         if self.detect & (Detect::Enter.bit() | Detect::Exit.bit() | Detect::Cross.bit()) == 0 {
@@ -178,19 +178,18 @@ impl Fence {
             return;
         }
         let mut hits = Vec::new();
-        for e in self
-            .polygons
-            .iter()
-            .flatten()
-            .flat_map(|ring| ring.windows(2))
-        {
-            planar::segment_hits(p0, p1, e[0], e[1], &mut hits);
+        for polygon in &self.polygons {
+            polygon.hits(p0, p1, &mut hits);
         }
         if hits.is_empty() {
             return;
         }
         hits.sort_by(f64::total_cmp);
-        hits.dedup();
+        // One crossing through a vertex hits both its edges, at parameters
+        // that may differ in the last bits: merged, so that touching a
+        // vertex from outside is no pass (as shapely's intersection, a
+        // point there, is none) and passing through it is one crossing.
+        hits.dedup_by(|a, b| (*a - *b).abs() <= 1e-12);
         // The side of each stretch between consecutive hits, read at its
         // middle; a change of side is a crossing at the hit between.
         let mut side = inside0;
@@ -224,7 +223,7 @@ impl Fence {
         an_end_inside: bool,
         out: &mut Vec<FenceEvent>,
     ) {
-        let t = t0 + (s * (t1 - t0) as f64).round() as Micros;
+        let t = t0.saturating_add((s * t1.saturating_sub(t0) as f64).round() as Micros);
         let point = planar::lerp(p0, p1, s);
         if an_end_inside {
             let d = if entering {

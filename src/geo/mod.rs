@@ -263,4 +263,6 @@ fn normalize_degrees(deg: f64) -> f64 {
 }
 
 #[cfg(test)]
+mod oracle;
+#[cfg(test)]
 mod tests;

@@ -60,7 +60,9 @@ impl Motion {
     }
 }
 
-/// Length over duration in seconds; `None` unless time advanced.
+/// Length over duration in seconds; `None` unless time advanced. (The
+/// subtractions here and in the callers saturate: no datetime reaches
+/// that far, and library code must not panic.)
 pub(super) fn segment_speed(len: f64, t0: Micros, t1: Micros) -> Option<f64> {
-    (t1 > t0).then(|| len / ((t1 - t0) as f64 / 1e6))
+    (t1 > t0).then(|| len / (t1.saturating_sub(t0) as f64 / 1e6))
 }
