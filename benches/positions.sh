@@ -2,7 +2,8 @@
 # Positions per second through `mfstream run` (the local engine) on one
 # file: `speed` (one ellipsoidal geodesic per position) and a geofence
 # (enter/exit), and the same trajectory through pymeos when it is installed
-# (`pip install pymeos`), side by side. Figures are printed, not asserted.
+# (`$MFSTREAM_PYMEOS_PYTHON`, as `eval "$(jobs/meos/setup.sh)"` exports it,
+# else `python3`), side by side. Figures are printed, not asserted.
 #
 #   cargo build --release --bin mfstream
 #   benches/positions.sh [N]            # N positions, 1,000,000 by default
@@ -55,9 +56,10 @@ rate "speed" --op speed
 rate "geofence enter/exit" --query "{\"geofence\":$FENCE,\"detect\":[\"enter\",\"exit\"]}"
 rate "position (parse + echo)" --op position
 
-if python3 -c 'import pymeos' 2>/dev/null; then
+PY3=${MFSTREAM_PYMEOS_PYTHON:-python3}
+if "$PY3" -c 'import pymeos' 2>/dev/null; then
     echo "pymeos, the same trajectory:"
-    python3 - "$DIR/ship.ndjson" <<'PY'
+    "$PY3" - "$DIR/ship.ndjson" <<'PY'
 import json, sys, time
 from pymeos import pymeos_initialize, TGeogPointSeq, TGeogPointInst
 pymeos_initialize()
@@ -70,5 +72,5 @@ end = time.perf_counter()
 print("%-28s %10.0f positions/s  (%d positions, %.2f s: parse + speed)" % ("pymeos speed", len(rows) / (end - start), len(rows), end - start))
 PY
 else
-    echo "pymeos: not installed (pip install pymeos): skipped"
+    echo "pymeos: not installed (eval \"\$(jobs/meos/setup.sh)\", or pip install pymeos): skipped"
 fi
