@@ -200,6 +200,7 @@ fn run_agrees_with_pymeos_geographiclib_and_shapely_on_a_seeded_trajectory() {
     let oracle = std::process::Command::new(pymeos_python())
         .arg(root().join("tests/oracle/geo_oracle.py"))
         .args(["--crs", "EPSG:4326", "--fence", fence, "--geometry", line])
+        .args(["--window", "60"])
         .stdin(std::fs::File::open(&input).unwrap())
         .output()
         .unwrap();
@@ -312,6 +313,46 @@ fn run_agrees_with_pymeos_geographiclib_and_shapely_on_a_seeded_trajectory() {
                 x["coordinates"][k].as_f64().unwrap(),
                 1e-9,
             );
+        }
+    }
+    // Tumbling minutes: each window's aggregate of its positions, by the
+    // minute its first position is in.
+    let windows: std::collections::HashMap<i64, &serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["kind"] == "window")
+        .map(|r| (r["start_us"].as_i64().unwrap() / 60_000_000, r))
+        .collect();
+    for (aggregation, field) in [
+        ("EXTENT", "extent_plain"),
+        ("CENTROID", "centroid_exact"),
+        ("LENGTH", "length"),
+        ("AVG_SPEED", "avg_speed"),
+        ("MAX_SPEED", "max_speed"),
+    ] {
+        let query = format!(
+            r#"{{"aggregation":"{aggregation}","window":{{"type":"TUMBLING","size":1,"unit":"MINUTES"}}}}"#
+        );
+        let events = ours(&["--query", &query]);
+        let expected = windows.values().filter(|w| !w[field].is_null()).count();
+        assert_eq!(events.len(), expected, "{aggregation}: a window each");
+        for e in &events {
+            let minute = micros(e["windowStart"].as_str().unwrap()) / 60_000_000;
+            let want = &windows[&minute][field];
+            assert_eq!(
+                e["count"], windows[&minute]["count"],
+                "{aggregation} {minute}"
+            );
+            let pairs: Vec<(f64, f64)> = match want {
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(k, w)| (e["value"][k].as_f64().unwrap(), w.as_f64().unwrap()))
+                    .collect(),
+                w => vec![(e["value"].as_f64().unwrap(), w.as_f64().unwrap())],
+            };
+            for (got, want) in pairs {
+                check(aggregation, minute as usize, got, want, 1e-9);
+            }
         }
     }
     let failures = failures.into_inner();
