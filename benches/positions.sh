@@ -64,7 +64,9 @@ import json, sys, time
 from pymeos import pymeos_initialize, TGeogPointSeq, TGeogPointInst
 pymeos_initialize()
 rows = [json.loads(l) for l in open(sys.argv[1])]
-text = "[" + ",".join("POINT(%r %r)@%s" % (r["coordinates"][0], r["coordinates"][1], r["datetime"]) for r in rows) + "]"
+# MEOS's timestamp text: `2026-01-01 00:00:00+00`.
+stamp = lambda t: t.replace("T", " ").replace("Z", "+00")
+text = "[" + ",".join("POINT(%r %r)@%s" % (r["coordinates"][0], r["coordinates"][1], stamp(r["datetime"])) for r in rows) + "]"
 start = time.perf_counter()
 seq = TGeogPointSeq(text)
 speeds = seq.speed()
