@@ -320,3 +320,43 @@ async fn a_window_of_positions_closes_on_the_wall_clock_with_no_later_position()
     );
     assert!(window.get("partial").is_none(), "{window}");
 }
+
+#[tokio::test]
+async fn a_geofence_survives_a_restart_knowing_which_side_the_feature_is_on() {
+    let state = TempDir::new("positions-fence-state");
+    let dir = state.path().to_str().unwrap().to_owned();
+    let mut server = Serve::start("positions-fence-state-1", &["--state", &dir], &[]);
+    let mut client = server.client();
+    let fence = register(
+        &mut client,
+        S,
+        &format!(r#"{{"geofence":{SQUARE},"detect":["enter","exit"]}}"#),
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{fence}/stream"), &[]).await;
+    let body = format!("{}\n{}", position(0, -0.5, 0.5), position(10, 0.5, 0.5));
+    assert_eq!(client.post(&format!("{S}/ingest"), &body).await.status, 202);
+    let entered = take(&mut sse, 1).await;
+    assert_eq!(entered[0].json()["detect"], "enter");
+    drop(sse);
+    assert!(server.terminate().success());
+
+    let server = Serve::start("positions-fence-state-2", &["--state", &dir], &[]);
+    let mut client = server.client();
+    // From the start: the stored enter, as it was sent.
+    let mut sse = server.subscribe(&format!("{fence}/stream"), &[]).await;
+    let replayed = take(&mut sse, 1).await;
+    assert_eq!(replayed[0].event, "detect");
+    assert_eq!(replayed[0].id.as_deref(), Some("1"));
+    assert_eq!(replayed[0].json(), entered[0].json());
+    // The feature is inside: leaving is an exit, under the next id.
+    let response = client
+        .post(&format!("{S}/ingest"), &position(20, 1.5, 0.5))
+        .await;
+    assert_eq!(response.status, 202, "{response:?}");
+    let exited = take(&mut sse, 1).await;
+    assert_eq!(exited[0].id.as_deref(), Some("2"));
+    let exit = exited[0].json();
+    assert_eq!(exit["detect"], "exit", "{exit}");
+    assert_eq!(exit["datetime"], "2026-01-01T00:00:15Z", "{exit}");
+}
