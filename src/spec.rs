@@ -28,7 +28,7 @@ pub enum QueryKind {
         aggregate: Aggregate,
     },
     /// A query over a feature's positions (`TGeogPoint`, `TGeomPoint`):
-    /// see [`crate::position`]. The `local` engine runs it.
+    /// see [`PositionQuery`]. The `local` engine runs it.
     Position(PositionQuery),
 }
 

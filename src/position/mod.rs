@@ -32,7 +32,12 @@ use crate::vocab::PropertyType;
 
 pub(crate) use self::run::submit;
 
-/// A query over positions. Opaque: its parts are the `position` module's.
+/// A query over a feature's positions (`TGeogPoint`, `TGeomPoint`): a
+/// measure per instant (`speed`, `azimuth`, `cumulativeLength`,
+/// `distance`), the instant itself (`position`), a geofence's detections,
+/// or an aggregate over windows, in the feature's reference system. Opaque:
+/// built by [`Registration`] from a body on a feature's `tgsequence`, or
+/// with `type` `TGeogPoint`/`TGeomPoint`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PositionQuery {
     /// The feature's reference system.
