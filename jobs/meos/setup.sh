@@ -9,7 +9,7 @@
 set -euo pipefail
 
 PYMEOS_CFFI_VERSION=1.3.0
-# The geometric oracle (tests/oracle/geo_oracle.py, src/geo/oracle.rs):
+# The geometric oracle (tests/oracle/geo_oracle.py, src/geo/oracle/):
 # pymeos over the same libmeos, shapely for fences, GeographicLib.
 PYMEOS_VERSION=1.3.0
 SHAPELY_VERSION=2.2.0

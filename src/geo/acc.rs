@@ -4,9 +4,15 @@
 //! in the window, and the segments between consecutive ones. A segment
 //! whose ends fall in two windows counts in neither (its length is not split
 //! at the boundary). That is MEOS applied to the sequence of the window's
-//! instants: `TGeogPointSeq([p_i@t_i, …])` with `.num_instants()`,
+//! instants, not normalised (pymeos: `TGeogPointSeq(instant_list=[…],
+//! upper_inc=True, normalize=False)`): the instants counted,
 //! `.bounding_box()`, `.time_weighted_centroid()`, `.length()`,
-//! `.length() / duration` and `max(.speed())`.
+//! `.speed().time_weighted_average()` (= length / duration) and
+//! `.speed().max_value()`, as tests/oracle/geo_oracle.py computes them.
+//! (Normalising merges nearly collinear segments within a tolerance, which
+//! moves the centroid and the speeds by up to 1e-8; and MEOS's twCentroid
+//! drifts by ~1e-8 degrees around a 1 µs stop: the oracle also checks the
+//! centroid in exact rational arithmetic.)
 
 use super::motion::segment_speed;
 use super::{Crs, GeoError, Micros, Point, distance};

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Expected position results from independent implementations: pymeos (MEOS),
-GeographicLib and shapely. Used by tests/geo_oracle.rs, and usable on its own
+GeographicLib and shapely. Used by src/geo/oracle/ (cargo test --lib geo::oracle), and usable on its own
 to check `mfstream run` or `serve` output end to end.
 
 Input (stdin): NDJSON, one instant a line, in time order per feature:
