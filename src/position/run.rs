@@ -152,7 +152,10 @@ impl Work {
                 match measure {
                     Measure::Speed => step.speed,
                     Measure::Azimuth => step.azimuth,
-                    _ => Some(step.cumulative_length),
+                    // A distance is `Step::Distance`'s.
+                    Measure::CumulativeLength | Measure::Distance(_) => {
+                        Some(step.cumulative_length)
+                    }
                 }
                 .map(Value::Number)
             }
