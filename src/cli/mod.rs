@@ -300,17 +300,22 @@ pub struct RunArgs {
     /// '{"operation":"mul","arg":1.852}'.
     #[arg(long, value_name = "JSON", conflicts_with_all = ["op", "arg"])]
     pub query: Option<String>,
-    /// A lifted operation; its help lists the catalogue's.
+    /// A lifted operation; its help lists the catalogue's and the position
+    /// operations.
     #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true, help = values::operations_help())]
     pub op: Option<String>,
     /// The operation's scalar argument; its help names the operations that
     /// take one.
     #[arg(long, value_name = "X", allow_negative_numbers = true, help = values::arg_help())]
     pub arg: Option<f64>,
-    /// The temporal property's name, carried in every event.
-    #[arg(long, value_name = "NAME", default_value = "value")]
-    pub property: String,
-    /// The property's type: TReal, TInteger, TText or TBoolean.
+    /// The temporal property's name, carried in every event: "value" by
+    /// default, "tgsequence" for positions.
+    #[arg(long, value_name = "NAME")]
+    pub property: Option<String>,
+    /// The property's type: TReal, TInteger, TText or TBoolean; or
+    /// positions, input lines {"datetime","coordinates":[x,y]}: TGeogPoint
+    /// (lon/lat in degrees on the WGS84 ellipsoid, metres) or TGeomPoint
+    /// (planar: give the query's "crs", e.g. EPSG:3857).
     #[arg(
         long = "type",
         value_name = "TYPE",

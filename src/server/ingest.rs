@@ -38,7 +38,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Vec<Instant>, Problem> {
     Ok(instants)
 }
 
-fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
+pub(crate) fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
     if datetime.len() > MAX_DATETIME {
         return Err(Problem::invalid(
             "datetime",
@@ -116,6 +116,9 @@ pub(crate) fn type_of(value: &Value) -> PropertyType {
         Value::Number(_) => PropertyType::TReal,
         Value::Text(_) => PropertyType::TText,
         Value::Bool(_) => PropertyType::TBoolean,
+        Value::Point(_) => PropertyType::TGeogPoint,
+        // No body has one (it is a window's result): it fits no type.
+        Value::BBox(_) => PropertyType::TReal,
     }
 }
 
@@ -158,6 +161,8 @@ fn fits(value: &Value, property_type: PropertyType) -> bool {
         },
         Value::Text(_) => property_type == PropertyType::TText,
         Value::Bool(_) => property_type == PropertyType::TBoolean,
+        Value::Point(_) => property_type.is_point(),
+        Value::BBox(_) => false,
     }
 }
 

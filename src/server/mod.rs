@@ -44,6 +44,7 @@ mod ingest;
 mod metrics;
 mod page;
 mod parse_errors;
+mod positions;
 mod problem;
 mod request;
 mod restore;
@@ -430,6 +431,7 @@ impl Server {
 
 fn router(app: Arc<App>) -> Router {
     const P: &str = "/collections/{cid}/items/{fid}/tproperties/{pname}";
+    const S: &str = "/collections/{cid}/items/{fid}/tgsequence";
     Router::new()
         .route("/", get(page::landing))
         .route("/conformance", get(page::conformance))
@@ -445,6 +447,17 @@ fn router(app: Arc<App>) -> Router {
         )
         .route(&format!("{P}/queries/{{qid}}/stream"), get(routes::stream))
         .route(&format!("{P}/ingest"), post(routes::ingest))
+        // A feature's positions: the same routes, keyed by the feature.
+        .route(
+            &format!("{S}/queries"),
+            post(routes::register).get(routes::list),
+        )
+        .route(
+            &format!("{S}/queries/{{qid}}"),
+            get(routes::get).delete(routes::delete),
+        )
+        .route(&format!("{S}/queries/{{qid}}/stream"), get(routes::stream))
+        .route(&format!("{S}/ingest"), post(routes::ingest))
         .fallback(routes::fallback)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

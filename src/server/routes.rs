@@ -22,6 +22,7 @@ use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::metrics::IngestSource;
+use super::positions;
 use super::problem::Problem;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
 use super::table::{About, Full, PropertyState, Query, Reservation, Started, new_id};
@@ -63,20 +64,20 @@ pub(crate) async fn register(
     let property = reservation.property.clone();
     let mut state = property.state.lock().await;
     let budget = app.query_budget();
-    let mut spec = registration
-        .into_spec_on(&key.property, state.property_type)?
+    let mut spec = spec_on(&key, registration, &state)?
         .live()
         .with_budget(budget.clone());
     spec.id = query_id()?;
     let about = About::of(&spec, key, engine.name());
     let property_type = spec.property_type;
+    let crs = spec.crs();
     let rule = app
         .store
         .as_ref()
         .map(|_| Rule::of(&spec, &engine.describe()));
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = engine.submit(spec, source).await?;
-    let stored = stored_spec(text, engine.name(), property_type);
+    let stored = stored_spec(text, engine.name(), property_type, crs);
     let (keeper, recording) = record(&app, &state, &about, stored, rule, &budget).await?;
     let fanout = Arc::new(Fanout::new(
         app.options.replay,
@@ -86,6 +87,7 @@ pub(crate) async fn register(
     let started = Started {
         about,
         property_type,
+        crs,
         handle,
         sender,
         fanout,
@@ -99,6 +101,31 @@ pub(crate) async fn register(
     }
     tracing::info!(id = %query.id, engine = %query.engine, path = %query.path(), "query registered");
     Ok(created(&app, &headers, &query))
+}
+
+/// The query a registration asks for on `key`, whose state is `state`: a
+/// query on a feature's positions (`…/tgsequence`), or on a temporal
+/// property, which cannot be a position (422: positions are a feature's).
+fn spec_on(
+    key: &PropertyPath,
+    registration: Registration,
+    state: &PropertyState,
+) -> Result<crate::spec::QuerySpec, Problem> {
+    if key.is_sequence() {
+        return Ok(registration.into_position_spec(key.name(), state.property_type, state.crs)?);
+    }
+    if let Some(t) = registration.property_type.filter(|t| t.is_point()) {
+        return Err(Problem::unprocessable(
+            "type",
+            format!(
+                "{t} is a feature's positions: register on {}/tgsequence/queries",
+                key.href()
+                    .rsplit_once("/tproperties/")
+                    .map_or("", |(feature, _)| feature)
+            ),
+        ));
+    }
+    Ok(registration.into_spec_on(key.name(), state.property_type)?)
 }
 
 /// Reserves a query slot on `key` (`--max-queries`, `--max-properties`).
@@ -182,13 +209,21 @@ fn created(app: &App, headers: &HeaderMap, query: &Query) -> Response {
 /// the property's type it was resolved to, so that a restart resolves it
 /// the same way whatever the default engine and the property's first
 /// ingest then.
-fn stored_spec(body: &str, engine: &str, property_type: PropertyType) -> String {
+fn stored_spec(
+    body: &str,
+    engine: &str,
+    property_type: PropertyType,
+    crs: Option<crate::geo::Crs>,
+) -> String {
     let mut object = match serde_json::from_str::<serde_json::Value>(body) {
         Ok(serde_json::Value::Object(object)) => object,
         _ => serde_json::Map::new(),
     };
     object.insert("engine".into(), engine.into());
     object.insert("type".into(), property_type.as_str().into());
+    if let Some(crs) = crs {
+        object.insert("crs".into(), crs.name().into());
+    }
     serde_json::Value::Object(object).to_string()
 }
 
@@ -240,7 +275,7 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
         "kind": query.kind,
         "operation": query.operation,
         "engine": query.engine,
-        "property": query.key.property,
+        "property": query.key.name(),
         "events": query.fanout.events(),
         "skipped": query.progress.snapshot().skipped,
         "links": [
@@ -436,7 +471,20 @@ async fn take_ingest(
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
-    let instants = ingest::parse(&body)?;
+    let instants = match app.table.property(&key) {
+        _ if !key.is_sequence() => positions::scalars(ingest::parse(&body)?, &key)?,
+        Some(property) => {
+            let state = property.state.lock().await;
+            let known = positions::feature_crs(state.property_type, state.crs);
+            drop(state);
+            let (instants, crs) = positions::parse(&body, known)?;
+            if known.is_none() {
+                positions::fix_crs(&property, crs).await;
+            }
+            instants
+        }
+        None => positions::parse(&body, None)?.0,
+    };
     if let Some(store) = &app.store {
         ingest::check_text_values(&instants, store.options().max_text_bytes)?;
     }

@@ -611,7 +611,21 @@ impl Store {
                         value: *v,
                     }));
                 }
-                Value::Number(_) | Value::Bool(_) => {}
+                Value::Point(p)
+                    if ![Some(p.x), Some(p.y), p.z]
+                        .into_iter()
+                        .flatten()
+                        .all(f64::is_finite) =>
+                {
+                    return Err(self.error(StoreErrorKind::NotFinitePosition {
+                        datetime: instant.datetime.clone(),
+                        coordinates: instant.value.to_string(),
+                    }));
+                }
+                Value::BBox(_) => {
+                    return Err(self.error(StoreErrorKind::ExtentInstant(instant.datetime.clone())));
+                }
+                Value::Number(_) | Value::Bool(_) | Value::Point(_) => {}
             }
         }
         let mut data = Vec::with_capacity(instants.len() * 40);

@@ -11,6 +11,7 @@ mod limits;
 mod metrics;
 mod on_error;
 mod ownership;
+mod positions;
 mod reset;
 mod state;
 mod stored_limits;
