@@ -6,7 +6,7 @@
 /// or a feature's positions, `/collections/{collection}/items/{feature}/tgsequence`.
 ///
 /// Positions are keyed as a property whose name is empty
-/// ([`PropertyPath::sequence`]): no path names a property so (an empty
+/// (`PropertyPath::sequence`): no path names a property so (an empty
 /// property id is refused, 400), so the two never meet, and everything
 /// keyed by property (the query table, ingest, the state store's log)
 /// serves positions unchanged.
