@@ -87,7 +87,7 @@ pub use crate::on_error::OnError;
 pub use crate::ops::{Op, Transform};
 pub use crate::plugin::PLUGIN_HOST_VAR;
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
-pub use crate::server::{ServeError, ServeOptions, Server};
+pub use crate::server::{MqttIngest, ServeError, ServeOptions, Server};
 pub use crate::spec::{QueryKind, QuerySpec, Registration};
 pub use crate::spec_error::SpecError;
 pub use crate::vocab::{
