@@ -8,6 +8,7 @@ mod fuzz;
 mod journal;
 mod lifecycle;
 mod limits;
+mod mqtt;
 mod on_error;
 mod ownership;
 mod reset;

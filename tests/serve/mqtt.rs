@@ -1,0 +1,396 @@
+//! `serve --mqtt`: ingest from a real mosquitto (Debian's `mosquitto` and
+//! `mosquitto-clients`, installed by .ci/run), started on a random
+//! loopback port with persistence on, stopped by its process id.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+
+use super::*;
+
+/// A mosquitto of the test's own: a config file on a loopback port, its
+/// database in the test's directory.
+struct Broker {
+    child: Option<Child>,
+    port: u16,
+    dir: TempDir,
+    /// The lines of its log (stderr), read on a thread so it never blocks.
+    log: Option<mpsc::Receiver<String>>,
+}
+
+impl Broker {
+    fn start(name: &str) -> Broker {
+        let dir = TempDir::new(&format!("{name}-broker"));
+        // A free port: bound and released (mosquitto reuses the address).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let conf = format!(
+            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
+             persistence_location {}/\n\
+             # Started as root it would drop to the user mosquitto, which cannot\n\
+             # write the test's directory (and so not save its database).\n\
+             user root\n\
+             # An offline session keeps 1,000 messages by default, and drops the rest.\n\
+             max_queued_messages 1000000\nmax_inflight_messages 1000\n",
+            dir.path().display()
+        );
+        std::fs::write(dir.join("mosquitto.conf"), conf).unwrap();
+        let mut broker = Broker {
+            child: None,
+            port,
+            dir,
+            log: None,
+        };
+        broker.run();
+        broker
+    }
+
+    /// Starts mosquitto and waits for the line that says it runs.
+    fn run(&mut self) {
+        let mut child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(self.dir.join("mosquitto.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect(
+                "mosquitto runs: install it (apt-get install mosquitto mosquitto-clients; .ci/run \
+                 does)",
+            );
+        let (tx, rx) = mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    // Nobody reads any more: drain, so it never blocks.
+                    continue;
+                }
+            }
+        });
+        self.child = Some(child);
+        loop {
+            let line = rx
+                .recv_timeout(PATIENCE)
+                .expect("mosquitto says it runs in time");
+            if line.contains(" running") {
+                break;
+            }
+            assert!(!line.contains("Error"), "mosquitto: {line}");
+        }
+        self.log = Some(rx);
+    }
+
+    /// Stops it with SIGTERM (it saves its database) and waits.
+    fn stop(&mut self) {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert!(child.wait().unwrap().success());
+    }
+
+    fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    /// Publishes one message at QoS 1, waiting for the broker's ack.
+    fn publish(&self, topic: &str, payload: &str) {
+        let status = Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q", "1"])
+            .args(["-t", topic, "-m", payload])
+            .status()
+            .expect("mosquitto_pub runs: install mosquitto-clients");
+        assert!(status.success(), "mosquitto_pub {topic} {payload}");
+    }
+
+    /// Publishes each line of `lines` as a message at QoS 1, in the
+    /// background: wait for the child's exit for every ack.
+    fn publish_lines(&self, topic: &str, lines: String) -> Child {
+        let mut child = Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q", "1"])
+            .args(["-M", "500", "-t", topic, "-l"])
+            .stdin(Stdio::piped())
+            .spawn()
+            .expect("mosquitto_pub runs: install mosquitto-clients");
+        let mut stdin = child.stdin.take().unwrap();
+        std::thread::spawn(move || stdin.write_all(lines.as_bytes()));
+        child
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+const TOPIC: &str = "mfapi/ships/s1/speed";
+
+/// Instants `from..from + n` at [`at`], value `i`, one per line.
+fn instant_lines(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| instant(i, &i.to_string()) + "\n")
+        .collect()
+}
+
+/// `serve --mqtt URL ARGS`, once it is subscribed.
+fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) -> Serve {
+    let url = broker.url();
+    let mut all = vec!["--mqtt", url.as_str()];
+    all.extend_from_slice(args);
+    let mut server = Serve::start(name, &all, env);
+    assert_subscribed(&mut server, broker);
+    server
+}
+
+/// Waits for the line the server prints once subscribed (at each
+/// connection); a server that never prints it is killed after
+/// [`PATIENCE`], so the wait ends and the assertion says so.
+fn assert_subscribed(server: &mut Serve, broker: &Broker) {
+    let pid = server.pid() as i32;
+    let (done, watch) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if watch.recv_timeout(PATIENCE) == Err(mpsc::RecvTimeoutError::Timeout) {
+            // SAFETY: signalling the test's own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let line = server.next_line();
+    let _ = done.send(());
+    watchdog.join().unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("mfstream: mqtt subscribed on {}", broker.url()),
+        "the server subscribes in time"
+    );
+}
+
+/// Events until the one whose value is `last`; every value before it.
+async fn until_value(sse: &mut Sse, last: f64) -> Vec<f64> {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(PATIENCE, sse.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on");
+        if event.event != "instant" {
+            continue;
+        }
+        let value = event.json()["value"].as_f64().unwrap();
+        seen.push(value);
+        if value == last {
+            return seen;
+        }
+    }
+}
+
+/// `seen` is `0, 1, …, n - 1`: each value once, in order; else says
+/// which are missing and which doubled (not the whole list).
+fn assert_each_once(seen: &[f64], n: usize) {
+    let mut count = vec![0; n];
+    for v in seen {
+        count[*v as usize] += 1;
+    }
+    let missing: Vec<usize> = (0..n).filter(|&i| count[i] == 0).collect();
+    let doubled: Vec<usize> = (0..n).filter(|&i| count[i] > 1).collect();
+    assert!(
+        missing.is_empty() && doubled.is_empty(),
+        "{} results for {n} messages: missing {} (first {:?}), doubled {} (first {:?})",
+        seen.len(),
+        missing.len(),
+        missing.first(),
+        doubled.len(),
+        doubled.first()
+    );
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order");
+}
+
+#[tokio::test]
+async fn mqtt_instants_arrays_and_bare_numbers_reach_the_queries() {
+    let broker = Broker::start("mqtt-round-trip");
+    let server = serve_on("mqtt-round-trip", &broker, &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    broker.publish(TOPIC, &instant(1, "1"));
+    broker.publish(TOPIC, &format!("[{},{}]", instant(2, "2"), instant(3, "3")));
+    broker.publish(TOPIC, " 4 ");
+    let events = take(&mut sse, 4).await;
+    assert_eq!(values(&events), [2.0, 4.0, 6.0, 8.0]);
+    let datetimes: Vec<String> = events
+        .iter()
+        .map(|e| e.json()["datetime"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(datetimes[..3], [at(1), at(2), at(3)]);
+    // The bare number is stamped on receipt: now, in UTC microseconds.
+    assert!(
+        datetimes[3].len() == "2026-01-01T00:00:00.000000Z".len() && datetimes[3] > at(3),
+        "{}",
+        datetimes[3]
+    );
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["broker"], broker.url());
+    assert_eq!(status["topics"][0], "mfapi/{cid}/{fid}/{pname}");
+    assert_eq!(status["connected"], true);
+    assert!(
+        status["clientId"]
+            .as_str()
+            .unwrap()
+            .starts_with("mfstream-")
+    );
+}
+
+#[tokio::test]
+async fn mqtt_topic_patterns_name_the_property_and_the_default_one_is_replaced() {
+    let broker = Broker::start("mqtt-patterns");
+    let server = serve_on(
+        "mqtt-patterns",
+        &broker,
+        &["--mqtt-topic", "fleet/{fid}/{pname}/in/{cid}"],
+        &[],
+    );
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":3}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    // Not subscribed to any more: never arrives.
+    broker.publish(TOPIC, &instant(1, "1"));
+    broker.publish("fleet/s1/speed/in/ships", &instant(2, "2"));
+    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
+}
+
+#[tokio::test]
+async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behind_the_token() {
+    let broker = Broker::start("mqtt-bad");
+    let token = ("MFSTREAM_TOKEN", "sesame".to_owned());
+    let server = serve_on("mqtt-bad", &broker, &["--max-body", "1024"], &[token]);
+    let mut client = server.client().with_token("sesame");
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let auth = [("Authorization", "Bearer sesame")];
+    let mut sse = server.subscribe(&format!("{query}/stream"), &auth).await;
+    broker.publish(TOPIC, "nope");
+    broker.publish(TOPIC, "\"12\"");
+    broker.publish(TOPIC, r#"{"datetime":"soon","value":1}"#);
+    broker.publish("mfapi//s1/speed", &instant(1, "1"));
+    broker.publish("mfapi/ships/s1/tgsequence", "[1,2]");
+    broker.publish(TOPIC, &" ".repeat(2000));
+    // Text on a TReal property: refused by the ingest path itself.
+    broker.publish(TOPIC, &instant(2, "\"fast\""));
+    // A good one after them: they were all handled before it.
+    broker.publish(TOPIC, &instant(3, "3"));
+    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
+
+    assert_eq!(
+        server.client().get("/ingest/mqtt").await.status,
+        401,
+        "behind the token like every route"
+    );
+    let status = client.get("/ingest/mqtt").await.json();
+    let bad = &status["bad"];
+    assert_eq!(bad["notJson"], 1, "{status}");
+    assert_eq!(bad["wrongType"], 2, "{status}");
+    assert_eq!(bad["badDatetime"], 1, "{status}");
+    assert_eq!(bad["topic"], 1, "{status}");
+    assert_eq!(bad["positions"], 1, "{status}");
+    assert_eq!(bad["tooLarge"], 1, "{status}");
+    assert_eq!(status["messages"], 8, "{status}");
+    let samples = status["badSamples"].as_array().unwrap();
+    assert_eq!(samples.len(), 7);
+    // Newest first, each with its topic and why.
+    assert_eq!(samples[0]["reason"], "wrongType");
+    assert!(
+        samples[0]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the property is TReal"),
+        "{status}"
+    );
+    assert_eq!(samples[3]["topic"], "mfapi//s1/speed");
+    assert_eq!(samples[2]["reason"], "positions");
+    assert!(
+        samples[2]["detail"]
+            .as_str()
+            .unwrap()
+            .contains("positions not supported yet")
+    );
+}
+
+#[tokio::test]
+async fn mqtt_a_broker_restart_mid_stream_loses_and_doubles_nothing_and_a_lost_session_is_subscribed_again()
+ {
+    let broker = &mut Broker::start("mqtt-restart");
+    let mut server = serve_on("mqtt-restart", broker, &["--replay", "100000"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let n = 3000;
+    let mut publisher = broker.publish_lines(TOPIC, instant_lines(0, n / 2));
+    assert!(publisher.wait().unwrap().success());
+    let mut seen = until_value(&mut sse, (n / 2 - 1) as f64).await;
+    // Stop reading: the broker queues the second half for the session (some
+    // in flight, unacknowledged, some in the server's socket buffer).
+    server.signal(libc::SIGSTOP);
+    let mut publisher = broker.publish_lines(TOPIC, instant_lines(n / 2, n / 2));
+    assert!(publisher.wait().unwrap().success());
+    broker.stop();
+    broker.run();
+    server.signal(libc::SIGCONT);
+    // The server reconnects; the broker sends what it has no ack for again
+    // (the duplicates are dropped), then the rest.
+    seen.extend(until_value(&mut sse, (n - 1) as f64).await);
+    assert_each_once(&seen, n);
+    assert_subscribed(&mut server, broker);
+
+    // A broker that lost the session (its database gone) knows no
+    // subscription: only subscribing again brings the messages.
+    broker.stop();
+    std::fs::remove_file(broker.dir.join("mosquitto.db")).unwrap();
+    broker.run();
+    assert_subscribed(&mut server, broker);
+    broker.publish(TOPIC, &instant(n, &n.to_string()));
+    assert_eq!(until_value(&mut sse, n as f64).await, [n as f64]);
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["connects"], 3, "{status}");
+}
+
+#[tokio::test]
+async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results_exactly_once() {
+    let broker = Broker::start("mqtt-kill");
+    let state = TempDir::new("mqtt-kill-state");
+    let dir = state.path().to_str().unwrap();
+    let args = [
+        "--state",
+        dir,
+        "--replay",
+        "100000",
+        "--replay-bytes",
+        "33554432",
+    ];
+    let server = serve_on("mqtt-kill-1", &broker, &args, &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let n = 20_000;
+    let mut publisher = broker.publish_lines(TOPIC, instant_lines(0, n));
+    // Mid-stream: some results out, the rest still coming.
+    take(&mut sse, n / 10).await;
+    server.signal(libc::SIGKILL);
+    drop(sse);
+    assert!(
+        publisher.wait().unwrap().success(),
+        "every message published"
+    );
+    drop(server);
+
+    // The same state directory: the same client id, so the same session.
+    let server = serve_on("mqtt-kill-2", &broker, &args, &[]);
+    broker.publish(TOPIC, &instant(n, &n.to_string()));
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let seen = until_value(&mut sse, n as f64).await;
+    assert_each_once(&seen, n + 1);
+}
