@@ -20,8 +20,13 @@
 //!   `--max-inflight-bytes` of payload) are held between the socket and
 //!   their acknowledgement; past that the client stops reading the socket.
 //!
-//! rumqttc (bytebeam's, the most used Rust MQTT client) is the client:
-//! manual acks (`set_manual_acks`), persistent sessions, rustls.
+//! rumqttc (bytebeam's, the most used Rust MQTT client) is the client, in
+//! MQTT 5: manual acks (`set_manual_acks`), a session that outlives the
+//! connection (clean start off, session expiry "never"), and the Receive
+//! Maximum, which bounds the unacknowledged messages the broker sends.
+//! (With MQTT 3.1.1 only the broker's own setting bounds them; past
+//! rumqttc's request channel the acknowledgements would wait on a reader
+//! that waits on them.)
 
 mod payload;
 mod pipeline;
@@ -36,10 +41,10 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
-use rumqttc::{
-    AsyncClient, Event, EventLoop, MqttOptions, Packet, QoS, SubscribeFilter, SubscribeReasonCode,
-    TlsConfiguration, Transport,
-};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{Filter, Packet, SubAck, SubscribeReasonCode};
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use rumqttc::{TlsConfiguration, Transport};
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -53,9 +58,11 @@ use topic::Pattern;
 /// past it the client stops reading (the broker holds the rest).
 pub const MAX_INFLIGHT: usize = 4096;
 
-/// MQTT's largest packet: a payload over `--max-body` is read, then
-/// refused (see [`Mqtt::options`]).
-const MAX_PACKET: usize = 268_435_455;
+/// MQTT's largest packet (256 MiB).
+const MAX_PACKET: u32 = 268_435_455;
+
+/// rumqttc's request channel: every acknowledgement owed fits.
+const REQUESTS: usize = 2 * MAX_INFLIGHT + 16;
 
 /// Messages ingested together (one journal record per property).
 const BATCH: usize = 1024;
@@ -292,16 +299,22 @@ impl Mqtt {
 
     fn options(&self) -> MqttOptions {
         let mut o = MqttOptions::new(&self.client_id, &self.broker.host, self.broker.port);
-        o.set_clean_session(false)
+        o.set_clean_start(false)
+            // The session outlives the connection: "never expires".
+            .set_session_expiry_interval(Some(u32::MAX))
+            // The broker sends at most this many unacknowledged messages:
+            // the bound of what is held here, and of the acknowledgements
+            // owed (the request channel holds them all).
+            .set_receive_maximum(Some(MAX_INFLIGHT as u16))
             .set_manual_acks(true)
             .set_keep_alive(KEEP_ALIVE)
-            // A larger packet would end the connection, and the broker
-            // would send it again at each reconnection: it is taken, then
-            // refused as too large (and acknowledged) instead.
-            .set_max_packet_size(MAX_PACKET, 64 * 1024)
-            // Room for every acknowledgement the pipeline may owe (see
-            // `pipeline`): an ack never waits on a full channel.
-            .set_request_channel_capacity(4 * (MAX_INFLIGHT + BATCH) + 16);
+            // MQTT's own maximum, announced: a broker drops a message over
+            // the size a client announces without a word, and rumqttc's
+            // default (10 KiB) would end the connection on one, which the
+            // broker then sends again at each reconnection. A payload over
+            // --max-body is read, then refused (acknowledged, counted).
+            .set_max_packet_size(Some(MAX_PACKET))
+            .set_request_channel_capacity(REQUESTS);
         if let Some((user, password)) = &self.credentials {
             o.set_credentials(user, password);
         }
@@ -317,7 +330,9 @@ impl Mqtt {
 /// A message on its way from the socket to its acknowledgement.
 #[derive(Debug)]
 struct Msg {
-    publish: rumqttc::Publish,
+    publish: rumqttc::v5::mqttbytes::v5::Publish,
+    /// Its topic (MQTT 5 carries it as bytes).
+    topic: String,
     /// The connection it came on: an acknowledgement is sent only on it
     /// (after a reconnection the broker sends it again, with the same id).
     connection: u64,
@@ -329,7 +344,7 @@ struct Msg {
 /// into a bounded channel, the pipeline ingests and acknowledges them.
 pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken) {
     let options = mqtt.options();
-    let (client, eventloop) = AsyncClient::new(options, 4 * (MAX_INFLIGHT + BATCH) + 16);
+    let (client, eventloop) = AsyncClient::new(options, REQUESTS);
     let (tx, rx) = mpsc::channel(MAX_INFLIGHT);
     let connection = Arc::new(AtomicU64::new(0));
     let bytes = Arc::new(Semaphore::new(
@@ -367,10 +382,10 @@ async fn connect(
     max_body: usize,
 ) {
     let stats = &mqtt.stats;
-    let filters: Vec<SubscribeFilter> = mqtt
+    let filters: Vec<Filter> = mqtt
         .patterns
         .iter()
-        .map(|p| SubscribeFilter::new(p.filter(), QoS::AtLeastOnce))
+        .map(|p| Filter::new(p.filter(), QoS::AtLeastOnce))
         .collect();
     let mut backoff = MIN_BACKOFF;
     loop {
@@ -393,37 +408,16 @@ async fn connect(
                     return;
                 }
             }
-            Ok(Event::Incoming(Packet::SubAck(ack))) => {
-                let refused = ack
-                    .return_codes
-                    .iter()
-                    .any(|c| matches!(c, SubscribeReasonCode::Failure));
-                if refused {
-                    let why = format!(
-                        "the broker refused the subscription to {}: check its ACL for this \
-                         client or user",
-                        mqtt.patterns
-                            .iter()
-                            .map(Pattern::filter)
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    );
-                    tracing::error!("mqtt: {why}");
-                    stats.set_error(Some(why));
-                } else {
-                    stats.subscribed.store(true, Relaxed);
-                    mqtt.subscribed.send_modify(|n| *n += 1);
-                    tracing::info!(broker = %mqtt.url, "mqtt: subscribed");
-                }
-            }
+            Ok(Event::Incoming(Packet::SubAck(ack))) => subscribed(&mqtt, &ack),
             Ok(Event::Incoming(Packet::Publish(publish))) => {
                 stats.messages.fetch_add(1, Relaxed);
+                let topic = String::from_utf8_lossy(&publish.topic).into_owned();
                 if publish.payload.len() > max_body {
                     let detail = format!(
                         "the payload is {} bytes; at most --max-body ({max_body}) are taken",
                         publish.payload.len()
                     );
-                    stats.bad(&publish.topic, Reason::TooLarge, &detail, &[]);
+                    stats.bad(&topic, Reason::TooLarge, &detail, &[]);
                     if client.ack(&publish).await.is_err() {
                         return;
                     }
@@ -431,14 +425,17 @@ async fn connect(
                     continue;
                 }
                 let n = u32::try_from(publish.payload.len().max(1)).unwrap_or(u32::MAX);
+                // Waits (not reading) while the bytes are held.
                 let Ok(permit) = bytes.clone().acquire_many_owned(n).await else {
                     return;
                 };
                 let msg = Msg {
                     publish,
+                    topic,
                     connection: connection.load(Relaxed),
                     _bytes: permit,
                 };
+                // Waits (not reading) while MAX_INFLIGHT are held.
                 if tx.send(msg).await.is_err() {
                     return;
                 }
@@ -458,6 +455,32 @@ async fn connect(
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
+    }
+}
+
+/// The broker's answer to the subscriptions: granted (counted, so the
+/// line `mfstream: mqtt subscribed` is printed), or refused (an error,
+/// and the reason in `lastError`).
+fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
+    let refused = ack
+        .return_codes
+        .iter()
+        .any(|c| !matches!(c, SubscribeReasonCode::Success(_)));
+    if refused {
+        let why = format!(
+            "the broker refused the subscription to {}: check its ACL for this client or user",
+            mqtt.patterns
+                .iter()
+                .map(Pattern::filter)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        tracing::error!("mqtt: {why}");
+        mqtt.stats.set_error(Some(why));
+    } else {
+        mqtt.stats.subscribed.store(true, Relaxed);
+        mqtt.subscribed.send_modify(|n| *n += 1);
+        tracing::info!(broker = %mqtt.url, "mqtt: subscribed");
     }
 }
 

@@ -19,12 +19,13 @@
 //! microsecond after the mark, so it is never a duplicate (nor recognised
 //! as one when redelivered).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rumqttc::AsyncClient;
+use rumqttc::v5::AsyncClient;
+use rumqttc::v5::mqttbytes::v5::Publish;
 use tokio::sync::mpsc;
 
 use crate::datetime::Timestamp;
@@ -42,6 +43,9 @@ use super::{BATCH, Mqtt, Msg};
 /// again, doubled up to [`MAX_RETRY`].
 const MIN_RETRY: Duration = Duration::from_millis(50);
 const MAX_RETRY: Duration = Duration::from_secs(2);
+
+/// How soon owed acknowledgements are tried again.
+const ACK_RETRY: Duration = Duration::from_millis(1);
 
 /// One good message, parsed.
 struct Item {
@@ -69,15 +73,30 @@ pub(super) async fn run(
     mut rx: mpsc::Receiver<Msg>,
     connection: Arc<AtomicU64>,
 ) {
-    let acks = Acks {
+    let mut acks = Acks {
         client,
         connection,
         mqtt: mqtt.clone(),
+        owed: VecDeque::new(),
     };
     let mut marks = Marks::new();
     let mut batch = Vec::with_capacity(BATCH);
-    while rx.recv_many(&mut batch, BATCH).await > 0 {
-        let groups = sort(&mqtt, &acks, batch.drain(..)).await;
+    loop {
+        acks.flush();
+        let received = if acks.owed.is_empty() {
+            rx.recv_many(&mut batch, BATCH).await
+        } else {
+            // Acknowledgements wait for room in rumqttc's channel: tried
+            // again soon, whether or not more messages come.
+            tokio::select! {
+                n = rx.recv_many(&mut batch, BATCH) => n,
+                () = tokio::time::sleep(ACK_RETRY) => continue,
+            }
+        };
+        if received == 0 {
+            break;
+        }
+        let groups = sort(&mqtt, &mut acks, batch.drain(..));
         let mut tasks = Vec::with_capacity(groups.len());
         for group in groups {
             let mark = marks.get(&group.key).copied();
@@ -94,7 +113,7 @@ pub(super) async fn run(
             };
             marks.insert(key, mark);
             for msg in done {
-                acks.ack(&msg).await;
+                acks.ack(&msg);
             }
         }
         if marks.len() > 2 * app.options.max_properties {
@@ -105,33 +124,64 @@ pub(super) async fn run(
 }
 
 /// Acknowledges messages on the connection they came on.
+///
+/// An acknowledgement goes through rumqttc's request channel, which its
+/// event loop drains one request per turn, while a turn of reading takes
+/// up to ten messages: when the broker sends more unacknowledged messages
+/// than the channel holds (mosquitto may exceed the Receive Maximum on a
+/// resumed session), a blocking send would wait on the reader, which waits
+/// on this pipeline. So the acknowledgements that find the channel full
+/// wait here, owed (a packet id and a few bytes each, the payload freed),
+/// and are tried again before each batch and every millisecond.
 struct Acks {
     client: AsyncClient,
     connection: Arc<AtomicU64>,
     mqtt: Arc<Mqtt>,
+    owed: VecDeque<(u64, Publish)>,
 }
 
 impl Acks {
-    async fn ack(&self, msg: &Msg) {
-        // A message from an earlier connection is sent again on this one
-        // (under the same packet id, if the session was kept): its
-        // redelivery is acknowledged, as a duplicate, not it.
-        if msg.connection != self.connection.load(Relaxed) {
-            return;
-        }
-        if self.client.ack(&msg.publish).await.is_ok() {
-            self.mqtt.stats.acked.fetch_add(1, Relaxed);
+    fn ack(&mut self, msg: &Msg) {
+        let mut skeleton = msg.publish.clone();
+        skeleton.payload = bytes::Bytes::new();
+        skeleton.topic = bytes::Bytes::new();
+        self.owed.push_back((msg.connection, skeleton));
+        self.flush();
+    }
+
+    /// Hands the owed acknowledgements to rumqttc, in order, until its
+    /// channel is full.
+    fn flush(&mut self) {
+        let current = self.connection.load(Relaxed);
+        while let Some((connection, publish)) = self.owed.front() {
+            // A message from an earlier connection is sent again on this
+            // one (under the same packet id, if the session was kept): its
+            // redelivery is acknowledged, as a duplicate, not it.
+            if *connection != current {
+                self.owed.pop_front();
+                continue;
+            }
+            match self.client.try_ack(publish) {
+                Ok(()) => {
+                    self.owed.pop_front();
+                    self.mqtt.stats.acked.fetch_add(1, Relaxed);
+                }
+                // Full (or the event loop gone, at a shutdown: then
+                // nothing is sent any more, and the broker sends the
+                // messages again at the next start).
+                Err(_) => break,
+            }
         }
     }
 }
 
 /// Parses and routes each message: a bad one is counted and
 /// acknowledged, the good ones grouped by property.
-async fn sort(mqtt: &Mqtt, acks: &Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
+fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<PropertyKey, usize> = HashMap::new();
     for msg in batch {
-        let parsed = match topic::route(&mqtt.patterns, &msg.publish.topic) {
+        let parsed = match topic::route(&mqtt.patterns, &msg.topic) {
             None => Err((
                 Reason::Topic,
                 format!(
@@ -152,13 +202,13 @@ async fn sort(mqtt: &Mqtt, acks: &Acks, batch: impl Iterator<Item = Msg>) -> Vec
         let (key, payload) = match parsed {
             Ok(Some(good)) => good,
             Ok(None) => {
-                acks.ack(&msg).await;
+                acks.ack(&msg);
                 continue;
             }
             Err((reason, detail)) => {
                 mqtt.stats
-                    .bad(&msg.publish.topic, reason, &detail, &msg.publish.payload);
-                acks.ack(&msg).await;
+                    .bad(&msg.topic, reason, &detail, &msg.publish.payload);
+                acks.ack(&msg);
                 continue;
             }
         };
@@ -234,58 +284,73 @@ async fn ingest(
     // that cannot be taken now is tried again until it is.
     let mut acked = Vec::with_capacity(group.items.len());
     for item in group.items {
-        let mut wait = MIN_RETRY;
-        loop {
-            let (kept, duplicates, last) = fresh(std::iter::once(&item.instants), mark);
-            stats.duplicates.fetch_add(duplicates, Relaxed);
-            if kept.is_empty() {
-                break;
-            }
-            let n = kept.len();
-            match ingest::take(&app, &group.key, kept, ()).await {
-                Ok(_) => {
-                    stats.instants.fetch_add(n as u64, Relaxed);
-                    mark = last.or(mark);
-                    break;
-                }
-                Err(problem) if problem.status().is_client_error() => {
-                    let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                        Reason::TooLarge
-                    } else {
-                        Reason::WrongType
-                    };
-                    let topic = &item.msg.publish.topic;
-                    stats.bad(
-                        topic,
-                        reason,
-                        problem.description(),
-                        &item.msg.publish.payload,
-                    );
-                    break;
-                }
-                Err(problem) => {
-                    if let Some(k) = problem.accepted().filter(|&k| k > 0) {
-                        mark = nth_datetime(std::iter::once(&item.instants), mark, k).or(mark);
-                        stats.instants.fetch_add(k as u64, Relaxed);
-                    }
-                    if app.table.is_closing() {
-                        // Not acknowledged: sent again at the next start.
-                        return (group.key, mark, acked);
-                    }
-                    stats.retries.fetch_add(1, Relaxed);
-                    tracing::debug!(
-                        topic = %item.msg.publish.topic,
-                        "mqtt: ingest not taken now, trying again in {wait:?}: {}",
-                        problem.description()
-                    );
-                    tokio::time::sleep(wait).await;
-                    wait = (wait * 2).min(MAX_RETRY);
-                }
-            }
+        if !one(&app, &mqtt, &group.key, &item, &mut mark).await {
+            // Shutting down: not acknowledged, sent again at the next start.
+            return (group.key, mark, acked);
         }
         acked.push(item.msg);
     }
     (group.key, mark, acked)
+}
+
+/// Ingests one message's instants alone, moving `mark`: taken, or
+/// refused as a bad message (counted), or tried again until one of those;
+/// `false` when the server shuts down first.
+async fn one(
+    app: &Arc<App>,
+    mqtt: &Mqtt,
+    key: &PropertyKey,
+    item: &Item,
+    mark: &mut Option<Timestamp>,
+) -> bool {
+    let stats = &mqtt.stats;
+    let mut wait = MIN_RETRY;
+    loop {
+        let (kept, duplicates, last) = fresh(std::iter::once(&item.instants), *mark);
+        stats.duplicates.fetch_add(duplicates, Relaxed);
+        if kept.is_empty() {
+            return true;
+        }
+        let n = kept.len();
+        let problem = match ingest::take(app, key, kept, ()).await {
+            Ok(_) => {
+                stats.instants.fetch_add(n as u64, Relaxed);
+                *mark = last.or(*mark);
+                return true;
+            }
+            Err(problem) => problem,
+        };
+        if problem.status().is_client_error() {
+            let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                Reason::TooLarge
+            } else {
+                Reason::WrongType
+            };
+            let msg = &item.msg;
+            stats.bad(
+                &msg.topic,
+                reason,
+                problem.description(),
+                &msg.publish.payload,
+            );
+            return true;
+        }
+        if let Some(k) = problem.accepted().filter(|&k| k > 0) {
+            *mark = nth_datetime(std::iter::once(&item.instants), *mark, k).or(*mark);
+            stats.instants.fetch_add(k as u64, Relaxed);
+        }
+        if app.table.is_closing() {
+            return false;
+        }
+        stats.retries.fetch_add(1, Relaxed);
+        tracing::debug!(
+            topic = %item.msg.topic,
+            "mqtt: ingest not taken now, trying again in {wait:?}: {}",
+            problem.description()
+        );
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(MAX_RETRY);
+    }
 }
 
 fn done(items: Vec<Item>) -> Vec<Msg> {
