@@ -20,6 +20,11 @@ struct Broker {
 
 impl Broker {
     fn start(name: &str) -> Broker {
+        Broker::start_with(name, |_| String::new())
+    }
+
+    /// With more configuration: `extra` is given the broker's directory.
+    fn start_with(name: &str, extra: impl FnOnce(&TempDir) -> String) -> Broker {
         let dir = TempDir::new(&format!("{name}-broker"));
         // A free port: bound and released (mosquitto reuses the address).
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -34,8 +39,9 @@ impl Broker {
              # write the test's directory (and so not save its database).\n\
              user root\n\
              # An offline session keeps 1,000 messages by default, and drops the rest.\n\
-             max_queued_messages 1000000\nmax_inflight_messages 1000\n",
-            dir.path().display()
+             max_queued_messages 1000000\nmax_inflight_messages 1000\n{}",
+            dir.path().display(),
+            extra(&dir)
         );
         std::fs::write(dir.join("mosquitto.conf"), conf).unwrap();
         let mut broker = Broker {
@@ -393,4 +399,147 @@ async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
     let seen = until_value(&mut sse, n as f64).await;
     assert_each_once(&seen, n + 1);
+}
+
+/// Runs `program args` in `dir`, which must succeed.
+fn run_in(dir: &TempDir, program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn mqtt_over_tls_with_a_user_from_the_environment() {
+    let broker = Broker::start_with("mqtt-tls", |dir| {
+        // A CA, and the broker's certificate for 127.0.0.1 signed by it.
+        let subject = |cn: &str| format!("/CN={cn}");
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                &subject("mfstream test ca"),
+            ],
+        );
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                &subject("127.0.0.1"),
+            ],
+        );
+        std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.pem",
+                "-days",
+                "2",
+                "-extfile",
+                "ext",
+            ],
+        );
+        run_in(
+            dir,
+            "mosquitto_passwd",
+            &["-b", "-c", "passwords", "device", "s3cret"],
+        );
+        let d = dir.path().display();
+        format!(
+            "cafile {d}/ca.pem\ncertfile {d}/server.pem\nkeyfile {d}/server.key\n\
+             allow_anonymous false\npassword_file {d}/passwords\n"
+        )
+    });
+    let ca = broker.dir.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let url = format!("mqtts://127.0.0.1:{}", broker.port);
+    let user = [
+        ("MFSTREAM_MQTT_USERNAME", "device".to_owned()),
+        ("MFSTREAM_MQTT_PASSWORD", "s3cret".to_owned()),
+    ];
+    let mut server = Serve::start("mqtt-tls", &["--mqtt", &url, "--mqtt-ca", ca], &user);
+    assert_eq!(
+        server.next_line().trim(),
+        format!("mfstream: mqtt subscribed on {url}")
+    );
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let status = Command::new("mosquitto_pub")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &broker.port.to_string(),
+            "--cafile",
+            ca,
+        ])
+        .args(["-u", "device", "-P", "s3cret", "-q", "1", "-t", TOPIC])
+        .args(["-m", &instant(1, "21")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(values(&take(&mut sse, 1).await), [42.0]);
+
+    // Without the password the broker refuses the connection, and says so.
+    let wrong = [("MFSTREAM_MQTT_USERNAME", "device".to_owned())];
+    let refused = Serve::start(
+        "mqtt-tls-refused",
+        &["--mqtt", &url, "--mqtt-ca", ca],
+        &wrong,
+    );
+    let mut client = refused.client();
+    let status = loop {
+        let status = client.get("/ingest/mqtt").await.json();
+        if !status["lastError"].is_null() {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status["connected"], false, "{status}");
+    let error = status["lastError"].as_str().unwrap();
+    assert!(
+        error.to_lowercase().contains("auth")
+            || error.contains("NotAuthorized")
+            || error.contains("BadUserNamePassword"),
+        "{error}"
+    );
 }
