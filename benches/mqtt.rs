@@ -7,12 +7,11 @@
 //! cargo bench --bench mqtt -- 1000000 8    # MESSAGES PROPERTIES
 //! ```
 //!
-//! Needs mosquitto and mosquitto_pub (Debian `mosquitto`,
-//! `mosquitto-clients`). A mosquitto of its own runs on a loopback port.
+//! Needs mosquitto (Debian `mosquitto`). A mosquitto of its own runs on a loopback port.
 //! The release `mfstream serve --state DIR --mqtt URL` subscribes once (so
 //! the broker keeps a session for it) and is stopped; MESSAGES QoS-1
 //! messages, one JSON instant each, spread over PROPERTIES topics, are
-//! queued at the broker; the server is started again on the same
+//! queued at the broker (by rumqttc clients, one per topic); the server is started again on the same
 //! directory, and the time from its subscription to the last message
 //! taken (`GET /ingest/mqtt`, polled every 10 ms) gives MQTT's rate: the
 //! broker's delivery, the client, the ingest path and the journal, every
@@ -22,7 +21,7 @@
 //! request. Each property has a query (`mul 1`), so every instant is
 //! logged.
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Child, ChildStdout, Command, Stdio};
@@ -64,15 +63,17 @@ fn main() {
     server.stop();
 
     println!("queueing {messages} QoS-1 messages on {properties} topics at the broker…");
-    let mut publishers: Vec<Child> = (0..properties)
-        .map(|p| {
-            let n = messages / properties + usize::from(p < messages % properties);
-            broker.publish_lines(&format!("mfapi/bench/f/p{p}"), n)
-        })
-        .collect();
-    for publisher in &mut publishers {
-        assert!(publisher.wait().unwrap().success(), "mosquitto_pub failed");
-    }
+    runtime.block_on(async {
+        let publishers: Vec<_> = (0..properties)
+            .map(|p| {
+                let n = messages / properties + usize::from(p < messages % properties);
+                tokio::spawn(publish(broker.port, p, n))
+            })
+            .collect();
+        for publisher in publishers {
+            publisher.await.unwrap();
+        }
+    });
 
     // From the start of the process: its restore and connection included.
     let start = Clock::now();
@@ -218,24 +219,37 @@ impl Broker {
     fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
+}
 
-    /// `n` instants on `topic`, one message each, from a mosquitto_pub.
-    fn publish_lines(&self, topic: &str, n: usize) -> Child {
-        let mut child = Command::new("mosquitto_pub")
-            .args(["-h", "127.0.0.1", "-p", &self.port.to_string()])
-            .args(["-q", "1", "-M", "1000", "-t", topic, "-l"])
-            .stdin(Stdio::piped())
-            .spawn()
-            .expect("mosquitto_pub runs");
-        let mut stdin = child.stdin.take().unwrap();
-        std::thread::spawn(move || {
-            let mut out = std::io::BufWriter::new(&mut stdin);
-            for i in 0..n {
-                writeln!(out, "{{\"datetime\":\"{}\",\"value\":{i}}}", datetime(i)).unwrap();
-            }
-        });
-        child
+/// `n` instants on property `p`'s topic, one QoS-1 message each, from a
+/// rumqttc client of its own; returns once the broker acknowledged every
+/// one (`mosquitto_pub -l` exits before its queue is sent).
+async fn publish(port: u16, p: usize, n: usize) {
+    use rumqttc::v5::mqttbytes::QoS;
+    use rumqttc::v5::mqttbytes::v5::Packet;
+    use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+    let options = MqttOptions::new(format!("bench-pub-{p}"), "127.0.0.1", port);
+    let (client, mut eventloop) = AsyncClient::new(options, 1024);
+    let sender = client.clone();
+    tokio::spawn(async move {
+        let topic = format!("mfapi/bench/f/p{p}");
+        for i in 0..n {
+            let payload = format!("{{\"datetime\":\"{}\",\"value\":{i}}}", datetime(i));
+            sender
+                .publish(topic.as_str(), QoS::AtLeastOnce, false, payload)
+                .await
+                .unwrap();
+        }
+    });
+    let mut acked = 0;
+    while acked < n {
+        match eventloop.poll().await {
+            Ok(Event::Incoming(Packet::PubAck(_))) => acked += 1,
+            Ok(_) => {}
+            Err(e) => panic!("publisher {p} failed after {acked} of {n}: {e}"),
+        }
     }
+    drop(client);
 }
 
 impl Drop for Broker {
