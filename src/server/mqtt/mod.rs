@@ -447,6 +447,10 @@ async fn connect(
                 let why = format!("{e}");
                 if was {
                     tracing::warn!(broker = %mqtt.url, "mqtt: connection lost ({why}): reconnecting");
+                } else if backoff == MIN_BACKOFF {
+                    // The first failure of a series is worth a warning
+                    // (a broker down at start-up); the retries are not.
+                    tracing::warn!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying");
                 } else {
                     tracing::debug!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying in {backoff:?}");
                 }
