@@ -583,3 +583,21 @@ async fn mqtt_over_tls_with_a_user_from_the_environment() {
         "{error}"
     );
 }
+
+#[test]
+fn mqtt_a_bad_url_pattern_or_tls_option_exits_2_naming_it() {
+    for (args, says) in [
+        (&["--mqtt", "http://b"][..], "not an MQTT URL"),
+        (&["--mqtt", "mqtt://u:p@b"], "MFSTREAM_MQTT_USERNAME"),
+        (
+            &["--mqtt", "mqtt://b", "--mqtt-topic", "a/{cid}"],
+            "has 0 {fid}",
+        ),
+        (&["--mqtt", "mqtts://b"], "needs --mqtt-ca"),
+    ] {
+        let out = serve_exits("mqtt-bad-flags", args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
