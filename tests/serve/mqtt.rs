@@ -601,3 +601,51 @@ fn mqtt_a_bad_url_pattern_or_tls_option_exits_2_naming_it() {
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_drains() {
+    let broker = Broker::start("mqtt-saturated");
+    let server = serve_on("mqtt-saturated", &broker, &["--ingest-wait-ms", "50"], &[]);
+    let mut client = server.client();
+    // A query whose job never answers: its source buffer fills, and the
+    // ingest path holds the ingests back (503 after --ingest-wait-ms).
+    let query = register(
+        &mut client,
+        P,
+        r#"{"operation":"mul","arg":1,"engine":"hang"}"#,
+    )
+    .await;
+    let n = 20_000;
+    broker
+        .publish_lines(TOPIC, instant_lines(0, n))
+        .await
+        .unwrap();
+    let status = loop {
+        let status = client.get("/ingest/mqtt").await.json();
+        if status["retries"].as_u64().unwrap() > 0 {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // Held between the socket and their acknowledgement: at most the
+    // channel (4,096), a batch (1,024) and the one being sent.
+    let held = status["messages"].as_u64().unwrap() - status["acknowledged"].as_u64().unwrap();
+    assert!(held <= 4096 + 1024 + 1, "{held} held: {status}");
+    assert!(
+        status["messages"].as_u64().unwrap() < n as u64,
+        "the rest waits at the broker: {status}"
+    );
+    // Once the query is gone, the property has none: every message is
+    // taken (checked alone) and acknowledged, none lost on the way.
+    assert_eq!(client.delete(&query).await.status, 204);
+    let status = loop {
+        let status = client.get("/ingest/mqtt").await.json();
+        if status["acknowledged"].as_u64().unwrap() >= n as u64 {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status["acknowledged"], n, "{status}");
+    assert_eq!(status["messages"], n, "{status}");
+    assert_eq!(status["instants"], n, "{status}");
+}
