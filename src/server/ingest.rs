@@ -7,14 +7,17 @@
 //! to the ingest wait; then the request fails with 503, saying how many
 //! instants every query did receive.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use tokio::time::Instant as Clock;
 
 use crate::engine::{SourceError, SourcePermit};
 use crate::store::{PropertyPath, Store};
 use crate::vocab::{Instant, PropertyType, Value};
 
+use super::App;
 use super::durable::{LogCap, unavailable};
 use super::problem::Problem;
 use super::table::{Feed, Property};
@@ -163,6 +166,52 @@ fn fits(value: &Value, property_type: PropertyType) -> bool {
         Value::Bool(_) => property_type == PropertyType::TBoolean,
         Value::Point(_) => property_type.is_point(),
         Value::BBox(_) => false,
+    }
+}
+
+/// The one ingest path every source takes (`POST …/ingest`, MQTT): checks
+/// the text values against the store's limit, then hands `instants` to the
+/// queries on `key` (logging them first with `--state`), or checks them
+/// alone when no query reads it. `hold` (the bytes the caller holds in
+/// flight) is released once they are handed over. With a store the
+/// delivery runs on a task of its own, so a caller going away cannot leave
+/// a chunk logged but not delivered (see [`deliver`]).
+pub(crate) async fn take(
+    app: &Arc<App>,
+    key: &PropertyPath,
+    instants: Vec<Instant>,
+    hold: impl Send + 'static,
+) -> Result<Delivered, Problem> {
+    if app.table.is_closing() {
+        return Err(Problem::unavailable("the server is shutting down".into()));
+    }
+    if let Some(store) = &app.store {
+        check_text_values(&instants, store.options().max_text_bytes)?;
+    }
+    let wait = app.options.ingest_wait;
+    match (app.table.property(key), app.store.clone()) {
+        (Some(property), None) => deliver(&property, instants, wait, None).await,
+        (Some(property), Some(store)) => {
+            let path = key.clone();
+            let cap = LogCap {
+                max: app.options.max_query_log,
+            };
+            tokio::spawn(async move {
+                let log = Some((&*store, &path, cap));
+                let delivered = deliver(&property, instants, wait, log).await;
+                drop(hold);
+                delivered
+            })
+            .await
+            .map_err(|e| {
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "IngestFailed",
+                    format!("the ingest's task failed: {e}"),
+                )
+            })?
+        }
+        (None, _) => check_alone(&instants),
     }
 }
 

@@ -460,7 +460,7 @@ pub(crate) async fn ingest(
 /// The ingest itself: what it delivered, or why not (with what it
 /// accepted first, when it says).
 async fn take_ingest(
-    app: &App,
+    app: &Arc<App>,
     key: PropertyPath,
     headers: &HeaderMap,
     body: Body,
@@ -485,38 +485,8 @@ async fn take_ingest(
         }
         None => positions::parse(&body, None)?.0,
     };
-    if let Some(store) = &app.store {
-        ingest::check_text_values(&instants, store.options().max_text_bytes)?;
-    }
     drop(body);
-    let wait = app.options.ingest_wait;
-    let delivered = match (app.table.property(&key), app.store.clone()) {
-        (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,
-        // On a task of its own, so that a client going away cannot leave a
-        // chunk logged but not delivered (see `ingest::deliver`).
-        (Some(property), Some(store)) => {
-            let path = key.clone();
-            let cap = durable::LogCap {
-                max: app.options.max_query_log,
-            };
-            tokio::spawn(async move {
-                let log = Some((&*store, &path, cap));
-                let delivered = ingest::deliver(&property, instants, wait, log).await;
-                drop(held);
-                delivered
-            })
-            .await
-            .map_err(|e| {
-                Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "IngestFailed",
-                    format!("the ingest's task failed: {e}"),
-                )
-            })??
-        }
-        (None, _) => ingest::check_alone(&instants)?,
-    };
-    Ok(delivered)
+    ingest::take(app, &key, instants, held).await
 }
 
 /// `GET /engines`: the registry, as `mfstream engines --json` prints it.

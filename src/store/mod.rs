@@ -709,6 +709,18 @@ impl Store {
         self.journal.stats().await.map_err(|kind| self.error(kind))
     }
 
+    /// The last instant logged for `property` (from any ingest), kept
+    /// across restarts whatever the queries' checkpoints; `None` when none
+    /// is. Blocking.
+    pub fn newest_instant(
+        &self,
+        property: &PropertyPath,
+    ) -> Result<Option<LoggedInstant>, StoreError> {
+        self.journal
+            .newest(property)
+            .map_err(|kind| self.error(kind))
+    }
+
     /// Up to `limit` instants of `property` logged after the sequence number
     /// `after`, in order: call again with the last one's `seq` for the next
     /// page. Blocking.

@@ -9,6 +9,7 @@ mod journal;
 mod lifecycle;
 mod limits;
 mod metrics;
+mod mqtt;
 mod on_error;
 mod ownership;
 mod positions;
