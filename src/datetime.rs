@@ -122,9 +122,81 @@ fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     era * 146_097 + doe - 719_468
 }
 
+impl Timestamp {
+    /// Microseconds since the epoch (floored), as [`crate::geo`] counts
+    /// time.
+    pub(crate) fn micros(self) -> i64 {
+        self.secs
+            .saturating_mul(1_000_000)
+            .saturating_add(i64::from(self.nanos / 1000))
+    }
+}
+
+/// Formats microseconds since the epoch as an RFC 3339 UTC datetime, with
+/// as many fraction digits as it needs (none, 3 or 6):
+/// `2026-01-01T00:00:01Z`, `2026-01-01T00:00:01.500Z`,
+/// `2026-01-01T00:00:01.250001Z`. A moment mfstream computed (a geofence's
+/// crossing) is written so; a record's own datetime is carried verbatim.
+pub(crate) fn format_micros(micros: i64) -> String {
+    let secs = micros.div_euclid(1_000_000);
+    let fraction = micros.rem_euclid(1_000_000);
+    let (days, of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (year, month, day) = civil_from_days(days);
+    let mut out = format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
+        of_day / 3600,
+        of_day / 60 % 60,
+        of_day % 60
+    );
+    if fraction % 1000 == 0 && fraction != 0 {
+        out.push_str(&format!(".{:03}", fraction / 1000));
+    } else if fraction != 0 {
+        out.push_str(&format!(".{fraction:06}"));
+    }
+    out.push('Z');
+    out
+}
+
+/// The proleptic Gregorian date of a day since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    (year, month, day)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn formatted_micros_parse_back_to_the_same_moment() {
+        assert_eq!(format_micros(0), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            format_micros(1_767_225_601_500_000),
+            "2026-01-01T00:00:01.500Z"
+        );
+        assert_eq!(
+            format_micros(1_767_225_601_250_001),
+            "2026-01-01T00:00:01.250001Z"
+        );
+        assert_eq!(format_micros(-1), "1969-12-31T23:59:59.999999Z");
+        assert_eq!(format_micros(951_782_400_000_000), "2000-02-29T00:00:00Z");
+        // Every day of four centuries, and moments within them, round-trip.
+        let mut us = -4_000_000_000_000_000i64;
+        while us < 9_000_000_000_000_000 {
+            let text = format_micros(us);
+            assert_eq!(parse(&text).map(Timestamp::micros), Some(us), "{text}");
+            us += 86_399_999_999 + 7;
+        }
+    }
 
     fn secs(text: &str) -> i64 {
         parse(text)

@@ -91,13 +91,14 @@ mod clock;
 pub mod config;
 mod datetime;
 pub mod engine;
-pub(crate) mod geo;
+mod geo;
 pub mod lines;
 mod local;
 mod on_error;
 pub mod ops;
 mod plan;
 pub mod plugin;
+mod position;
 mod registry;
 mod server;
 mod spec;
@@ -115,14 +116,14 @@ pub use crate::budget::{
 pub use crate::clock::{ClockRelease, WallClock};
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::on_error::OnError;
+pub use crate::position::PositionQuery;
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
-pub use crate::server::{ServeError, ServeOptions, Server};
+pub use crate::server::{MqttIngest, ServeError, ServeOptions, Server};
 pub use crate::spec::{QueryKind, QuerySpec, Registration, RegistrationError};
-pub use crate::spec_error::SpecError;
-pub use crate::spec_error::SpecErrorKind;
-pub use crate::vocab::EventKind;
+pub use crate::spec_error::{SpecError, SpecErrorKind};
 pub use crate::vocab::{
-    Aggregation, Event, Instant, InstantEvent, PropertyType, QueryStatus, Value, WindowEvent,
+    Aggregation, DetectEvent, Event, EventKind, Instant, InstantEvent, Point, PropertyType,
+    QueryStatus, Value, WindowEvent,
 };
 
 // README's Rust examples run as doctests (`cargo test --doc`); its other

@@ -15,7 +15,7 @@ use crate::engine::{
 use crate::on_error::OnError;
 use crate::ops::{DomainError, Op, Transform};
 use crate::plan::{self, Plan, plan};
-use crate::spec::QuerySpec;
+use crate::spec::{QueryKind, QuerySpec};
 use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
 
 /// The name of the built-in engine.
@@ -56,6 +56,10 @@ impl StreamEngine for LocalEngine {
     }
 
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        if let QueryKind::Position(query) = &spec.kind {
+            spec.validate()?;
+            return Ok(crate::position::submit(LOCAL, &spec, query, source)?);
+        }
         let plan = plan(&spec)?;
         Ok(submit_as(LOCAL, plan, &spec, source))
     }

@@ -16,7 +16,7 @@ use crate::engine::{BATCH, Progress, QueryOutput};
 use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::spec::{QueryKind, QuerySpec};
-use crate::spec_error::SpecError;
+use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
 
 /// How a validated query runs.
@@ -66,6 +66,18 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
             transform: None,
             aggregate,
         } => Plan::Host(windower(spec, aggregate, property, spec.property_type)?),
+        // Only the local engine measures positions (it does not plan them):
+        // plugins and bridge jobs have no position in their protocols yet.
+        QueryKind::Position(_) => {
+            return Err(SpecError::new(
+                "engine",
+                SpecErrorKind::Unfit,
+                format!(
+                    "{} queries run on the local engine only: register with \"engine\":\"local\"",
+                    spec.property_type
+                ),
+            ));
+        }
     })
 }
 

@@ -10,6 +10,7 @@ use crate::budget::StateBudget;
 use crate::clock::WallClock;
 use crate::on_error::OnError;
 use crate::ops::{OpError, Transform};
+use crate::position::{self, PositionQuery};
 pub(crate) use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::PropertyType;
 
@@ -27,6 +28,9 @@ pub enum QueryKind {
         /// The aggregate over the (transformed) values.
         aggregate: Aggregate,
     },
+    /// A query over a feature's positions (`TGeogPoint`, `TGeomPoint`):
+    /// see [`PositionQuery`]. The `local` engine runs it.
+    Position(PositionQuery),
 }
 
 /// An engine-neutral continuous query.
@@ -124,11 +128,20 @@ impl QuerySpec {
         }
     }
 
+    /// The reference system of a query on positions.
+    pub(crate) fn crs(&self) -> Option<crate::geo::Crs> {
+        match &self.kind {
+            QueryKind::Position(q) => Some(q.crs),
+            _ => None,
+        }
+    }
+
     /// The name events carry as their `operation` (or `aggregation`).
     pub fn operation_name(&self) -> &str {
         match &self.kind {
             QueryKind::Transform(t) => t.op.name(),
             QueryKind::Aggregate { aggregate, .. } => aggregate.aggregation.name(),
+            QueryKind::Position(q) => q.operation_name(),
         }
     }
 
@@ -140,7 +153,33 @@ impl QuerySpec {
         let transform = match &self.kind {
             QueryKind::Transform(t) => Some(t),
             QueryKind::Aggregate { transform, .. } => transform.as_ref(),
+            QueryKind::Position(q) => {
+                // Checked as it was parsed; only its type can disagree.
+                if self.property_type != q.property_type() {
+                    return Err(SpecError::new(
+                        "type",
+                        SpecErrorKind::Unfit,
+                        format!(
+                            "a query in {} reads {}, not {}",
+                            q.crs_name(),
+                            q.property_type(),
+                            self.property_type
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
         };
+        if self.property_type.is_point() {
+            return Err(SpecError::new(
+                "type",
+                SpecErrorKind::Unfit,
+                format!(
+                    "{} positions take position operations ({}), geofences or aggregations",
+                    self.property_type, "speed, azimuth, cumulativeLength, distance, position"
+                ),
+            ));
+        }
         if transform.is_some_and(|t| !t.applies_to(self.property_type)) {
             return Err(SpecError::new(
                 "operation",
@@ -184,6 +223,13 @@ impl QuerySpec {
                 transform,
                 aggregate,
             } => (transform.as_ref(), Some(aggregate)),
+            QueryKind::Position(q) => {
+                obj.insert("crs".into(), q.crs_name().into());
+                if q.aggregate().is_none() {
+                    obj.insert("operation".into(), q.operation_name().into());
+                }
+                (None, q.aggregate())
+            }
         };
         if let Some(t) = transform {
             obj.insert("operation".into(), t.op.name().into());
@@ -256,6 +302,16 @@ pub struct Registration {
     /// `"fail"` ([`OnError`]).
     #[serde(rename = "onError")]
     pub on_error: Option<String>,
+    /// Positions: the feature's reference system, `EPSG:4326` (geodetic,
+    /// the default) or a projected `EPSG:NNNN`.
+    pub crs: Option<String>,
+    /// Positions: a geofence, a GeoJSON Polygon or MultiPolygon.
+    pub geofence: Option<serde_json::Value>,
+    /// Positions: what a geofence detects (`enter`, `exit`, `inside`,
+    /// `outside`, `cross`); all when absent.
+    pub detect: Option<serde_json::Value>,
+    /// Positions: the GeoJSON geometry `distance` measures to.
+    pub geometry: Option<serde_json::Value>,
 }
 
 impl Registration {
@@ -266,7 +322,12 @@ impl Registration {
         // A wrong type is named by its field (`arg: expected a number`), not
         // as a body error. `null` is an absent value, except for emitPartial.
         type Is = fn(&serde_json::Value) -> bool;
-        let types: [(&str, Is, &str); 8] = [
+        let types: [(&str, Is, &str); 9] = [
+            (
+                "crs",
+                |v| v.is_string() || v.is_null(),
+                "a string such as \"EPSG:4326\"",
+            ),
             ("operation", |v| v.is_string() || v.is_null(), "a string"),
             ("arg", |v| v.is_number() || v.is_null(), "a number"),
             ("aggregation", |v| v.is_string() || v.is_null(), "a string"),
@@ -320,6 +381,14 @@ impl Registration {
         default_type: PropertyType,
     ) -> Result<QuerySpec, SpecError> {
         let property_type = self.property_type.unwrap_or(default_type);
+        if property_type.is_point() || self.crs.is_some() {
+            let known = self.property_type.is_none().then_some(default_type);
+            return self
+                .into_position_spec(&property.into(), known, None)
+                .map_err(|e| match e {
+                    RegistrationError::Invalid(e) | RegistrationError::Unfit(e) => e,
+                });
+        }
         let on_error = self.policy()?;
         let spec = QuerySpec {
             id: String::new(),
@@ -338,6 +407,16 @@ impl Registration {
     /// What the body computes, checked in itself: names, arguments and
     /// windows, not yet against a property's type.
     fn into_kind(self) -> Result<QueryKind, SpecError> {
+        if let Some(field) = position::position_only_field(&self) {
+            return Err(SpecError::new(
+                field,
+                SpecErrorKind::Conflict,
+                format!(
+                    "`{field}` goes with a feature's positions (…/tgsequence, or `type` \
+                     TGeogPoint or TGeomPoint)"
+                ),
+            ));
+        }
         let transform = match self.operation {
             Some(op) => Some(Transform::new(&op, self.arg).map_err(|e| {
                 let (field, kind) = match e {
@@ -460,6 +539,9 @@ impl Registration {
         known: Option<PropertyType>,
     ) -> Result<QuerySpec, RegistrationError> {
         let given = self.property_type;
+        if given.is_some_and(PropertyType::is_point) || known.is_some_and(PropertyType::is_point) {
+            return self.into_position_spec(property, known, None);
+        }
         let on_error = self.policy().map_err(RegistrationError::Invalid)?;
         let kind = self.into_kind().map_err(RegistrationError::Invalid)?;
         let property_type = fit(property, given, known, &kind).map_err(RegistrationError::Unfit)?;
@@ -468,6 +550,71 @@ impl Registration {
             property: property.to_owned(),
             property_type,
             kind,
+            on_error,
+            clock: None,
+            resume: None,
+            budget: None,
+        };
+        spec.validate().map_err(RegistrationError::Invalid)?;
+        Ok(spec)
+    }
+}
+
+impl Registration {
+    /// Validates the body into a query on a feature's positions, whose
+    /// type is `known` once fixed and, for a planar one, reference system
+    /// `known_crs`: first the body in itself, then against the feature. A
+    /// feature has one reference system: a body naming another than the
+    /// feature's (geodetic for `TGeogPoint`, `known_crs` for `TGeomPoint`)
+    /// does not fit it (`Unfit`: 422). With neither known, the body's
+    /// `crs` decides, else geodetic EPSG:4326.
+    pub(crate) fn into_position_spec(
+        self,
+        property: &str,
+        known: Option<PropertyType>,
+        known_crs: Option<crate::geo::Crs>,
+    ) -> Result<QuerySpec, RegistrationError> {
+        let on_error = self.policy().map_err(RegistrationError::Invalid)?;
+        let given = position::crs_of(&self).map_err(|e| match e.field {
+            // A `type` that is no position's does not fit the feature.
+            "type" => RegistrationError::Unfit(e),
+            _ => RegistrationError::Invalid(e),
+        })?;
+        let feature = match (known, known_crs) {
+            (_, Some(crs)) => Some(crs),
+            (Some(PropertyType::TGeogPoint), None) => Some(crate::geo::Crs::Geodetic),
+            _ => None,
+        };
+        let crs = match (given, feature) {
+            (Some(given), Some(feature)) if given != feature => {
+                return Err(RegistrationError::Unfit(SpecError::new(
+                    "crs",
+                    SpecErrorKind::Unfit,
+                    format!(
+                        "the positions of {property} are in {}, not {}: a feature has one \
+                         reference system (register without `crs`, or on another feature)",
+                        feature.name(),
+                        given.name()
+                    ),
+                )));
+            }
+            (Some(crs), _) | (None, Some(crs)) => crs,
+            (None, None) if known == Some(PropertyType::TGeomPoint) => {
+                return Err(RegistrationError::Unfit(SpecError::new(
+                    "crs",
+                    SpecErrorKind::Missing,
+                    format!("the positions of {property} are planar: name their `crs`"),
+                )));
+            }
+            (None, None) => crate::geo::Crs::Geodetic,
+        };
+        let what = position::what(self).map_err(RegistrationError::Invalid)?;
+        let query = PositionQuery { crs, what };
+        let spec = QuerySpec {
+            id: String::new(),
+            property: property.to_owned(),
+            property_type: query.property_type(),
+            kind: QueryKind::Position(query),
             on_error,
             clock: None,
             resume: None,
@@ -505,6 +652,7 @@ fn fit(
             transform,
             aggregate,
         } => (transform.as_ref(), Some(aggregate)),
+        QueryKind::Position(_) => (None, None),
     };
     if transform.is_some_and(|t| !t.applies_to(property_type)) {
         return Err(SpecError::new(

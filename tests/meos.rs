@@ -20,7 +20,7 @@ fn run_values(
     cmd.args(["run", "--engine", engine, "--op", op])
         .arg("--config")
         .arg(config);
-    if ["add", "sub", "mul", "div"].contains(&op) {
+    if Op::from_name(op).is_some_and(Op::takes_arg) {
         cmd.args(["--arg", "1.852"]);
     }
     if let Some(meos) = meos {

@@ -15,6 +15,7 @@ mod page;
 mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
+mod positions;
 mod public_api;
 mod readme;
 mod registry;

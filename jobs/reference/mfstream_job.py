@@ -8,9 +8,8 @@ Usage::
 
 The protocol in brief (jobs/README.md has it in full):
 
-- Arguments: the operation (ln, exp, log10, ceil, floor, abs, degrees, radians,
-  sin, cos, tan, add, sub, mul, div) and, for add/sub/mul/div only, its
-  scalar argument.
+- Arguments: the operation (UNARY and BINARY below, generated from the
+  catalogue) and, for the BINARY ones only, its scalar argument.
 - Environment: MFSTREAM_FRAMING is "value" (the default when unset) or "json";
   MFSTREAM_QUERY holds the query spec as JSON. A transform needs nothing more
   than its arguments; a windowed aggregate (arguments `aggregate AGG`, json

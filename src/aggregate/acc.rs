@@ -4,7 +4,8 @@
 use std::collections::HashSet;
 
 use crate::budget::ENTRY_OVERHEAD;
-use crate::vocab::{Aggregation, Value};
+use crate::geo::{AggregateValue, Crs, PositionAcc};
+use crate::vocab::{Aggregation, Point, Value};
 
 /// The most entries a set of distinct texts keeps its allocation for when
 /// its window is emitted: a larger one is freed, so that an emitted window
@@ -55,6 +56,9 @@ pub(super) struct Acc {
     /// that merged buckets keep arrival order.
     first: Option<(u64, String)>,
     last: Option<(u64, String)>,
+    /// The aggregate of positions (`EXTENT`, `LENGTH`, …): O(1) whatever
+    /// the window holds.
+    position: Option<Box<PositionAcc>>,
 }
 
 impl Default for Acc {
@@ -73,6 +77,7 @@ impl Default for Acc {
             distinct_merged: None,
             first: None,
             last: None,
+            position: None,
         }
     }
 }
@@ -113,6 +118,18 @@ impl Acc {
         }
     }
 
+    /// Adds a position at `t` (microseconds) to the aggregate of
+    /// positions, in `crs`; call before [`Acc::add`] of the same record.
+    /// Positions come in increasing time order (the position engine sees
+    /// to it).
+    pub(crate) fn add_position(&mut self, crs: Crs, t: i64, p: crate::geo::Point) {
+        let acc = self.position.get_or_insert_with(|| {
+            self.bytes += std::mem::size_of::<PositionAcc>() as u64;
+            Box::new(PositionAcc::new(crs))
+        });
+        acc.push(t, p);
+    }
+
     fn add_sum(&mut self, x: f64) {
         neumaier(&mut self.sum, &mut self.comp, x);
     }
@@ -150,6 +167,11 @@ impl Acc {
             window.max = window.max.max(acc.max);
             window.trues += acc.trues;
             window.count += acc.count;
+            // One bucket per window for a window of positions (a HOPPING
+            // one is refused: a PositionAcc does not merge): its own.
+            if window.position.is_none() {
+                window.position.clone_from(&acc.position);
+            }
             if distinct.is_none() && !acc.distinct.is_empty() {
                 sets.push(&acc.distinct);
             }
@@ -209,6 +231,20 @@ impl Acc {
             Aggregation::All => Value::Bool(self.trues == self.count),
             Aggregation::CountTrue => Value::Number(self.trues as f64),
             Aggregation::CountFalse => Value::Number((self.count - self.trues) as f64),
+            positions => {
+                let result = match (positions.of_positions(), &self.position) {
+                    (Some(what), Some(acc)) => acc.result(what, 0, 0),
+                    _ => AggregateValue::None,
+                };
+                match result {
+                    AggregateValue::Number(v) => Value::Number(v),
+                    AggregateValue::Point(p) => Value::Point(Point::new(p.x, p.y)),
+                    AggregateValue::BBox(b) => Value::BBox(b),
+                    // No value (a speed of one position): as an overflow,
+                    // the window is skipped, or fails the query.
+                    AggregateValue::None => Value::Number(f64::NAN),
+                }
+            }
         }
     }
 

@@ -80,6 +80,7 @@ use super::acc::Acc;
 use super::{Aggregate, Grid, Window};
 use crate::budget::{ENTRY_OVERHEAD, Part, StateBudget};
 use crate::datetime;
+use crate::geo::Crs;
 use crate::on_error::OnError;
 use crate::spec_error::SpecError;
 use crate::vocab::{Aggregation, Event, Instant, PropertyType, Value, WindowEvent};
@@ -120,6 +121,8 @@ pub struct Windower {
     /// The query's state budget, which its windows count in
     /// ([`Windower::with_budget`]).
     budget: Option<Arc<StateBudget>>,
+    /// For an aggregate of positions (`EXTENT`, …): their reference system.
+    crs: Option<Crs>,
 }
 
 /// What a bucket costs beyond its heap: its slot in the deque.
@@ -235,6 +238,7 @@ enum Expect {
     Number,
     Text,
     Bool,
+    Point,
 }
 
 impl Windower {
@@ -260,6 +264,11 @@ impl Windower {
             | Aggregation::All
             | Aggregation::CountTrue
             | Aggregation::CountFalse => Expect::Bool,
+            Aggregation::Extent
+            | Aggregation::Centroid
+            | Aggregation::Length
+            | Aggregation::AvgSpeed
+            | Aggregation::MaxSpeed => Expect::Point,
         };
         aggregate.validate()?;
         let mode = match (&aggregate.window, aggregate.window.grid()) {
@@ -299,6 +308,7 @@ impl Windower {
             seq: 0,
             mode,
             budget: None,
+            crs: None,
         })
     }
 
@@ -371,6 +381,7 @@ impl Windower {
             PropertyType::TReal | PropertyType::TInteger => Expect::Number,
             PropertyType::TText => Expect::Text,
             PropertyType::TBoolean => Expect::Bool,
+            PropertyType::TGeogPoint | PropertyType::TGeomPoint => Expect::Point,
         };
         self
     }
@@ -399,9 +410,25 @@ impl Windower {
         let seq = self.seq;
         self.seq += 1;
         let aggregation = self.emitter.aggregation;
+        let crs = self.crs.unwrap_or(Crs::Geodetic);
+        let mut position = None;
+        // An aggregate of positions measures them in time.
+        let positions = aggregation.of_positions().is_some();
         let secs = match self.mode {
-            Mode::Count { .. } => 0,
+            Mode::Count { .. } if !positions => 0,
             _ => match datetime::parse(&instant.datetime) {
+                Some(t) if positions => {
+                    let Value::Point(p) = instant.value else {
+                        return Err(WindowError::WrongType {
+                            datetime: instant.datetime.clone(),
+                            value: instant.value.clone(),
+                            aggregation,
+                            wanted: "positions",
+                        });
+                    };
+                    position = Some((t.micros(), crate::geo::Point::new(p.x, p.y)));
+                    t.secs
+                }
                 Some(t) => t.secs,
                 None => {
                     return Err(WindowError::Datetime {
@@ -414,6 +441,9 @@ impl Windower {
         let emitter = &mut self.emitter;
         match &mut self.mode {
             Mode::Count { size, acc } => {
+                if let Some((t, p)) = position {
+                    acc.add_position(crs, t, p);
+                }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 if acc.count >= *size {
                     out.extend(emitter.event(acc, false)?);
@@ -444,6 +474,9 @@ impl Windower {
                     && !acc.has_text(text)
                 {
                     time.bytes += distinct.add(text);
+                }
+                if let Some((t, p)) = position {
+                    acc.add_position(crs, t, p);
                 }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 let grown = acc.bytes;
@@ -528,12 +561,20 @@ impl Windower {
         Ok(())
     }
 
+    /// Measures positions in `crs` (for `EXTENT`, `LENGTH`, …).
+    pub(crate) fn with_crs(mut self, crs: Crs) -> Windower {
+        self.crs = Some(crs);
+        self
+    }
+
     fn check_value(&self, instant: &Instant) -> Result<(), WindowError> {
         let (ok, wanted) = match (self.expect, &instant.value) {
             (Expect::Any, _)
             | (Expect::Number, Value::Number(_))
             | (Expect::Text, Value::Text(_))
-            | (Expect::Bool, Value::Bool(_)) => (true, ""),
+            | (Expect::Bool, Value::Bool(_))
+            | (Expect::Point, Value::Point(_)) => (true, ""),
+            (Expect::Point, _) => (false, "positions"),
             (Expect::Number, _) => (false, "numbers"),
             (Expect::Text, _) => (false, "texts"),
             (Expect::Bool, _) => (false, "booleans"),
@@ -664,6 +705,13 @@ impl Emitter {
                 self.skipped += count;
                 self.untaken += count;
                 return Ok(None);
+            }
+            if self.aggregation.of_positions().is_some() {
+                return Err(WindowError::NoSegment {
+                    aggregation: self.aggregation,
+                    window_start,
+                    window_end,
+                });
             }
             return Err(WindowError::Overflow {
                 aggregation: self.aggregation,

@@ -249,6 +249,8 @@ impl StreamEngine for BridgeEngine {
             _ if self.options.protocol >= 2 => None,
             QueryKind::Transform(t) => Some(*t),
             QueryKind::Aggregate { transform, .. } => *transform,
+            // Refused by `plan` above.
+            QueryKind::Position(_) => None,
         };
         let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let driver = run::Driver::new(

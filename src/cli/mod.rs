@@ -44,6 +44,8 @@ Environment:
   MFAPI_STREAM_ENGINE   the engine when --engine is absent (else the file's default, else local)
   MFAPI_<RUNTIME>_CMD   a bridge engine's job command, as its cmd_env names it (MFAPI_FLINK_CMD, ...)
   MFSTREAM_TOKEN        serve: the bearer token, as --token
+  MFSTREAM_MQTT_USERNAME, MFSTREAM_MQTT_PASSWORD
+                        serve --mqtt: the broker's user and password (never flags)
   NO_COLOR              when set (not empty), the logs have no colour (nor when stderr is no terminal)
   RUST_LOG              what is logged to stderr (default warn)";
 
@@ -300,17 +302,22 @@ pub struct RunArgs {
     /// '{"operation":"mul","arg":1.852}'.
     #[arg(long, value_name = "JSON", conflicts_with_all = ["op", "arg"])]
     pub query: Option<String>,
-    /// A lifted operation; its help lists the catalogue's.
+    /// A lifted operation; its help lists the catalogue's and the position
+    /// operations.
     #[arg(long, value_name = "OP", value_parser = names::<String>(values::operations), hide_possible_values = true, help = values::operations_help())]
     pub op: Option<String>,
     /// The operation's scalar argument; its help names the operations that
     /// take one.
     #[arg(long, value_name = "X", allow_negative_numbers = true, help = values::arg_help())]
     pub arg: Option<f64>,
-    /// The temporal property's name, carried in every event.
-    #[arg(long, value_name = "NAME", default_value = "value")]
-    pub property: String,
-    /// The property's type: TReal, TInteger, TText or TBoolean.
+    /// The temporal property's name, carried in every event: "value" by
+    /// default, "tgsequence" for positions.
+    #[arg(long, value_name = "NAME")]
+    pub property: Option<String>,
+    /// The property's type: TReal, TInteger, TText or TBoolean; or
+    /// positions, input lines {"datetime","coordinates":[x,y]}: TGeogPoint
+    /// (lon/lat in degrees on the WGS84 ellipsoid, metres) or TGeomPoint
+    /// (planar: give the query's "crs", e.g. EPSG:3857).
     #[arg(
         long = "type",
         value_name = "TYPE",
@@ -463,6 +470,32 @@ pub struct ServeArgs {
     /// reason naming this limit, and the journal releases them.
     #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
     pub max_query_log: u64,
+    /// Ingest from an MQTT broker: mqtt://HOST[:PORT] (1883) or
+    /// mqtts://HOST[:PORT] (8883, with --mqtt-ca). QoS 1 on a persistent
+    /// session; a message is acknowledged once ingested (with --state:
+    /// stored). An instant at or before its property's last one from MQTT
+    /// is a duplicate (dropped, counted). At most 4096 messages are held
+    /// unacknowledged, and --max-inflight-bytes of payload. User and
+    /// password come from MFSTREAM_MQTT_USERNAME and MFSTREAM_MQTT_PASSWORD.
+    /// Counters and the last bad messages: GET /ingest/mqtt.
+    #[arg(long, value_name = "URL")]
+    pub mqtt: Option<String>,
+    /// The PEM file of the CA that signed the broker's certificate (for
+    /// mqtts://).
+    #[arg(long, value_name = "FILE", requires = "mqtt")]
+    pub mqtt_ca: Option<PathBuf>,
+    /// A topic pattern to subscribe to: levels separated by '/', with
+    /// {cid}, {fid} and {pname} each once as a whole level (the property's
+    /// ids). Repeatable, at most 64; a topic takes the first that matches.
+    /// The property name tgsequence is reserved for positions.
+    /// [default: mfapi/{cid}/{fid}/{pname}]
+    #[arg(long, value_name = "PATTERN", requires = "mqtt")]
+    pub mqtt_topic: Vec<String>,
+    /// The MQTT client id, which names the broker's persistent session.
+    /// [default: mfstream- and a hash of the --state directory (without
+    /// --state: of the address bound), the same at every restart]
+    #[arg(long, value_name = "ID", requires = "mqtt")]
+    pub mqtt_client_id: Option<String>,
 }
 
 /// `serve --durability`: what a write to the state store survives.

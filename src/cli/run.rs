@@ -61,7 +61,12 @@ fn spec(args: &RunArgs) -> Result<QuerySpec> {
             ..Registration::default()
         },
     };
-    let mut spec = registration.into_spec(&args.property, args.property_type)?;
+    let property = match &args.property {
+        Some(name) => name.as_str(),
+        None if args.property_type.is_point() => "tgsequence",
+        None => "value",
+    };
+    let mut spec = registration.into_spec(property, args.property_type)?;
     if let Some(policy) = &args.on_error {
         spec.on_error = policy.parse()?;
     }

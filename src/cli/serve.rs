@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use mfstream::{Registry, ServeOptions, Server};
+use mfstream::{MqttIngest, Registry, ServeOptions, Server};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::ServeArgs;
@@ -40,9 +40,18 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         allowed_hosts: args.allowed_host,
         cors_origins: args.cors_origin,
         max_query_log: args.max_query_log,
+        mqtt: args.mqtt.map(|url| MqttIngest {
+            url,
+            ca: args.mqtt_ca,
+            topics: args.mqtt_topic,
+            client_id: args.mqtt_client_id,
+            username: std::env::var("MFSTREAM_MQTT_USERNAME").ok(),
+            password: std::env::var("MFSTREAM_MQTT_PASSWORD").ok(),
+        }),
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);
+    let mqtt_url = options.mqtt.as_ref().map(|m| m.url.clone());
     if !options.addr.ip().is_loopback() && options.token.is_none() {
         tracing::warn!(
             "serving on {} without a token: anyone who reaches it can run queries",
@@ -65,6 +74,9 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         out.flush().context("cannot write to stdout")?;
         drop(out);
         tokio::spawn(reload_on_hangup(hangup, registry));
+        if let (Some(subscriptions), Some(url)) = (server.mqtt_subscriptions(), mqtt_url) {
+            tokio::spawn(say_subscribed(subscriptions, url));
+        }
         let shutdown = async move {
             tokio::select! {
                 _ = interrupt.recv() => {}
@@ -75,6 +87,16 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         eprintln!("mfstream: stopped");
         Ok(Outcome::Success)
     })
+}
+
+/// Prints `mfstream: mqtt subscribed on URL` each time the broker grants
+/// the subscriptions (at each connection): the line a test or a supervisor
+/// waits for.
+async fn say_subscribed(mut subscriptions: tokio::sync::watch::Receiver<u64>, url: String) {
+    while subscriptions.changed().await.is_ok() {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "mfstream: mqtt subscribed on {url}").and_then(|()| out.flush());
+    }
 }
 
 /// Descriptors beyond the connections: the listener, bridge jobs' pipes,

@@ -68,7 +68,8 @@ pub fn operations() -> Vec<&'static str> {
 /// takes an argument.
 pub fn operations_help() -> String {
     format!(
-        "A lifted operation, in any case: {}",
+        "A lifted operation, in any case: {}; on positions (--type TGeogPoint or TGeomPoint): \
+         speed, azimuth, cumulativeLength, position (distance and geofences take --query)",
         mfstream::ops::Op::catalogue()
     )
 }

@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use super::BATCH;
 use crate::budget::{Part, StateBudget, instant_bytes};
 use crate::clock::ClockRelease;
-use crate::vocab::{Instant, PropertyType};
+use crate::vocab::{Instant, PropertyType, Value};
 
 /// A failure of the source a query reads, such as an input line that does
 /// not parse. It fails the query with this message.
@@ -36,8 +36,9 @@ enum Item {
 #[derive(Debug)]
 pub struct Source {
     rx: mpsc::Receiver<Item>,
-    /// Whether its numbers must be integers (a `TInteger` property).
-    integers: bool,
+    /// The property's type, whose records are checked here
+    /// ([`Source::typed`]); `None`: unchecked.
+    typed: Option<PropertyType>,
     /// The failure of a record, once the records before it were delivered.
     failed: Option<SourceError>,
     /// The query's state budget, which the instants waiting in the buffer
@@ -90,17 +91,19 @@ impl Source {
     fn new(rx: mpsc::Receiver<Item>) -> Source {
         Source {
             rx,
-            integers: false,
+            typed: None,
             failed: None,
             budget: None,
         }
     }
 
     /// The source of a property of type `t`: for `TInteger`, a number with
-    /// a fraction ends the source with an error naming the record, after
-    /// the records before it (every engine fails the query with it).
+    /// a fraction, for `TGeogPoint` and `TGeomPoint` a record that is no
+    /// position, and for any other type a position, ends the source with an
+    /// error naming the record, after the records before it (every engine
+    /// fails the query with it).
     pub(crate) fn typed(mut self, t: PropertyType) -> Source {
-        self.integers = t == PropertyType::TInteger;
+        self.typed = Some(t);
         self
     }
 
@@ -146,20 +149,35 @@ impl Source {
     /// The records of `batch` up to the first that does not fit the
     /// property's type; that one's error comes next.
     fn checked(&mut self, mut batch: Vec<Instant>) -> SourceItem {
-        if !self.integers {
+        let Some(t) = self.typed else {
             return Ok(batch);
-        }
-        let Some(at) = batch
-            .iter()
-            .position(|i| i.value.as_f64().is_some_and(|x| x.fract() != 0.0))
-        else {
+        };
+        let unfit = |i: &Instant| match (&i.value, t) {
+            (Value::Number(x), PropertyType::TInteger) => x.fract() != 0.0,
+            (Value::Point(_), t) => !t.is_point(),
+            (_, t) => t.is_point(),
+        };
+        let Some(at) = batch.iter().position(unfit) else {
             return Ok(batch);
         };
         let bad = &batch[at];
-        let error = SourceError(format!(
-            "record at {} has value {}, but the property is TInteger: it takes integers",
-            bad.datetime, bad.value
-        ));
+        let error = SourceError(match (&bad.value, t) {
+            (Value::Point(p), t) => format!(
+                "record at {} has the coordinates {}, but the property is {t}: \
+                 give it a \"value\"",
+                bad.datetime,
+                Value::Point(*p)
+            ),
+            (value, t) if t.is_point() => format!(
+                "record at {} has the value {value}, but the property is {t}: \
+                 give it \"coordinates\" [x, y]",
+                bad.datetime
+            ),
+            (value, _) => format!(
+                "record at {} has value {value}, but the property is TInteger: it takes integers",
+                bad.datetime
+            ),
+        });
         batch.truncate(at);
         if batch.is_empty() {
             return Err(error);
@@ -296,6 +314,30 @@ impl SourcePermit<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_typed_source_ends_at_a_position_on_a_scalar_property_and_the_reverse() {
+        let point = |t: &str| Instant {
+            datetime: t.into(),
+            value: Value::Point(crate::vocab::Point::new(1.0, 2.0)),
+        };
+        let mut scalar = Source::from_instants([Instant::number("a", 1.0), point("b")])
+            .typed(PropertyType::TReal);
+        assert_eq!(scalar.next_batch().await.unwrap().unwrap().len(), 1);
+        let e = scalar.next_batch().await.unwrap().unwrap_err().0;
+        assert!(
+            e.contains("record at b has the coordinates [1,2]") && e.contains("TReal"),
+            "{e}"
+        );
+        let mut positions = Source::from_instants([point("a"), Instant::number("b", 3.0)])
+            .typed(PropertyType::TGeogPoint);
+        assert_eq!(positions.next_batch().await.unwrap().unwrap().len(), 1);
+        let e = positions.next_batch().await.unwrap().unwrap_err().0;
+        assert!(
+            e.contains("record at b has the value 3") && e.contains("\"coordinates\""),
+            "{e}"
+        );
+    }
 
     #[tokio::test]
     async fn a_clock_release_reads_as_an_empty_batch_after_the_batches_sent_before_it() {

@@ -19,11 +19,6 @@
 //!
 //! Time is microseconds since the epoch ([`Micros`]) everywhere here.
 
-// Used by the geo-kind lane (the value kind, routes and engines), which
-// lands after this module: until then only the tests call it. Remove this
-// line once that lane calls the API.
-#![cfg_attr(not(test), allow(dead_code, unused_imports))]
-
 mod acc;
 mod fence;
 mod geometry;
@@ -37,8 +32,12 @@ use geographiclib_rs::{Geodesic, InverseGeodesic};
 
 pub(crate) use acc::{AggregateValue, PositionAcc, PositionAggregate};
 pub(crate) use fence::{Detect, Fence, FenceEvent, FenceState};
-pub(crate) use geometry::{Geometry, MAX_GEOMETRY_BYTES, MAX_GEOMETRY_VERTICES};
-pub(crate) use motion::{Motion, Step};
+pub(crate) use geometry::Geometry;
+#[cfg(test)]
+pub(crate) use geometry::{MAX_GEOMETRY_BYTES, MAX_GEOMETRY_VERTICES};
+pub(crate) use motion::Motion;
+#[cfg(test)]
+pub(crate) use motion::Step;
 
 /// A position: lon/lat in degrees (geodetic, EPSG:4326) or x/y in the CRS's
 /// units (planar).
@@ -231,6 +230,9 @@ pub(crate) fn distance(crs: Crs, a: Point, b: Point) -> f64 {
 /// for planar systems), in [0, 360); `None` when `a == b`, where MEOS has no
 /// azimuth either. Geodetic: the geodesic's azimuth at `a`, as PostGIS's
 /// `ST_Azimuth(geography)` (GeographicLib's `azi1`).
+// The engines take both at once (`distance_azimuth`); the oracle and the
+// tests take the azimuth alone.
+#[cfg_attr(not(test), allow(dead_code))]
 pub(crate) fn azimuth(crs: Crs, a: Point, b: Point) -> Option<f64> {
     distance_azimuth(crs, a, b).1
 }

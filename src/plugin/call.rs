@@ -392,6 +392,16 @@ pub(crate) fn to_raw(instant: &Instant) -> MfsInstant {
             number: 0.0,
             text: MfsStr::new(s),
         },
+        // ABI version 1 has no position: a plugin is never planned a
+        // position query (`plan` refuses one), and the typed source ends a
+        // query on a scalar property at its first position. Were one to
+        // come, it reaches the plugin as a value it refuses (a NaN number),
+        // never as another record's value.
+        Value::Point(_) | Value::BBox(_) => MfsValue {
+            kind: MFS_NUMBER,
+            number: f64::NAN,
+            text: MfsStr::EMPTY,
+        },
     };
     MfsInstant {
         datetime: MfsStr::new(&instant.datetime),

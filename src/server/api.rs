@@ -52,6 +52,7 @@ pub(crate) const MEDIA_TYPE: &str = "application/vnd.oai.openapi+json;version=3.
         CQuery,
         QueryList,
         Instant,
+        Instants,
         IngestAnswer,
         Exception,
         Link,
@@ -63,10 +64,17 @@ pub(crate) const MEDIA_TYPE: &str = "application/vnd.oai.openapi+json;version=3.
         EndEvent,
         LaggedEvent,
         ResetEvent,
+        Position,
+        Positions,
+        MovingPoint,
+        DetectEvent,
+        MqttStatus,
+        MqttBadSample,
     )),
     tags(
         (name = "cquery", description = "continuous queries on a temporal property (Part 4)"),
         (name = "ingest", description = "live instants"),
+        (name = "positions", description = "continuous queries on a feature's positions (`tgsequence`)"),
         (name = "server", description = "the landing page, the API, the engines, the metrics"),
     ),
 )]
@@ -162,6 +170,28 @@ pub(crate) struct QueryParams {
     qid: String,
 }
 
+/// The path parameters of a feature's positions.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(crate) struct FeatureParams {
+    /// The collection's id.
+    cid: String,
+    /// The feature's id.
+    fid: String,
+}
+
+/// The path parameters of a query on a feature's positions.
+#[derive(IntoParams)]
+#[into_params(parameter_in = Path)]
+pub(crate) struct FeatureQueryParams {
+    /// The collection's id.
+    cid: String,
+    /// The feature's id.
+    fid: String,
+    /// The query's id (32 hex digits).
+    qid: String,
+}
+
 /// The landing page's query.
 #[derive(IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -199,13 +229,30 @@ pub(crate) struct Registration {
     engine: Option<String>,
     /// The property's type; fixed by its first registration or ingest.
     #[serde(rename = "type")]
-    #[schema(value_type = Option<String>, pattern = "^(TReal|TInteger|TText|TBoolean)$")]
+    #[schema(
+        value_type = Option<String>,
+        pattern = "^(TReal|TInteger|TText|TBoolean|TGeogPoint|TGeomPoint)$"
+    )]
     property_type: Option<String>,
     /// What a record with no finite result does: `skip` (the default) or
     /// `fail`.
     #[serde(rename = "onError")]
     #[schema(value_type = Option<String>, pattern = "^(skip|fail)$")]
     on_error: Option<String>,
+    /// Positions only: the feature's reference system, `EPSG:NNNN`
+    /// (planar); geodetic `EPSG:4326` when absent.
+    crs: Option<String>,
+    /// Positions only: a GeoJSON Polygon or MultiPolygon to detect
+    /// `enter`, `exit`, `inside`, `outside`, `cross` against.
+    #[schema(value_type = Option<Object>)]
+    geofence: Option<serde_json::Value>,
+    /// Positions only, with `geofence`: the detections wanted (every one
+    /// when absent).
+    #[schema(value_type = Option<Vec<String>>)]
+    detect: Option<serde_json::Value>,
+    /// Positions only, for `distance`: a static GeoJSON geometry.
+    #[schema(value_type = Option<Object>)]
+    geometry: Option<serde_json::Value>,
 }
 
 /// The window of an aggregation.
@@ -306,13 +353,50 @@ pub(crate) struct Instant {
     value: Scalar,
 }
 
-/// A value: a number, a string or a boolean.
+/// A value: a number, a string or a boolean; for a position aggregate,
+/// `EXTENT`'s `[minx,miny,maxx,maxy]` or `CENTROID`'s `[x,y]`.
 #[derive(Serialize, ToSchema)]
 #[serde(untagged)]
 pub(crate) enum Scalar {
     Number(f64),
     Text(String),
     Boolean(bool),
+    Numbers(Vec<f64>),
+}
+
+/// One position of a feature.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Position {
+    #[schema(example = "2026-01-01T00:00:00Z")]
+    datetime: String,
+    /// `[x, y]` or `[x, y, z]`: lon/lat in degrees for a geodetic feature.
+    #[schema(min_items = 2, max_items = 3)]
+    coordinates: Vec<f64>,
+}
+
+/// An MF-JSON MovingPoint.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct MovingPoint {
+    /// `MovingPoint`.
+    #[serde(rename = "type")]
+    kind: String,
+    coordinates: Vec<Vec<f64>>,
+    datetimes: Vec<String>,
+    /// `Linear` only.
+    interpolation: Option<String>,
+    /// The reference system, as MF-JSON gives it.
+    #[schema(value_type = Option<Object>)]
+    crs: Option<serde_json::Value>,
+}
+
+/// A positions ingest's body: one position, an array of them, or a
+/// MovingPoint.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub(crate) enum Positions {
+    One(Position),
+    Many(Vec<Position>),
+    Moving(MovingPoint),
 }
 
 /// An ingest's body: one instant, or an array of them.
@@ -385,11 +469,15 @@ pub(crate) struct Engine {
     default: bool,
 }
 
-/// `event: instant`: a transformed instant.
+/// `event: instant`: a transformed instant (a position query's has
+/// `coordinates` for `position`, else a `value`).
 #[derive(Serialize, ToSchema)]
 pub(crate) struct InstantEvent {
     datetime: String,
-    value: Scalar,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    value: Option<Scalar>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    coordinates: Option<Vec<f64>>,
     property: String,
     operation: String,
     /// Records skipped since the previous event, when some were.
@@ -422,6 +510,50 @@ pub(crate) struct WindowEvent {
     skipped: Option<u64>,
 }
 
+/// `event: detect`: a geofence detection.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct DetectEvent {
+    datetime: String,
+    coordinates: Vec<f64>,
+    /// `enter`, `exit`, `inside`, `outside` or `cross`.
+    detect: String,
+    property: String,
+    operation: String,
+}
+
+/// `GET /ingest/mqtt`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct MqttStatus {
+    broker: String,
+    client_id: String,
+    topics: Vec<String>,
+    connected: bool,
+    subscribed: bool,
+    connects: u64,
+    last_error: Option<String>,
+    messages: u64,
+    acknowledged: u64,
+    instants: u64,
+    duplicates: u64,
+    retries: u64,
+    /// Bad messages, per reason.
+    #[schema(value_type = Object)]
+    bad: std::collections::BTreeMap<String, u64>,
+    /// The last bad messages, newest first.
+    bad_samples: Vec<MqttBadSample>,
+}
+
+/// A bad MQTT message.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct MqttBadSample {
+    at: String,
+    topic: String,
+    reason: String,
+    detail: String,
+    payload: String,
+}
+
 /// `event: end`: the query ended; the stream's last event.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct EndEvent {
@@ -448,10 +580,10 @@ pub(crate) struct ResetEvent {
 /// The description of the stream's events, for its operation.
 pub(crate) const STREAM: &str = "The results as Server-Sent Events. The stream opens with \
 `retry: 1000`. Each result is `event: instant` (data: `InstantEvent`) or `event: window` (data: \
-`WindowEvent`), with `id:` 1, 2, 3, … per query. A subscriber that fell behind the replay buffer \
-gets `event: lagged` (data: `LaggedEvent`); a `Last-Event-ID` ahead of the query gets \
-`event: reset` first (data: `ResetEvent`, no `id:`). An idle stream gets a `: keep-alive` \
-comment. The last event is `event: end` (data: `EndEvent`), then the response ends.";
+`WindowEvent`) or, for a geofence, `event: detect` (data: `DetectEvent`), with `id:` 1, 2, 3, \
+… per query. A subscriber that fell behind the replay buffer gets `event: lagged` (data: \
+`LaggedEvent`); a `Last-Event-ID` ahead of the query gets `event: reset` first (data: \
+`ResetEvent`, no `id:`). An idle stream gets a `: keep-alive` comment. The last event is `event: end` (data: `EndEvent`), then the response ends.";
 
 #[cfg(test)]
 mod tests {

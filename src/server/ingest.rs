@@ -7,14 +7,17 @@
 //! to the ingest wait; then the request fails with 503, saying how many
 //! instants every query did receive.
 
+use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use tokio::time::Instant as Clock;
 
 use crate::engine::{SourceError, SourcePermit};
 use crate::store::{PropertyPath, Store};
 use crate::vocab::{Instant, PropertyType, Value};
 
+use super::App;
 use super::durable::{LogCap, unavailable};
 use super::problem::Problem;
 use super::table::{Feed, Property};
@@ -38,7 +41,7 @@ pub(crate) fn parse(body: &[u8]) -> Result<Vec<Instant>, Problem> {
     Ok(instants)
 }
 
-fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
+pub(crate) fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
     if datetime.len() > MAX_DATETIME {
         return Err(Problem::invalid(
             "datetime",
@@ -116,6 +119,9 @@ pub(crate) fn type_of(value: &Value) -> PropertyType {
         Value::Number(_) => PropertyType::TReal,
         Value::Text(_) => PropertyType::TText,
         Value::Bool(_) => PropertyType::TBoolean,
+        Value::Point(_) => PropertyType::TGeogPoint,
+        // No body has one (it is a window's result): it fits no type.
+        Value::BBox(_) => PropertyType::TReal,
     }
 }
 
@@ -158,6 +164,54 @@ fn fits(value: &Value, property_type: PropertyType) -> bool {
         },
         Value::Text(_) => property_type == PropertyType::TText,
         Value::Bool(_) => property_type == PropertyType::TBoolean,
+        Value::Point(_) => property_type.is_point(),
+        Value::BBox(_) => false,
+    }
+}
+
+/// The one ingest path every source takes (`POST …/ingest`, MQTT): checks
+/// the text values against the store's limit, then hands `instants` to the
+/// queries on `key` (logging them first with `--state`), or checks them
+/// alone when no query reads it. `hold` (the bytes the caller holds in
+/// flight) is released once they are handed over. With a store the
+/// delivery runs on a task of its own, so a caller going away cannot leave
+/// a chunk logged but not delivered (see [`deliver`]).
+pub(crate) async fn take(
+    app: &Arc<App>,
+    key: &PropertyPath,
+    instants: Vec<Instant>,
+    hold: impl Send + 'static,
+) -> Result<Delivered, Problem> {
+    if app.table.is_closing() {
+        return Err(Problem::unavailable("the server is shutting down".into()));
+    }
+    if let Some(store) = &app.store {
+        check_text_values(&instants, store.options().max_text_bytes)?;
+    }
+    let wait = app.options.ingest_wait;
+    match (app.table.property(key), app.store.clone()) {
+        (Some(property), None) => deliver(&property, instants, wait, None).await,
+        (Some(property), Some(store)) => {
+            let path = key.clone();
+            let cap = LogCap {
+                max: app.options.max_query_log,
+            };
+            tokio::spawn(async move {
+                let log = Some((&*store, &path, cap));
+                let delivered = deliver(&property, instants, wait, log).await;
+                drop(hold);
+                delivered
+            })
+            .await
+            .map_err(|e| {
+                Problem::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "IngestFailed",
+                    format!("the ingest's task failed: {e}"),
+                )
+            })?
+        }
+        (None, _) => check_alone(&instants),
     }
 }
 

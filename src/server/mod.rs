@@ -46,8 +46,10 @@ mod fanout;
 mod inflight;
 mod ingest;
 mod metrics;
+mod mqtt;
 mod page;
 mod parse_errors;
+mod positions;
 mod problem;
 mod request;
 mod restore;
@@ -66,6 +68,8 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use crate::registry::Registry;
+
+pub use self::mqtt::MqttIngest;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
 use self::connections::{Connections, Limits};
@@ -155,6 +159,9 @@ pub struct ServeOptions {
     /// them all; past it the query fails, naming the limit, and the
     /// journal releases them.
     pub max_query_log: u64,
+    /// MQTT ingest (`--mqtt URL`): subscribe to a broker and ingest what
+    /// its topics carry, as `POST …/ingest` does. `None` (the default): off.
+    pub mqtt: Option<MqttIngest>,
 }
 
 impl Default for ServeOptions {
@@ -184,6 +191,7 @@ impl Default for ServeOptions {
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
             max_query_log: 1024 * 1024 * 1024,
+            mqtt: None,
         }
     }
 }
@@ -229,6 +237,10 @@ pub enum ServeError {
         /// What is wrong with it (the token itself is not repeated).
         why: String,
     },
+    /// An MQTT option (`--mqtt`, `--mqtt-topic`, `--mqtt-ca`, …) that
+    /// cannot be used: the message names it and the form expected.
+    #[error("{0}")]
+    Mqtt(String),
     /// An `--allowed-host` or `--cors-origin` entry that cannot match.
     #[error("{option} {value:?}: {why}")]
     BadBrowserOption {
@@ -263,6 +275,8 @@ pub(crate) struct App {
     pub(crate) connections: Arc<Connections>,
     /// Instants accepted and bodies refused, per source (`GET /metrics`).
     pub(crate) ingest_tally: metrics::IngestTally,
+    /// MQTT ingest (`--mqtt`).
+    pub(crate) mqtt: Option<Arc<mqtt::Mqtt>>,
 }
 
 impl App {
@@ -298,6 +312,9 @@ impl Server {
         }
         // Checked before the state is opened: a typo costs no restore.
         browser::Browsers::new(&options, options.addr)?;
+        if let Some(o) = &options.mqtt {
+            mqtt::Mqtt::new(o, options.state.as_deref(), options.addr).map_err(ServeError::Mqtt)?;
+        }
         if options.replay_bytes as u64 >= options.max_query_state {
             // Not refused: a server that ran with a large replay buffer
             // still starts; its queries fail when their rings fill.
@@ -335,6 +352,13 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
         let browsers = browser::Browsers::new(&options, local_addr)?;
+        let mqtt = match &options.mqtt {
+            Some(o) => Some(Arc::new(
+                mqtt::Mqtt::new(o, options.state.as_deref(), local_addr)
+                    .map_err(ServeError::Mqtt)?,
+            )),
+            None => None,
+        };
         let options_max_inflight = options.max_inflight_bytes;
         if options.max_body > options.max_inflight_bytes {
             tracing::warn!(
@@ -365,6 +389,7 @@ impl Server {
             state_total: Arc::new(crate::budget::StateTotal::new(max_total_query_state)),
             connections: Arc::default(),
             ingest_tally: metrics::IngestTally::default(),
+            mqtt,
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;
@@ -382,6 +407,13 @@ impl Server {
     /// The address bound.
     pub fn local_addr(&self) -> Result<SocketAddr, ServeError> {
         Ok(self.listener.local_addr()?)
+    }
+
+    /// With MQTT ingest: the number of subscriptions the broker granted,
+    /// which moves at every (re)connection once the client is subscribed
+    /// again.
+    pub fn mqtt_subscriptions(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.app.mqtt.as_ref().map(|m| m.subscriptions())
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, stops every
@@ -404,7 +436,20 @@ impl Server {
             let router = router(app.clone());
             tokio::spawn(async move { connections.accept(self.listener, router, limits).await })
         };
+        // MQTT ingest from now to the shutdown: stopped first, so that what
+        // it did not acknowledge is sent again at the next start.
+        let stop_mqtt = tokio_util::sync::CancellationToken::new();
+        let mqtt = app
+            .mqtt
+            .clone()
+            .map(|m| tokio::spawn(mqtt::run(app.clone(), m, stop_mqtt.clone())));
         shutdown.await;
+        stop_mqtt.cancel();
+        if let Some(mqtt) = mqtt
+            && let Err(e) = mqtt.await
+        {
+            tracing::warn!("the MQTT ingest ended badly: {e}");
+        }
         tracing::info!("shutting down: stopping every query");
         connections.drain();
         let grace = app.options.shutdown_grace;
@@ -448,6 +493,15 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(routes::get, routes::delete))
         .routes(routes!(routes::stream))
         .routes(routes!(routes::ingest))
+        // A feature's positions: the same handlers, keyed by the feature.
+        .routes(routes!(routes::register_positions, routes::list_positions))
+        .routes(routes!(
+            routes::get_positions_query,
+            routes::delete_positions_query
+        ))
+        .routes(routes!(routes::stream_positions))
+        .routes(routes!(routes::ingest_positions))
+        .routes(routes!(mqtt::status))
 }
 
 fn router(app: Arc<App>) -> Router {

@@ -118,6 +118,17 @@ impl Problem {
         }
     }
 
+    /// The status (for a source that is not HTTP: MQTT tells a message it
+    /// must refuse, 4xx, from a moment to wait, 5xx).
+    pub(crate) fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// What went wrong, as the body's `description` says.
+    pub(crate) fn description(&self) -> &str {
+        &self.description
+    }
+
     /// 503 for an ingest that could not hand every instant over in time.
     pub(crate) fn ingest_busy(accepted: usize, total: usize, waited_ms: u128) -> Problem {
         Problem {

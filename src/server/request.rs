@@ -189,8 +189,10 @@ async fn collect(app: &App, mut body: Body) -> Result<(Bytes, Held), Problem> {
     Ok((buf.freeze(), held))
 }
 
-/// The temporal property a path names:
-/// `/collections/{cid}/items/{fid}/tproperties/{pname}`.
+/// The temporal property a path names,
+/// `/collections/{cid}/items/{fid}/tproperties/{pname}`, or the feature's
+/// positions, `/collections/{cid}/items/{fid}/tgsequence` (a path with no
+/// `{pname}`).
 #[derive(Debug)]
 pub(crate) struct PropertyAt(pub(crate) PropertyPath);
 
@@ -198,26 +200,53 @@ pub(crate) struct PropertyAt(pub(crate) PropertyPath);
 #[derive(Debug)]
 pub(crate) struct QueryAt(pub(crate) PropertyPath, pub(crate) String);
 
+/// The ids of a path, by the names the router gives them (`cid`, `fid`,
+/// `pname`, `qid`), each checked.
+async fn ids<S: Send + Sync>(
+    parts: &mut Parts,
+    state: &S,
+) -> Result<(PropertyPath, Option<String>), Problem> {
+    let Path(params) = Path::<Vec<(String, String)>>::from_request_parts(parts, state)
+        .await
+        .map_err(|e| Problem::invalid("path", e.body_text()))?;
+    let (mut collection, mut feature, mut property, mut query) = (None, None, None, None);
+    for (name, id) in params {
+        let (slot, what) = match name.as_str() {
+            "cid" => (&mut collection, "collection"),
+            "fid" => (&mut feature, "feature"),
+            "pname" => (&mut property, "property"),
+            _ => (&mut query, "query"),
+        };
+        check_id(what, &id)?;
+        *slot = Some(id);
+    }
+    let (Some(collection), Some(feature)) = (collection, feature) else {
+        return Err(Problem::invalid("path", "no collection and feature ids"));
+    };
+    let key = match property {
+        // Empty is a feature's positions' name in the table (see
+        // `PropertyPath`): never a property's.
+        Some(property) if property.is_empty() => {
+            return Err(Problem::invalid(
+                "path",
+                "the property id is empty: name a property",
+            ));
+        }
+        Some(property) => PropertyPath {
+            collection,
+            feature,
+            property,
+        },
+        None => PropertyPath::sequence(collection, feature),
+    };
+    Ok((key, query))
+}
+
 impl<S: Send + Sync> FromRequestParts<S> for PropertyAt {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
-        let Path((collection, feature, property)) =
-            Path::<(String, String, String)>::from_request_parts(parts, state)
-                .await
-                .map_err(|e| Problem::invalid("path", e.body_text()))?;
-        for (name, id) in [
-            ("collection", &collection),
-            ("feature", &feature),
-            ("property", &property),
-        ] {
-            check_id(name, id)?;
-        }
-        Ok(PropertyAt(PropertyPath {
-            collection,
-            feature,
-            property,
-        }))
+        Ok(PropertyAt(ids(parts, state).await?.0))
     }
 }
 
@@ -225,26 +254,10 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryAt {
     type Rejection = Problem;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Problem> {
-        let Path((collection, feature, property, query)) =
-            Path::<(String, String, String, String)>::from_request_parts(parts, state)
-                .await
-                .map_err(|e| Problem::invalid("path", e.body_text()))?;
-        for (name, id) in [
-            ("collection", &collection),
-            ("feature", &feature),
-            ("property", &property),
-            ("query", &query),
-        ] {
-            check_id(name, id)?;
+        match ids(parts, state).await? {
+            (key, Some(query)) => Ok(QueryAt(key, query)),
+            (_, None) => Err(Problem::invalid("path", "no query id")),
         }
-        Ok(QueryAt(
-            PropertyPath {
-                collection,
-                feature,
-                property,
-            },
-            query,
-        ))
     }
 }
 

@@ -93,7 +93,7 @@ enum ResumeError {
 fn spec_of(query: &RestoredQuery) -> Result<QuerySpec, RegistrationError> {
     let registration = Registration::from_json(&query.spec).map_err(RegistrationError::Invalid)?;
     let known = registration.property_type;
-    let mut spec = registration.into_spec_on(&query.property.property, known)?;
+    let mut spec = registration.into_spec_on(query.property.name(), known)?;
     spec.id = query.id.clone();
     Ok(spec)
 }
@@ -162,7 +162,7 @@ async fn ended(
 ) -> Result<(), StoreError> {
     let about = match &spec {
         Ok(spec) => {
-            set_type(&reservation, spec.property_type).await;
+            set_type(&reservation, spec.property_type, spec.crs()).await;
             About::of(spec, key, &restored.engine)
         }
         Err(_) => About {
@@ -180,8 +180,14 @@ async fn ended(
     Ok(())
 }
 
-async fn set_type(reservation: &Reservation<'_>, property_type: PropertyType) {
-    reservation.property.state.lock().await.property_type = Some(property_type);
+async fn set_type(
+    reservation: &Reservation<'_>,
+    property_type: PropertyType,
+    crs: Option<crate::geo::Crs>,
+) {
+    let mut state = reservation.property.state.lock().await;
+    state.property_type = Some(property_type);
+    state.crs = state.crs.or(crs);
 }
 
 /// Resubmits a running query and feeds it the instants after its
@@ -212,6 +218,7 @@ async fn resume<'a>(
     };
     let resume = spec.resume;
     let property_type = spec.property_type;
+    let crs = spec.crs();
     let about = About::of(&spec, key.clone(), engine.name());
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = match engine.submit(spec, source).await {
@@ -229,6 +236,7 @@ async fn resume<'a>(
     let started = Started {
         about,
         property_type,
+        crs,
         handle,
         sender: sender.clone(),
         fanout: fanout.clone(),

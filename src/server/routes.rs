@@ -19,13 +19,14 @@ use crate::vocab::{PropertyType, QueryStatus};
 
 use super::App;
 use super::api::{
-    self, CQuery, Engine, Exception, IngestAnswer, Instant, Instants, PropertyParams, QueryList,
-    QueryParams,
+    self, CQuery, Engine, Exception, FeatureParams, FeatureQueryParams, IngestAnswer, Instant,
+    Instants, PropertyParams, QueryList, QueryParams,
 };
 use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
 use super::metrics::IngestSource;
+use super::positions;
 use super::problem::Problem;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
 use super::table::{About, Full, PropertyState, Query, Reservation, Started, new_id};
@@ -88,20 +89,20 @@ pub(crate) async fn register(
     let property = reservation.property.clone();
     let mut state = property.state.lock().await;
     let budget = app.query_budget();
-    let mut spec = registration
-        .into_spec_on(&key.property, state.property_type)?
+    let mut spec = spec_on(&key, registration, &state)?
         .live()
         .with_budget(budget.clone());
     spec.id = query_id()?;
     let about = About::of(&spec, key, engine.name());
     let property_type = spec.property_type;
+    let crs = spec.crs();
     let rule = app
         .store
         .as_ref()
         .map(|_| Rule::of(&spec, &engine.describe()));
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = engine.submit(spec, source).await?;
-    let stored = stored_spec(text, engine.name(), property_type);
+    let stored = stored_spec(text, engine.name(), property_type, crs);
     let (keeper, recording) = record(&app, &state, &about, stored, rule, &budget).await?;
     let fanout = Arc::new(Fanout::new(
         app.options.replay,
@@ -111,6 +112,7 @@ pub(crate) async fn register(
     let started = Started {
         about,
         property_type,
+        crs,
         handle,
         sender,
         fanout,
@@ -124,6 +126,31 @@ pub(crate) async fn register(
     }
     tracing::info!(id = %query.id, engine = %query.engine, path = %query.path(), "query registered");
     Ok(created(&app, &headers, &query))
+}
+
+/// The query a registration asks for on `key`, whose state is `state`: a
+/// query on a feature's positions (`…/tgsequence`), or on a temporal
+/// property, which cannot be a position (422: positions are a feature's).
+fn spec_on(
+    key: &PropertyPath,
+    registration: Registration,
+    state: &PropertyState,
+) -> Result<crate::spec::QuerySpec, Problem> {
+    if key.is_sequence() {
+        return Ok(registration.into_position_spec(key.name(), state.property_type, state.crs)?);
+    }
+    if let Some(t) = registration.property_type.filter(|t| t.is_point()) {
+        return Err(Problem::unprocessable(
+            "type",
+            format!(
+                "{t} is a feature's positions: register on {}/tgsequence/queries",
+                key.href()
+                    .rsplit_once("/tproperties/")
+                    .map_or("", |(feature, _)| feature)
+            ),
+        ));
+    }
+    Ok(registration.into_spec_on(key.name(), state.property_type)?)
 }
 
 /// Reserves a query slot on `key` (`--max-queries`, `--max-properties`).
@@ -207,13 +234,21 @@ fn created(app: &App, headers: &HeaderMap, query: &Query) -> Response {
 /// the property's type it was resolved to, so that a restart resolves it
 /// the same way whatever the default engine and the property's first
 /// ingest then.
-fn stored_spec(body: &str, engine: &str, property_type: PropertyType) -> String {
+fn stored_spec(
+    body: &str,
+    engine: &str,
+    property_type: PropertyType,
+    crs: Option<crate::geo::Crs>,
+) -> String {
     let mut object = match serde_json::from_str::<serde_json::Value>(body) {
         Ok(serde_json::Value::Object(object)) => object,
         _ => serde_json::Map::new(),
     };
     object.insert("engine".into(), engine.into());
     object.insert("type".into(), property_type.as_str().into());
+    if let Some(crs) = crs {
+        object.insert("crs".into(), crs.name().into());
+    }
     serde_json::Value::Object(object).to_string()
 }
 
@@ -265,7 +300,7 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
         "kind": query.kind,
         "operation": query.operation,
         "engine": query.engine,
-        "property": query.key.property,
+        "property": query.key.name(),
         "events": query.fanout.events(),
         "skipped": query.progress.snapshot().skipped,
         "links": [
@@ -542,7 +577,7 @@ pub(crate) async fn ingest(
 /// The ingest itself: what it delivered, or why not (with what it
 /// accepted first, when it says).
 async fn take_ingest(
-    app: &App,
+    app: &Arc<App>,
     key: PropertyPath,
     headers: &HeaderMap,
     body: Body,
@@ -553,39 +588,22 @@ async fn take_ingest(
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
-    let instants = ingest::parse(&body)?;
-    if let Some(store) = &app.store {
-        ingest::check_text_values(&instants, store.options().max_text_bytes)?;
-    }
-    drop(body);
-    let wait = app.options.ingest_wait;
-    let delivered = match (app.table.property(&key), app.store.clone()) {
-        (Some(property), None) => ingest::deliver(&property, instants, wait, None).await?,
-        // On a task of its own, so that a client going away cannot leave a
-        // chunk logged but not delivered (see `ingest::deliver`).
-        (Some(property), Some(store)) => {
-            let path = key.clone();
-            let cap = durable::LogCap {
-                max: app.options.max_query_log,
-            };
-            tokio::spawn(async move {
-                let log = Some((&*store, &path, cap));
-                let delivered = ingest::deliver(&property, instants, wait, log).await;
-                drop(held);
-                delivered
-            })
-            .await
-            .map_err(|e| {
-                Problem::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "IngestFailed",
-                    format!("the ingest's task failed: {e}"),
-                )
-            })??
+    let instants = match app.table.property(&key) {
+        _ if !key.is_sequence() => positions::scalars(ingest::parse(&body)?, &key)?,
+        Some(property) => {
+            let state = property.state.lock().await;
+            let known = positions::feature_crs(state.property_type, state.crs);
+            drop(state);
+            let (instants, crs) = positions::parse(&body, known)?;
+            if known.is_none() {
+                positions::fix_crs(&property, crs).await;
+            }
+            instants
         }
-        (None, _) => ingest::check_alone(&instants)?,
+        None => positions::parse(&body, None)?.0,
     };
-    Ok(delivered)
+    drop(body);
+    ingest::take(app, &key, instants, held).await
 }
 
 /// `GET /engines`: the registry, as `mfstream engines --json` prints it.
@@ -603,6 +621,177 @@ async fn take_ingest(
 )]
 pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
     Json(app.registry.listing()).into_response()
+}
+
+// A feature's positions (`S` = `/collections/{cid}/items/{fid}/tgsequence`):
+// the property handlers, keyed by the feature (`PropertyPath::sequence`).
+// Each route has a function of its own so that its `#[utoipa::path]` can
+// declare it (one path per function).
+
+/// `POST S/queries`: registers a continuous query on a feature's positions.
+#[utoipa::path(
+    post,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    tag = "positions",
+    operation_id = "registerPositionsQuery",
+    summary = "register a continuous query on the feature's positions (local engine only)",
+    params(FeatureParams),
+    request_body(content = api::Registration, content_type = "application/json"),
+    responses(
+        (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
+         headers(("Location" = String, description = "the query's path"))),
+        (status = 400, description = "an invalid body or field (`field` names it)", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 413, description = "a body over `--max-body`", body = Exception),
+        (status = 415, description = "a body that is not `application/json`", body = Exception),
+        (status = 422, description = "a valid body that does not fit the feature (another `crs`)", body = Exception),
+        (status = 503, description = "`--max-queries` or `--max-properties` reached, or shutting down", body = Exception),
+    ),
+)]
+pub(crate) async fn register_positions(
+    app: State<Arc<App>>,
+    at: PropertyAt,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    register(app, at, headers, body).await
+}
+
+/// `GET S/queries`.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    tag = "positions",
+    operation_id = "listPositionsQueries",
+    summary = "the queries registered on the feature's positions",
+    params(FeatureParams),
+    responses(
+        (status = 200, description = "the queries", body = QueryList),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+    ),
+)]
+pub(crate) async fn list_positions(
+    app: State<Arc<App>>,
+    at: PropertyAt,
+    headers: HeaderMap,
+) -> Response {
+    list(app, at, headers).await
+}
+
+/// `GET S/queries/{qid}`.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    tag = "positions",
+    operation_id = "getPositionsQuery",
+    summary = "one query on the feature's positions, with its live status",
+    params(FeatureQueryParams),
+    responses(
+        (status = 200, description = "the query", body = CQuery),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this feature", body = Exception),
+    ),
+)]
+pub(crate) async fn get_positions_query(
+    app: State<Arc<App>>,
+    at: QueryAt,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    get(app, at, headers).await
+}
+
+/// `DELETE S/queries/{qid}`.
+#[utoipa::path(
+    delete,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    tag = "positions",
+    operation_id = "deletePositionsQuery",
+    summary = "stop the query (gracefully) and forget it",
+    params(FeatureQueryParams),
+    responses(
+        (status = 204, description = "stopped and removed"),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this feature", body = Exception),
+        (status = 503, description = "the deletion could not be recorded (`--state`): the query still runs", body = Exception),
+    ),
+)]
+pub(crate) async fn delete_positions_query(
+    app: State<Arc<App>>,
+    at: QueryAt,
+) -> Result<StatusCode, Problem> {
+    delete(app, at).await
+}
+
+/// `GET S/queries/{qid}/stream`.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}/stream",
+    tag = "positions",
+    operation_id = "streamPositionsQuery",
+    summary = "the query's results as Server-Sent Events",
+    description = api::STREAM,
+    params(
+        FeatureQueryParams,
+        ("Last-Event-ID" = Option<String>, Header,
+         description = "resume after this event id (a number)"),
+    ),
+    responses(
+        (status = 200, description = "the events: `instant` (InstantEvent), `window` (WindowEvent), `detect` (DetectEvent), `lagged` (LaggedEvent), `reset` (ResetEvent), `end` (EndEvent)",
+         content_type = "text/event-stream", body = String),
+        (status = 400, description = "a `Last-Event-ID` that is not an event id, or an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this feature", body = Exception),
+        (status = 429, description = "`--max-subscribers` reached", body = Exception),
+        (status = 503, description = "`--max-streams` reached", body = Exception),
+    ),
+)]
+pub(crate) async fn stream_positions(
+    app: State<Arc<App>>,
+    at: QueryAt,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    stream(app, at, headers).await
+}
+
+/// `POST S/ingest`.
+#[utoipa::path(
+    post,
+    path = "/collections/{cid}/items/{fid}/tgsequence/ingest",
+    tag = "positions",
+    operation_id = "ingestPositions",
+    summary = "live positions for the feature",
+    description = "One position, a JSON array of them, JSON lines (one a line), or an MF-JSON \
+                   `MovingPoint`. Nothing of a body with an invalid position is taken.",
+    params(FeatureParams),
+    request_body(content(
+        (api::Positions = "application/json"),
+        (api::Position = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 202, description = "taken", body = IngestAnswer),
+        (status = 400, description = "an invalid position (`field` names it)", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 413, description = "a body over `--max-body`", body = Exception),
+        (status = 415, description = "a body that is neither JSON nor JSON lines", body = Exception),
+        (status = 503, description = "not taken in time (`accepted` says how many were), or shutting down", body = Exception),
+    ),
+)]
+pub(crate) async fn ingest_positions(
+    app: State<Arc<App>>,
+    at: PropertyAt,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    ingest(app, at, headers, body).await
 }
 
 /// Anything else: 404.

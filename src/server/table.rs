@@ -47,6 +47,8 @@ impl Property {
 pub(crate) struct PropertyState {
     /// Fixed by the first registration or ingest.
     pub(crate) property_type: Option<PropertyType>,
+    /// A feature's positions' reference system, fixed with its type.
+    pub(crate) crs: Option<crate::geo::Crs>,
     pub(crate) feeds: Vec<Feed>,
 }
 
@@ -75,6 +77,8 @@ impl From<&QueryKind> for Kind {
         match kind {
             QueryKind::Transform(_) => Kind::Transform,
             QueryKind::Aggregate { .. } => Kind::Aggregate,
+            QueryKind::Position(q) if q.aggregate().is_some() => Kind::Aggregate,
+            QueryKind::Position(_) => Kind::Transform,
         }
     }
 }
@@ -129,6 +133,8 @@ impl About {
 pub(crate) struct Started {
     pub(crate) about: About,
     pub(crate) property_type: PropertyType,
+    /// For positions: their reference system.
+    pub(crate) crs: Option<crate::geo::Crs>,
     pub(crate) handle: QueryHandle,
     /// Where the property's instants go to the query.
     pub(crate) sender: SourceSender,
@@ -398,6 +404,7 @@ impl Table {
         let Started {
             about,
             property_type,
+            crs,
             handle,
             sender,
             fanout,
@@ -412,6 +419,7 @@ impl Table {
             fanout,
         );
         state.property_type = Some(property_type);
+        state.crs = state.crs.or(crs);
         state.feeds.push(Feed {
             query_id: query.id.clone(),
             sender,

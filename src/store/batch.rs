@@ -15,7 +15,7 @@
 
 use super::frame::{DecodeError, put_str, take, take_array, take_bytes, take_str};
 use super::record::StoredEvent;
-use crate::vocab::{EventKind, Instant, Value};
+use crate::vocab::{EventKind, Instant, Point, Value};
 
 /// The bytes an event takes in a batch beyond its kind and data.
 #[cfg(test)]
@@ -48,6 +48,13 @@ const NUMBER: u8 = 0;
 const TEXT: u8 = 1;
 const FALSE: u8 = 2;
 const TRUE: u8 = 3;
+/// A position: x and y as exact `f64` bits, a byte saying whether a z
+/// follows, then z's bits. (Tags 0 to 3 are unchanged: a state directory
+/// written before positions came opens as it did.)
+const POINT: u8 = 4;
+/// An extent (a window's result; the store refuses one as an instant's
+/// value, but every value has its encoding): its four `f64`s' bits.
+const BBOX: u8 = 5;
 
 /// Appends `instants` to `out`.
 pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
@@ -64,6 +71,24 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
             }
             Value::Bool(false) => out.push(FALSE),
             Value::Bool(true) => out.push(TRUE),
+            Value::Point(p) => {
+                out.push(POINT);
+                out.extend_from_slice(&p.x.to_bits().to_le_bytes());
+                out.extend_from_slice(&p.y.to_bits().to_le_bytes());
+                match p.z {
+                    Some(z) => {
+                        out.push(1);
+                        out.extend_from_slice(&z.to_bits().to_le_bytes());
+                    }
+                    None => out.push(0),
+                }
+            }
+            Value::BBox(b) => {
+                out.push(BBOX);
+                for v in b {
+                    out.extend_from_slice(&v.to_bits().to_le_bytes());
+                }
+            }
         }
     }
 }
@@ -73,13 +98,31 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
     while !data.is_empty() {
         let datetime = take_str(&mut data)?;
         let value = match take(&mut data, 1)?[0] {
-            NUMBER => {
-                let bits = take_array::<8>(&mut data)?;
-                Value::Number(f64::from_bits(u64::from_le_bytes(bits)))
-            }
+            NUMBER => Value::Number(take_f64(&mut data)?),
             TEXT => Value::Text(take_str(&mut data)?),
             FALSE => Value::Bool(false),
             TRUE => Value::Bool(true),
+            POINT => {
+                let x = take_f64(&mut data)?;
+                let y = take_f64(&mut data)?;
+                let z = match take(&mut data, 1)?[0] {
+                    0 => None,
+                    1 => Some(take_f64(&mut data)?),
+                    tag => {
+                        return Err(DecodeError::UnknownTag {
+                            what: "position z flag",
+                            tag,
+                        });
+                    }
+                };
+                Value::Point(Point { x, y, z })
+            }
+            BBOX => Value::BBox([
+                take_f64(&mut data)?,
+                take_f64(&mut data)?,
+                take_f64(&mut data)?,
+                take_f64(&mut data)?,
+            ]),
             tag => {
                 return Err(DecodeError::UnknownTag {
                     what: "value tag",
@@ -92,6 +135,11 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
     Ok(())
 }
 
+/// Takes one `f64` as its exact bits.
+fn take_f64(data: &mut &[u8]) -> Result<f64, DecodeError> {
+    Ok(f64::from_bits(u64::from_le_bytes(take_array::<8>(data)?)))
+}
+
 /// The number of instants in a batch, read without decoding them (no
 /// allocation): an error when the batch is damaged.
 pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, DecodeError> {
@@ -102,6 +150,20 @@ pub(crate) fn count_instants(mut data: &[u8]) -> Result<u64, DecodeError> {
             NUMBER => drop(take(&mut data, 8)?),
             TEXT => drop(take_bytes(&mut data)?),
             FALSE | TRUE => {}
+            POINT => {
+                take(&mut data, 16)?;
+                match take(&mut data, 1)?[0] {
+                    0 => {}
+                    1 => drop(take(&mut data, 8)?),
+                    tag => {
+                        return Err(DecodeError::UnknownTag {
+                            what: "position z flag",
+                            tag,
+                        });
+                    }
+                }
+            }
+            BBOX => drop(take(&mut data, 32)?),
             tag => {
                 return Err(DecodeError::UnknownTag {
                     what: "value tag",
@@ -147,12 +209,33 @@ mod tests {
                 datetime: "t".into(),
                 value: Value::Bool(false),
             },
+            Instant {
+                datetime: "p".into(),
+                value: Value::Point(Point::new(-179.99999999999997, 0.1 + 0.2)),
+            },
+            Instant {
+                datetime: "z".into(),
+                value: Value::Point(Point {
+                    x: 1.0,
+                    y: -0.0,
+                    z: Some(12.5),
+                }),
+            },
+            Instant {
+                datetime: "b".into(),
+                value: Value::BBox([1.0, -2.0, 3.5, 4.0]),
+            },
         ];
         let mut data = Vec::new();
         encode(&instants, &mut data);
+        assert_eq!(count_instants(&data), Ok(instants.len() as u64));
         let mut back = Vec::new();
         decode(&data, |i| back.push(i)).unwrap();
         assert_eq!(back, instants);
+        // A damaged position (cut inside its z) is an error, not a panic.
+        let cut = &data[..data.len() - 3];
+        assert!(decode(cut, |_| {}).is_err());
+        assert!(count_instants(cut).is_err());
         let Value::Number(zero) = back[0].value else {
             panic!("a number")
         };

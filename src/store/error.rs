@@ -204,6 +204,23 @@ pub enum StoreErrorKind {
         /// Its value.
         value: f64,
     },
+    /// An instant whose position has a coordinate that is not finite.
+    #[error(
+        "the instant at {datetime} has the coordinates {coordinates}: only finite numbers are kept"
+    )]
+    NotFinitePosition {
+        /// The instant's datetime.
+        datetime: String,
+        /// Its coordinates, as JSON.
+        coordinates: String,
+    },
+    /// An instant whose value is an extent: a window's result, never an
+    /// instant's.
+    #[error(
+        "the instant at {0} has an extent as its value: an extent is a window's result, never an \
+         instant's"
+    )]
+    ExtentInstant(String),
     /// No query has this id.
     #[error("no query {0:?}")]
     UnknownQuery(String),

@@ -611,7 +611,21 @@ impl Store {
                         value: *v,
                     }));
                 }
-                Value::Number(_) | Value::Bool(_) => {}
+                Value::Point(p)
+                    if ![Some(p.x), Some(p.y), p.z]
+                        .into_iter()
+                        .flatten()
+                        .all(f64::is_finite) =>
+                {
+                    return Err(self.error(StoreErrorKind::NotFinitePosition {
+                        datetime: instant.datetime.clone(),
+                        coordinates: instant.value.to_string(),
+                    }));
+                }
+                Value::BBox(_) => {
+                    return Err(self.error(StoreErrorKind::ExtentInstant(instant.datetime.clone())));
+                }
+                Value::Number(_) | Value::Bool(_) | Value::Point(_) => {}
             }
         }
         let mut data = Vec::with_capacity(instants.len() * 40);
@@ -693,6 +707,18 @@ impl Store {
     /// for `GET /metrics` (see the journal's `stats` module).
     pub(crate) async fn stats(&self) -> Result<JournalStats, StoreError> {
         self.journal.stats().await.map_err(|kind| self.error(kind))
+    }
+
+    /// The last instant logged for `property` (from any ingest), kept
+    /// across restarts whatever the queries' checkpoints; `None` when none
+    /// is. Blocking.
+    pub fn newest_instant(
+        &self,
+        property: &PropertyPath,
+    ) -> Result<Option<LoggedInstant>, StoreError> {
+        self.journal
+            .newest(property)
+            .map_err(|kind| self.error(kind))
     }
 
     /// Up to `limit` instants of `property` logged after the sequence number

@@ -306,6 +306,40 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
 }
 
 #[tokio::test]
+async fn a_propertys_newest_instant_is_kept_past_every_checkpoint_and_a_reopen() {
+    let dir = TempDir::new("newest");
+    let store = open(&dir);
+    assert!(store.newest_instant(&speed()).unwrap().is_none());
+    register(&store, query("q1")).await.unwrap();
+    store
+        .append_instants(&speed(), &[instant(1), instant(2)])
+        .await
+        .unwrap();
+    store
+        .append_instants(&speed(), &[instant(3)])
+        .await
+        .unwrap();
+    let checkpoint = Checkpoint {
+        after_seq: 3,
+        last_event_id: 3,
+        state: None,
+    };
+    store
+        .append_events("q1", events(1..=3), Some(checkpoint))
+        .await
+        .unwrap();
+    // Below the checkpoint: no query reads it again, but MQTT's duplicate
+    // rule compares with it.
+    assert!(store.instants(&speed(), 0, 100).unwrap().is_empty());
+    store.close();
+    let store = open(&dir);
+    let newest = store.newest_instant(&speed()).unwrap().unwrap();
+    assert_eq!((newest.seq, newest.instant), (3, instant(3)));
+    assert!(store.newest_instant(&course()).unwrap().is_none());
+    store.close();
+}
+
+#[tokio::test]
 async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
     let dir = TempDir::new("trim-idle");
     let store = open(&dir);

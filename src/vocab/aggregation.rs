@@ -32,6 +32,16 @@ pub enum Aggregation {
     CountTrue,
     /// The number of false booleans.
     CountFalse,
+    /// Positions: the bounding box `[minx, miny, maxx, maxy]`.
+    Extent,
+    /// Positions: the time-weighted centroid (MEOS `twCentroid`).
+    Centroid,
+    /// Positions: the length travelled between the window's positions.
+    Length,
+    /// Positions: that length over the time from the first to the last.
+    AvgSpeed,
+    /// Positions: the fastest segment's speed.
+    MaxSpeed,
 }
 
 const NUMERIC: &[Aggregation] = &[
@@ -40,6 +50,15 @@ const NUMERIC: &[Aggregation] = &[
     Aggregation::Avg,
     Aggregation::Min,
     Aggregation::Max,
+];
+/// Positions (their measures, such as `speed`, are numbers).
+const POSITION: &[Aggregation] = &[
+    Aggregation::Count,
+    Aggregation::Extent,
+    Aggregation::Centroid,
+    Aggregation::Length,
+    Aggregation::AvgSpeed,
+    Aggregation::MaxSpeed,
 ];
 const TEXT: &[Aggregation] = &[Aggregation::Count, Aggregation::CountDistinct];
 const BOOLEAN: &[Aggregation] = &[
@@ -52,7 +71,7 @@ const BOOLEAN: &[Aggregation] = &[
 
 impl Aggregation {
     /// Every aggregation, in documentation order.
-    pub const ALL: [Aggregation; 10] = [
+    pub const ALL: [Aggregation; 15] = [
         Aggregation::Count,
         Aggregation::Sum,
         Aggregation::Avg,
@@ -63,6 +82,11 @@ impl Aggregation {
         Aggregation::All,
         Aggregation::CountTrue,
         Aggregation::CountFalse,
+        Aggregation::Extent,
+        Aggregation::Centroid,
+        Aggregation::Length,
+        Aggregation::AvgSpeed,
+        Aggregation::MaxSpeed,
     ];
 
     /// The OGC API – MF Part 4 name: `COUNT`, `COUNT_DISTINCT`, ….
@@ -78,6 +102,11 @@ impl Aggregation {
             Aggregation::All => "ALL",
             Aggregation::CountTrue => "COUNT_TRUE",
             Aggregation::CountFalse => "COUNT_FALSE",
+            Aggregation::Extent => "EXTENT",
+            Aggregation::Centroid => "CENTROID",
+            Aggregation::Length => "LENGTH",
+            Aggregation::AvgSpeed => "AVG_SPEED",
+            Aggregation::MaxSpeed => "MAX_SPEED",
         }
     }
 
@@ -88,12 +117,27 @@ impl Aggregation {
             .find(|a| a.name().eq_ignore_ascii_case(name))
     }
 
+    /// The aggregate over positions it is, if any (`COUNT` counts any
+    /// value: it is not one).
+    pub(crate) fn of_positions(self) -> Option<crate::geo::PositionAggregate> {
+        use crate::geo::PositionAggregate as P;
+        Some(match self {
+            Aggregation::Extent => P::Extent,
+            Aggregation::Centroid => P::Centroid,
+            Aggregation::Length => P::Length,
+            Aggregation::AvgSpeed => P::AvgSpeed,
+            Aggregation::MaxSpeed => P::MaxSpeed,
+            _ => return None,
+        })
+    }
+
     /// The aggregations defined for values of type `t`.
     pub fn allowed_for(t: PropertyType) -> &'static [Aggregation] {
         match t {
             PropertyType::TReal | PropertyType::TInteger => NUMERIC,
             PropertyType::TText => TEXT,
             PropertyType::TBoolean => BOOLEAN,
+            PropertyType::TGeogPoint | PropertyType::TGeomPoint => POSITION,
         }
     }
 }

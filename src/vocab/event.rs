@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{Aggregation, Value, write_json_str, write_number};
+use super::{Aggregation, Value, value_key, write_json_str, write_number};
 
 /// One result of a query.
 #[derive(Debug, Clone, PartialEq)]
@@ -13,6 +13,29 @@ pub enum Event {
     Instant(InstantEvent),
     /// The aggregate of a window.
     Window(WindowEvent),
+    /// A geofence's detection: a position entered, left, crossed, is
+    /// inside or outside a fence.
+    Detect(DetectEvent),
+}
+
+/// A geofence's detection, as Tile38 reports one:
+/// `{"datetime","coordinates","detect","property","operation":"geofence"}`,
+/// then `"skipped":n` as for an instant. For `enter`, `exit` and `cross`
+/// the datetime and coordinates are those of the crossing, interpolated
+/// along the segment between two samples; for `inside` and `outside` the
+/// sample's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DetectEvent {
+    /// When, as ISO-8601.
+    pub datetime: String,
+    /// Where: a [`Value::Point`].
+    pub value: Value,
+    /// What: `enter`, `exit`, `cross`, `inside` or `outside`.
+    pub detect: &'static str,
+    /// The property the query reads (`tgsequence` on the server).
+    pub property: Arc<str>,
+    /// Records skipped since the previous event.
+    pub skipped: u64,
 }
 
 /// A transformed instant: `{"datetime","value","property","operation"}`,
@@ -61,7 +84,7 @@ pub struct WindowEvent {
     pub skipped: u64,
 }
 
-/// The kind of an event, its SSE event name: `instant` or `window`.
+/// The kind of an event, its SSE event name: `instant`, `window` or `detect`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum EventKind {
@@ -69,17 +92,20 @@ pub enum EventKind {
     Instant,
     /// The aggregate of a window ([`Event::Window`]).
     Window,
+    /// A geofence detection ([`Event::Detect`]).
+    Detect,
 }
 
 impl EventKind {
     /// Every kind.
-    pub const ALL: [EventKind; 2] = [EventKind::Instant, EventKind::Window];
+    pub const ALL: [EventKind; 3] = [EventKind::Instant, EventKind::Window, EventKind::Detect];
 
-    /// Its name: `instant` or `window`.
+    /// Its name: `instant`, `window` or `detect`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Instant => "instant",
             EventKind::Window => "window",
+            EventKind::Detect => "detect",
         }
     }
 
@@ -101,6 +127,7 @@ impl Event {
         match self {
             Event::Instant(_) => EventKind::Instant,
             Event::Window(_) => EventKind::Window,
+            Event::Detect(_) => EventKind::Detect,
         }
     }
 
@@ -109,6 +136,7 @@ impl Event {
         match self {
             Event::Instant(e) => &e.datetime,
             Event::Window(e) => &e.window_end,
+            Event::Detect(e) => &e.datetime,
         }
     }
 
@@ -117,6 +145,7 @@ impl Event {
         match self {
             Event::Instant(e) => e.skipped = e.skipped.saturating_add(n),
             Event::Window(e) => e.skipped = e.skipped.saturating_add(n),
+            Event::Detect(e) => e.skipped = e.skipped.saturating_add(n),
         }
     }
 
@@ -126,14 +155,16 @@ impl Event {
         match self {
             Event::Instant(e) => e.skipped,
             Event::Window(e) => e.skipped,
+            Event::Detect(e) => e.skipped,
         }
     }
 
-    /// The event's value.
+    /// The event's value (a detection's: its position).
     pub fn value(&self) -> &Value {
         match self {
             Event::Instant(e) => &e.value,
             Event::Window(e) => &e.value,
+            Event::Detect(e) => &e.value,
         }
     }
 
@@ -143,7 +174,7 @@ impl Event {
             Event::Instant(e) => {
                 out.extend_from_slice(b"{\"datetime\":");
                 write_json_str(&e.datetime, out);
-                out.extend_from_slice(b",\"value\":");
+                out.extend_from_slice(value_key(&e.value));
                 e.value.write_json(out);
                 out.extend_from_slice(b",\"property\":");
                 write_json_str(&e.property, out);
@@ -172,6 +203,19 @@ impl Event {
                     out.extend_from_slice(b",\"late\":");
                     out.extend_from_slice(itoa::Buffer::new().format(e.late).as_bytes());
                 }
+                write_skipped(e.skipped, out);
+                out.push(b'}');
+            }
+            Event::Detect(e) => {
+                out.extend_from_slice(b"{\"datetime\":");
+                write_json_str(&e.datetime, out);
+                out.extend_from_slice(b",\"coordinates\":");
+                e.value.write_json(out);
+                out.extend_from_slice(b",\"detect\":\"");
+                out.extend_from_slice(e.detect.as_bytes());
+                out.extend_from_slice(b"\",\"property\":");
+                write_json_str(&e.property, out);
+                out.extend_from_slice(b",\"operation\":\"geofence\"");
                 write_skipped(e.skipped, out);
                 out.push(b'}');
             }

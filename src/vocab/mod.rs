@@ -11,13 +11,14 @@ mod event;
 mod property;
 
 pub use self::aggregation::Aggregation;
-pub use self::event::{Event, EventKind, InstantEvent, WindowEvent};
+pub use self::event::{DetectEvent, Event, EventKind, InstantEvent, WindowEvent};
 pub use self::property::PropertyPath;
 
 /// The value of one temporal-property instant.
 ///
-/// Numbers serve `TReal` and `TInteger` properties, text serves `TText` and
-/// booleans serve `TBoolean`. Transforms take numbers only.
+/// Numbers serve `TReal` and `TInteger` properties, text serves `TText`,
+/// booleans serve `TBoolean` and points a feature's positions
+/// (`TGeogPoint`, `TGeomPoint`). Transforms take numbers only.
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Value {
@@ -27,6 +28,68 @@ pub enum Value {
     Text(String),
     /// A `TBoolean` value.
     Bool(bool),
+    /// A position (`TGeogPoint`, `TGeomPoint`), written as its
+    /// `coordinates`.
+    Point(Point),
+    /// The extent of positions (`EXTENT`), `[minx, miny, maxx, maxy]`: a
+    /// window's result, never an instant's.
+    BBox([f64; 4]),
+}
+
+/// A position's coordinates: `[x, y]` or `[x, y, z]`, as MF-JSON writes
+/// them (lon/lat in degrees for a geodetic point).
+///
+/// `z` is carried through (stored, and echoed by `position`), and ignored
+/// by every measure: distances, speeds, azimuths, fences and aggregates are
+/// computed on `x` and `y` alone, as MEOS does for a 2D `tgeogpoint`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Point {
+    /// Longitude (geodetic) or easting (planar).
+    pub x: f64,
+    /// Latitude (geodetic) or northing (planar).
+    pub y: f64,
+    /// The height, if given.
+    pub z: Option<f64>,
+}
+
+impl Point {
+    /// A 2D point.
+    pub fn new(x: f64, y: f64) -> Point {
+        Point { x, y, z: None }
+    }
+
+    /// The coordinates from a JSON array's numbers: two or three, all
+    /// finite; else why not (for a message naming `coordinates`).
+    pub fn from_coordinates(c: &[f64]) -> Result<Point, String> {
+        let point = match *c {
+            [x, y] => Point::new(x, y),
+            [x, y, z] => Point { x, y, z: Some(z) },
+            _ => {
+                return Err(format!(
+                    "expected 2 or 3 numbers ([x, y] or [x, y, z]), got {}",
+                    c.len()
+                ));
+            }
+        };
+        if c.iter().all(|v| v.is_finite()) {
+            Ok(point)
+        } else {
+            Err("every coordinate must be a finite number".into())
+        }
+    }
+
+    /// Appends the coordinates as a JSON array to `out`.
+    pub fn write_json(&self, out: &mut Vec<u8>) {
+        out.push(b'[');
+        write_number(self.x, out);
+        out.push(b',');
+        write_number(self.y, out);
+        if let Some(z) = self.z {
+            out.push(b',');
+            write_number(z, out);
+        }
+        out.push(b']');
+    }
 }
 
 impl Value {
@@ -47,6 +110,22 @@ impl Value {
             Value::Number(v) => write_number(*v, out),
             Value::Text(s) => write_json_str(s, out),
             Value::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+            Value::Point(p) => p.write_json(out),
+            Value::BBox(b) => {
+                for (i, v) in b.iter().enumerate() {
+                    out.push(if i == 0 { b'[' } else { b',' });
+                    write_number(*v, out);
+                }
+                out.push(b']');
+            }
+        }
+    }
+
+    /// The point, if this is a point.
+    pub fn as_point(&self) -> Option<Point> {
+        match self {
+            Value::Point(p) => Some(*p),
+            _ => None,
         }
     }
 }
@@ -104,6 +183,15 @@ impl Serialize for Value {
             Value::Number(v) => serializer.serialize_f64(*v),
             Value::Text(s) => serializer.serialize_str(s),
             Value::Bool(b) => serializer.serialize_bool(*b),
+            Value::Point(p) => {
+                use serde::ser::SerializeSeq;
+                let mut seq = serializer.serialize_seq(Some(2 + usize::from(p.z.is_some())))?;
+                for v in [Some(p.x), Some(p.y), p.z].into_iter().flatten() {
+                    seq.serialize_element(&Value::Number(v))?;
+                }
+                seq.end()
+            }
+            Value::BBox(b) => b.map(Value::Number).serialize(serializer),
         }
     }
 }
@@ -111,9 +199,10 @@ impl Serialize for Value {
 /// One stream record: a datetime and a value.
 ///
 /// The datetime is carried verbatim, as the source wrote it, so that it
-/// round-trips without a parse and format step.
-#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
-#[serde(deny_unknown_fields)]
+/// round-trips without a parse and format step. In JSON a position's value
+/// is its `coordinates` (`{"datetime":…,"coordinates":[x,y]}`), any other
+/// its `value`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Instant {
     /// The ISO-8601 datetime, verbatim.
     pub datetime: String,
@@ -140,9 +229,106 @@ impl Instant {
     pub fn write_json(&self, out: &mut Vec<u8>) {
         out.extend_from_slice(b"{\"datetime\":");
         write_json_str(&self.datetime, out);
-        out.extend_from_slice(b",\"value\":");
+        out.extend_from_slice(value_key(&self.value));
         self.value.write_json(out);
         out.push(b'}');
+    }
+}
+
+/// `,"coordinates":` before a point, `,"value":` before any other value.
+pub(crate) fn value_key(value: &Value) -> &'static [u8] {
+    match value {
+        Value::Point(_) => b",\"coordinates\":",
+        _ => b",\"value\":",
+    }
+}
+
+/// An instant as JSON has it: a `value`, or a position's `coordinates`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawInstant {
+    datetime: String,
+    value: Option<Value>,
+    coordinates: Option<Coordinates>,
+}
+
+/// A JSON array of numbers, at most [`MAX_COORDINATES`] read: any
+/// element that is no number is named as a coordinate.
+struct Coordinates(Vec<f64>);
+
+/// Past this many elements an array is refused unread (positions have 2 or 3).
+const MAX_COORDINATES: usize = 4;
+
+impl<'de> Deserialize<'de> for Coordinates {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Numbers;
+        impl<'de> Visitor<'de> for Numbers {
+            type Value = Coordinates;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("coordinates: an array of 2 or 3 numbers")
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Coordinates, A::Error> {
+                let mut out = Vec::with_capacity(3);
+                while let Some(Coordinate(v)) = seq.next_element()? {
+                    if out.len() == MAX_COORDINATES {
+                        return Err(de::Error::custom(
+                            "coordinates: expected 2 or 3 numbers ([x, y] or [x, y, z]), got more",
+                        ));
+                    }
+                    out.push(v);
+                }
+                Ok(Coordinates(out))
+            }
+        }
+        deserializer.deserialize_seq(Numbers)
+    }
+}
+
+/// One coordinate: a number.
+struct Coordinate(f64);
+
+impl<'de> Deserialize<'de> for Coordinate {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Number;
+        impl Visitor<'_> for Number {
+            type Value = Coordinate;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a coordinate (a number)")
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Coordinate, E> {
+                Ok(Coordinate(v))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Coordinate, E> {
+                Ok(Coordinate(v as f64))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Coordinate, E> {
+                Ok(Coordinate(v as f64))
+            }
+        }
+        deserializer.deserialize_f64(Number)
+    }
+}
+
+impl<'de> Deserialize<'de> for Instant {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let raw = RawInstant::deserialize(deserializer)?;
+        let value = match (raw.value, raw.coordinates) {
+            (Some(value), None) => value,
+            (None, Some(Coordinates(c))) => Value::Point(
+                Point::from_coordinates(&c)
+                    .map_err(|why| de::Error::custom(format!("coordinates: {why}")))?,
+            ),
+            (None, None) => return Err(de::Error::missing_field("value")),
+            (Some(_), Some(_)) => {
+                return Err(de::Error::custom(
+                    "an instant has a `value` or `coordinates` (a position), not both",
+                ));
+            }
+        };
+        Ok(Instant {
+            datetime: raw.datetime,
+            value,
+        })
     }
 }
 
@@ -159,15 +345,23 @@ pub enum PropertyType {
     TText,
     /// Booleans.
     TBoolean,
+    /// Geodetic positions: lon/lat in degrees on the WGS84 ellipsoid
+    /// (MEOS `tgeogpoint`).
+    TGeogPoint,
+    /// Planar positions in a projected reference system's units (MEOS
+    /// `tgeompoint`).
+    TGeomPoint,
 }
 
 impl PropertyType {
     /// Every property type, in documentation order.
-    pub const ALL: [PropertyType; 4] = [
+    pub const ALL: [PropertyType; 6] = [
         PropertyType::TReal,
         PropertyType::TInteger,
         PropertyType::TText,
         PropertyType::TBoolean,
+        PropertyType::TGeogPoint,
+        PropertyType::TGeomPoint,
     ];
 
     /// The MF-JSON name (`TReal`, …).
@@ -177,7 +371,14 @@ impl PropertyType {
             PropertyType::TInteger => "TInteger",
             PropertyType::TText => "TText",
             PropertyType::TBoolean => "TBoolean",
+            PropertyType::TGeogPoint => "TGeogPoint",
+            PropertyType::TGeomPoint => "TGeomPoint",
         }
+    }
+
+    /// Whether values of this type are positions.
+    pub fn is_point(self) -> bool {
+        matches!(self, PropertyType::TGeogPoint | PropertyType::TGeomPoint)
     }
 
     /// Whether values of this type are numbers.
@@ -201,7 +402,8 @@ impl std::str::FromStr for PropertyType {
             .find(|t| t.as_str().eq_ignore_ascii_case(s))
             .ok_or_else(|| {
                 format!(
-                    "unknown property type {s:?}: expected one of TReal, TInteger, TText, TBoolean"
+                    "unknown property type {s:?}: expected one of TReal, TInteger, TText, \
+                     TBoolean, TGeogPoint, TGeomPoint"
                 )
             })
     }
@@ -382,5 +584,34 @@ mod tests {
         assert_eq!(b.value, Value::Bool(true));
         assert!(Instant::from_json(br#"{"datetime":"t"}"#).is_err());
         assert!(Instant::from_json(br#"{"datetime":"t","value":1,"x":2}"#).is_err());
+    }
+
+    #[test]
+    fn a_position_is_its_coordinates_two_or_three_finite_numbers() {
+        let p = Instant::from_json(br#"{"datetime":"t","coordinates":[4.35,50.85]}"#).unwrap();
+        assert_eq!(p.value, Value::Point(Point::new(4.35, 50.85)));
+        let mut out = Vec::new();
+        p.write_json(&mut out);
+        assert_eq!(out, br#"{"datetime":"t","coordinates":[4.35,50.85]}"#);
+        let z = Instant::from_json(br#"{"datetime":"t","coordinates":[1,2,3]}"#).unwrap();
+        assert_eq!(z.value.to_string(), "[1,2,3]");
+        assert_eq!(serde_json::to_string(&z.value).unwrap(), "[1,2,3]");
+        for bad in [
+            r#"{"datetime":"t","coordinates":[1]}"#,
+            r#"{"datetime":"t","coordinates":[1,2,3,4]}"#,
+            r#"{"datetime":"t","coordinates":[1,2,3,4,5]}"#,
+            r#"{"datetime":"t","coordinates":{"x":1}}"#,
+            r#"{"datetime":"t","coordinates":[1,"2"]}"#,
+            r#"{"datetime":"t","coordinates":[1,1e400]}"#,
+            r#"{"datetime":"t","coordinates":[1,2],"value":3}"#,
+        ] {
+            let e = Instant::from_json(bad.as_bytes()).unwrap_err().to_string();
+            assert!(
+                e.contains("coordinates") || e.contains("number"),
+                "{bad}: {e}"
+            );
+        }
+        let e = Instant::from_json(br#"{"datetime":"t","coordinates":[1]}"#).unwrap_err();
+        assert!(e.to_string().contains("expected 2 or 3 numbers"), "{e}");
     }
 }

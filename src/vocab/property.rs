@@ -2,7 +2,14 @@
 //! ids, the one key the server's query table, the ingest path and the state
 //! store all use.
 
-/// A temporal property: `/collections/{collection}/items/{feature}/tproperties/{property}`.
+/// A temporal property, `/collections/{collection}/items/{feature}/tproperties/{property}`,
+/// or a feature's positions, `/collections/{collection}/items/{feature}/tgsequence`.
+///
+/// Positions are keyed as a property whose name is empty
+/// (`PropertyPath::sequence`): no path names a property so (an empty
+/// property id is refused, 400), so the two never meet, and everything
+/// keyed by property (the query table, ingest, the state store's log)
+/// serves positions unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PropertyPath {
     /// The collection id.
@@ -13,9 +20,43 @@ pub struct PropertyPath {
     pub property: String,
 }
 
+/// The name events and link objects give a feature's positions.
+pub(crate) const TGSEQUENCE: &str = "tgsequence";
+
 impl PropertyPath {
+    /// The positions of `feature` in `collection`.
+    pub(crate) fn sequence(collection: String, feature: String) -> PropertyPath {
+        PropertyPath {
+            collection,
+            feature,
+            property: String::new(),
+        }
+    }
+
+    /// Whether this is a feature's positions.
+    pub(crate) fn is_sequence(&self) -> bool {
+        self.property.is_empty()
+    }
+
+    /// The name events carry as their `property`: the property's, or
+    /// `tgsequence` for positions.
+    pub(crate) fn name(&self) -> &str {
+        if self.is_sequence() {
+            TGSEQUENCE
+        } else {
+            &self.property
+        }
+    }
+
     /// The property's path in the API, each id percent-encoded.
     pub(crate) fn href(&self) -> String {
+        if self.is_sequence() {
+            return format!(
+                "/collections/{}/items/{}/{TGSEQUENCE}",
+                encode(&self.collection),
+                encode(&self.feature),
+            );
+        }
         format!(
             "/collections/{}/items/{}/tproperties/{}",
             encode(&self.collection),

@@ -65,7 +65,13 @@ fn readme_routes() -> BTreeSet<(String, String)> {
         .map(|line| {
             let cells: Vec<&str> = line.split('|').map(str::trim).collect();
             let path = cells[2].split('`').nth(1).expect("a `path` cell");
-            let path = path.replacen('P', "/collections/{cid}/items/{fid}/tproperties/{pname}", 1);
+            let path = if let Some(rest) = path.strip_prefix('P') {
+                format!("/collections/{{cid}}/items/{{fid}}/tproperties/{{pname}}{rest}")
+            } else if let Some(rest) = path.strip_prefix('S') {
+                format!("/collections/{{cid}}/items/{{fid}}/tgsequence{rest}")
+            } else {
+                path.to_owned()
+            };
             (cells[1].to_owned(), path)
         })
         .collect()
@@ -290,6 +296,7 @@ async fn the_api_validates_and_real_answers_fit_its_schemas() {
     {
         samples.push(("Engine", engine.clone()));
     }
+    positions(&mut client, server.addr, &mut samples).await;
     let samples_file = dir.join("samples.json");
     std::fs::write(&samples_file, serde_json::to_string(&samples).unwrap()).unwrap();
     let out = Command::new(&python)
@@ -304,4 +311,45 @@ async fn the_api_validates_and_real_answers_fit_its_schemas() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// A feature's positions: a `position` and a geofence query, their answers
+/// and events, and the bodies sent.
+async fn positions(
+    client: &mut Client,
+    addr: std::net::SocketAddr,
+    samples: &mut Vec<(&str, serde_json::Value)>,
+) {
+    const S: &str = "/collections/ships/items/s1/tgsequence";
+    let auth = [("Authorization", "Bearer s3cret")];
+    let position = serde_json::json!({"operation": "position"});
+    let fence = serde_json::json!({"geofence": {"type": "Polygon",
+        "coordinates": [[[2.0, 51.0], [3.0, 51.0], [3.0, 52.0], [2.0, 52.0], [2.0, 51.0]]]},
+        "detect": ["inside", "outside"]});
+    let mut streams = Vec::new();
+    for body in [&position, &fence] {
+        samples.push(("Registration", body.clone()));
+        let created = client
+            .post(&format!("{S}/queries"), &body.to_string())
+            .await;
+        assert_eq!(created.status, 201, "{created:?}");
+        samples.push(("CQuery", created.json()));
+        let path = created.json()["channel"].as_str().unwrap().to_owned();
+        streams.push(
+            subscribe(addr, &format!("{path}/stream"), &auth)
+                .await
+                .expect("a stream"),
+        );
+    }
+    let body = serde_json::json!([{"datetime": at(1), "coordinates": [2.5, 51.5]}]);
+    samples.push(("Positions", body.clone()));
+    let ingested = client.post(&format!("{S}/ingest"), &body.to_string()).await;
+    assert_eq!(ingested.status, 202, "{ingested:?}");
+    samples.push(("IngestAnswer", ingested.json()));
+    let event = streams[0].next().await.expect("a position");
+    assert_eq!(event.event, "instant");
+    samples.push(("InstantEvent", event.json()));
+    let event = streams[1].next().await.expect("a detection");
+    assert_eq!(event.event, "detect");
+    samples.push(("DetectEvent", event.json()));
 }

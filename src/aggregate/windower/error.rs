@@ -41,6 +41,20 @@ pub enum WindowError {
         /// The datetime of its last record.
         window_end: String,
     },
+    /// A window of positions with one position, so no segment to measure
+    /// (`LENGTH`, `AVG_SPEED`, `MAX_SPEED`), under `onError: fail`.
+    #[error(
+        "the window from {window_start} to {window_end} has no {aggregation}: it holds one \
+         position, no segment"
+    )]
+    NoSegment {
+        /// The aggregation.
+        aggregation: Aggregation,
+        /// The datetime of the window's first record.
+        window_start: String,
+        /// The datetime of its last record.
+        window_end: String,
+    },
     /// The query's state is over its budget (`--max-query-state`).
     #[error("{0}")]
     OverBudget(String),

@@ -35,6 +35,11 @@ impl Rule {
         }
         match &spec.kind {
             QueryKind::Transform(_) => Rule::Instants(1),
+            // A position's measure needs the feature's earlier positions
+            // (the previous one for a speed, all of them for a cumulative
+            // length, the side of the fence it was on): replayed from its
+            // registration after a restart, never from a checkpoint.
+            QueryKind::Position(_) => Rule::Never,
             QueryKind::Aggregate { aggregate, .. } => match aggregate.window {
                 Window::Count { size } => Rule::Instants(size.max(1)),
                 _ => match aggregate.window.spans().and_then(|(s, h)| Grid::new(s, h)) {

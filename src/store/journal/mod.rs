@@ -43,8 +43,8 @@
 //! one is started and the older ones are looked at. A record is *live*
 //! while something may still read it back: an instants record above its
 //! property's low-water mark (the smallest checkpoint of the running queries
-//! on it), an events record in its query's replay ring or holding its
-//! latest checkpoint. A segment with nothing live is deleted; one with at
+//! on it) or its property's newest (`Journal::newest`), an events record in
+//! its query's replay ring or holding its latest checkpoint. A segment with nothing live is deleted; one with at
 //! most half of its bytes live has those records copied to the newest
 //! segment and is deleted. So the journal holds at most about twice its
 //! live records, plus the newest segment.
@@ -273,6 +273,10 @@ enum Req {
         ack: Answer<Option<u64>>,
     },
     Stats(Answer<JournalStats>),
+    Newest {
+        property: PropertyPath,
+        ack: BlockingAnswer<Option<LoggedInstant>>,
+    },
     #[cfg(test)]
     RingRecords {
         id: String,
@@ -575,6 +579,20 @@ impl Journal {
         })
     }
 
+    /// The last instant logged for `property`, whatever the checkpoints:
+    /// the journal keeps each property's newest instants record (see
+    /// [`Inner::compact`]), so this survives a restart. What an at-least-
+    /// once source (MQTT) compares a redelivery with. Blocking.
+    pub(crate) fn newest(
+        &self,
+        property: &PropertyPath,
+    ) -> Result<Option<LoggedInstant>, StoreErrorKind> {
+        self.ask(|ack| Req::Newest {
+            property: property.clone(),
+            ack,
+        })
+    }
+
     /// The bytes of the instants records of query `id`'s property that
     /// hold an instant logged after its checkpoint: what the journal keeps
     /// for it (a record is kept while any running query's checkpoint is
@@ -739,6 +757,10 @@ impl Inner {
             }
             Req::Stats(ack) => {
                 let _ = ack.send(Ok(self.stats()));
+            }
+            Req::Newest { property, ack } => {
+                self.commit(group);
+                let _ = ack.send(self.newest(&property));
             }
             #[cfg(test)]
             Req::RingRecords { id, ack } => {
@@ -1087,6 +1109,26 @@ impl Inner {
             })?;
         }
         Ok(out)
+    }
+
+    /// See [`Journal::newest`].
+    fn newest(&self, property: &PropertyPath) -> Result<Option<LoggedInstant>, StoreErrorKind> {
+        let Some((&first, &(_, loc))) = self
+            .properties
+            .get(property)
+            .and_then(|log| log.records.iter().next_back())
+        else {
+            return Ok(None);
+        };
+        let mut newest = None;
+        let mut seq = first;
+        self.read_batch(loc, &mut HashMap::new(), segment::TAG_INSTANTS, |data| {
+            batch::decode(data, |instant| {
+                newest = Some(LoggedInstant { seq, instant });
+                seq += 1;
+            })
+        })?;
+        Ok(newest)
     }
 
     /// Syncs what was written, at close.

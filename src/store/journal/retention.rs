@@ -31,7 +31,8 @@ impl Inner {
         }
     }
 
-    /// Forgets the instants below each property's low-water mark, then
+    /// Forgets the instants below each property's low-water mark (but its
+    /// newest record), then
     /// deletes the older segments with nothing live and moves the live
     /// records of those at most half live into the newest.
     pub(super) fn compact(&mut self) {
@@ -42,7 +43,13 @@ impl Inner {
             .collect();
         for (property, low) in lows {
             if let Some(log) = self.properties.get_mut(&property) {
-                log.records.retain(|_, &mut (last, _)| last > low);
+                // A property's newest record is kept whatever the mark: an
+                // at-least-once source (MQTT) that redelivers after a
+                // crash compares with its last instant (`Journal::newest`).
+                // One record per property: compaction moves it along.
+                let newest = log.records.keys().next_back().copied();
+                log.records
+                    .retain(|&first, &mut (last, _)| last > low || Some(first) == newest);
             }
         }
         let older: Vec<u64> = self

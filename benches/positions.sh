@@ -1,0 +1,78 @@
+#!/bin/sh
+# Positions per second through `mfstream run` (the local engine) on one
+# file: `speed` (one ellipsoidal geodesic per position) and a geofence
+# (enter/exit), and the same trajectory through pymeos when it is installed
+# (`$MFSTREAM_PYMEOS_PYTHON`, as `eval "$(jobs/meos/setup.sh)"` exports it,
+# else `python3`), side by side. Figures are printed, not asserted.
+#
+#   cargo build --release --bin mfstream
+#   benches/positions.sh [N]            # N positions, 1,000,000 by default
+set -eu
+N=${1:-1000000}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${MFSTREAM:-$ROOT/target/release/mfstream}
+DIR=$(mktemp -d)
+trap 'rm -rf "$DIR"' EXIT
+[ -x "$BIN" ] || { echo "no $BIN: cargo build --release --bin mfstream" >&2; exit 2; }
+
+# A ship's random walk near 51° N, one position a second, in and out of a
+# fence: the same file for every run.
+python3 - "$N" "$DIR/ship.ndjson" <<'PY'
+import random, sys, datetime
+n, path = int(sys.argv[1]), sys.argv[2]
+random.seed(20)
+t0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
+lon, lat = 2.8, 51.2
+with open(path, "w") as out:
+    for i in range(n):
+        lon += random.uniform(-1e-4, 1.2e-4)
+        lat += random.uniform(-1e-4, 1e-4)
+        if lon > 3.2: lon = 2.8
+        t = (t0 + datetime.timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        out.write('{"datetime":"%s","coordinates":[%.7f,%.7f]}\n' % (t, lon, lat))
+PY
+
+FENCE='{"type":"Polygon","coordinates":[[[2.9,51.0],[3.0,51.0],[3.0,51.4],[2.9,51.4],[2.9,51.0]]]}'
+rate() { # name, then the run's arguments
+    name=$1; shift
+    start=$(date +%s.%N)
+    if [ -x /usr/bin/time ]; then
+        /usr/bin/time -f "%U %S" -o "$DIR/cpu" "$BIN" run --type TGeogPoint "$@" "$DIR/ship.ndjson" > "$DIR/out"
+    else
+        "$BIN" run --type TGeogPoint "$@" "$DIR/ship.ndjson" > "$DIR/out"
+        echo "0 0" > "$DIR/cpu"
+    fi
+    end=$(date +%s.%N)
+    events=$(wc -l < "$DIR/out")
+    # Per second of wall time, and per second of CPU (user + system, all
+    # threads): the second does not depend on what else the machine runs.
+    awk -v n="$N" -v s="$start" -v e="$end" -v name="$name" -v ev="$events" -v cpu="$(cat "$DIR/cpu")" \
+        'BEGIN { split(cpu, c, " "); t = c[1] + c[2];
+                 printf "%-26s %9.0f positions/s wall, %9.0f per CPU second  (%d positions, %d events, %.2f s wall, %.2f s CPU)\n",
+                        name, n / (e - s), (t > 0 ? n / t : 0), n, ev, e - s, t }'
+}
+echo "mfstream run, local engine ($BIN):"
+rate "speed" --op speed
+rate "geofence enter/exit" --query "{\"geofence\":$FENCE,\"detect\":[\"enter\",\"exit\"]}"
+rate "position (parse + echo)" --op position
+
+PY3=${MFSTREAM_PYMEOS_PYTHON:-python3}
+if "$PY3" -c 'import pymeos' 2>/dev/null; then
+    echo "pymeos, the same trajectory:"
+    "$PY3" - "$DIR/ship.ndjson" <<'PY'
+import json, sys, time
+from pymeos import pymeos_initialize, TGeogPointSeq, TGeogPointInst
+pymeos_initialize()
+rows = [json.loads(l) for l in open(sys.argv[1])]
+# MEOS's timestamp text: `2026-01-01 00:00:00+00`.
+stamp = lambda t: t.replace("T", " ").replace("Z", "+00")
+text = "[" + ",".join("POINT(%r %r)@%s" % (r["coordinates"][0], r["coordinates"][1], stamp(r["datetime"])) for r in rows) + "]"
+start = time.perf_counter()
+seq = TGeogPointSeq(text)
+speeds = seq.speed()
+end = time.perf_counter()
+print("%-28s %10.0f positions/s  (%d positions, %.2f s: parse + speed)" % ("pymeos speed", len(rows) / (end - start), len(rows), end - start))
+PY
+else
+    echo "pymeos: not installed (eval \"\$(jobs/meos/setup.sh)\", or pip install pymeos): skipped"
+fi

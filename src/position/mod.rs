@@ -1,0 +1,425 @@
+//! Queries over a feature's positions (`TGeogPoint`, `TGeomPoint`): what a
+//! registration on `…/tgsequence/queries` (or `mfstream run --type
+//! TGeogPoint`) asks for, and how the `local` engine runs it.
+//!
+//! The catalogue of position operations, each after the MEOS function it
+//! follows (the geometry is [`crate::geo`]'s):
+//!
+//! | body | events | MEOS |
+//! |---|---|---|
+//! | `{"operation":"speed"}` | `{"datetime","value"}` m/s (units/s planar) of the segment ending at the instant; none at a feature's first instant | `speed` |
+//! | `{"operation":"azimuth"}` | degrees clockwise from north in [0, 360) of the segment ending at the instant; none at the first instant and after a stop (a zero-length segment) | `azimuth` (radians there) |
+//! | `{"operation":"cumulativeLength"}` | metres (units) travelled since the feature's first instant, 0 there | `cumulativeLength` |
+//! | `{"operation":"distance","geometry":<GeoJSON>}` | metres (units) to the geometry, 0 inside a polygon | `distance(tgeogpoint, geography)` |
+//! | `{"operation":"position"}` | `{"datetime","coordinates"}`: the instant itself | the instant |
+//! | `{"geofence":<Polygon or MultiPolygon>,"detect":[…]}` | `{"datetime","coordinates","detect"}` | Tile38 `WITHIN … DETECT` |
+//! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT` or `TUMBLING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
+//! | `{"operation":"speed","aggregation":"MAX","window":…}` | a numeric aggregate (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`) of a measure | |
+//!
+//! A body's `crs` (`"EPSG:4326"`, the default, or a projected
+//! `"EPSG:NNNN"`) is the feature's reference system: geodetic lon/lat
+//! (`TGeogPoint`) or planar (`TGeomPoint`). The local engine is the only
+//! one that runs position queries (plugins and bridge jobs get them in
+//! moving points 2).
+
+mod run;
+
+use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
+use crate::geo::{self, Crs, Detect, GeoError};
+use crate::spec::Registration;
+use crate::spec_error::{SpecError, SpecErrorKind};
+use crate::vocab::PropertyType;
+
+pub(crate) use self::run::submit;
+
+/// A query over a feature's positions (`TGeogPoint`, `TGeomPoint`): a
+/// measure per instant (`speed`, `azimuth`, `cumulativeLength`,
+/// `distance`), the instant itself (`position`), a geofence's detections,
+/// or an aggregate over windows, in the feature's reference system. Opaque:
+/// built by [`Registration`] from a body on a feature's `tgsequence`, or
+/// with `type` `TGeogPoint`/`TGeomPoint`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PositionQuery {
+    /// The feature's reference system.
+    pub(crate) crs: Crs,
+    pub(crate) what: What,
+}
+
+/// What a position query computes.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum What {
+    /// A number per instant, or a numeric aggregate of them over windows.
+    Measure {
+        measure: Measure,
+        aggregate: Option<Aggregate>,
+    },
+    /// The instant itself.
+    Position,
+    /// A geofence's detections.
+    Geofence {
+        /// The fence, as GeoJSON (checked: [`geo::Fence::new`] takes it).
+        geometry: serde_json::Value,
+        detect: Vec<Detect>,
+    },
+    /// An aggregate of the positions over windows (`COUNT`, `EXTENT`, …).
+    Aggregate(Aggregate),
+}
+
+/// A measure of each instant.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Measure {
+    Speed,
+    Azimuth,
+    CumulativeLength,
+    /// To a static geometry, as GeoJSON (checked).
+    Distance(serde_json::Value),
+}
+
+/// The position operations, by name.
+const OPERATIONS: &str = "speed, azimuth, cumulativeLength, distance, position";
+
+/// Every detect kind, Tile38's default when a fence names none.
+const ALL_DETECT: [Detect; 5] = [
+    Detect::Enter,
+    Detect::Exit,
+    Detect::Inside,
+    Detect::Outside,
+    Detect::Cross,
+];
+
+impl PositionQuery {
+    /// The name events carry as their `operation` (or `aggregation`).
+    pub fn operation_name(&self) -> &'static str {
+        match &self.what {
+            What::Measure {
+                aggregate: Some(a), ..
+            }
+            | What::Aggregate(a) => a.aggregation.name(),
+            What::Measure { measure, .. } => measure.name(),
+            What::Position => "position",
+            What::Geofence { .. } => "geofence",
+        }
+    }
+
+    /// The window, for a windowed query.
+    pub(crate) fn aggregate(&self) -> Option<&Aggregate> {
+        match &self.what {
+            What::Measure { aggregate, .. } => aggregate.as_ref(),
+            What::Aggregate(a) => Some(a),
+            _ => None,
+        }
+    }
+
+    /// The property type of the feature: `TGeogPoint` when geodetic.
+    pub fn property_type(&self) -> PropertyType {
+        type_of(self.crs)
+    }
+
+    /// The reference system's name, `EPSG:4326` or `EPSG:NNNN`.
+    pub fn crs_name(&self) -> String {
+        self.crs.name()
+    }
+}
+
+impl Measure {
+    fn name(&self) -> &'static str {
+        match self {
+            Measure::Speed => "speed",
+            Measure::Azimuth => "azimuth",
+            Measure::CumulativeLength => "cumulativeLength",
+            Measure::Distance(_) => "distance",
+        }
+    }
+}
+
+/// `TGeogPoint` for a geodetic reference system, `TGeomPoint` for a planar.
+pub(crate) fn type_of(crs: Crs) -> PropertyType {
+    if crs.is_geodetic() {
+        PropertyType::TGeogPoint
+    } else {
+        PropertyType::TGeomPoint
+    }
+}
+
+/// A geometry error as the spec's: the field it names, and its text.
+pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError {
+    let field = match &e {
+        GeoError::NotFinite(_) | GeoError::Longitude(_) | GeoError::Latitude(_) => "coordinates",
+        GeoError::Crs(_) => "crs",
+        GeoError::NoDetect => "detect",
+        GeoError::Unknown { field, .. } => field,
+        _ => geometry_field,
+    };
+    let text = e.to_string();
+    // The text names its field first (`crs: …`): said once.
+    let message = match text.split_once(": ") {
+        Some((_, rest)) => rest.to_owned(),
+        None => text,
+    };
+    let kind = match &e {
+        GeoError::Unknown { .. } | GeoError::Crs(_) => SpecErrorKind::Unknown,
+        GeoError::TooLarge { .. } | GeoError::Longitude(_) | GeoError::Latitude(_) => {
+            SpecErrorKind::OutOfRange
+        }
+        GeoError::NoDetect => SpecErrorKind::Missing,
+        _ => SpecErrorKind::Malformed,
+    };
+    SpecError::new(field, kind, message)
+}
+
+/// The reference system a body names: its `crs`, else the one its `type`
+/// implies (geodetic for `TGeogPoint`); `None` when it says neither.
+pub(crate) fn crs_of(registration: &Registration) -> Result<Option<Crs>, SpecError> {
+    let crs = match &registration.crs {
+        Some(text) => Some(Crs::parse(text).map_err(|e| spec_error(e, "crs"))?),
+        None => None,
+    };
+    match (crs, registration.property_type) {
+        (Some(crs), Some(t)) if t != type_of(crs) => Err(SpecError::new(
+            "type",
+            SpecErrorKind::Conflict,
+            format!(
+                "the crs {:?} is {}, not {t}: drop `type` or make them agree",
+                crs.name(),
+                type_of(crs)
+            ),
+        )),
+        (Some(_), Some(t)) | (None, Some(t)) if !t.is_point() => Err(SpecError::new(
+            "type",
+            SpecErrorKind::Unfit,
+            format!("a feature's positions are TGeogPoint or TGeomPoint, not {t}"),
+        )),
+        (Some(crs), _) => Ok(Some(crs)),
+        (None, Some(PropertyType::TGeogPoint)) => Ok(Some(Crs::Geodetic)),
+        (None, _) => Ok(None),
+    }
+}
+
+/// The fields that only a position query takes, given on a scalar
+/// property's registration: the first, for its error.
+pub(crate) fn position_only_field(registration: &Registration) -> Option<&'static str> {
+    [
+        ("geofence", registration.geofence.is_some()),
+        ("detect", registration.detect.is_some()),
+        ("geometry", registration.geometry.is_some()),
+        ("crs", registration.crs.is_some()),
+    ]
+    .into_iter()
+    .find_map(|(field, given)| given.then_some(field))
+}
+
+/// What a position registration computes, checked in itself (its `crs` is
+/// the caller's: [`crs_of`]).
+pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
+    let Registration {
+        operation,
+        arg,
+        aggregation,
+        window,
+        emit_partial,
+        grace,
+        geofence,
+        detect,
+        geometry,
+        ..
+    } = registration;
+    if arg.is_some() {
+        return Err(SpecError::new(
+            "arg",
+            SpecErrorKind::Conflict,
+            format!("no position operation takes an `arg` ({OPERATIONS})"),
+        ));
+    }
+    let aggregate = aggregate_of(aggregation, window, emit_partial, grace)?;
+    let distance = operation
+        .as_deref()
+        .is_some_and(|op| op.eq_ignore_ascii_case("distance"));
+    if geometry.is_some() && !distance {
+        return Err(SpecError::new(
+            "geometry",
+            SpecErrorKind::Conflict,
+            "`geometry` goes with the operation \"distance\"",
+        ));
+    }
+    if let Some(fence) = geofence {
+        return geofence_what(fence, detect, operation.is_some() || aggregate.is_some());
+    }
+    if detect.is_some() {
+        return Err(SpecError::new(
+            "detect",
+            SpecErrorKind::Conflict,
+            "`detect` goes with a `geofence`",
+        ));
+    }
+    match (operation, aggregate) {
+        (Some(op), aggregate) => operation_what(&op, geometry, aggregate),
+        (None, Some(aggregate)) => positions_aggregate(aggregate),
+        (None, None) => Err(SpecError::new(
+            "operation",
+            SpecErrorKind::Missing,
+            format!(
+                "give an `operation` ({OPERATIONS}), a `geofence`, or an `aggregation` \
+                 with a `window`"
+            ),
+        )),
+    }
+}
+
+/// The window aggregate a body asks for, checked; `None` without one.
+fn aggregate_of(
+    aggregation: Option<String>,
+    window: Option<serde_json::Value>,
+    emit_partial: Option<bool>,
+    grace: Option<u64>,
+) -> Result<Option<Aggregate>, SpecError> {
+    let aggregate = match (aggregation, window) {
+        (Some(name), Some(window)) => Some(Aggregate {
+            aggregation: parse_aggregation(&name)?,
+            window: Window::from_json(&window)?,
+            emit_partial: emit_partial.unwrap_or(true),
+            grace: grace.unwrap_or(0),
+        }),
+        (Some(_), None) => {
+            return Err(SpecError::new(
+                "window",
+                SpecErrorKind::Missing,
+                "an `aggregation` needs a `window`",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(SpecError::new(
+                "aggregation",
+                SpecErrorKind::Missing,
+                "a `window` needs an `aggregation`",
+            ));
+        }
+        (None, None) if emit_partial.is_some() || grace.is_some() => {
+            let field = if grace.is_some() {
+                "grace"
+            } else {
+                "emitPartial"
+            };
+            return Err(SpecError::new(
+                field,
+                SpecErrorKind::Conflict,
+                format!("`{field}` goes with an `aggregation` and a `window`"),
+            ));
+        }
+        (None, None) => None,
+    };
+    if let Some(aggregate) = &aggregate {
+        aggregate.validate()?;
+    }
+    Ok(aggregate)
+}
+
+/// An aggregate of the positions themselves: one defined for positions,
+/// over a window each is measured whole in (not `HOPPING`, but `COUNT`,
+/// which counts any value).
+fn positions_aggregate(aggregate: Aggregate) -> Result<What, SpecError> {
+    check_allowed(aggregate.aggregation, PropertyType::TGeogPoint)?;
+    let hopping = aggregate
+        .window
+        .grid()
+        .is_some_and(|grid| grid.hop() < grid.span());
+    if hopping && aggregate.aggregation.of_positions().is_some() {
+        return Err(SpecError::new(
+            "window",
+            SpecErrorKind::Unfit,
+            format!(
+                "{} over a HOPPING window is not supported (its windows overlap, and \
+                         a window of positions is measured whole): use a TUMBLING or COUNT \
+                         window",
+                aggregate.aggregation
+            ),
+        ));
+    }
+    Ok(What::Aggregate(aggregate))
+}
+fn geofence_what(
+    fence: serde_json::Value,
+    detect: Option<serde_json::Value>,
+    more: bool,
+) -> Result<What, SpecError> {
+    if more {
+        return Err(SpecError::new(
+            "geofence",
+            SpecErrorKind::Conflict,
+            "a `geofence` goes alone (with `detect`): no `operation` or `aggregation`",
+        ));
+    }
+    let detect = match detect {
+        None => ALL_DETECT.to_vec(),
+        Some(serde_json::Value::Array(names)) => names
+            .iter()
+            .map(|name| match name.as_str() {
+                Some(name) => Detect::parse(name).map_err(|e| spec_error(e, "detect")),
+                None => Err(SpecError::new(
+                    "detect",
+                    SpecErrorKind::Unknown,
+                    format!("expected names such as \"enter\", got {name}"),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(other) => {
+            return Err(SpecError::new(
+                "detect",
+                SpecErrorKind::Malformed,
+                format!("expected an array such as [\"enter\",\"exit\"], got {other}"),
+            ));
+        }
+    };
+    let parsed = geo::Geometry::from_geojson(&fence).map_err(|e| spec_error(e, "geofence"))?;
+    geo::Fence::new(parsed, &detect).map_err(|e| spec_error(e, "geofence"))?;
+    Ok(What::Geofence {
+        geometry: fence,
+        detect,
+    })
+}
+
+fn operation_what(
+    op: &str,
+    geometry: Option<serde_json::Value>,
+    aggregate: Option<Aggregate>,
+) -> Result<What, SpecError> {
+    let measure = match op.to_ascii_lowercase().as_str() {
+        "speed" => Measure::Speed,
+        "azimuth" => Measure::Azimuth,
+        "cumulativelength" => Measure::CumulativeLength,
+        "distance" => {
+            let Some(geometry) = geometry else {
+                return Err(SpecError::new(
+                    "geometry",
+                    SpecErrorKind::Missing,
+                    "the operation \"distance\" needs a `geometry` (GeoJSON) to measure to",
+                ));
+            };
+            geo::Geometry::from_geojson(&geometry).map_err(|e| spec_error(e, "geometry"))?;
+            Measure::Distance(geometry)
+        }
+        "position" if aggregate.is_some() => {
+            return Err(SpecError::new(
+                "aggregation",
+                SpecErrorKind::Conflict,
+                "\"position\" is not aggregated: aggregate the positions themselves \
+                 (no `operation`), or a measure such as \"speed\"",
+            ));
+        }
+        "position" => return Ok(What::Position),
+        _ => {
+            return Err(SpecError::new(
+                "operation",
+                SpecErrorKind::Unknown,
+                format!("unknown position operation {op:?}: supported are {OPERATIONS}"),
+            ));
+        }
+    };
+    if let Some(aggregate) = &aggregate {
+        // A measure's values are numbers.
+        check_allowed(aggregate.aggregation, PropertyType::TReal)?;
+    }
+    Ok(What::Measure { measure, aggregate })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,417 @@
+use super::*;
+use crate::engine::{Source, StreamEngine};
+use crate::local::LocalEngine;
+use crate::spec::{QueryKind, QuerySpec, RegistrationError};
+use crate::vocab::{Instant, Point, QueryStatus, Value};
+
+fn spec(body: &str, t: PropertyType) -> Result<QuerySpec, SpecError> {
+    Registration::from_json(body)?.into_spec("tgsequence", t)
+}
+
+fn field(body: &str) -> &'static str {
+    spec(body, PropertyType::TGeogPoint).unwrap_err().field
+}
+
+const SQUARE: &str = r#"{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[0,10],[0,0]]]}"#;
+
+#[test]
+fn every_position_operation_registers_by_name_in_any_case() {
+    for (body, name) in [
+        (r#"{"operation":"speed"}"#, "speed"),
+        (r#"{"operation":"AZIMUTH"}"#, "azimuth"),
+        (r#"{"operation":"cumulativeLength"}"#, "cumulativeLength"),
+        (r#"{"operation":"position"}"#, "position"),
+        (
+            r#"{"operation":"distance","geometry":{"type":"Point","coordinates":[1,2]}}"#,
+            "distance",
+        ),
+        (
+            &format!(r#"{{"geofence":{SQUARE},"detect":["enter"]}}"#),
+            "geofence",
+        ),
+        (
+            r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":2}}"#,
+            "COUNT",
+        ),
+        (
+            r#"{"operation":"speed","aggregation":"max","window":{"type":"COUNT","size":2}}"#,
+            "MAX",
+        ),
+    ] {
+        let spec = spec(body, PropertyType::TGeogPoint).unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(spec.operation_name(), name, "{body}");
+        assert_eq!(spec.property_type, PropertyType::TGeogPoint);
+        assert!(matches!(spec.kind, QueryKind::Position(_)));
+    }
+}
+
+#[test]
+fn bad_position_registrations_name_the_field() {
+    assert_eq!(field(r#"{"operation":"ln"}"#), "operation");
+    assert_eq!(field(r#"{"operation":"speed","arg":1}"#), "arg");
+    assert_eq!(field(r#"{"operation":"distance"}"#), "geometry");
+    assert_eq!(
+        field(r#"{"operation":"distance","geometry":{"type":"Blob"}}"#),
+        "geometry"
+    );
+    assert_eq!(
+        field(r#"{"operation":"speed","geometry":{"type":"Point","coordinates":[1,2]}}"#),
+        "geometry"
+    );
+    let line = r#"{"type":"LineString","coordinates":[[0,0],[1,1]]}"#;
+    assert_eq!(field(&format!(r#"{{"geofence":{line}}}"#)), "geofence");
+    assert_eq!(
+        field(&format!(r#"{{"geofence":{SQUARE},"detect":["near"]}}"#)),
+        "detect"
+    );
+    assert_eq!(
+        field(&format!(r#"{{"geofence":{SQUARE},"detect":[]}}"#)),
+        "detect"
+    );
+    assert_eq!(
+        field(r#"{"operation":"speed","detect":["enter"]}"#),
+        "detect"
+    );
+    assert_eq!(
+        field(
+            r#"{"operation":"position","aggregation":"COUNT","window":{"type":"COUNT","size":2}}"#
+        ),
+        "aggregation"
+    );
+    assert_eq!(
+        field(r#"{"aggregation":"AVG","window":{"type":"COUNT","size":2}}"#),
+        "aggregation"
+    );
+    assert_eq!(
+        field(r#"{"operation":"speed","aggregation":"ANY","window":{"type":"COUNT","size":2}}"#),
+        "aggregation"
+    );
+    assert_eq!(field(r#"{"operation":"speed","crs":"EPSG:x"}"#), "crs");
+    assert_eq!(field(r#"{"operation":"speed","crs":7}"#), "crs");
+    // A position's fields on a scalar property.
+    // A `crs` makes a query one on positions, whose operations these are.
+    let e = spec(
+        r#"{"operation":"abs","crs":"EPSG:4326"}"#,
+        PropertyType::TReal,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "operation", "{e}");
+    assert!(e.message.contains("speed, azimuth"), "{e}");
+    let e = Registration::from_json(r#"{"operation":"abs","geometry":{}}"#)
+        .unwrap()
+        .into_spec_on("p", None)
+        .unwrap_err();
+    assert!(
+        matches!(e, RegistrationError::Invalid(ref e) if e.field == "geometry"),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn a_feature_has_one_reference_system_and_another_is_unfit() {
+    let on = |body: &str, known, crs| {
+        Registration::from_json(body)
+            .unwrap()
+            .into_position_spec("tgsequence", known, crs)
+    };
+    let speed = r#"{"operation":"speed"}"#;
+    // Default: geodetic.
+    let q = on(speed, None, None).unwrap();
+    assert_eq!(q.crs(), Some(Crs::Geodetic));
+    // The body decides for a new feature.
+    let planar = on(r#"{"operation":"speed","crs":"EPSG:3857"}"#, None, None).unwrap();
+    assert_eq!(planar.property_type, PropertyType::TGeomPoint);
+    assert_eq!(planar.crs(), Some(Crs::Planar(3857)));
+    // A mix is refused.
+    let mix = on(
+        r#"{"operation":"speed","crs":"EPSG:3857"}"#,
+        Some(PropertyType::TGeogPoint),
+        None,
+    );
+    assert!(
+        matches!(mix, Err(RegistrationError::Unfit(ref e)) if e.field == "crs"),
+        "{mix:?}"
+    );
+    let other = on(
+        r#"{"operation":"speed","crs":"EPSG:32631"}"#,
+        Some(PropertyType::TGeomPoint),
+        Some(Crs::Planar(3857)),
+    );
+    assert!(matches!(other, Err(RegistrationError::Unfit(ref e)) if e.field == "crs"));
+    // No crs: the feature's.
+    let same = on(
+        speed,
+        Some(PropertyType::TGeomPoint),
+        Some(Crs::Planar(3857)),
+    )
+    .unwrap();
+    assert_eq!(same.crs(), Some(Crs::Planar(3857)));
+    // A scalar type on positions does not fit.
+    let scalar = on(r#"{"operation":"speed","type":"TReal"}"#, None, None);
+    assert!(matches!(scalar, Err(RegistrationError::Unfit(ref e)) if e.field == "type"));
+}
+
+fn at(secs: u32, x: f64, y: f64) -> Instant {
+    Instant {
+        datetime: format!("2026-01-01T00:00:{secs:02}Z"),
+        value: Value::Point(Point::new(x, y)),
+    }
+}
+
+async fn run(body: &str, t: PropertyType, instants: Vec<Instant>) -> (Vec<String>, QueryStatus) {
+    let spec = spec(body, t).unwrap();
+    let mut handle = LocalEngine::new()
+        .submit(spec, Source::from_instants(instants))
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = handle.next().await {
+        events.push(event.to_json());
+    }
+    (events, handle.status())
+}
+
+#[tokio::test]
+async fn planar_speed_azimuth_and_length_follow_the_segments() {
+    let path = || {
+        vec![
+            at(0, 0.0, 0.0),
+            at(1, 3.0, 4.0),
+            at(3, 3.0, 4.0),
+            at(5, 3.0, 14.0),
+        ]
+    };
+    let planar = PropertyType::TGeomPoint;
+    let crs = |op: &str| format!(r#"{{"operation":"{op}","crs":"EPSG:3857"}}"#);
+    let (speed, status) = run(&crs("speed"), planar, path()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    // None at the first instant; 5 units in 1 s, a stop, 10 units in 2 s.
+    assert_eq!(
+        speed,
+        [
+            r#"{"datetime":"2026-01-01T00:00:01Z","value":5,"property":"tgsequence","operation":"speed"}"#,
+            r#"{"datetime":"2026-01-01T00:00:03Z","value":0,"property":"tgsequence","operation":"speed"}"#,
+            r#"{"datetime":"2026-01-01T00:00:05Z","value":5,"property":"tgsequence","operation":"speed"}"#,
+        ]
+    );
+    // No azimuth at a stop; due north is 0.
+    let (azimuth, _) = run(&crs("azimuth"), planar, path()).await;
+    assert_eq!(azimuth.len(), 2, "{azimuth:?}");
+    assert!(azimuth[1].contains(r#""value":0,"#), "{azimuth:?}");
+    let (length, _) = run(&crs("cumulativeLength"), planar, path()).await;
+    let values: Vec<_> = length
+        .iter()
+        .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["value"].clone())
+        .collect();
+    assert_eq!(values, [0, 5, 5, 15]);
+    // MAX of the speeds over COUNT windows of 2.
+    let (max, _) = run(
+        r#"{"operation":"speed","crs":"EPSG:3857","aggregation":"MAX","window":{"type":"COUNT","size":2}}"#,
+        planar,
+        path(),
+    )
+    .await;
+    assert!(
+        max[0].contains(r#""aggregation":"MAX","value":5,"count":2"#),
+        "{max:?}"
+    );
+}
+
+#[tokio::test]
+async fn position_echoes_the_instant_with_its_z() {
+    let mut z = at(1, 4.35, 50.85);
+    z.value = Value::Point(Point {
+        x: 4.35,
+        y: 50.85,
+        z: Some(12.0),
+    });
+    let (events, _) = run(
+        r#"{"operation":"position"}"#,
+        PropertyType::TGeogPoint,
+        vec![z],
+    )
+    .await;
+    assert_eq!(
+        events,
+        [
+            r#"{"datetime":"2026-01-01T00:00:01Z","coordinates":[4.35,50.85,12],"property":"tgsequence","operation":"position"}"#
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_geofence_emits_enter_and_exit_at_the_interpolated_crossings() {
+    let body = format!(r#"{{"geofence":{SQUARE},"detect":["enter","exit"],"crs":"EPSG:3857"}}"#);
+    // From x = -5 to 5 in 10 s: enters at x = 0, 5 s in; leaves at x = 10.
+    let path = vec![at(0, -5.0, 5.0), at(10, 5.0, 5.0), at(20, 15.0, 5.0)];
+    let (events, status) = run(&body, PropertyType::TGeomPoint, path).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(
+        events,
+        [
+            r#"{"datetime":"2026-01-01T00:00:05Z","coordinates":[0,5],"detect":"enter","property":"tgsequence","operation":"geofence"}"#,
+            r#"{"datetime":"2026-01-01T00:00:15Z","coordinates":[10,5],"detect":"exit","property":"tgsequence","operation":"geofence"}"#,
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_position_out_of_range_or_out_of_order_is_skipped_or_fails_the_query() {
+    let path = || {
+        vec![
+            at(0, 0.0, 0.0),
+            at(1, 200.0, 0.0),
+            at(1, 0.0, 1.0),
+            at(2, 0.0, 1.0),
+        ]
+    };
+    let (events, status) = run(
+        r#"{"operation":"position"}"#,
+        PropertyType::TGeogPoint,
+        path(),
+    )
+    .await;
+    assert_eq!(status, QueryStatus::Completed);
+    // The second is skipped (counted in the next event); the third is
+    // after the first, the last one measured.
+    assert_eq!(events.len(), 3, "{events:?}");
+    assert!(events[1].ends_with(r#""skipped":1}"#), "{events:?}");
+    let (_, failed) = run(
+        r#"{"operation":"position","onError":"fail"}"#,
+        PropertyType::TGeogPoint,
+        path(),
+    )
+    .await;
+    let QueryStatus::Failed { reason } = failed else {
+        panic!("{failed:?}")
+    };
+    assert!(reason.contains("longitude 200"), "{reason}");
+    // Not after the previous position.
+    let (_, failed) = run(
+        r#"{"operation":"position","onError":"fail"}"#,
+        PropertyType::TGeogPoint,
+        vec![at(1, 0.0, 0.0), at(1, 0.0, 1.0)],
+    )
+    .await;
+    let QueryStatus::Failed { reason } = failed else {
+        panic!("{failed:?}")
+    };
+    assert!(reason.contains("must increase"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_position_query_on_another_engine_is_refused_naming_the_local_engine() {
+    let spec = spec(r#"{"operation":"speed"}"#, PropertyType::TGeogPoint).unwrap();
+    let e = crate::plan::plan(&spec).unwrap_err();
+    assert_eq!(e.field, "engine");
+    assert!(e.message.contains("local"), "{e}");
+}
+
+#[tokio::test]
+async fn aggregates_of_positions_measure_each_window_whole() {
+    let path = || {
+        vec![
+            at(0, 0.0, 0.0),
+            at(1, 3.0, 4.0),
+            at(3, 3.0, 4.0),
+            at(5, 3.0, 14.0),
+        ]
+    };
+    let planar = PropertyType::TGeomPoint;
+    let value = |events: &[String]| -> serde_json::Value {
+        serde_json::from_str::<serde_json::Value>(&events[0]).unwrap()["value"].clone()
+    };
+    let window = r#""window":{"type":"COUNT","size":4},"crs":"EPSG:3857""#;
+    let of = |name: &str| format!(r#"{{"aggregation":"{name}",{window}}}"#);
+    let (extent, status) = run(&of("EXTENT"), planar, path()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    assert_eq!(
+        value(&extent),
+        serde_json::json!([0, 0, 3, 14]),
+        "{extent:?}"
+    );
+    assert!(
+        extent[0].contains(r#""aggregation":"EXTENT""#),
+        "{extent:?}"
+    );
+    assert_eq!(value(&run(&of("LENGTH"), planar, path()).await.0), 15);
+    assert_eq!(value(&run(&of("AVG_SPEED"), planar, path()).await.0), 3);
+    assert_eq!(value(&run(&of("MAX_SPEED"), planar, path()).await.0), 5);
+    assert_eq!(value(&run(&of("COUNT"), planar, path()).await.0), 4);
+    // Time-weighted: x is 1.5 for 1 s, 3 for 4 s; y 2 for 1 s, 4 for 2 s,
+    // 9 for 2 s.
+    assert_eq!(
+        value(&run(&of("CENTROID"), planar, path()).await.0),
+        serde_json::json!([2.7, 5.6])
+    );
+    // Tumbling windows of 2 s: [0, 2) holds 2 positions, [2, 4) one (no
+    // speed: skipped, and counted in the next event), [4, 6) one.
+    let (speeds, _) = run(
+        r#"{"aggregation":"MAX_SPEED","window":{"type":"TUMBLING","size":2,"unit":"SECONDS"},"crs":"EPSG:3857"}"#,
+        planar,
+        path(),
+    )
+    .await;
+    assert_eq!(speeds.len(), 1, "{speeds:?}");
+    assert!(speeds[0].contains(r#""value":5,"count":2"#), "{speeds:?}");
+    let (_, failed) = run(
+        r#"{"aggregation":"AVG_SPEED","window":{"type":"COUNT","size":1},"crs":"EPSG:3857","onError":"fail"}"#,
+        planar,
+        path(),
+    )
+    .await;
+    let QueryStatus::Failed { reason } = failed else {
+        panic!("{failed:?}")
+    };
+    assert!(reason.contains("has no AVG_SPEED"), "{reason}");
+}
+
+#[test]
+fn an_aggregate_of_positions_over_a_hopping_window_is_refused_naming_the_window() {
+    let hopping = r#""window":{"type":"HOPPING","size":10,"unit":"SECONDS","hop":5}"#;
+    assert_eq!(
+        field(&format!(r#"{{"aggregation":"LENGTH",{hopping}}}"#)),
+        "window"
+    );
+    // COUNT counts any value, and a measure's aggregate is of numbers.
+    assert!(
+        spec(
+            &format!(r#"{{"aggregation":"COUNT",{hopping}}}"#),
+            PropertyType::TGeogPoint
+        )
+        .is_ok()
+    );
+    assert!(
+        spec(
+            &format!(r#"{{"operation":"speed","aggregation":"AVG",{hopping}}}"#),
+            PropertyType::TGeogPoint
+        )
+        .is_ok()
+    );
+    // Position aggregates are for positions only.
+    let e = Registration::from_json(&format!(r#"{{"aggregation":"EXTENT",{hopping}}}"#))
+        .unwrap()
+        .into_spec("p", PropertyType::TReal)
+        .unwrap_err();
+    assert_eq!(e.field, "aggregation");
+}
+
+#[tokio::test]
+async fn distance_is_measured_to_the_geometry_zero_inside_a_polygon() {
+    let body = format!(r#"{{"operation":"distance","geometry":{SQUARE},"crs":"EPSG:3857"}}"#);
+    // Inside; 5 from the corner (10, 10); 3 from the west edge.
+    let path = vec![at(0, 5.0, 5.0), at(1, 13.0, 14.0), at(2, -3.0, 5.0)];
+    let (events, _) = run(&body, PropertyType::TGeomPoint, path).await;
+    let values: Vec<_> = events
+        .iter()
+        .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["value"].clone())
+        .collect();
+    assert_eq!(values, [0, 5, 3]);
+    // Geodetic, to a point: the WGS84 meridian from the equator to 1° N
+    // (GeographicLib: `echo 0 0 1 0 | GeodSolve -i`: 110574.388557799 m).
+    let body = r#"{"operation":"distance","geometry":{"type":"Point","coordinates":[0,1]}}"#;
+    let (events, _) = run(body, PropertyType::TGeogPoint, vec![at(0, 0.0, 0.0)]).await;
+    let v: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
+    let d = v["value"].as_f64().unwrap();
+    assert!((d - 110_574.388_557_799).abs() < 1e-6, "{d}");
+}

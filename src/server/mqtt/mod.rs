@@ -1,0 +1,591 @@
+//! MQTT ingest (`serve --mqtt URL`): a source of instants like `POST
+//! …/ingest`, through the same ingest path ([`super::ingest::take`]).
+//!
+//! Nothing lost, nothing doubled:
+//!
+//! - QoS 1 on a persistent session (clean session off, a stable client
+//!   id), with manual acknowledgements: a message is acknowledged to the
+//!   broker only once its instants are in the store (`--state`) or handed
+//!   to the queries (memory only). A message the ingest cannot take now (a
+//!   query's buffer full, the store unavailable) is tried again, unacked;
+//!   one it refuses (a bad message) is acknowledged and counted.
+//! - The client reconnects with backoff after a broker restart or a
+//!   network cut, and subscribes again on every connection, whether the
+//!   broker kept the session or not.
+//! - Redeliveries (after a reconnect, or after `serve` was killed) are
+//!   recognised: an instant at or before the last one the property took
+//!   from MQTT (after a restart: the last instant in its log) is dropped
+//!   and counted as a duplicate. See the pipeline (`pipeline`).
+//! - Back-pressure: at most [`MAX_INFLIGHT`] messages (and
+//!   `--max-inflight-bytes` of payload) are held between the socket and
+//!   their acknowledgement; past that the client stops reading the socket.
+//!
+//! rumqttc (bytebeam's, the most used Rust MQTT client) is the client, in
+//! MQTT 5: manual acks (`set_manual_acks`), a session that outlives the
+//! connection (clean start off, session expiry "never"), and the Receive
+//! Maximum, which bounds the unacknowledged messages the broker sends.
+//! (With MQTT 3.1.1 only the broker's own setting bounds them; past
+//! rumqttc's request channel the acknowledgements would wait on a reader
+//! that waits on them.)
+
+mod payload;
+mod pipeline;
+mod stats;
+mod topic;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use rumqttc::v5::mqttbytes::QoS;
+use rumqttc::v5::mqttbytes::v5::{Filter, Packet, SubAck, SubscribeReasonCode};
+use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
+use rumqttc::{TlsConfiguration, Transport};
+use serde_json::json;
+use tokio::sync::{Semaphore, mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::App;
+use super::problem::Problem;
+use stats::{Reason, Stats};
+use topic::Pattern;
+
+/// The most messages held between the socket and their acknowledgement:
+/// past it the client stops reading (the broker holds the rest).
+pub(crate) const MAX_INFLIGHT: usize = 4096;
+
+/// MQTT's largest packet (256 MiB).
+const MAX_PACKET: u32 = 268_435_455;
+
+/// rumqttc's request channel: every acknowledgement owed fits.
+const REQUESTS: usize = 2 * MAX_INFLIGHT + 16;
+
+/// Messages ingested together (one journal record per property).
+const BATCH: usize = 1024;
+
+/// The first wait before a reconnection, doubled after each failure up
+/// to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// The keep-alive: a broker gone silent is noticed within 1.5 times it.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// MQTT ingest, as `serve --mqtt` configures it.
+#[derive(Debug, Clone, Default)]
+pub struct MqttIngest {
+    /// The broker: `mqtt://host[:port]` (port 1883) or `mqtts://host[:port]`
+    /// (port 8883, with `ca`).
+    pub url: String,
+    /// With `mqtts://`: the PEM file of the CA that signed the broker's
+    /// certificate.
+    pub ca: Option<PathBuf>,
+    /// Topic patterns (`--mqtt-topic`); empty: `mfapi/{cid}/{fid}/{pname}`.
+    pub topics: Vec<String>,
+    /// The client id; `None`: derived from the state directory (or, without
+    /// one, from the address bound), so it is the same at every restart.
+    pub client_id: Option<String>,
+    /// The user name (`MFSTREAM_MQTT_USERNAME`), never a flag.
+    pub username: Option<String>,
+    /// The password (`MFSTREAM_MQTT_PASSWORD`), never a flag.
+    pub password: Option<String>,
+}
+
+/// A broker address, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Broker {
+    tls: bool,
+    host: String,
+    port: u16,
+}
+
+/// Parses `mqtt://host[:port]` or `mqtts://host[:port]`.
+fn parse_url(url: &str) -> Result<Broker, String> {
+    let form = "give mqtt://HOST[:PORT] or mqtts://HOST[:PORT], such as mqtt://127.0.0.1:1883";
+    let (tls, rest) = if let Some(rest) = url.strip_prefix("mqtt://") {
+        (false, rest)
+    } else if let Some(rest) = url.strip_prefix("mqtts://") {
+        (true, rest)
+    } else {
+        return Err(format!("--mqtt {url:?}: not an MQTT URL: {form}"));
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains('@') {
+        return Err(format!(
+            "--mqtt {url:?}: credentials are not taken from the URL (a command line is visible \
+             to every user): set MFSTREAM_MQTT_USERNAME and MFSTREAM_MQTT_PASSWORD"
+        ));
+    }
+    if rest.contains(['/', '?', '#']) {
+        return Err(format!("--mqtt {url:?}: a broker URL has no path: {form}"));
+    }
+    let (host, port) = match rest.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((host, "")) => (host, None),
+            Some((host, port)) => (host, Some(port.strip_prefix(':').unwrap_or(port))),
+            None => return Err(format!("--mqtt {url:?}: an unclosed '[': {form}")),
+        },
+        None => match rest.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (rest, None),
+        },
+    };
+    if host.is_empty() {
+        return Err(format!("--mqtt {url:?}: no host: {form}"));
+    }
+    let port =
+        match port {
+            None => {
+                if tls {
+                    8883
+                } else {
+                    1883
+                }
+            }
+            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
+                format!("--mqtt {url:?}: the port {p:?} is not 1 to 65535: {form}")
+            })?,
+        };
+    Ok(Broker {
+        tls,
+        host: host.to_owned(),
+        port,
+    })
+}
+
+/// A stable client id: `mfstream-` and 14 hex digits of a hash of `seed`
+/// (23 characters, as MQTT 3.1.1 brokers must accept).
+fn derived_client_id(seed: &str) -> String {
+    // FNV-1a: stable across Rust versions, unlike the std hasher.
+    let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("mfstream-{:014x}", hash >> 8)
+}
+
+/// The rustls configuration trusting the CA in `ca` (PEM).
+fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, String> {
+    let pem = std::fs::read(ca).map_err(|e| {
+        format!(
+            "--mqtt-ca {:?}: cannot read it ({e}): give the PEM file of the CA that signed the \
+             broker's certificate",
+            ca.display()
+        )
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+        let cert = cert.map_err(|e| format!("--mqtt-ca {:?}: {e}", ca.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("--mqtt-ca {:?}: {e}", ca.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "--mqtt-ca {:?}: no PEM certificate in it: give the CA's certificate \
+             (-----BEGIN CERTIFICATE-----)",
+            ca.display()
+        ));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    Ok(rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("TLS: {e}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth())
+}
+
+/// The MQTT ingest of a server: its checked configuration and counters.
+#[derive(Debug)]
+pub(crate) struct Mqtt {
+    url: String,
+    broker: Broker,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    patterns: Vec<Pattern>,
+    client_id: String,
+    credentials: Option<(String, String)>,
+    pub(crate) stats: Stats,
+    /// Counts the subscriptions the broker granted (one per connection).
+    subscribed: watch::Sender<u64>,
+}
+
+impl Mqtt {
+    /// Checks `options`; `state` and `addr` seed the default client id.
+    pub(crate) fn new(
+        options: &MqttIngest,
+        state: Option<&Path>,
+        addr: std::net::SocketAddr,
+    ) -> Result<Mqtt, String> {
+        let broker = parse_url(&options.url)?;
+        let tls = match (broker.tls, &options.ca) {
+            (true, Some(ca)) => Some(Arc::new(tls_config(ca)?)),
+            (true, None) => {
+                return Err(format!(
+                    "--mqtt {:?}: mqtts:// needs --mqtt-ca FILE, the CA that signed the broker's \
+                     certificate",
+                    options.url
+                ));
+            }
+            (false, Some(_)) => {
+                return Err(format!(
+                    "--mqtt-ca is only for mqtts:// brokers; --mqtt is {:?}",
+                    options.url
+                ));
+            }
+            (false, None) => None,
+        };
+        if options.topics.len() > topic::MAX_PATTERNS {
+            return Err(format!(
+                "{} --mqtt-topic patterns; at most {} are taken",
+                options.topics.len(),
+                topic::MAX_PATTERNS
+            ));
+        }
+        let patterns = if options.topics.is_empty() {
+            vec![Pattern::parse(topic::DEFAULT)?]
+        } else {
+            options
+                .topics
+                .iter()
+                .map(|t| Pattern::parse(t))
+                .collect::<Result<_, _>>()?
+        };
+        let client_id = match &options.client_id {
+            Some(id) if id.is_empty() || id.len() > 65_535 => {
+                return Err(format!(
+                    "--mqtt-client-id {id:?}: give 1 to 65535 bytes (23 letters and digits fit \
+                     every broker)"
+                ));
+            }
+            Some(id) => id.clone(),
+            None => derived_client_id(&match state {
+                Some(dir) => std::fs::canonicalize(dir)
+                    .unwrap_or_else(|_| dir.to_owned())
+                    .display()
+                    .to_string(),
+                None => addr.to_string(),
+            }),
+        };
+        let credentials = match (&options.username, &options.password) {
+            (Some(user), password) => Some((user.clone(), password.clone().unwrap_or_default())),
+            (None, Some(_)) => {
+                return Err(
+                    "MFSTREAM_MQTT_PASSWORD is set without MFSTREAM_MQTT_USERNAME: set both, or \
+                     neither"
+                        .into(),
+                );
+            }
+            (None, None) => None,
+        };
+        Ok(Mqtt {
+            url: options.url.clone(),
+            broker,
+            tls,
+            patterns,
+            client_id,
+            credentials,
+            stats: Stats::default(),
+            subscribed: watch::Sender::new(0),
+        })
+    }
+
+    /// Counts the subscriptions granted: it moves once per connection.
+    pub(crate) fn subscriptions(&self) -> watch::Receiver<u64> {
+        self.subscribed.subscribe()
+    }
+
+    fn options(&self) -> MqttOptions {
+        let mut o = MqttOptions::new(&self.client_id, &self.broker.host, self.broker.port);
+        o.set_clean_start(false)
+            // The session outlives the connection: "never expires".
+            .set_session_expiry_interval(Some(u32::MAX))
+            // The broker sends at most this many unacknowledged messages:
+            // the bound of what is held here, and of the acknowledgements
+            // owed (the request channel holds them all).
+            .set_receive_maximum(Some(MAX_INFLIGHT as u16))
+            .set_manual_acks(true)
+            .set_keep_alive(KEEP_ALIVE)
+            // MQTT's own maximum, announced: a broker drops a message over
+            // the size a client announces without a word, and rumqttc's
+            // default (10 KiB) would end the connection on one, which the
+            // broker then sends again at each reconnection. A payload over
+            // --max-body is read, then refused (acknowledged, counted).
+            .set_max_packet_size(Some(MAX_PACKET))
+            .set_request_channel_capacity(REQUESTS);
+        if let Some((user, password)) = &self.credentials {
+            o.set_credentials(user, password);
+        }
+        if let Some(tls) = &self.tls {
+            o.set_transport(Transport::tls_with_config(TlsConfiguration::Rustls(
+                tls.clone(),
+            )));
+        }
+        o
+    }
+}
+
+/// A message on its way from the socket to its acknowledgement.
+#[derive(Debug)]
+struct Msg {
+    publish: rumqttc::v5::mqttbytes::v5::Publish,
+    /// Its topic (MQTT 5 carries it as bytes).
+    topic: String,
+    /// The connection it came on: an acknowledgement is sent only on it
+    /// (after a reconnection the broker sends it again, with the same id).
+    connection: u64,
+    /// Its bytes of `--max-inflight-bytes`.
+    _bytes: tokio::sync::OwnedSemaphorePermit,
+}
+
+/// Runs the MQTT ingest until `stop`: the connection task reads messages
+/// into a bounded channel, the pipeline ingests and acknowledges them.
+pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken) {
+    let options = mqtt.options();
+    let (client, eventloop) = AsyncClient::new(options, REQUESTS);
+    let (tx, rx) = mpsc::channel(MAX_INFLIGHT);
+    let connection = Arc::new(AtomicU64::new(0));
+    let bytes = Arc::new(Semaphore::new(
+        app.options
+            .max_inflight_bytes
+            .clamp(1, Semaphore::MAX_PERMITS),
+    ));
+    let reader = connect(
+        eventloop,
+        client.clone(),
+        tx,
+        bytes,
+        mqtt.clone(),
+        connection.clone(),
+        app.options.max_body,
+    );
+    let ingest = pipeline::run(app, mqtt, client, rx, connection);
+    tokio::select! {
+        () = reader => {}
+        () = ingest => {}
+        () = stop.cancelled() => {}
+    }
+}
+
+/// Polls the connection: (re)connects with backoff, subscribes on every
+/// connection, and sends each message to the pipeline, waiting (not
+/// reading) while [`MAX_INFLIGHT`] messages or the bytes are held.
+async fn connect(
+    mut eventloop: EventLoop,
+    client: AsyncClient,
+    tx: mpsc::Sender<Msg>,
+    bytes: Arc<Semaphore>,
+    mqtt: Arc<Mqtt>,
+    connection: Arc<AtomicU64>,
+    max_body: usize,
+) {
+    let stats = &mqtt.stats;
+    let filters: Vec<Filter> = mqtt
+        .patterns
+        .iter()
+        .map(|p| Filter::new(p.filter(), QoS::AtLeastOnce))
+        .collect();
+    let mut backoff = MIN_BACKOFF;
+    loop {
+        match eventloop.poll().await {
+            Ok(Event::Incoming(Packet::ConnAck(ack))) => {
+                connection.fetch_add(1, Relaxed);
+                stats.connects.fetch_add(1, Relaxed);
+                stats.connected.store(true, Relaxed);
+                stats.set_error(None);
+                backoff = MIN_BACKOFF;
+                tracing::info!(
+                    broker = %mqtt.url,
+                    client_id = %mqtt.client_id,
+                    session_present = ack.session_present,
+                    "mqtt: connected"
+                );
+                // Every time: a broker that lost the session (restarted
+                // without persistence) would otherwise send nothing more.
+                if client.subscribe_many(filters.clone()).await.is_err() {
+                    return;
+                }
+            }
+            Ok(Event::Incoming(Packet::SubAck(ack))) => subscribed(&mqtt, &ack),
+            Ok(Event::Incoming(Packet::Publish(publish))) => {
+                stats.messages.fetch_add(1, Relaxed);
+                let topic = String::from_utf8_lossy(&publish.topic).into_owned();
+                if publish.payload.len() > max_body {
+                    let detail = format!(
+                        "the payload is {} bytes; at most --max-body ({max_body}) are taken",
+                        publish.payload.len()
+                    );
+                    stats.bad(&topic, Reason::TooLarge, &detail, &[]);
+                    if client.ack(&publish).await.is_err() {
+                        return;
+                    }
+                    stats.acked.fetch_add(1, Relaxed);
+                    continue;
+                }
+                let n = u32::try_from(publish.payload.len().max(1)).unwrap_or(u32::MAX);
+                // Waits (not reading) while the bytes are held.
+                let Ok(permit) = bytes.clone().acquire_many_owned(n).await else {
+                    return;
+                };
+                let msg = Msg {
+                    publish,
+                    topic,
+                    connection: connection.load(Relaxed),
+                    _bytes: permit,
+                };
+                // Waits (not reading) while MAX_INFLIGHT are held.
+                if tx.send(msg).await.is_err() {
+                    return;
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                let was = stats.connected.swap(false, Relaxed);
+                stats.subscribed.store(false, Relaxed);
+                let why = format!("{e}");
+                if was {
+                    tracing::warn!(broker = %mqtt.url, "mqtt: connection lost ({why}): reconnecting");
+                } else if backoff == MIN_BACKOFF {
+                    // The first failure of a series is worth a warning
+                    // (a broker down at start-up); the retries are not.
+                    tracing::warn!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying");
+                } else {
+                    tracing::debug!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying in {backoff:?}");
+                }
+                stats.set_error(Some(why));
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+}
+
+/// The broker's answer to the subscriptions: granted (counted, so the
+/// line `mfstream: mqtt subscribed` is printed), or refused (an error,
+/// and the reason in `lastError`).
+fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
+    let refused = ack
+        .return_codes
+        .iter()
+        .any(|c| !matches!(c, SubscribeReasonCode::Success(_)));
+    if refused {
+        let why = format!(
+            "the broker refused the subscription to {}: check its ACL for this client or user",
+            mqtt.patterns
+                .iter()
+                .map(Pattern::filter)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        tracing::error!("mqtt: {why}");
+        mqtt.stats.set_error(Some(why));
+    } else {
+        mqtt.stats.subscribed.store(true, Relaxed);
+        mqtt.subscribed.send_modify(|n| *n += 1);
+        tracing::info!(broker = %mqtt.url, "mqtt: subscribed");
+    }
+}
+
+/// `GET /ingest/mqtt`: the MQTT ingest's configuration and counters.
+#[utoipa::path(
+    get,
+    path = "/ingest/mqtt",
+    tag = "ingest",
+    operation_id = "getMqttIngest",
+    summary = "the MQTT ingest (`--mqtt`): broker, topics, connection, counters, last bad messages",
+    responses(
+        (status = 200, description = "the MQTT ingest's state", body = super::api::MqttStatus),
+        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
+        (status = 404, description = "the server runs without `--mqtt`", body = super::api::Exception),
+    ),
+)]
+pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
+    let Some(mqtt) = &app.mqtt else {
+        return Problem::not_found(
+            "MQTT ingest is off: start the server with --mqtt mqtt://HOST:PORT",
+        )
+        .into_response();
+    };
+    let mut body = mqtt.stats.to_json();
+    body["broker"] = json!(mqtt.url);
+    body["clientId"] = json!(mqtt.client_id);
+    body["topics"] = json!(mqtt.patterns.iter().map(Pattern::text).collect::<Vec<_>>());
+    Json(body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn broker_urls_are_parsed_with_their_default_ports_and_bad_ones_say_the_form() {
+        let b = |tls, host: &str, port| Broker {
+            tls,
+            host: host.into(),
+            port,
+        };
+        assert_eq!(
+            parse_url("mqtt://127.0.0.1:1884").unwrap(),
+            b(false, "127.0.0.1", 1884)
+        );
+        assert_eq!(
+            parse_url("mqtt://broker/").unwrap(),
+            b(false, "broker", 1883)
+        );
+        assert_eq!(parse_url("mqtts://b").unwrap(), b(true, "b", 8883));
+        assert_eq!(parse_url("mqtt://[::1]:99").unwrap(), b(false, "::1", 99));
+        for (bad, says) in [
+            ("http://b", "not an MQTT URL"),
+            ("mqtt://u:p@b", "MFSTREAM_MQTT_USERNAME"),
+            ("mqtt://b/topic", "no path"),
+            ("mqtt://b:0", "1 to 65535"),
+            ("mqtt://b:x", "\"x\""),
+            ("mqtt://", "no host"),
+        ] {
+            let err = parse_url(bad).unwrap_err();
+            assert!(
+                err.contains(says) && err.contains("mqtt://"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_client_id_is_stable_short_and_differs_by_state_dir() {
+        let a = derived_client_id("/var/lib/mfstream");
+        assert_eq!(a, derived_client_id("/var/lib/mfstream"));
+        assert_ne!(a, derived_client_id("/var/lib/other"));
+        assert_eq!(a.len(), 23);
+        assert!(a.starts_with("mfstream-"));
+    }
+
+    #[test]
+    fn mqtts_needs_a_ca_and_a_ca_needs_mqtts_and_a_password_needs_a_user() {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let mut o = MqttIngest {
+            url: "mqtts://b".into(),
+            ..MqttIngest::default()
+        };
+        assert!(Mqtt::new(&o, None, addr).unwrap_err().contains("--mqtt-ca"));
+        o.url = "mqtt://b".into();
+        o.ca = Some("/nonexistent".into());
+        assert!(
+            Mqtt::new(&o, None, addr)
+                .unwrap_err()
+                .contains("only for mqtts")
+        );
+        o.ca = None;
+        o.password = Some("p".into());
+        assert!(
+            Mqtt::new(&o, None, addr)
+                .unwrap_err()
+                .contains("MFSTREAM_MQTT_USERNAME")
+        );
+        o.password = None;
+        o.topics = vec!["a/{cid}".into()];
+        assert!(Mqtt::new(&o, None, addr).unwrap_err().contains("{fid}"));
+    }
+}

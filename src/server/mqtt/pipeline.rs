@@ -1,0 +1,530 @@
+//! From messages to the ingest path, and back to acknowledgements.
+//!
+//! The messages waiting are taken in batches (up to [`BATCH`]); a bad one
+//! is counted and acknowledged at once, the good ones are grouped by
+//! property (in order) and each group is one call of the ingest path (one
+//! journal record with `--state`), the groups of a batch concurrently.
+//! Then every message of the group is acknowledged, and the next batch
+//! is taken: a property's instants are ingested in the order received.
+//!
+//! **The duplicate rule.** MQTT delivers at least once: after a
+//! reconnection, and after `serve` was killed, the broker sends again what
+//! it has no acknowledgement for, some of which the store may already
+//! hold. So each property has a mark: the datetime of the last instant it
+//! took from MQTT (at start-up, lazily, that of the last instant in its
+//! log, from any source). An instant at or before the mark is dropped and
+//! counted as a duplicate; the mark moves only once the ingest took the
+//! instants. A bare number has no datetime: it is stamped with the
+//! server's clock when ingested (microseconds, UTC), at least a
+//! microsecond after the mark, so it is never a duplicate (nor recognised
+//! as one when redelivered).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rumqttc::v5::AsyncClient;
+use rumqttc::v5::mqttbytes::v5::Publish;
+use tokio::sync::mpsc;
+
+use crate::datetime::Timestamp;
+use crate::vocab::{Instant, Value};
+
+use super::super::App;
+use super::super::ingest;
+use super::payload::{self, Payload};
+use super::stats::Reason;
+use super::topic::{self, Route};
+use super::{BATCH, Mqtt, Msg};
+use crate::vocab::PropertyPath;
+
+/// The first wait before an ingest that could not be taken is tried
+/// again, doubled up to [`MAX_RETRY`].
+const MIN_RETRY: Duration = Duration::from_millis(50);
+const MAX_RETRY: Duration = Duration::from_secs(2);
+
+/// How soon owed acknowledgements are tried again.
+const ACK_RETRY: Duration = Duration::from_millis(1);
+
+/// One good message, parsed.
+struct Item {
+    msg: Msg,
+    instants: Vec<Instant>,
+}
+
+/// The good messages of a batch for one property, in order.
+struct Group {
+    key: PropertyPath,
+    items: Vec<Item>,
+    /// Bare numbers to stamp, by item index.
+    numbers: Vec<(usize, f64)>,
+}
+
+/// A property's mark: `None` until looked up; then the last datetime
+/// taken, if any.
+type Marks = HashMap<PropertyPath, Option<Timestamp>>;
+
+/// Ingests the messages of `rx` until it closes.
+pub(super) async fn run(
+    app: Arc<App>,
+    mqtt: Arc<Mqtt>,
+    client: AsyncClient,
+    mut rx: mpsc::Receiver<Msg>,
+    connection: Arc<AtomicU64>,
+) {
+    let mut acks = Acks {
+        client,
+        connection,
+        mqtt: mqtt.clone(),
+        owed: VecDeque::new(),
+    };
+    let mut marks = Marks::new();
+    let mut batch = Vec::with_capacity(BATCH);
+    loop {
+        acks.flush();
+        let received = if acks.owed.is_empty() {
+            rx.recv_many(&mut batch, BATCH).await
+        } else {
+            // Acknowledgements wait for room in rumqttc's channel: tried
+            // again soon, whether or not more messages come.
+            tokio::select! {
+                n = rx.recv_many(&mut batch, BATCH) => n,
+                () = tokio::time::sleep(ACK_RETRY) => continue,
+            }
+        };
+        if received == 0 {
+            break;
+        }
+        let groups = sort(&mqtt, &mut acks, batch.drain(..));
+        let mut tasks = Vec::with_capacity(groups.len());
+        for group in groups {
+            let mark = marks.get(&group.key).copied();
+            // A task each: the groups' journal writes commit together,
+            // and the ingest path runs to its end even at a shutdown.
+            tasks.push(tokio::spawn(ingest(app.clone(), mqtt.clone(), group, mark)));
+        }
+        for task in tasks {
+            let Ok((key, mark, done)) = task.await else {
+                // Its messages are not acknowledged: the broker sends
+                // them again at the next connection.
+                tracing::error!("mqtt: an ingest task failed");
+                continue;
+            };
+            marks.insert(key, mark);
+            for msg in done {
+                acks.ack(&msg);
+            }
+        }
+        if marks.len() > 2 * app.options.max_properties {
+            // The marks of properties no query reads any more.
+            marks.retain(|key, _| app.table.property(key).is_some());
+        }
+    }
+}
+
+/// Acknowledges messages on the connection they came on.
+///
+/// An acknowledgement goes through rumqttc's request channel, which its
+/// event loop drains one request per turn, while a turn of reading takes
+/// up to ten messages: when the broker sends more unacknowledged messages
+/// than the channel holds (mosquitto may exceed the Receive Maximum on a
+/// resumed session), a blocking send would wait on the reader, which waits
+/// on this pipeline. So the acknowledgements that find the channel full
+/// wait here, owed (a packet id and a few bytes each, the payload freed),
+/// and are tried again before each batch and every millisecond.
+struct Acks {
+    client: AsyncClient,
+    connection: Arc<AtomicU64>,
+    mqtt: Arc<Mqtt>,
+    owed: VecDeque<(u64, Publish)>,
+}
+
+impl Acks {
+    fn ack(&mut self, msg: &Msg) {
+        let mut skeleton = msg.publish.clone();
+        skeleton.payload = bytes::Bytes::new();
+        skeleton.topic = bytes::Bytes::new();
+        self.owed.push_back((msg.connection, skeleton));
+        self.flush();
+    }
+
+    /// Hands the owed acknowledgements to rumqttc, in order, until its
+    /// channel is full.
+    fn flush(&mut self) {
+        let current = self.connection.load(Relaxed);
+        while let Some((connection, publish)) = self.owed.front() {
+            // A message from an earlier connection is sent again on this
+            // one (under the same packet id, if the session was kept): its
+            // redelivery is acknowledged, as a duplicate, not it.
+            if *connection != current {
+                self.owed.pop_front();
+                continue;
+            }
+            match self.client.try_ack(publish) {
+                Ok(()) => {
+                    self.owed.pop_front();
+                    self.mqtt.stats.acked.fetch_add(1, Relaxed);
+                }
+                // Full (or the event loop gone, at a shutdown: then
+                // nothing is sent any more, and the broker sends the
+                // messages again at the next start).
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// Parses and routes each message: a bad one is counted and
+/// acknowledged, the good ones grouped by property.
+fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
+    let mut groups: Vec<Group> = Vec::new();
+    let mut index: HashMap<PropertyPath, usize> = HashMap::new();
+    for msg in batch {
+        let parsed = match topic::route(&mqtt.patterns, &msg.topic) {
+            None => Err((
+                Reason::Topic,
+                format!(
+                    "the topic matches no --mqtt-topic pattern ({}), or has an empty id or one \
+                     over 256 bytes",
+                    mqtt.patterns
+                        .iter()
+                        .map(|p| p.text())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )),
+            Some(Route::Positions(key)) => positions(&key, &msg.publish.payload).map(|()| None),
+            Some(Route::Property(key)) => {
+                payload::parse(&msg.publish.payload).map(|p| Some((key, p)))
+            }
+        };
+        let (key, payload) = match parsed {
+            Ok(Some(good)) => good,
+            Ok(None) => {
+                acks.ack(&msg);
+                continue;
+            }
+            Err((reason, detail)) => {
+                mqtt.stats
+                    .bad(&msg.topic, reason, &detail, &msg.publish.payload);
+                acks.ack(&msg);
+                continue;
+            }
+        };
+        let at = *index.entry(key.clone()).or_insert_with(|| {
+            groups.push(Group {
+                key,
+                items: Vec::new(),
+                numbers: Vec::new(),
+            });
+            groups.len() - 1
+        });
+        let group = &mut groups[at];
+        let instants = match payload {
+            Payload::Instants(instants) => instants,
+            Payload::Number(v) => {
+                group.numbers.push((group.items.len(), v));
+                Vec::new()
+            }
+        };
+        group.items.push(Item { msg, instants });
+    }
+    groups
+}
+
+/// A feature's positions (`…/tgsequence`): the seam for the moving-point
+/// ingest. Until it exists, they are refused as bad messages.
+fn positions(_key: &PropertyPath, _payload: &[u8]) -> Result<(), (Reason, String)> {
+    Err((
+        Reason::Positions,
+        format!(
+            "positions not supported yet: {:?} is reserved for a feature's positions",
+            topic::POSITIONS
+        ),
+    ))
+}
+
+/// Ingests one group; its property's mark after it, and the messages to
+/// acknowledge (all of them but those whose ingest was cut short by a
+/// shutdown).
+async fn ingest(
+    app: Arc<App>,
+    mqtt: Arc<Mqtt>,
+    mut group: Group,
+    mark: Option<Option<Timestamp>>,
+) -> (PropertyPath, Option<Timestamp>, Vec<Msg>) {
+    let mut mark = match mark {
+        Some(mark) => mark,
+        None => seed(&app, &group.key).await,
+    };
+    stamp(&mut group, mark);
+    let stats = &mqtt.stats;
+    // The whole group at once, the common case.
+    let (kept, duplicates, last) = fresh(group.items.iter().map(|i| &i.instants), mark);
+    stats.duplicates.fetch_add(duplicates, Relaxed);
+    if kept.is_empty() {
+        return (group.key, mark, done(group.items));
+    }
+    let n = kept.len();
+    match ingest::take(&app, &group.key, kept, ()).await {
+        Ok(_) => {
+            stats.instants.fetch_add(n as u64, Relaxed);
+            return (group.key, last.or(mark), done(group.items));
+        }
+        Err(problem) => {
+            if let Some(k) = problem.accepted().filter(|&k| k > 0) {
+                // Taken in part (memory only): the mark says how far.
+                mark = nth_datetime(group.items.iter().map(|i| &i.instants), mark, k).or(mark);
+                stats.instants.fetch_add(k as u64, Relaxed);
+            }
+        }
+    }
+    // One message at a time: a refused one is a bad message alone; one
+    // that cannot be taken now is tried again until it is.
+    let mut acked = Vec::with_capacity(group.items.len());
+    for item in group.items {
+        if !one(&app, &mqtt, &group.key, &item, &mut mark).await {
+            // Shutting down: not acknowledged, sent again at the next start.
+            return (group.key, mark, acked);
+        }
+        acked.push(item.msg);
+    }
+    (group.key, mark, acked)
+}
+
+/// Ingests one message's instants alone, moving `mark`: taken, or
+/// refused as a bad message (counted), or tried again until one of those;
+/// `false` when the server shuts down first.
+async fn one(
+    app: &Arc<App>,
+    mqtt: &Mqtt,
+    key: &PropertyPath,
+    item: &Item,
+    mark: &mut Option<Timestamp>,
+) -> bool {
+    let stats = &mqtt.stats;
+    let mut wait = MIN_RETRY;
+    loop {
+        // The duplicates were counted for the whole group; what is
+        // dropped here besides is what an earlier try took in part.
+        let (kept, _, last) = fresh(std::iter::once(&item.instants), *mark);
+        if kept.is_empty() {
+            return true;
+        }
+        let n = kept.len();
+        let problem = match ingest::take(app, key, kept, ()).await {
+            Ok(_) => {
+                stats.instants.fetch_add(n as u64, Relaxed);
+                *mark = last.or(*mark);
+                return true;
+            }
+            Err(problem) => problem,
+        };
+        if problem.status().is_client_error() {
+            let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                Reason::TooLarge
+            } else {
+                Reason::WrongType
+            };
+            let msg = &item.msg;
+            stats.bad(
+                &msg.topic,
+                reason,
+                problem.description(),
+                &msg.publish.payload,
+            );
+            return true;
+        }
+        if let Some(k) = problem.accepted().filter(|&k| k > 0) {
+            *mark = nth_datetime(std::iter::once(&item.instants), *mark, k).or(*mark);
+            stats.instants.fetch_add(k as u64, Relaxed);
+        }
+        if app.table.is_closing() {
+            return false;
+        }
+        stats.retries.fetch_add(1, Relaxed);
+        tracing::debug!(
+            topic = %item.msg.topic,
+            "mqtt: ingest not taken now, trying again in {wait:?}: {}",
+            problem.description()
+        );
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(MAX_RETRY);
+    }
+}
+
+fn done(items: Vec<Item>) -> Vec<Msg> {
+    items.into_iter().map(|i| i.msg).collect()
+}
+
+/// The mark of a property not seen yet since start-up: the datetime of
+/// the last instant in its log (with `--state`), else none.
+async fn seed(app: &App, key: &PropertyPath) -> Option<Timestamp> {
+    let store = app.store.clone()?;
+    let path = key.clone();
+    let newest = tokio::task::spawn_blocking(move || store.newest_instant(&path)).await;
+    match newest {
+        Ok(Ok(newest)) => newest.and_then(|n| crate::datetime::parse(&n.instant.datetime)),
+        Ok(Err(e)) => {
+            tracing::warn!("mqtt: cannot read the last instant of {}: {e}", key.href());
+            None
+        }
+        Err(e) => {
+            tracing::warn!("mqtt: cannot read the last instant of {}: {e}", key.href());
+            None
+        }
+    }
+}
+
+/// Stamps the group's bare numbers.
+fn stamp(group: &mut Group, mark: Option<Timestamp>) {
+    if group.numbers.is_empty() {
+        return;
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
+    let numbers = std::mem::take(&mut group.numbers);
+    let lists = group.items.iter_mut().map(|item| &mut item.instants);
+    stamp_numbers(lists, &numbers, mark, now);
+}
+
+/// Gives each bare number (`numbers`: the index of its list, its value)
+/// the time `now`, or a microsecond after the mark or the instant before
+/// it when that is later.
+fn stamp_numbers<'a>(
+    lists: impl Iterator<Item = &'a mut Vec<Instant>>,
+    numbers: &[(usize, f64)],
+    mark: Option<Timestamp>,
+    now: i64,
+) {
+    let mut after = mark.map_or(i64::MIN, micros);
+    let mut next = numbers.iter().peekable();
+    for (i, instants) in lists.enumerate() {
+        match next.peek() {
+            Some(&&(at, v)) if at == i => {
+                next.next();
+                let t = now.max(after.saturating_add(1));
+                after = t;
+                *instants = vec![Instant {
+                    datetime: rfc3339_micros(t),
+                    value: Value::Number(v),
+                }];
+            }
+            _ => {
+                for instant in instants.iter() {
+                    if let Some(t) = crate::datetime::parse(&instant.datetime) {
+                        after = after.max(micros(t));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn micros(t: Timestamp) -> i64 {
+    t.secs
+        .saturating_mul(1_000_000)
+        .saturating_add(i64::from(t.nanos / 1000))
+}
+
+/// `2026-01-01T00:00:00.000001Z` for a time in microseconds.
+fn rfc3339_micros(t: i64) -> String {
+    let mut text = crate::clock::rfc3339_millis(t.div_euclid(1000));
+    text.pop(); // the Z
+    text.push_str(&format!("{:03}Z", t.rem_euclid(1000)));
+    text
+}
+
+/// The instants of `lists` after `mark`, each after the one before (the
+/// others are duplicates); how many were dropped; the last datetime kept.
+fn fresh<'a>(
+    lists: impl Iterator<Item = &'a Vec<Instant>>,
+    mut mark: Option<Timestamp>,
+) -> (Vec<Instant>, u64, Option<Timestamp>) {
+    let mut out = Vec::new();
+    let mut duplicates = 0;
+    let mut last = None;
+    for instant in lists.flatten() {
+        // Parsed when the payload was: a datetime that does not parse
+        // never gets here.
+        let Some(t) = crate::datetime::parse(&instant.datetime) else {
+            continue;
+        };
+        if mark.is_some_and(|m| t <= m) {
+            duplicates += 1;
+            continue;
+        }
+        mark = Some(t);
+        last = Some(t);
+        out.push(instant.clone());
+    }
+    (out, duplicates, last)
+}
+
+/// The datetime of the `k`-th (1-based) instant `fresh` would keep.
+fn nth_datetime<'a>(
+    lists: impl Iterator<Item = &'a Vec<Instant>>,
+    mark: Option<Timestamp>,
+    k: usize,
+) -> Option<Timestamp> {
+    let (kept, _, _) = fresh(lists, mark);
+    kept.get(k.checked_sub(1)?)
+        .and_then(|i| crate::datetime::parse(&i.datetime))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(seconds: &[u32]) -> Vec<Instant> {
+        seconds
+            .iter()
+            .map(|s| Instant::number(format!("2026-01-01T00:00:{s:02}Z"), f64::from(*s)))
+            .collect()
+    }
+
+    fn t(s: u32) -> Option<Timestamp> {
+        crate::datetime::parse(&format!("2026-01-01T00:00:{s:02}Z"))
+    }
+
+    #[test]
+    fn instants_at_or_before_the_mark_or_the_one_kept_before_are_duplicates() {
+        let a = list(&[1, 2, 3]);
+        let b = list(&[3, 2, 4, 5]);
+        let (kept, duplicates, last) = fresh([&a, &b].into_iter(), t(1));
+        let seconds: Vec<f64> = kept.iter().map(|i| i.value.as_f64().unwrap()).collect();
+        assert_eq!(seconds, [2.0, 3.0, 4.0, 5.0]);
+        assert_eq!(duplicates, 3);
+        assert_eq!(last, t(5));
+        // Nothing kept: the mark stays.
+        assert_eq!(fresh([&a].into_iter(), t(9)).2, None);
+        assert_eq!(nth_datetime([&a, &b].into_iter(), t(1), 3), t(4));
+    }
+
+    #[test]
+    fn bare_numbers_are_stamped_after_the_mark_and_after_the_instants_before_them() {
+        assert_eq!(rfc3339_micros(1_000_001), "1970-01-01T00:00:01.000001Z");
+        assert_eq!(rfc3339_micros(-1), "1969-12-31T23:59:59.999999Z");
+        let now = 1_000_000;
+        let future = "2999-01-01T00:00:00Z";
+        let mut lists = [
+            Vec::new(),
+            vec![Instant::number(future, 1.0)],
+            Vec::new(),
+            Vec::new(),
+        ];
+        let mark = crate::datetime::parse("2998-01-01T00:00:00Z");
+        stamp_numbers(lists.iter_mut(), &[(0, 7.0), (2, 8.0), (3, 9.0)], mark, now);
+        assert_eq!(lists[0][0].datetime, "2998-01-01T00:00:00.000001Z");
+        assert_eq!(lists[1][0].datetime, future);
+        assert_eq!(lists[2][0].datetime, "2999-01-01T00:00:00.000001Z");
+        assert_eq!(lists[2][0].value, Value::Number(8.0));
+        assert_eq!(lists[3][0].datetime, "2999-01-01T00:00:00.000002Z");
+        // Without a mark: the clock.
+        let mut lists = [Vec::new()];
+        stamp_numbers(lists.iter_mut(), &[(0, 1.0)], None, now);
+        assert_eq!(lists[0][0].datetime, "1970-01-01T00:00:01.000000Z");
+    }
+}

@@ -1,0 +1,651 @@
+//! `serve --mqtt`: ingest from a real mosquitto (Debian's `mosquitto` and
+//! `mosquitto-clients`, installed by .ci/run), started on a random
+//! loopback port with persistence on, stopped by its process id.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+
+use super::*;
+
+/// A mosquitto of the test's own: a config file on a loopback port, its
+/// database in the test's directory.
+struct Broker {
+    child: Option<Child>,
+    port: u16,
+    dir: TempDir,
+    /// The lines of its log (stderr), read on a thread so it never blocks.
+    log: Option<mpsc::Receiver<String>>,
+}
+
+impl Broker {
+    fn start(name: &str) -> Broker {
+        Broker::start_with(name, |_| String::new())
+    }
+
+    /// With more configuration: `extra` is given the broker's directory.
+    fn start_with(name: &str, extra: impl FnOnce(&TempDir) -> String) -> Broker {
+        let dir = TempDir::new(&format!("{name}-broker"));
+        // A free port: bound and released (mosquitto reuses the address).
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let conf = format!(
+            "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
+             persistence_location {}/\n\
+             # Started as root it would drop to the user mosquitto, which cannot\n\
+             # write the test's directory (and so not save its database).\n\
+             user root\n\
+             # An offline session keeps 1,000 messages by default, and drops the rest.\n\
+             max_queued_messages 1000000\nmax_inflight_messages 1000\n{}",
+            dir.path().display(),
+            extra(&dir)
+        );
+        std::fs::write(dir.join("mosquitto.conf"), conf).unwrap();
+        let mut broker = Broker {
+            child: None,
+            port,
+            dir,
+            log: None,
+        };
+        broker.run();
+        broker
+    }
+
+    /// Starts mosquitto and waits for the line that says it runs.
+    fn run(&mut self) {
+        let mut child = Command::new("mosquitto")
+            .arg("-c")
+            .arg(self.dir.join("mosquitto.conf"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect(
+                "mosquitto runs: install it (apt-get install mosquitto mosquitto-clients; .ci/run \
+                 does)",
+            );
+        let (tx, rx) = mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    // Nobody reads any more: drain, so it never blocks.
+                    continue;
+                }
+            }
+        });
+        self.child = Some(child);
+        loop {
+            let line = rx
+                .recv_timeout(PATIENCE)
+                .expect("mosquitto says it runs in time");
+            if line.contains(" running") {
+                break;
+            }
+            assert!(!line.contains("Error"), "mosquitto: {line}");
+        }
+        self.log = Some(rx);
+    }
+
+    /// Stops it with SIGTERM (it saves its database) and waits.
+    fn stop(&mut self) {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert!(child.wait().unwrap().success());
+    }
+
+    fn url(&self) -> String {
+        format!("mqtt://127.0.0.1:{}", self.port)
+    }
+
+    /// Publishes one message at QoS 1, waiting for the broker's ack.
+    fn publish(&self, topic: &str, payload: &str) {
+        let status = Command::new("mosquitto_pub")
+            .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q", "1"])
+            .args(["-t", topic, "-m", payload])
+            .status()
+            .expect("mosquitto_pub runs: install mosquitto-clients");
+        assert!(status.success(), "mosquitto_pub {topic} {payload}");
+    }
+
+    /// Publishes each line of `lines` as a message at QoS 1 from a client
+    /// of its own (rumqttc, MQTT 5), on a task: its end means the broker
+    /// acknowledged every one. (`mosquitto_pub -l` exits 0 before its
+    /// queue is sent: with 300,000 lines an independent subscriber got
+    /// about a third.)
+    fn publish_lines(&self, topic: &str, lines: String) -> tokio::task::JoinHandle<()> {
+        use rumqttc::v5::mqttbytes::QoS;
+        use rumqttc::v5::mqttbytes::v5::Packet;
+        use rumqttc::v5::{AsyncClient, Event, MqttOptions};
+        static PUBLISHERS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let id = format!(
+            "test-pub-{}-{}",
+            std::process::id(),
+            PUBLISHERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let options = MqttOptions::new(id, "127.0.0.1", self.port);
+        let (client, mut eventloop) = AsyncClient::new(options, 1024);
+        let payloads: Vec<String> = lines.lines().map(str::to_owned).collect();
+        let n = payloads.len();
+        let topic = topic.to_owned();
+        let sender = client.clone();
+        tokio::spawn(async move {
+            for payload in payloads {
+                sender
+                    .publish(topic.as_str(), QoS::AtLeastOnce, false, payload)
+                    .await
+                    .unwrap();
+            }
+        });
+        tokio::spawn(async move {
+            let mut acked = 0;
+            while acked < n {
+                match tokio::time::timeout(PATIENCE, eventloop.poll()).await {
+                    Ok(Ok(Event::Incoming(Packet::PubAck(_)))) => acked += 1,
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => panic!("the publisher failed after {acked} of {n}: {e}"),
+                    Err(_) => panic!("the broker acknowledged {acked} of {n} in time"),
+                }
+            }
+            // Kept until every message is acknowledged.
+            drop(client);
+        })
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+const TOPIC: &str = "mfapi/ships/s1/speed";
+
+/// Instants `from..from + n` at [`at`], value `i`, one per line.
+fn instant_lines(from: usize, n: usize) -> String {
+    (from..from + n)
+        .map(|i| instant(i, &i.to_string()) + "\n")
+        .collect()
+}
+
+/// `serve --mqtt URL ARGS`, once it is subscribed.
+fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) -> Serve {
+    let url = broker.url();
+    let mut all = vec!["--mqtt", url.as_str()];
+    all.extend_from_slice(args);
+    let mut server = Serve::start(name, &all, env);
+    assert_subscribed(&mut server, broker);
+    server
+}
+
+/// Waits for the line the server prints once subscribed (at each
+/// connection); a server that never prints it is killed after
+/// [`PATIENCE`], so the wait ends and the assertion says so.
+fn assert_subscribed(server: &mut Serve, broker: &Broker) {
+    let pid = server.pid() as i32;
+    let (done, watch) = mpsc::channel::<()>();
+    let watchdog = std::thread::spawn(move || {
+        if watch.recv_timeout(PATIENCE) == Err(mpsc::RecvTimeoutError::Timeout) {
+            // SAFETY: signalling the test's own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    });
+    let line = server.next_line();
+    let _ = done.send(());
+    watchdog.join().unwrap();
+    assert_eq!(
+        line.trim(),
+        format!("mfstream: mqtt subscribed on {}", broker.url()),
+        "the server subscribes in time"
+    );
+}
+
+/// Events until the one whose value is `last`; every value before it.
+async fn until_value(sse: &mut Sse, last: f64) -> Vec<f64> {
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(PATIENCE, sse.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on");
+        if event.event != "instant" {
+            continue;
+        }
+        let value = event.json()["value"].as_f64().unwrap();
+        seen.push(value);
+        if value == last {
+            return seen;
+        }
+    }
+}
+
+/// `seen` is `0, 1, …, n - 1`: each value once, in order; else says
+/// which are missing and which doubled (not the whole list).
+fn assert_each_once(seen: &[f64], n: usize) {
+    let mut count = vec![0; n];
+    for v in seen {
+        count[*v as usize] += 1;
+    }
+    let missing: Vec<usize> = (0..n).filter(|&i| count[i] == 0).collect();
+    let doubled: Vec<usize> = (0..n).filter(|&i| count[i] > 1).collect();
+    assert!(
+        missing.is_empty() && doubled.is_empty(),
+        "{} results for {n} messages: missing {} (first {:?}), doubled {} (first {:?})",
+        seen.len(),
+        missing.len(),
+        missing.first(),
+        doubled.len(),
+        doubled.first()
+    );
+    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order");
+}
+
+#[tokio::test]
+async fn mqtt_instants_arrays_and_bare_numbers_reach_the_queries() {
+    let broker = Broker::start("mqtt-round-trip");
+    let server = serve_on("mqtt-round-trip", &broker, &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    broker.publish(TOPIC, &instant(1, "1"));
+    broker.publish(TOPIC, &format!("[{},{}]", instant(2, "2"), instant(3, "3")));
+    broker.publish(TOPIC, " 4 ");
+    let events = take(&mut sse, 4).await;
+    assert_eq!(values(&events), [2.0, 4.0, 6.0, 8.0]);
+    let datetimes: Vec<String> = events
+        .iter()
+        .map(|e| e.json()["datetime"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(datetimes[..3], [at(1), at(2), at(3)]);
+    // The bare number is stamped on receipt: now, in UTC microseconds.
+    assert!(
+        datetimes[3].len() == "2026-01-01T00:00:00.000000Z".len() && datetimes[3] > at(3),
+        "{}",
+        datetimes[3]
+    );
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["broker"], broker.url());
+    assert_eq!(status["topics"][0], "mfapi/{cid}/{fid}/{pname}");
+    assert_eq!(status["connected"], true);
+    assert!(
+        status["clientId"]
+            .as_str()
+            .unwrap()
+            .starts_with("mfstream-")
+    );
+}
+
+#[tokio::test]
+async fn mqtt_topic_patterns_name_the_property_and_the_default_one_is_replaced() {
+    let broker = Broker::start("mqtt-patterns");
+    let server = serve_on(
+        "mqtt-patterns",
+        &broker,
+        &["--mqtt-topic", "fleet/{fid}/{pname}/in/{cid}"],
+        &[],
+    );
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":3}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    // Not subscribed to any more: never arrives.
+    broker.publish(TOPIC, &instant(1, "1"));
+    broker.publish("fleet/s1/speed/in/ships", &instant(2, "2"));
+    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
+}
+
+#[tokio::test]
+async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behind_the_token() {
+    let broker = Broker::start("mqtt-bad");
+    let token = ("MFSTREAM_TOKEN", "sesame".to_owned());
+    let server = serve_on("mqtt-bad", &broker, &["--max-body", "1024"], &[token]);
+    let mut client = server.client().with_token("sesame");
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let auth = [("Authorization", "Bearer sesame")];
+    let mut sse = server.subscribe(&format!("{query}/stream"), &auth).await;
+    broker.publish(TOPIC, "nope");
+    broker.publish(TOPIC, "\"12\"");
+    broker.publish(TOPIC, r#"{"datetime":"soon","value":1}"#);
+    broker.publish("mfapi//s1/speed", &instant(1, "1"));
+    broker.publish("mfapi/ships/s1/tgsequence", "[1,2]");
+    broker.publish(TOPIC, &" ".repeat(2000));
+    // Text on a TReal property: refused by the ingest path itself.
+    broker.publish(TOPIC, &instant(2, "\"fast\""));
+    // A good one after them: they were all handled before it.
+    broker.publish(TOPIC, &instant(3, "3"));
+    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
+
+    assert_eq!(
+        server.client().get("/ingest/mqtt").await.status,
+        401,
+        "behind the token like every route"
+    );
+    let status = client.get("/ingest/mqtt").await.json();
+    let bad = &status["bad"];
+    assert_eq!(bad["notJson"], 1, "{status}");
+    assert_eq!(bad["wrongType"], 2, "{status}");
+    assert_eq!(bad["badDatetime"], 1, "{status}");
+    assert_eq!(bad["topic"], 1, "{status}");
+    assert_eq!(bad["positions"], 1, "{status}");
+    assert_eq!(bad["tooLarge"], 1, "{status}");
+    assert_eq!(status["messages"], 8, "{status}");
+    let samples = status["badSamples"].as_array().unwrap();
+    assert_eq!(samples.len(), 7);
+    // Each with its topic, reason and why. (In the order they were found
+    // bad: a payload over --max-body as it is read, a value the property
+    // refuses when its batch is ingested, the rest in between.)
+    let sample = |reason: &str| {
+        samples
+            .iter()
+            .find(|s| s["reason"] == reason)
+            .unwrap_or_else(|| panic!("a {reason} sample: {status}"))
+    };
+    let says = |reason: &str, text: &str| {
+        let detail = sample(reason)["detail"].as_str().unwrap().to_owned();
+        assert!(detail.contains(text), "{reason}: {detail}");
+    };
+    assert_eq!(sample("topic")["topic"], "mfapi//s1/speed");
+    assert_eq!(sample("positions")["topic"], "mfapi/ships/s1/tgsequence");
+    assert_eq!(sample("notJson")["payload"], "nope");
+    says("positions", "positions not supported yet");
+    says("badDatetime", "\"soon\"");
+    says("tooLarge", "at most --max-body (1024)");
+    let refused = samples
+        .iter()
+        .find(|s| s["reason"] == "wrongType" && s["payload"].as_str().unwrap().contains("fast"))
+        .unwrap_or_else(|| panic!("the text on a TReal property: {status}"));
+    assert!(
+        refused["detail"]
+            .as_str()
+            .unwrap()
+            .contains("the property is TReal"),
+        "{status}"
+    );
+}
+
+#[tokio::test]
+async fn mqtt_a_broker_restart_mid_stream_loses_and_doubles_nothing_and_a_lost_session_is_subscribed_again()
+ {
+    let broker = &mut Broker::start("mqtt-restart");
+    let mut server = serve_on("mqtt-restart", broker, &["--replay", "100000"], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let n = 3000;
+    let publisher = broker.publish_lines(TOPIC, instant_lines(0, n / 2));
+    publisher.await.unwrap();
+    let mut seen = until_value(&mut sse, (n / 2 - 1) as f64).await;
+    // Stop reading: the broker queues the second half for the session (some
+    // in flight, unacknowledged, some in the server's socket buffer).
+    server.signal(libc::SIGSTOP);
+    let publisher = broker.publish_lines(TOPIC, instant_lines(n / 2, n / 2));
+    publisher.await.unwrap();
+    broker.stop();
+    broker.run();
+    server.signal(libc::SIGCONT);
+    // The server reconnects; the broker sends what it has no ack for again
+    // (the duplicates are dropped), then the rest.
+    seen.extend(until_value(&mut sse, (n - 1) as f64).await);
+    assert_each_once(&seen, n);
+    assert_subscribed(&mut server, broker);
+
+    // A broker that lost the session (its database gone) knows no
+    // subscription: only subscribing again brings the messages.
+    broker.stop();
+    std::fs::remove_file(broker.dir.join("mosquitto.db")).unwrap();
+    broker.run();
+    assert_subscribed(&mut server, broker);
+    broker.publish(TOPIC, &instant(n, &n.to_string()));
+    assert_eq!(until_value(&mut sse, n as f64).await, [n as f64]);
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["connects"], 3, "{status}");
+}
+
+#[tokio::test]
+async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results_exactly_once() {
+    let broker = Broker::start("mqtt-kill");
+    let state = TempDir::new("mqtt-kill-state");
+    let dir = state.path().to_str().unwrap();
+    let args = [
+        "--state",
+        dir,
+        "--replay",
+        "100000",
+        "--replay-bytes",
+        "33554432",
+    ];
+    let server = serve_on("mqtt-kill-1", &broker, &args, &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let n = 20_000;
+    let publisher = broker.publish_lines(TOPIC, instant_lines(0, n));
+    // Mid-stream: some results out, the rest still coming.
+    take(&mut sse, n / 10).await;
+    server.signal(libc::SIGKILL);
+    drop(sse);
+    publisher.await.expect("every message published");
+    drop(server);
+
+    // The same state directory: the same client id, so the same session.
+    let server = serve_on("mqtt-kill-2", &broker, &args, &[]);
+    broker.publish(TOPIC, &instant(n, &n.to_string()));
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let seen = until_value(&mut sse, n as f64).await;
+    assert_each_once(&seen, n + 1);
+}
+
+/// Runs `program args` in `dir`, which must succeed.
+fn run_in(dir: &TempDir, program: &str, args: &[&str]) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap_or_else(|e| panic!("{program} runs: {e}"));
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn mqtt_over_tls_with_a_user_from_the_environment() {
+    let broker = Broker::start_with("mqtt-tls", |dir| {
+        // A CA, and the broker's certificate for 127.0.0.1 signed by it.
+        let subject = |cn: &str| format!("/CN={cn}");
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.pem",
+                "-days",
+                "2",
+                "-subj",
+                &subject("mfstream test ca"),
+            ],
+        );
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+                "-subj",
+                &subject("127.0.0.1"),
+            ],
+        );
+        std::fs::write(dir.join("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+        run_in(
+            dir,
+            "openssl",
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-out",
+                "server.pem",
+                "-days",
+                "2",
+                "-extfile",
+                "ext",
+            ],
+        );
+        run_in(
+            dir,
+            "mosquitto_passwd",
+            &["-b", "-c", "passwords", "device", "s3cret"],
+        );
+        let d = dir.path().display();
+        format!(
+            "cafile {d}/ca.pem\ncertfile {d}/server.pem\nkeyfile {d}/server.key\n\
+             allow_anonymous false\npassword_file {d}/passwords\n"
+        )
+    });
+    let ca = broker.dir.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let url = format!("mqtts://127.0.0.1:{}", broker.port);
+    let user = [
+        ("MFSTREAM_MQTT_USERNAME", "device".to_owned()),
+        ("MFSTREAM_MQTT_PASSWORD", "s3cret".to_owned()),
+    ];
+    let mut server = Serve::start("mqtt-tls", &["--mqtt", &url, "--mqtt-ca", ca], &user);
+    assert_eq!(
+        server.next_line().trim(),
+        format!("mfstream: mqtt subscribed on {url}")
+    );
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let status = Command::new("mosquitto_pub")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            &broker.port.to_string(),
+            "--cafile",
+            ca,
+        ])
+        .args(["-u", "device", "-P", "s3cret", "-q", "1", "-t", TOPIC])
+        .args(["-m", &instant(1, "21")])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_eq!(values(&take(&mut sse, 1).await), [42.0]);
+
+    // Without the password the broker refuses the connection, and says so.
+    let wrong = [("MFSTREAM_MQTT_USERNAME", "device".to_owned())];
+    let refused = Serve::start(
+        "mqtt-tls-refused",
+        &["--mqtt", &url, "--mqtt-ca", ca],
+        &wrong,
+    );
+    let mut client = refused.client();
+    let status = loop {
+        let status = client.get("/ingest/mqtt").await.json();
+        if !status["lastError"].is_null() {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status["connected"], false, "{status}");
+    let error = status["lastError"].as_str().unwrap();
+    assert!(
+        error.to_lowercase().contains("auth")
+            || error.contains("NotAuthorized")
+            || error.contains("BadUserNamePassword"),
+        "{error}"
+    );
+}
+
+#[test]
+fn mqtt_a_bad_url_pattern_or_tls_option_exits_2_naming_it() {
+    for (args, says) in [
+        (&["--mqtt", "http://b"][..], "not an MQTT URL"),
+        (&["--mqtt", "mqtt://u:p@b"], "MFSTREAM_MQTT_USERNAME"),
+        (
+            &["--mqtt", "mqtt://b", "--mqtt-topic", "a/{cid}"],
+            "has 0 {fid}",
+        ),
+        (&["--mqtt", "mqtts://b"], "needs --mqtt-ca"),
+    ] {
+        let out = serve_exits("mqtt-bad-flags", args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+    }
+}
+
+#[tokio::test]
+async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_drains() {
+    let broker = Broker::start("mqtt-saturated");
+    let server = serve_on("mqtt-saturated", &broker, &["--ingest-wait-ms", "50"], &[]);
+    let mut client = server.client();
+    // A query whose job never answers: its source buffer fills, and the
+    // ingest path holds the ingests back (503 after --ingest-wait-ms).
+    let query = register(
+        &mut client,
+        P,
+        r#"{"operation":"mul","arg":1,"engine":"hang"}"#,
+    )
+    .await;
+    let n = 20_000;
+    broker
+        .publish_lines(TOPIC, instant_lines(0, n))
+        .await
+        .unwrap();
+    let status = loop {
+        let status = client.get("/ingest/mqtt").await.json();
+        if status["retries"].as_u64().unwrap() > 0 {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    // Held between the socket and their acknowledgement: at most the
+    // channel (4,096), a batch (1,024) and the one being sent.
+    let held = status["messages"].as_u64().unwrap() - status["acknowledged"].as_u64().unwrap();
+    assert!(held <= 4096 + 1024 + 1, "{held} held: {status}");
+    assert!(
+        status["messages"].as_u64().unwrap() < n as u64,
+        "the rest waits at the broker: {status}"
+    );
+    // Once the query is gone, the property has none: every message is
+    // taken (checked alone) and acknowledged, none lost on the way.
+    assert_eq!(client.delete(&query).await.status, 204);
+    let status = loop {
+        let status = client.get("/ingest/mqtt").await.json();
+        if status["acknowledged"].as_u64().unwrap() >= n as u64 {
+            break status;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(status["acknowledged"], n, "{status}");
+    assert_eq!(status["messages"], n, "{status}");
+    assert_eq!(status["instants"], n, "{status}");
+}
