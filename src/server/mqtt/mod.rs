@@ -520,6 +520,35 @@ pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
 mod tests {
     use super::*;
 
+    /// `GET /api`'s schema of this answer names exactly the fields it has
+    /// (the served answer needs a broker: its keys are these).
+    #[test]
+    fn the_api_schema_of_the_status_names_its_fields() {
+        use utoipa::PartialSchema;
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            let mut keys: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+            keys.sort();
+            keys
+        };
+        let schema = |s: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+            serde_json::to_value(s).expect("a schema serialises")["properties"].clone()
+        };
+        let stats = Stats::default();
+        stats.bad("mfapi/c/f", Reason::NotJson, "detail", b"payload");
+        let mut answer = stats.to_json();
+        for key in ["broker", "clientId", "topics"] {
+            answer[key] = serde_json::Value::Null;
+        }
+        assert_eq!(
+            keys(&answer),
+            keys(&schema(super::super::api::MqttStatus::schema()))
+        );
+        assert_eq!(
+            keys(&answer["badSamples"][0]),
+            keys(&schema(super::super::api::MqttBadSample::schema()))
+        );
+    }
+
     #[test]
     fn broker_urls_are_parsed_with_their_default_ports_and_bad_ones_say_the_form() {
         let b = |tls, host: &str, port| Broker {
