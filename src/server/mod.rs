@@ -22,6 +22,9 @@
 //!   (`request`), and every error, hyper's own included (`parse_errors`),
 //!   is JSON.
 //!
+//! - the API (`api`) answers `GET /api`, the OpenAPI document made from
+//!   the same declarations as the routes ([`routes`]);
+//!
 //! - the metrics (`metrics`) answer `GET /metrics` in the Prometheus text
 //!   format, read at the scrape from what the other parts keep;
 //!
@@ -34,6 +37,7 @@
 //! ends every stream with its `end` event, and returns within twice the
 //! shutdown grace. Every bound is a field of [`ServeOptions`].
 
+mod api;
 mod auth;
 mod browser;
 mod connections;
@@ -59,8 +63,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::routing::{get, post};
 use tokio::net::TcpListener;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::registry::Registry;
 
@@ -473,36 +478,35 @@ impl Server {
     }
 }
 
+/// Every route, each declared with its documentation: `routes!` takes the
+/// method and the path from the handler's `#[utoipa::path]`, so a route
+/// and its entry in `GET /api` are one declaration. Declare routes here
+/// only, and only so (a test reads this function).
+pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
+    OpenApiRouter::new()
+        .routes(routes!(page::landing))
+        .routes(routes!(api::serve))
+        .routes(routes!(page::conformance))
+        .routes(routes!(routes::engines))
+        .routes(routes!(metrics::serve))
+        .routes(routes!(routes::register, routes::list))
+        .routes(routes!(routes::get, routes::delete))
+        .routes(routes!(routes::stream))
+        .routes(routes!(routes::ingest))
+        // A feature's positions: the same handlers, keyed by the feature.
+        .routes(routes!(routes::register_positions, routes::list_positions))
+        .routes(routes!(
+            routes::get_positions_query,
+            routes::delete_positions_query
+        ))
+        .routes(routes!(routes::stream_positions))
+        .routes(routes!(routes::ingest_positions))
+        .routes(routes!(mqtt::status))
+}
+
 fn router(app: Arc<App>) -> Router {
-    const P: &str = "/collections/{cid}/items/{fid}/tproperties/{pname}";
-    const S: &str = "/collections/{cid}/items/{fid}/tgsequence";
-    Router::new()
-        .route("/", get(page::landing))
-        .route("/conformance", get(page::conformance))
-        .route("/engines", get(routes::engines))
-        .route("/metrics", get(metrics::serve))
-        .route(
-            &format!("{P}/queries"),
-            post(routes::register).get(routes::list),
-        )
-        .route(
-            &format!("{P}/queries/{{qid}}"),
-            get(routes::get).delete(routes::delete),
-        )
-        .route(&format!("{P}/queries/{{qid}}/stream"), get(routes::stream))
-        .route(&format!("{P}/ingest"), post(routes::ingest))
-        // A feature's positions: the same routes, keyed by the feature.
-        .route(
-            &format!("{S}/queries"),
-            post(routes::register).get(routes::list),
-        )
-        .route(
-            &format!("{S}/queries/{{qid}}"),
-            get(routes::get).delete(routes::delete),
-        )
-        .route(&format!("{S}/queries/{{qid}}/stream"), get(routes::stream))
-        .route(&format!("{S}/ingest"), post(routes::ingest))
-        .route("/ingest/mqtt", get(mqtt::status))
+    let (router, _) = routes().split_for_parts();
+    router
         .fallback(routes::fallback)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(

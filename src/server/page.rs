@@ -6,6 +6,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 
+use super::api::{Conformance, Exception, Landing, LandingParams};
 use super::problem::Problem;
 
 /// The page: register a query, push instants, watch the results as a line
@@ -46,6 +47,21 @@ fn page() -> Response {
 
 /// `GET /`: the page, or the landing links as JSON for `?f=json` or
 /// `Accept: application/json`.
+#[utoipa::path(
+    get,
+    path = "/",
+    tag = "server",
+    operation_id = "getLanding",
+    summary = "the page, or the landing links (`?f=json`, `Accept: application/json`)",
+    params(LandingParams),
+    responses(
+        (status = 200, description = "the page (HTML) or the landing links (JSON)", content(
+            (String = "text/html"),
+            (Landing = "application/json"),
+        )),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+    ),
+)]
 pub(crate) async fn landing(uri: Uri, headers: HeaderMap) -> Response {
     let wants_json = uri
         .query()
@@ -63,6 +79,7 @@ pub(crate) async fn landing(uri: Uri, headers: HeaderMap) -> Response {
         "links": [
             {"rel": "self", "href": "/?f=json", "type": "application/json"},
             {"rel": "alternate", "href": "/", "type": "text/html", "title": "the page"},
+            {"rel": "service-desc", "href": "/api", "type": super::api::MEDIA_TYPE, "title": "the API definition (OpenAPI 3.1)"},
             {"rel": "conformance", "href": "/conformance", "type": "application/json"},
             {"rel": "engines", "href": "/engines", "type": "application/json"},
             {"rel": "metrics", "href": "/metrics", "type": "text/plain; version=0.0.4"},
@@ -72,6 +89,18 @@ pub(crate) async fn landing(uri: Uri, headers: HeaderMap) -> Response {
 }
 
 /// `GET /conformance`.
+#[utoipa::path(
+    get,
+    path = "/conformance",
+    tag = "server",
+    operation_id = "getConformance",
+    summary = "the conformance classes",
+    responses(
+        (status = 200, description = "the classes", body = Conformance),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+    ),
+)]
 pub(crate) async fn conformance() -> Response {
     Json(json!({
         "conformsTo": [

@@ -18,6 +18,10 @@ use crate::store::{EventIds, NewQuery, PropertyGuard};
 use crate::vocab::{PropertyType, QueryStatus};
 
 use super::App;
+use super::api::{
+    self, CQuery, Engine, Exception, FeatureParams, FeatureQueryParams, IngestAnswer, Instant,
+    Instants, PropertyParams, QueryList, QueryParams,
+};
 use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest;
@@ -41,6 +45,27 @@ const NDJSON: &str = "application/x-ndjson";
 /// property) is reserved before the query is submitted, so concurrent
 /// registrations never exceed the bounds, and given back if the
 /// registration fails.
+#[utoipa::path(
+    post,
+    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries",
+    tag = "cquery",
+    operation_id = "registerQuery",
+    summary = "register a continuous query on the temporal property",
+    params(PropertyParams),
+    request_body(content = api::Registration, content_type = "application/json"),
+    responses(
+        (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
+         headers(("Location" = String, description = "the query's path"))),
+        (status = 400, description = "an invalid body or field (`field` names it), or an unknown engine", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 413, description = "a body over `--max-body`", body = Exception),
+        (status = 415, description = "a body that is not `application/json`", body = Exception),
+        (status = 422, description = "a valid body that does not fit the property", body = Exception),
+        (status = 501, description = "an engine that is not ready", body = Exception),
+        (status = 503, description = "`--max-queries` or `--max-properties` reached, or shutting down", body = Exception),
+    ),
+)]
 pub(crate) async fn register(
     State(app): State<Arc<App>>,
     PropertyAt(key): PropertyAt,
@@ -290,6 +315,20 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
 }
 
 /// `GET P/queries`: the queries registered on the property.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries",
+    tag = "cquery",
+    operation_id = "listQueries",
+    summary = "the queries registered on the temporal property",
+    params(PropertyParams),
+    responses(
+        (status = 200, description = "the queries", body = QueryList),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+    ),
+)]
 pub(crate) async fn list(
     State(app): State<Arc<App>>,
     PropertyAt(key): PropertyAt,
@@ -312,6 +351,21 @@ pub(crate) async fn list(
 }
 
 /// `GET P/queries/{qid}`: one query with its live status.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}",
+    tag = "cquery",
+    operation_id = "getQuery",
+    summary = "one query, with its live status",
+    params(QueryParams),
+    responses(
+        (status = 200, description = "the query", body = CQuery),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this property", body = Exception),
+    ),
+)]
 pub(crate) async fn get(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
@@ -333,6 +387,22 @@ fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> 
 /// only then is the query stopped and taken out of the table. A store that
 /// cannot record it gets a 503 and leaves the query registered and running,
 /// so a retry works; a 204 means it never comes back after a restart.
+#[utoipa::path(
+    delete,
+    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}",
+    tag = "cquery",
+    operation_id = "deleteQuery",
+    summary = "stop the query (gracefully) and forget it",
+    params(QueryParams),
+    responses(
+        (status = 204, description = "stopped and removed"),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this property", body = Exception),
+        (status = 503, description = "the deletion could not be recorded (`--state`): the query still runs", body = Exception),
+    ),
+)]
 pub(crate) async fn delete(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
@@ -379,6 +449,29 @@ pub(crate) async fn delete(
 }
 
 /// `GET P/queries/{qid}/stream`: the results as Server-Sent Events.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}/stream",
+    tag = "cquery",
+    operation_id = "streamQuery",
+    summary = "the query's results as Server-Sent Events",
+    description = api::STREAM,
+    params(
+        QueryParams,
+        ("Last-Event-ID" = Option<String>, Header,
+         description = "resume after this event id (a number)"),
+    ),
+    responses(
+        (status = 200, description = "the events: `instant` (InstantEvent), `window` (WindowEvent), `lagged` (LaggedEvent), `reset` (ResetEvent), `end` (EndEvent)",
+         content_type = "text/event-stream", body = String),
+        (status = 400, description = "a `Last-Event-ID` that is not an event id, or an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this property", body = Exception),
+        (status = 429, description = "`--max-subscribers` reached", body = Exception),
+        (status = 503, description = "`--max-streams` reached", body = Exception),
+    ),
+)]
 pub(crate) async fn stream(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
@@ -440,6 +533,30 @@ pub(crate) async fn stream(
 ///
 /// Instants for a property no query reads are checked and counted, not
 /// kept. The answer is counted for `GET /metrics`.
+#[utoipa::path(
+    post,
+    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/ingest",
+    tag = "ingest",
+    operation_id = "ingest",
+    summary = "live instants for the temporal property",
+    description = "One JSON instant, a JSON array of them, or JSON lines (one instant a line), \
+                   whichever type is declared. Each instant is handed to every query on the \
+                   property, in order.",
+    params(PropertyParams),
+    request_body(content(
+        (Instants = "application/json"),
+        (Instant = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 202, description = "taken", body = IngestAnswer),
+        (status = 400, description = "an invalid instant (`field` names it)", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 413, description = "a body over `--max-body`, or a text value over what `--state` keeps", body = Exception),
+        (status = 415, description = "a body that is neither JSON nor JSON lines", body = Exception),
+        (status = 503, description = "not taken in time (`accepted` says how many were), or shutting down", body = Exception),
+    ),
+)]
 pub(crate) async fn ingest(
     State(app): State<Arc<App>>,
     PropertyAt(key): PropertyAt,
@@ -490,8 +607,191 @@ async fn take_ingest(
 }
 
 /// `GET /engines`: the registry, as `mfstream engines --json` prints it.
+#[utoipa::path(
+    get,
+    path = "/engines",
+    tag = "server",
+    operation_id = "getEngines",
+    summary = "the registry's engines, as `mfstream engines --json` prints them",
+    responses(
+        (status = 200, description = "the engines", body = Vec<Engine>),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+    ),
+)]
 pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
     Json(app.registry.listing()).into_response()
+}
+
+// A feature's positions (`S` = `/collections/{cid}/items/{fid}/tgsequence`):
+// the property handlers, keyed by the feature (`PropertyPath::sequence`).
+// Each route has a function of its own so that its `#[utoipa::path]` can
+// declare it (one path per function).
+
+/// `POST S/queries`: registers a continuous query on a feature's positions.
+#[utoipa::path(
+    post,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    tag = "positions",
+    operation_id = "registerPositionsQuery",
+    summary = "register a continuous query on the feature's positions (local engine only)",
+    params(FeatureParams),
+    request_body(content = api::Registration, content_type = "application/json"),
+    responses(
+        (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
+         headers(("Location" = String, description = "the query's path"))),
+        (status = 400, description = "an invalid body or field (`field` names it)", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 413, description = "a body over `--max-body`", body = Exception),
+        (status = 415, description = "a body that is not `application/json`", body = Exception),
+        (status = 422, description = "a valid body that does not fit the feature (another `crs`)", body = Exception),
+        (status = 503, description = "`--max-queries` or `--max-properties` reached, or shutting down", body = Exception),
+    ),
+)]
+pub(crate) async fn register_positions(
+    app: State<Arc<App>>,
+    at: PropertyAt,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    register(app, at, headers, body).await
+}
+
+/// `GET S/queries`.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    tag = "positions",
+    operation_id = "listPositionsQueries",
+    summary = "the queries registered on the feature's positions",
+    params(FeatureParams),
+    responses(
+        (status = 200, description = "the queries", body = QueryList),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+    ),
+)]
+pub(crate) async fn list_positions(
+    app: State<Arc<App>>,
+    at: PropertyAt,
+    headers: HeaderMap,
+) -> Response {
+    list(app, at, headers).await
+}
+
+/// `GET S/queries/{qid}`.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    tag = "positions",
+    operation_id = "getPositionsQuery",
+    summary = "one query on the feature's positions, with its live status",
+    params(FeatureQueryParams),
+    responses(
+        (status = 200, description = "the query", body = CQuery),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this feature", body = Exception),
+    ),
+)]
+pub(crate) async fn get_positions_query(
+    app: State<Arc<App>>,
+    at: QueryAt,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    get(app, at, headers).await
+}
+
+/// `DELETE S/queries/{qid}`.
+#[utoipa::path(
+    delete,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    tag = "positions",
+    operation_id = "deletePositionsQuery",
+    summary = "stop the query (gracefully) and forget it",
+    params(FeatureQueryParams),
+    responses(
+        (status = 204, description = "stopped and removed"),
+        (status = 400, description = "an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this feature", body = Exception),
+        (status = 503, description = "the deletion could not be recorded (`--state`): the query still runs", body = Exception),
+    ),
+)]
+pub(crate) async fn delete_positions_query(
+    app: State<Arc<App>>,
+    at: QueryAt,
+) -> Result<StatusCode, Problem> {
+    delete(app, at).await
+}
+
+/// `GET S/queries/{qid}/stream`.
+#[utoipa::path(
+    get,
+    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}/stream",
+    tag = "positions",
+    operation_id = "streamPositionsQuery",
+    summary = "the query's results as Server-Sent Events",
+    description = api::STREAM,
+    params(
+        FeatureQueryParams,
+        ("Last-Event-ID" = Option<String>, Header,
+         description = "resume after this event id (a number)"),
+    ),
+    responses(
+        (status = 200, description = "the events: `instant` (InstantEvent), `window` (WindowEvent), `detect` (DetectEvent), `lagged` (LaggedEvent), `reset` (ResetEvent), `end` (EndEvent)",
+         content_type = "text/event-stream", body = String),
+        (status = 400, description = "a `Last-Event-ID` that is not an event id, or an invalid path segment", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 404, description = "no such query on this feature", body = Exception),
+        (status = 429, description = "`--max-subscribers` reached", body = Exception),
+        (status = 503, description = "`--max-streams` reached", body = Exception),
+    ),
+)]
+pub(crate) async fn stream_positions(
+    app: State<Arc<App>>,
+    at: QueryAt,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
+    stream(app, at, headers).await
+}
+
+/// `POST S/ingest`.
+#[utoipa::path(
+    post,
+    path = "/collections/{cid}/items/{fid}/tgsequence/ingest",
+    tag = "positions",
+    operation_id = "ingestPositions",
+    summary = "live positions for the feature",
+    description = "One position, a JSON array of them, JSON lines (one a line), or an MF-JSON \
+                   `MovingPoint`. Nothing of a body with an invalid position is taken.",
+    params(FeatureParams),
+    request_body(content(
+        (api::Positions = "application/json"),
+        (api::Position = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 202, description = "taken", body = IngestAnswer),
+        (status = 400, description = "an invalid position (`field` names it)", body = Exception),
+        (status = 401, description = "no token, or not the server's", body = Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
+        (status = 413, description = "a body over `--max-body`", body = Exception),
+        (status = 415, description = "a body that is neither JSON nor JSON lines", body = Exception),
+        (status = 503, description = "not taken in time (`accepted` says how many were), or shutting down", body = Exception),
+    ),
+)]
+pub(crate) async fn ingest_positions(
+    app: State<Arc<App>>,
+    at: PropertyAt,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, Problem> {
+    ingest(app, at, headers, body).await
 }
 
 /// Anything else: 404.

@@ -2,6 +2,7 @@
 //! binary on a loopback port. This module is the harness; the tests are in
 //! its submodules.
 
+mod api;
 mod bounds;
 mod errors;
 mod fuzz;

@@ -55,6 +55,18 @@ const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 const STATUSES: [&str; 4] = ["running", "completed", "stopped", "failed"];
 
 /// `GET /metrics`.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "server",
+    operation_id = "getMetrics",
+    summary = "the server's metrics, in the Prometheus text format 0.0.4",
+    responses(
+        (status = 200, description = "the exposition", content_type = "text/plain; version=0.0.4; charset=utf-8", body = String),
+        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
+    ),
+)]
 pub(crate) async fn serve(State(app): State<Arc<App>>) -> Result<Response, Problem> {
     let snapshot = Snapshot::take(&app).await;
     let mut text = String::with_capacity(4096 + snapshot.queries.len() * 2048);

@@ -489,6 +489,19 @@ fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
 }
 
 /// `GET /ingest/mqtt`: the MQTT ingest's configuration and counters.
+#[utoipa::path(
+    get,
+    path = "/ingest/mqtt",
+    tag = "ingest",
+    operation_id = "getMqttIngest",
+    summary = "the MQTT ingest (`--mqtt`): broker, topics, connection, counters, last bad messages",
+    responses(
+        (status = 200, description = "the MQTT ingest's state", body = super::api::MqttStatus),
+        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
+        (status = 404, description = "the server runs without `--mqtt`", body = super::api::Exception),
+    ),
+)]
 pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
     let Some(mqtt) = &app.mqtt else {
         return Problem::not_found(
@@ -506,6 +519,35 @@ pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `GET /api`'s schema of this answer names exactly the fields it has
+    /// (the served answer needs a broker: its keys are these).
+    #[test]
+    fn the_api_schema_of_the_status_names_its_fields() {
+        use utoipa::PartialSchema;
+        let keys = |v: &serde_json::Value| -> Vec<String> {
+            let mut keys: Vec<String> = v.as_object().expect("an object").keys().cloned().collect();
+            keys.sort();
+            keys
+        };
+        let schema = |s: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
+            serde_json::to_value(s).expect("a schema serialises")["properties"].clone()
+        };
+        let stats = Stats::default();
+        stats.bad("mfapi/c/f", Reason::NotJson, "detail", b"payload");
+        let mut answer = stats.to_json();
+        for key in ["broker", "clientId", "topics"] {
+            answer[key] = serde_json::Value::Null;
+        }
+        assert_eq!(
+            keys(&answer),
+            keys(&schema(super::super::api::MqttStatus::schema()))
+        );
+        assert_eq!(
+            keys(&answer["badSamples"][0]),
+            keys(&schema(super::super::api::MqttBadSample::schema()))
+        );
+    }
 
     #[test]
     fn broker_urls_are_parsed_with_their_default_ports_and_bad_ones_say_the_form() {
