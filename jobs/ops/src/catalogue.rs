@@ -19,11 +19,18 @@
 //! - `python`, `java`: the same in the Python jobs (a function of `x`, or
 //!   of `x` and `a`) and in the JVM jobs (an expression in `x` and `a`).
 //! - `meos`: the MEOS function the C job and the MEOS plugin call ([`Meos`]).
+//! - `follows`: the MEOS function whose result an operation no job
+//!   computes gives (the position operations).
 //!
-//! `number`, `python`, `java` and `meos` may be left out: an operation on
-//! another kind of value (positions: `kinds: &[Kind::Position]`) has no
-//! `number`, and the jobs, which compute numbers, do not list it. Every
-//! operation on numbers has `number`, `python` and `java` (a test says so).
+//! `number`, `python`, `java`, `meos` and `follows` may be left out: an
+//! operation on another kind of value (positions: `kinds:
+//! &[Kind::Position]`, a [`Domain::Instants`]) has no `number`, and the
+//! jobs, which compute numbers, do not list it; the `local` engine computes
+//! it (`src/position`: its `Measure`, from the [`Op`]). Every operation on
+//! numbers has `number`, `python` and `java` (a test says so). Names are
+//! lowercase, but for the position operations, which are spelt as OGC API
+//! – Moving Features and MEOS spell them (`cumulativeLength`); every name
+//! is found in any case ([`Op::from_name`]).
 
 use crate::{Arg, Domain, Entry, Kind, Meos};
 
@@ -120,5 +127,40 @@ catalogue! {
         name: "div", arg: Arg::NonZero, domain: Domain::FiniteResult, formula: "x / a",
         kinds: &[Kind::Number], number: |x, a| x / a,
         python: "operator.truediv", java: "x / a", meos: Meos::Binary("div_tfloat_float"),
+    },
+    /// Speed along the positions: of the segment ending at each instant.
+    Speed {
+        name: "speed", arg: Arg::None,
+        domain: Domain::Instants("every instant but a feature's first"),
+        formula: "m/s (units/s when planar) of the segment ending at the instant",
+        kinds: &[Kind::Position], follows: "speed",
+    },
+    /// Heading of the segment ending at each instant.
+    Azimuth {
+        name: "azimuth", arg: Arg::None,
+        domain: Domain::Instants("every instant but a feature's first and those after a stop (a segment of length 0)"),
+        formula: "degrees clockwise from north in [0, 360) of the segment ending at the instant (MEOS gives radians)",
+        kinds: &[Kind::Position], follows: "azimuth",
+    },
+    /// Length travelled since the feature's first instant.
+    CumulativeLength {
+        name: "cumulativeLength", arg: Arg::None,
+        domain: Domain::Instants("every instant (0 at a feature's first)"),
+        formula: "metres (units when planar) travelled since the feature's first instant",
+        kinds: &[Kind::Position], follows: "cumulativeLength",
+    },
+    /// Distance to a static geometry, given as GeoJSON in `geometry`.
+    Distance {
+        name: "distance", arg: Arg::Geometry,
+        domain: Domain::Instants("every instant"),
+        formula: "metres (units when planar) to the geometry, 0 inside a polygon",
+        kinds: &[Kind::Position], follows: "distance(tgeogpoint, geography)",
+    },
+    /// The instant itself: its datetime and coordinates.
+    Position {
+        name: "position", arg: Arg::None,
+        domain: Domain::Instants("every instant"),
+        formula: "the instant itself: `{\"datetime\",\"coordinates\"}`",
+        kinds: &[Kind::Position],
     },
 }

@@ -20,16 +20,21 @@ pub const REGENERATE: &str = "MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test
 /// The name in the marker lines of every operations table.
 pub const OPERATIONS: &str = "operations";
 
-/// README's table: every operation, its argument, formula, domain and kinds.
+/// README's table: every operation (on numbers and on positions), its
+/// argument, formula, domain, kinds and MEOS function.
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| operation | argument | result | has a result for | applies to |\n|---|---|---|---|---|\n",
+        "| operation | argument | result | has a result for | applies to | MEOS |\n\
+         |---|---|---|---|---|---|\n",
     );
     for e in CATALOGUE {
         let kinds: Vec<&str> = e.kinds.iter().map(|k| k.plural()).collect();
+        let meos = e
+            .meos_function()
+            .map_or_else(|| "—".to_owned(), |f| format!("`{f}`"));
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {meos} |",
             e.name,
             e.arg,
             // A `|` would end the cell (`|x|`).
@@ -283,7 +288,7 @@ mod tests {
     #[test]
     fn the_job_tables_hold_every_numeric_operation_with_its_rules() {
         let (python, java, c) = (python(), java(), c());
-        for op in Op::ALL {
+        for op in Op::on(Kind::Number) {
             let e = op.entry();
             let (py, expr) = (e.python.unwrap(), e.java.unwrap());
             assert!(python.contains(&format!("\"{}\": {py},", e.name)), "{op}");
@@ -296,7 +301,18 @@ mod tests {
         assert!(python.contains("POSITIVE_ONLY = {\"ln\", \"log10\"}\nNONZERO_ARG = {\"div\"}\n"));
         assert!(java.contains("return op.equals(\"ln\") || op.equals(\"log10\");"));
         assert!(c.contains("{\"div\", BINARY, \"div_tfloat_float\", true},"));
-        assert!(c.contains(&format!("#define OPERATIONS \"{}\"", Op::catalogue())));
+        assert!(c.contains(&format!(
+            "#define OPERATIONS \"{}\"",
+            Op::catalogue_of(Kind::Number)
+        )));
+        // The jobs compute numbers: no operation on positions is theirs.
+        for op in Op::on(Kind::Position) {
+            let quoted = format!("\"{}\"", op.name());
+            assert!(!python.contains(&quoted), "{op}");
+            assert!(!java.contains(&quoted), "{op}");
+            assert!(!c.contains(&quoted), "{op}");
+            assert!(!html().contains(&format!(">{}<", op.name())), "{op}");
+        }
         let html = html();
         assert!(html.contains("    <option>ln</option>\n"), "{html}");
         assert!(
@@ -305,11 +321,19 @@ mod tests {
         );
         let markdown = markdown();
         assert!(
-            markdown.contains("| `ln` | none | ln x | x > 0 | numbers |"),
+            markdown.contains("| `ln` | none | ln x | x > 0 | numbers | `tfloat_ln` |"),
             "{markdown}"
         );
         assert!(
             markdown.contains("| `div` | one finite number, not 0 | x / a |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains(
+                "| `distance` | a GeoJSON geometry (`geometry`) | metres (units when planar) to the \
+                 geometry, 0 inside a polygon | every instant | positions | \
+                 `distance(tgeogpoint, geography)` |"
+            ),
             "{markdown}"
         );
     }
