@@ -112,7 +112,7 @@ impl Op {
         Op::line(Op::on(kind))
     }
 
-    fn line(ops: impl Iterator<Item = Op>) -> String {
+    pub(crate) fn line(ops: impl Iterator<Item = Op>) -> String {
         ops.map(|op| {
             if op.takes_arg() {
                 format!("{} <x>", op.name())

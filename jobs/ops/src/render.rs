@@ -149,10 +149,11 @@ pub fn java() -> String {
 
 /// The MEOS C job's table (`jobs/meos/meos_job.c`): `OPS`, each name with
 /// its MEOS function, its shape and whether its argument must not be 0,
-/// and `OPERATIONS`, the line for the usage message.
+/// and `OPERATIONS`, the line for the usage message: the operations on
+/// numbers that MEOS computes (an entry without `meos` is not the job's).
 pub fn c() -> String {
     let mut out = String::from("static const struct op OPS[] = {\n");
-    for (e, meos) in numeric().filter_map(|e| Some((e, e.meos?))) {
+    for (e, meos) in with_meos() {
         let shape = match meos {
             Meos::Unary(_) => "UNARY",
             Meos::Degrees(_) => "DEGREES",
@@ -174,8 +175,17 @@ pub fn c() -> String {
         );
     }
     out.push_str("};\n");
-    let _ = writeln!(out, "#define OPERATIONS \"{}\"", line());
+    let _ = writeln!(
+        out,
+        "#define OPERATIONS \"{}\"",
+        Op::line(with_meos().map(|(e, _)| e.op))
+    );
     out
+}
+
+/// The operations on numbers that MEOS computes, with how.
+fn with_meos() -> impl Iterator<Item = (&'static Entry, Meos)> {
+    numeric().filter_map(|e| Some((e, e.meos?)))
 }
 
 /// Puts `body` between the marker lines of `name` in `text`: the line
@@ -296,15 +306,17 @@ mod tests {
                 java.contains(&format!("case \"{}\": return {expr};", e.name)),
                 "{op}"
             );
-            assert!(c.contains(&format!("{{\"{}\", ", e.name)), "{op}");
+            assert_eq!(
+                c.contains(&format!("{{\"{}\", ", e.name)),
+                e.meos.is_some(),
+                "{op}"
+            );
         }
         assert!(python.contains("POSITIVE_ONLY = {\"ln\", \"log10\"}\nNONZERO_ARG = {\"div\"}\n"));
         assert!(java.contains("return op.equals(\"ln\") || op.equals(\"log10\");"));
         assert!(c.contains("{\"div\", BINARY, \"div_tfloat_float\", true},"));
-        assert!(c.contains(&format!(
-            "#define OPERATIONS \"{}\"",
-            Op::catalogue_of(Kind::Number)
-        )));
+        let served = Op::line(Op::on(Kind::Number).filter(|op| op.entry().meos.is_some()));
+        assert!(c.contains(&format!("#define OPERATIONS \"{served}\"")));
         // The jobs compute numbers: no operation on positions is theirs.
         for op in Op::on(Kind::Position) {
             let quoted = format!("\"{}\"", op.name());
