@@ -27,6 +27,9 @@ pub struct Entry {
     /// The JVM jobs' expression in `x` and `a` (`Math.log(x)`, `x * a`);
     /// as `python`.
     pub java: Option<&'static str>,
+    /// The C plugin's expression in `x` and `a`, with libm (`log(x)`);
+    /// as `python`. The domain's refusal (`x <= 0`) is added to it.
+    pub c: Option<&'static str>,
     /// How the MEOS job and plugin compute it; `None` where they do not.
     pub meos: Option<Meos>,
     /// The MEOS function whose result it gives, where no job calls one:
@@ -154,7 +157,7 @@ pub enum Kind {
     /// Positions (`TGeogPoint`, `TGeomPoint`): the kind of the position
     /// operations, which give a number per position (`speed`) or the
     /// position itself. An entry for one has `kinds: &[Kind::Position]`, a
-    /// [`Domain::Instants`] and no `number`, `python`, `java` or `meos`:
+    /// [`Domain::Instants`] and no `number`, `python`, `java`, `c` or `meos`:
     /// the `local` engine computes it (`src/position`), spec validation
     /// keeps it to positions, and the jobs' tables, which are for numbers,
     /// leave it out.

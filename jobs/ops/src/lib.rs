@@ -18,8 +18,9 @@
 //! - the tables generated from it ([`render`]): README's table of
 //!   operations (numbers and positions), the server page's menu (`src/server/page.html`), the
 //!   Python jobs' (`jobs/reference`, `jobs/beam`), the JVM
-//!   jobs' (`jobs/jvm/LiftedOperation.java`) and the MEOS C job's
-//!   (`jobs/meos/meos_job.c`). The `generated` test fails when a checked-in
+//!   jobs' (`jobs/jvm/LiftedOperation.java`), the MEOS C job's
+//!   (`jobs/meos/meos_job.c`) and the tests' C plugin's
+//!   (`tests/plugins/c/scale.c`). The `generated` test fails when a checked-in
 //!   table differs from what the catalogue renders;
 //!   `MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated`
 //!   rewrites them.
@@ -68,6 +69,7 @@ macro_rules! catalogue {
             $(number: |$x:ident, $a:ident| $number:expr,)?
             $(python: $python:literal,)?
             $(java: $java:literal,)?
+            $(c: $c:literal,)?
             $(meos: $meos:expr,)?
             $(follows: $follows:literal,)?
         }
@@ -89,6 +91,7 @@ macro_rules! catalogue {
                 kinds: $kinds,
                 python: catalogue!(@option $($python)?),
                 java: catalogue!(@option $($java)?),
+                c: catalogue!(@option $($c)?),
                 meos: catalogue!(@option $($meos)?),
                 follows: catalogue!(@option $($follows)?),
             }, )*

@@ -168,7 +168,7 @@ mod tests {
             ]
         );
         for e in positions {
-            assert!(e.python.is_none() && e.java.is_none() && e.meos.is_none());
+            assert!(e.python.is_none() && e.java.is_none() && e.c.is_none() && e.meos.is_none());
             assert!(!e.kinds.contains(&Kind::Number), "{}", e.name);
             assert!(matches!(e.domain, Domain::Instants(_)), "{}", e.name);
             assert!(e.op.apply(1.0, 0.0).is_err(), "{}", e.name);
@@ -200,7 +200,7 @@ mod tests {
     fn every_operation_on_numbers_is_complete() {
         for entry in Op::on(Kind::Number).map(Op::entry) {
             assert!(
-                entry.python.is_some() && entry.java.is_some(),
+                entry.python.is_some() && entry.java.is_some() && entry.c.is_some(),
                 "{}",
                 entry.name
             );

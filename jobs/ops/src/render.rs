@@ -1,6 +1,6 @@
 //! The catalogue's tables for the places that cannot read it as Rust: README
-//! (Markdown), the server's page (HTML), the Python jobs, the JVM jobs and
-//! the MEOS C job.
+//! (Markdown), the server's page (HTML), the Python jobs, the JVM jobs, the
+//! MEOS C job and the C plugin the tests build (`tests/plugins/c/scale.c`).
 //!
 //! Each checked-in file holds its table between two marker lines, in its own
 //! comment syntax: one with `BEGIN GENERATED: operations` and one with
@@ -188,6 +188,42 @@ fn with_meos() -> impl Iterator<Item = (&'static Entry, Meos)> {
     numeric().filter_map(|e| Some((e, e.meos?)))
 }
 
+/// The C plugin of the tests' table (`tests/plugins/c/scale.c`): `enum op`,
+/// `NAMES` and `LAST_OP`, and `compute`, each operation's libm expression,
+/// NaN (no result) where its domain refuses the value.
+pub fn c_plugin() -> String {
+    let upper: Vec<String> = numeric().map(|e| e.name.to_ascii_uppercase()).collect();
+    let mut out = format!("enum op {{ {} }};\n", upper.join(", "));
+    out.push_str("static const char *const NAMES[] = {\n");
+    for e in numeric() {
+        let _ = writeln!(out, "    \"{}\",", e.name);
+    }
+    out.push_str("};\n");
+    let _ = writeln!(
+        out,
+        "#define LAST_OP {}",
+        upper.last().map_or("-1", String::as_str)
+    );
+    out.push_str(
+        "\n/* op of x and the argument a, before the finiteness check. */\n\
+         static double compute(enum op op, double x, double a) {\n    (void)a;\n    switch (op) {\n",
+    );
+    for (e, name) in numeric().zip(&upper) {
+        let refuse = if e.domain == Domain::Positive {
+            "x <= 0 ? NAN : "
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "        case {name}: return {refuse}{};",
+            e.c.unwrap_or("NAN")
+        );
+    }
+    out.push_str("    }\n    return NAN;\n}\n");
+    out
+}
+
 /// Puts `body` between the marker lines of `name` in `text`: the line
 /// holding `BEGIN GENERATED: {name}` and the next one holding
 /// `END GENERATED: {name}`, both kept as they are.
@@ -325,6 +361,14 @@ mod tests {
             assert!(!c.contains(&quoted), "{op}");
             assert!(!html().contains(&format!(">{}<", op.name())), "{op}");
         }
+        let plugin = c_plugin();
+        assert!(plugin.contains("        case LN: return x <= 0 ? NAN : log(x);\n"));
+        assert!(plugin.contains("        case DIV: return x / a;\n"));
+        let last = Op::on(Kind::Number)
+            .last()
+            .map(|op| op.name().to_ascii_uppercase());
+        assert!(plugin.contains(&format!("#define LAST_OP {}\n", last.unwrap())));
+        assert!(!plugin.contains("SPEED"), "{plugin}");
         let html = html();
         assert!(html.contains("    <option>ln</option>\n"), "{html}");
         assert!(
