@@ -606,8 +606,11 @@ fn help_shows_examples_exit_codes_and_environment() {
     // numbers, then on positions.
     use mfstream::ops::{Kind, Op};
     assert!(run.contains(&Op::catalogue_of(Kind::Number)), "{run}");
+    for op in Op::on(Kind::Position) {
+        assert!(run.contains(op.name()), "{run}");
+    }
     assert!(
-        run.contains("speed, azimuth, cumulativeLength, position (distance and geofences"),
+        run.contains("(distance and geofences take --query)"),
         "{run}"
     );
     assert!(
