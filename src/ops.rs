@@ -29,10 +29,14 @@ pub struct Transform {
 impl Transform {
     /// Validates an operation name and argument against the catalogue.
     ///
-    /// Rejects an unknown operation, a missing or needless argument, a
+    /// Rejects an unknown operation, one on positions (`speed`: a
+    /// transform takes numbers), a missing or needless argument, a
     /// non-finite argument and `div` by zero.
     pub fn new(op: &str, arg: Option<f64>) -> Result<Transform, OpError> {
         let op = Op::from_name(op).ok_or_else(|| OpError::Unknown(op.to_owned()))?;
+        if !op.applies_to(Kind::Number) {
+            return Err(OpError::NotOnNumbers(op));
+        }
         op.check_arg(arg).map_err(|e| match e {
             ArgError::Missing => OpError::MissingArg(op),
             ArgError::Needless => OpError::NeedlessArg(op),
@@ -97,13 +101,20 @@ fn format_arg(x: f64) -> String {
 #[non_exhaustive]
 pub enum OpError {
     /// The name is not in the catalogue.
-    #[error("unknown operation {0:?}: supported operations are {ops}", ops = Op::catalogue())]
+    #[error("unknown operation {0:?}: supported operations are {ops}", ops = numbers())]
     Unknown(String),
+    /// The operation is one on positions (`speed`), given for numbers.
+    #[error(
+        "operation {0} applies to positions (a feature's tgsequence, or type TGeogPoint or \
+         TGeomPoint), not numbers: supported operations on numbers are {ops}",
+        ops = numbers()
+    )]
+    NotOnNumbers(Op),
     /// The operation takes an argument and none was given.
-    #[error("operation {0} needs a scalar argument (`arg`): supported operations are {ops}", ops = Op::catalogue())]
+    #[error("operation {0} needs a scalar argument (`arg`): supported operations are {ops}", ops = numbers())]
     MissingArg(Op),
     /// The operation takes no argument and one was given.
-    #[error("operation {0} takes no argument, but `arg` was given: supported operations are {ops}", ops = Op::catalogue())]
+    #[error("operation {0} takes no argument, but `arg` was given: supported operations are {ops}", ops = numbers())]
     NeedlessArg(Op),
     /// The argument is NaN or infinite.
     #[error("operation {0} needs a finite argument")]
@@ -111,6 +122,11 @@ pub enum OpError {
     /// `div` by zero.
     #[error("operation div by zero is undefined: give a non-zero `arg`")]
     DivByZero,
+}
+
+/// The operations on numbers as one line, for messages.
+fn numbers() -> String {
+    Op::catalogue_of(Kind::Number)
 }
 
 /// A value outside an operation's domain, met at run time.
@@ -189,6 +205,21 @@ mod tests {
         assert!(Transform::new("mull", None).is_err());
     }
 
+    /// The catalogue's operations on positions are no transforms: the
+    /// message says where they apply, and lists the numbers' operations.
+    #[test]
+    fn an_operation_on_positions_is_no_transform() {
+        for op in Op::on(Kind::Position) {
+            let e = Transform::new(&op.name().to_uppercase(), None).unwrap_err();
+            assert_eq!(e, OpError::NotOnNumbers(op));
+            let text = e.to_string();
+            assert!(text.contains("applies to positions"), "{text}");
+            assert!(text.ends_with(&Op::catalogue_of(Kind::Number)), "{text}");
+        }
+        let unknown = Transform::new("mull", None).unwrap_err().to_string();
+        assert!(!unknown.contains("speed"), "{unknown}");
+    }
+
     #[test]
     fn domain_errors_never_yield_nan_or_infinity() {
         let ln = Transform::new("ln", None).unwrap();
@@ -202,7 +233,7 @@ mod tests {
 
     #[test]
     fn the_catalogue_states_a_domain_for_every_operation_and_apply_keeps_to_it() {
-        for op in Op::ALL {
+        for op in Op::on(Kind::Number) {
             assert!(!op.domain().to_string().is_empty(), "{op}");
         }
         let t = |op: &str, arg| Transform::new(op, arg).unwrap();
@@ -237,11 +268,11 @@ mod tests {
         assert!(e.ends_with("got 1e+300"), "{e}");
     }
 
-    /// Spec validation reads the catalogue's kinds: every operation today
-    /// applies to numbers, and no operation to text or booleans.
+    /// Spec validation reads the catalogue's kinds: every transform
+    /// applies to numbers, and none to text or booleans.
     #[test]
     fn transforms_apply_to_the_kinds_the_catalogue_says() {
-        for op in Op::ALL {
+        for op in Op::on(Kind::Number) {
             let t = Transform::new(op.name(), op.takes_arg().then_some(2.0)).unwrap();
             assert_eq!(
                 t.applies_to(PropertyType::TReal),

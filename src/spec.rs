@@ -9,7 +9,7 @@ use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::budget::StateBudget;
 use crate::clock::WallClock;
 use crate::on_error::OnError;
-use crate::ops::{OpError, Transform};
+use crate::ops::{Kind, Op, OpError, Transform};
 use crate::position::{self, PositionQuery};
 pub(crate) use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::PropertyType;
@@ -176,7 +176,8 @@ impl QuerySpec {
                 SpecErrorKind::Unfit,
                 format!(
                     "{} positions take position operations ({}), geofences or aggregations",
-                    self.property_type, "speed, azimuth, cumulativeLength, distance, position"
+                    self.property_type,
+                    Op::catalogue_of(Kind::Position)
                 ),
             ));
         }
@@ -421,6 +422,7 @@ impl Registration {
             Some(op) => Some(Transform::new(&op, self.arg).map_err(|e| {
                 let (field, kind) = match e {
                     OpError::Unknown(_) => ("operation", SpecErrorKind::Unknown),
+                    OpError::NotOnNumbers(_) => ("operation", SpecErrorKind::Unfit),
                     OpError::MissingArg(_) => ("arg", SpecErrorKind::Missing),
                     OpError::NeedlessArg(_) => ("arg", SpecErrorKind::Conflict),
                     _ => ("arg", SpecErrorKind::OutOfRange),

@@ -602,8 +602,17 @@ fn help_shows_examples_exit_codes_and_environment() {
     let run = help(&["run", "--help"]);
     assert!(run.contains(windowed), "{run}");
     assert!(run.contains("in any case"), "{run}");
-    // `--op` and `--arg` list the catalogue's operations, not a copy.
-    assert!(run.contains(&mfstream::ops::Op::catalogue()), "{run}");
+    // `--op` and `--arg` list the catalogue's operations, not a copy: on
+    // numbers, then on positions.
+    use mfstream::ops::{Kind, Op};
+    assert!(run.contains(&Op::catalogue_of(Kind::Number)), "{run}");
+    for op in Op::on(Kind::Position) {
+        assert!(run.contains(op.name()), "{run}");
+    }
+    assert!(
+        run.contains("(distance and geofences take --query)"),
+        "{run}"
+    );
     assert!(
         run.contains("The operation's scalar argument (add, sub, mul, div)"),
         "{run}"
@@ -862,7 +871,15 @@ fn completions_offer_the_operations_the_types_and_the_configured_engines() {
         let output = mfstream_with(&["completions", shell], &config);
         assert!(output.status.success(), "{shell}: {}", stderr(&output));
         let script = stdout(&output);
-        for value in ["log10", "radians", "TBoolean", "TInteger", "zebra"] {
+        for value in [
+            "log10",
+            "radians",
+            "cumulativeLength",
+            "azimuth",
+            "TBoolean",
+            "TInteger",
+            "zebra",
+        ] {
             assert!(script.contains(value), "{shell}: no {value:?}");
         }
     }

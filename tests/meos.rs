@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mfstream::ops::Op;
+use mfstream::ops::{Kind, Op};
 
 use crate::util::*;
 
@@ -75,7 +75,8 @@ fn the_meos_plugin_matches_local_for_every_operation() {
     let dir = TempDir::new("plugin-meos");
     let config = dir.join("engines.toml");
     std::fs::write(&config, entry(&plugin_library("mfstream-plugin-meos"))).unwrap();
-    for op in Op::ALL {
+    // The operations MEOS computes: an entry may have no `meos`.
+    for op in Op::on(Kind::Number).filter(|op| op.entry().meos.is_some()) {
         let name = op.name();
         let local = run_values(&config, "local", name, None).unwrap();
         let values = run_values(&config, "meos", name, Some(&meos))

@@ -111,6 +111,19 @@ fn run_refuses_a_scalar_line_for_positions_and_an_unknown_operation() {
         "{}",
         stderr(&output)
     );
+    // And the other way: a position operation on numbers says where it
+    // applies (the catalogue's kinds), not that it is unknown.
+    let output = mfstream_command(dir.path())
+        .args(["run", "--op", "SPEED"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        stderr(&output).contains("operation speed applies to positions"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// A Python with pymeos, geographiclib and shapely (`MFSTREAM_PYMEOS_PYTHON`).

@@ -8,7 +8,7 @@ use std::process::{Command, Output};
 
 use mfstream::config::Config;
 use mfstream::engine::{QueryHandle, Source, SourceSender, StreamEngine};
-use mfstream::ops::{Op, Transform};
+use mfstream::ops::{Kind, Op, Transform};
 use mfstream::{BridgeEngine, BridgeOptions, Event, Instant, QuerySpec, QueryStatus, Registry};
 
 /// The repository root.
@@ -302,10 +302,9 @@ pub fn entry(path: &Path) -> String {
     format!("[[plugin]]\npath = {:?}\n", path.display().to_string())
 }
 
-/// A transform for every operation of the catalogue.
+/// A transform for every operation on numbers of the catalogue.
 pub fn every_transform() -> Vec<Transform> {
-    Op::ALL
-        .iter()
+    Op::on(Kind::Number)
         .map(|op| {
             let arg = op.takes_arg().then_some(1.852);
             Transform::new(op.name(), arg).unwrap()

@@ -8,6 +8,7 @@ use std::str::FromStr;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
+use mfstream::ops::{Arg, Kind, Op};
 
 /// Parses a `T` with its `FromStr` (so in any case, with its own error
 /// message) and offers `names()` to completions. Unlike clap's
@@ -59,24 +60,36 @@ where
     }
 }
 
-/// The lifted operations' names, for `--op`.
+/// The catalogue's operations' names, for `--op`: on numbers and on
+/// positions.
 pub fn operations() -> Vec<&'static str> {
-    mfstream::ops::Op::ALL.iter().map(|op| op.name()).collect()
+    Op::ALL.iter().map(|op| op.name()).collect()
 }
 
-/// `--op`'s help: the catalogue's operations, each with `<x>` when it
-/// takes an argument.
+/// `--op`'s help: the catalogue's operations on numbers, each with `<x>`
+/// when it takes an argument, then those on positions; one that takes a
+/// geometry needs `--query`, where the geometry goes.
 pub fn operations_help() -> String {
+    let (plain, geometry): (Vec<Op>, Vec<Op>) =
+        Op::on(Kind::Position).partition(|op| op.entry().arg != Arg::Geometry);
+    let names = |ops: Vec<Op>| {
+        ops.iter()
+            .map(|op| op.name())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     format!(
         "A lifted operation, in any case: {}; on positions (--type TGeogPoint or TGeomPoint): \
-         speed, azimuth, cumulativeLength, position (distance and geofences take --query)",
-        mfstream::ops::Op::catalogue()
+         {} ({} and geofences take --query)",
+        Op::catalogue_of(Kind::Number),
+        names(plain),
+        names(geometry)
     )
 }
 
 /// `--arg`'s help: the operations that take an argument.
 pub fn arg_help() -> String {
-    let ops: Vec<&str> = mfstream::ops::Op::ALL
+    let ops: Vec<&str> = Op::ALL
         .iter()
         .filter(|op| op.takes_arg())
         .map(|op| op.name())

@@ -2,16 +2,16 @@
 //! registration on `…/tgsequence/queries` (or `mfstream run --type
 //! TGeogPoint`) asks for, and how the `local` engine runs it.
 //!
-//! The catalogue of position operations, each after the MEOS function it
-//! follows (the geometry is [`crate::geo`]'s):
+//! The position operations are the catalogue's entries that apply to
+//! positions ([`Kind::Position`]: `speed`, `azimuth`, `cumulativeLength`,
+//! `distance`, `position`; their results, domains and the MEOS function
+//! each follows are there, and in README's table generated from it).
+//! Validation looks names up in it; [`Measure`] is how the local engine
+//! computes the ones that give a number (the geometry is [`crate::geo`]'s).
+//! Besides them:
 //!
 //! | body | events | MEOS |
 //! |---|---|---|
-//! | `{"operation":"speed"}` | `{"datetime","value"}` m/s (units/s planar) of the segment ending at the instant; none at a feature's first instant | `speed` |
-//! | `{"operation":"azimuth"}` | degrees clockwise from north in [0, 360) of the segment ending at the instant; none at the first instant and after a stop (a zero-length segment) | `azimuth` (radians there) |
-//! | `{"operation":"cumulativeLength"}` | metres (units) travelled since the feature's first instant, 0 there | `cumulativeLength` |
-//! | `{"operation":"distance","geometry":<GeoJSON>}` | metres (units) to the geometry, 0 inside a polygon | `distance(tgeogpoint, geography)` |
-//! | `{"operation":"position"}` | `{"datetime","coordinates"}`: the instant itself | the instant |
 //! | `{"geofence":<Polygon or MultiPolygon>,"detect":[…]}` | `{"datetime","coordinates","detect"}` | Tile38 `WITHIN … DETECT` |
 //! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT` or `TUMBLING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
 //! | `{"operation":"speed","aggregation":"MAX","window":…}` | a numeric aggregate (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`) of a measure | |
@@ -26,6 +26,7 @@ mod run;
 
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::geo::{self, Crs, Detect, GeoError};
+use crate::ops::{Arg, Kind, Op};
 use crate::spec::Registration;
 use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::PropertyType;
@@ -65,7 +66,8 @@ pub(crate) enum What {
     Aggregate(Aggregate),
 }
 
-/// A measure of each instant.
+/// A measure of each instant: how the local engine computes the
+/// catalogue's position operations that give a number ([`Measure::op`]).
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Measure {
     Speed,
@@ -75,8 +77,10 @@ pub(crate) enum Measure {
     Distance(serde_json::Value),
 }
 
-/// The position operations, by name.
-const OPERATIONS: &str = "speed, azimuth, cumulativeLength, distance, position";
+/// The catalogue's position operations as one line, for messages.
+fn operations() -> String {
+    Op::catalogue_of(Kind::Position)
+}
 
 /// Every detect kind, Tile38's default when a fence names none.
 const ALL_DETECT: [Detect; 5] = [
@@ -95,8 +99,8 @@ impl PositionQuery {
                 aggregate: Some(a), ..
             }
             | What::Aggregate(a) => a.aggregation.name(),
-            What::Measure { measure, .. } => measure.name(),
-            What::Position => "position",
+            What::Measure { measure, .. } => measure.op().name(),
+            What::Position => Op::Position.name(),
             What::Geofence { .. } => "geofence",
         }
     }
@@ -122,12 +126,13 @@ impl PositionQuery {
 }
 
 impl Measure {
-    fn name(&self) -> &'static str {
+    /// The catalogue's operation it computes.
+    fn op(&self) -> Op {
         match self {
-            Measure::Speed => "speed",
-            Measure::Azimuth => "azimuth",
-            Measure::CumulativeLength => "cumulativeLength",
-            Measure::Distance(_) => "distance",
+            Measure::Speed => Op::Speed,
+            Measure::Azimuth => Op::Azimuth,
+            Measure::CumulativeLength => Op::CumulativeLength,
+            Measure::Distance(_) => Op::Distance,
         }
     }
 }
@@ -227,18 +232,19 @@ pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
         return Err(SpecError::new(
             "arg",
             SpecErrorKind::Conflict,
-            format!("no position operation takes an `arg` ({OPERATIONS})"),
+            format!("no position operation takes an `arg` ({})", operations()),
         ));
     }
     let aggregate = aggregate_of(aggregation, window, emit_partial, grace)?;
-    let distance = operation
+    let takes_geometry = operation
         .as_deref()
-        .is_some_and(|op| op.eq_ignore_ascii_case("distance"));
-    if geometry.is_some() && !distance {
+        .and_then(Op::from_name)
+        .is_some_and(|op| op.entry().arg == Arg::Geometry);
+    if geometry.is_some() && !takes_geometry {
         return Err(SpecError::new(
             "geometry",
             SpecErrorKind::Conflict,
-            "`geometry` goes with the operation \"distance\"",
+            format!("`geometry` goes with the operation {}", with_geometry()),
         ));
     }
     if let Some(fence) = geofence {
@@ -258,8 +264,8 @@ pub(crate) fn what(registration: Registration) -> Result<What, SpecError> {
             "operation",
             SpecErrorKind::Missing,
             format!(
-                "give an `operation` ({OPERATIONS}), a `geofence`, or an `aggregation` \
-                 with a `window`"
+                "give an `operation` ({}), a `geofence`, or an `aggregation` with a `window`",
+                operations()
             ),
         )),
     }
@@ -377,27 +383,51 @@ fn geofence_what(
     })
 }
 
+/// The names of the position operations that take a `geometry`, quoted:
+/// `"distance"`.
+fn with_geometry() -> String {
+    let names: Vec<String> = Op::on(Kind::Position)
+        .filter(|op| op.entry().arg == Arg::Geometry)
+        .map(|op| format!("{:?}", op.name()))
+        .collect();
+    names.join(" or ")
+}
+
 fn operation_what(
-    op: &str,
+    name: &str,
     geometry: Option<serde_json::Value>,
     aggregate: Option<Aggregate>,
 ) -> Result<What, SpecError> {
-    let measure = match op.to_ascii_lowercase().as_str() {
-        "speed" => Measure::Speed,
-        "azimuth" => Measure::Azimuth,
-        "cumulativelength" => Measure::CumulativeLength,
-        "distance" => {
+    // The catalogue's position operations, by name in any case.
+    let Some(op) = Op::from_name(name).filter(|op| op.applies_to(Kind::Position)) else {
+        return Err(SpecError::new(
+            "operation",
+            SpecErrorKind::Unknown,
+            format!(
+                "unknown position operation {name:?}: supported are {}",
+                operations()
+            ),
+        ));
+    };
+    let measure = match op {
+        Op::Speed => Measure::Speed,
+        Op::Azimuth => Measure::Azimuth,
+        Op::CumulativeLength => Measure::CumulativeLength,
+        Op::Distance => {
             let Some(geometry) = geometry else {
                 return Err(SpecError::new(
                     "geometry",
                     SpecErrorKind::Missing,
-                    "the operation \"distance\" needs a `geometry` (GeoJSON) to measure to",
+                    format!(
+                        "the operation {:?} needs a `geometry` (GeoJSON) to measure to",
+                        op.name()
+                    ),
                 ));
             };
             geo::Geometry::from_geojson(&geometry).map_err(|e| spec_error(e, "geometry"))?;
             Measure::Distance(geometry)
         }
-        "position" if aggregate.is_some() => {
+        Op::Position if aggregate.is_some() => {
             return Err(SpecError::new(
                 "aggregation",
                 SpecErrorKind::Conflict,
@@ -405,12 +435,14 @@ fn operation_what(
                  (no `operation`), or a measure such as \"speed\"",
             ));
         }
-        "position" => return Ok(What::Position),
+        Op::Position => return Ok(What::Position),
+        // A position operation the local engine does not compute yet: the
+        // catalogue has it, this match (its computation) not.
         _ => {
             return Err(SpecError::new(
                 "operation",
                 SpecErrorKind::Unknown,
-                format!("unknown position operation {op:?}: supported are {OPERATIONS}"),
+                format!("the position operation {:?} is not computed yet", op.name()),
             ));
         }
     };

@@ -45,6 +45,57 @@ fn every_position_operation_registers_by_name_in_any_case() {
     }
 }
 
+/// The catalogue is the one list: each of its operations on positions
+/// registers (a geometry with the one taking it) and is what events name,
+/// so an entry without its computation fails here; the messages listing
+/// the operations are the catalogue's line.
+#[test]
+fn every_catalogue_operation_on_positions_registers_and_messages_list_them() {
+    for op in Op::on(Kind::Position) {
+        let body = if op.entry().arg == Arg::Geometry {
+            format!(
+                r#"{{"operation":"{}","geometry":{{"type":"Point","coordinates":[1,2]}}}}"#,
+                op.name().to_uppercase()
+            )
+        } else {
+            format!(r#"{{"operation":"{}"}}"#, op.name().to_uppercase())
+        };
+        let spec = spec(&body, PropertyType::TGeogPoint).unwrap_or_else(|e| panic!("{body}: {e}"));
+        assert_eq!(spec.operation_name(), op.name(), "{body}");
+    }
+    let line = Op::catalogue_of(Kind::Position);
+    for body in [
+        r#"{"operation":"ln"}"#,
+        r#"{"operation":"speed","arg":1}"#,
+        "{}",
+    ] {
+        let e = spec(body, PropertyType::TGeogPoint).unwrap_err();
+        assert!(e.message.contains(&line), "{body}: {e}");
+    }
+    let e = spec(r#"{"operation":"ln"}"#, PropertyType::TGeogPoint).unwrap_err();
+    assert_eq!(
+        e.message,
+        format!("unknown position operation \"ln\": supported are {line}")
+    );
+    let e = spec(
+        r#"{"operation":"speed","geometry":{"type":"Point","coordinates":[1,2]}}"#,
+        PropertyType::TGeogPoint,
+    )
+    .unwrap_err();
+    assert_eq!(e.message, "`geometry` goes with the operation \"distance\"");
+    // On a number, a position operation is unfit, not unknown.
+    let e = Registration::from_json(r#"{"operation":"speed"}"#)
+        .unwrap()
+        .into_spec("speed", PropertyType::TReal)
+        .unwrap_err();
+    assert_eq!(
+        (e.field, e.kind),
+        ("operation", SpecErrorKind::Unfit),
+        "{e}"
+    );
+    assert!(e.message.contains("applies to positions"), "{e}");
+}
+
 #[test]
 fn bad_position_registrations_name_the_field() {
     assert_eq!(field(r#"{"operation":"ln"}"#), "operation");

@@ -3,7 +3,7 @@
 
 use mfstream::QueryStatus;
 use mfstream::engine::{Source, StreamEngine};
-use mfstream::ops::Op;
+use mfstream::ops::{Kind, Op};
 
 use super::*;
 use crate::util::*;
@@ -12,7 +12,8 @@ use crate::util::*;
 #[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
 async fn every_meos_operation_gives_the_local_results_in_order_and_leaves_no_process() {
     let input = positive(2_000);
-    for op in Op::ALL {
+    // The operations MEOS computes: an entry may have no `meos`.
+    for op in Op::on(Kind::Number).filter(|op| op.entry().meos.is_some()) {
         let (options, marked) = runtime("meos");
         let spec = transform(op);
         let local = local(spec.clone(), input.clone()).await;

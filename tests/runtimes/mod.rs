@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use mfstream::config::Config;
 use mfstream::engine::{QueryHandle, Source, StreamEngine};
-use mfstream::ops::{Op, Transform};
+use mfstream::ops::{Domain, Kind, Op, Transform};
 use mfstream::{
     BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, QuerySpec, QueryStatus,
     Value,
@@ -322,30 +322,16 @@ pub fn assert_empty(tmp: &Path) {
     assert!(left.is_empty(), "the job left {left:?}");
 }
 
-/// Every lifted operation, with `n` instants of inputs in its domain.
+/// Every lifted operation on numbers (the catalogue's), with `n` instants
+/// of inputs in its domain.
 pub fn every_operation(n: usize) -> Vec<(Transform, Vec<Instant>)> {
-    let ops = [
-        ("ln", None),
-        ("exp", None),
-        ("log10", None),
-        ("ceil", None),
-        ("floor", None),
-        ("abs", None),
-        ("degrees", None),
-        ("radians", None),
-        ("sin", None),
-        ("cos", None),
-        ("tan", None),
-        ("add", Some(2.5)),
-        ("sub", Some(1e-3)),
-        ("mul", Some(1.852)),
-        ("div", Some(3.0)),
-    ];
-    ops.into_iter()
-        .map(|(op, arg)| {
-            let value = |i: usize| match op {
-                "ln" | "log10" => (i + 1) as f64 * 0.37,
-                "exp" => (i as f64 - n as f64 / 2.0) * 0.1,
+    Op::on(Kind::Number)
+        .map(|op| {
+            let domain = op.domain();
+            let value = |i: usize| match domain {
+                Domain::Positive => (i + 1) as f64 * 0.37,
+                // Up to exp's bound, with room.
+                Domain::AtMost(_) => (i as f64 - n as f64 / 2.0) * 0.1,
                 _ => (i as f64 - n as f64 / 2.0) * 0.731 + 0.25,
             };
             let input = instants(n)
@@ -353,7 +339,8 @@ pub fn every_operation(n: usize) -> Vec<(Transform, Vec<Instant>)> {
                 .enumerate()
                 .map(|(i, instant)| Instant::number(instant.datetime, value(i)))
                 .collect();
-            (Transform::new(op, arg).unwrap(), input)
+            let arg = op.takes_arg().then_some(1.852);
+            (Transform::new(op.name(), arg).unwrap(), input)
         })
         .collect()
 }

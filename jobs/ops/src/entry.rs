@@ -27,8 +27,27 @@ pub struct Entry {
     /// The JVM jobs' expression in `x` and `a` (`Math.log(x)`, `x * a`);
     /// as `python`.
     pub java: Option<&'static str>,
+    /// The C plugin's expression in `x` and `a`, with libm (`log(x)`);
+    /// as `python`. The domain's refusal (`x <= 0`) is added to it.
+    pub c: Option<&'static str>,
     /// How the MEOS job and plugin compute it; `None` where they do not.
     pub meos: Option<Meos>,
+    /// The MEOS function whose result it gives, where no job calls one:
+    /// the position operations, which the `local` engine computes
+    /// (`src/geo`, checked against pymeos) after MEOS's `speed`, ….
+    pub follows: Option<&'static str>,
+}
+
+impl Entry {
+    /// The MEOS function it computes or follows, for tables: `tfloat_ln`,
+    /// `pg_dsin / pg_dcos`, `speed`; `None` when it has none.
+    pub fn meos_function(&self) -> Option<String> {
+        match (self.meos, self.follows) {
+            (Some(Meos::Tan), _) => Some("pg_dsin / pg_dcos".to_owned()),
+            (Some(meos), _) => Some(meos.symbol().to_owned()),
+            (None, follows) => follows.map(str::to_owned),
+        }
+    }
 }
 
 /// What an operation takes after its name.
@@ -40,12 +59,16 @@ pub enum Arg {
     Number,
     /// One finite number other than 0: `div 4`.
     NonZero,
+    /// A GeoJSON geometry, in the registration's `geometry` (not its
+    /// scalar `arg`): `distance`.
+    Geometry,
 }
 
 impl Arg {
-    /// Whether there is an argument.
+    /// Whether there is a scalar argument (`arg`, `<x>`): a number. A
+    /// [`Arg::Geometry`] is not one: it comes in its own field.
     pub const fn takes_one(self) -> bool {
-        !matches!(self, Arg::None)
+        matches!(self, Arg::Number | Arg::NonZero)
     }
 }
 
@@ -55,6 +78,7 @@ impl fmt::Display for Arg {
             Arg::None => "none",
             Arg::Number => "one finite number",
             Arg::NonZero => "one finite number, not 0",
+            Arg::Geometry => "a GeoJSON geometry (`geometry`)",
         })
     }
 }
@@ -75,6 +99,9 @@ pub enum Domain {
     /// Every finite `x` whose result is finite: large values or a large
     /// argument overflow (`mul`, `degrees`).
     FiniteResult,
+    /// No number: the operation takes positions, and has a result at the
+    /// instants the text says (`every instant but a feature's first`).
+    Instants(&'static str),
 }
 
 impl Domain {
@@ -95,6 +122,7 @@ impl Domain {
             Domain::Finite | Domain::FiniteResult => x.is_finite(),
             Domain::Positive => x.is_finite() && x > 0.0,
             Domain::AtMost(bound) => x <= bound,
+            Domain::Instants(_) => false,
         }
     }
 
@@ -115,6 +143,7 @@ impl fmt::Display for Domain {
             Domain::Positive => f.write_str("x > 0"),
             Domain::AtMost(bound) => write!(f, "x ≤ {bound:.2} (the result overflows past it)"),
             Domain::FiniteResult => f.write_str("every finite x; the result must be finite"),
+            Domain::Instants(text) => f.write_str(text),
         }
     }
 }
@@ -126,10 +155,12 @@ pub enum Kind {
     /// Numbers (`TReal`, `TInteger`).
     Number,
     /// Positions (`TGeogPoint`, `TGeomPoint`): the kind of the position
-    /// operations (issue 20), which give a number per position (`speed`).
-    /// An entry for one has `kinds: &[Kind::Position]` and no `number`,
-    /// `python` or `java`: spec validation keeps it to positions, and the
-    /// jobs' tables, which are for numbers, leave it out.
+    /// operations, which give a number per position (`speed`) or the
+    /// position itself. An entry for one has `kinds: &[Kind::Position]`, a
+    /// [`Domain::Instants`] and no `number`, `python`, `java`, `c` or `meos`:
+    /// the `local` engine computes it (`src/position`), spec validation
+    /// keeps it to positions, and the jobs' tables, which are for numbers,
+    /// leave it out.
     Position,
 }
 

@@ -2,26 +2,31 @@
 //! (`ln`, `mul 1.852`, …) that every part of the project reads.
 //!
 //! Each [`Entry`] says an operation's name, its argument ([`Arg`]: none, a
-//! number, a non-zero number), its domain ([`Domain`]: the inputs with a
-//! result, `ln` of `x > 0` …), its formula, the value kinds it applies to
-//! ([`Kind`]) and how the other languages' jobs compute it. Readers:
+//! number, a non-zero number, a geometry), its domain ([`Domain`]: the
+//! inputs with a result, `ln` of `x > 0` …), its formula, the value kinds
+//! it applies to ([`Kind`]: numbers, positions) and how the other
+//! languages' jobs compute it, or the MEOS function it follows. Readers:
 //!
 //! - the `mfstream` crate: spec validation, the `local` engine and the host's
 //!   guard before version-1 jobs and plugins (`src/ops.rs` wraps [`Op`]);
+//!   the position queries' validation (`src/position`) and `mfstream run
+//!   --op`'s completions and help (`src/cli/values.rs`);
 //! - the native bridge job (`jobs/fastjob`) and the plugins (`plugins/scale`,
 //!   `plugins/meos`), through [`Transform`] and [`Op`];
 //! - the Flink cluster client (`jobs/flink-cluster-client`), which checks
 //!   a query's operation before submitting it;
 //! - the tables generated from it ([`render`]): README's table of
-//!   operations, the server page's menu (`src/server/page.html`), the
+//!   operations (numbers and positions), the server page's menu (`src/server/page.html`), the
 //!   Python jobs' (`jobs/reference`, `jobs/beam`), the JVM
-//!   jobs' (`jobs/jvm/LiftedOperation.java`) and the MEOS C job's
-//!   (`jobs/meos/meos_job.c`). The `generated` test fails when a checked-in
+//!   jobs' (`jobs/jvm/LiftedOperation.java`), the MEOS C job's
+//!   (`jobs/meos/meos_job.c`) and the tests' C plugin's
+//!   (`tests/plugins/c/scale.c`). The `generated` test fails when a checked-in
 //!   table differs from what the catalogue renders;
 //!   `MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated`
 //!   rewrites them.
 //!
-//! Adding an operation is one entry in `catalogue.rs`.
+//! Adding an operation on numbers is one entry in `catalogue.rs`; one on
+//! positions is an entry there and its computation in `src/position`.
 //!
 //! The crate is std only, with no dependencies, so a job or a plugin that
 //! uses it stays small; the host crate depends on it, never the reverse.
@@ -64,7 +69,9 @@ macro_rules! catalogue {
             $(number: |$x:ident, $a:ident| $number:expr,)?
             $(python: $python:literal,)?
             $(java: $java:literal,)?
+            $(c: $c:literal,)?
             $(meos: $meos:expr,)?
+            $(follows: $follows:literal,)?
         }
     ),* $(,)?) => {
         /// A lifted operation: one entry of the catalogue ([`Op::entry`]).
@@ -84,7 +91,9 @@ macro_rules! catalogue {
                 kinds: $kinds,
                 python: catalogue!(@option $($python)?),
                 java: catalogue!(@option $($java)?),
+                c: catalogue!(@option $($c)?),
                 meos: catalogue!(@option $($meos)?),
+                follows: catalogue!(@option $($follows)?),
             }, )*
         ];
 

@@ -57,12 +57,18 @@ impl Op {
             .find(|op| op.name().eq_ignore_ascii_case(name))
     }
 
+    /// The operations that apply to `kind`, in catalogue order.
+    pub fn on(kind: Kind) -> impl Iterator<Item = Op> {
+        Op::ALL.into_iter().filter(move |op| op.applies_to(kind))
+    }
+
     /// Checks an argument against [`Entry::arg`]: the argument to apply
     /// with, 0 for an operation that takes none.
     pub fn check_arg(self, arg: Option<f64>) -> Result<f64, ArgError> {
         match (self.entry().arg, arg) {
-            (Arg::None, None) => Ok(0.0),
-            (Arg::None, Some(_)) => Err(ArgError::Needless),
+            // A geometry is no scalar `arg`: it comes in its own field.
+            (Arg::None | Arg::Geometry, None) => Ok(0.0),
+            (Arg::None | Arg::Geometry, Some(_)) => Err(ArgError::Needless),
             (_, None) => Err(ArgError::Missing),
             (_, Some(a)) if !a.is_finite() => Err(ArgError::NotFinite),
             (Arg::NonZero, Some(0.0)) => Err(ArgError::Zero),
@@ -103,10 +109,10 @@ impl Op {
     /// The operations that apply to `kind` as one line, for the messages of
     /// jobs and plugins that compute that kind only.
     pub fn catalogue_of(kind: Kind) -> String {
-        Op::line(Op::ALL.into_iter().filter(|op| op.applies_to(kind)))
+        Op::line(Op::on(kind))
     }
 
-    fn line(ops: impl Iterator<Item = Op>) -> String {
+    pub(crate) fn line(ops: impl Iterator<Item = Op>) -> String {
         ops.map(|op| {
             if op.takes_arg() {
                 format!("{} <x>", op.name())
@@ -136,18 +142,61 @@ mod tests {
             assert_eq!(entry.op as usize, i, "{}", entry.name);
             assert_eq!(Op::ALL[i], entry.op);
             assert_eq!(entry.op.domain(), entry.domain, "{}", entry.name);
-            assert_eq!(entry.name, entry.name.to_ascii_lowercase());
             assert!(!entry.kinds.is_empty(), "{}", entry.name);
+            // Jobs get the names of operations on numbers in lowercase.
+            if entry.kinds.contains(&Kind::Number) {
+                assert_eq!(entry.name, entry.name.to_ascii_lowercase());
+            }
         }
+    }
+
+    /// An operation on positions is computed by the `local` engine alone:
+    /// it has no number, no job's implementation, a domain of instants,
+    /// and the MEOS function it follows where there is one.
+    #[test]
+    fn every_operation_on_positions_is_for_the_local_engine_only() {
+        let positions: Vec<&Entry> = Op::on(Kind::Position).map(Op::entry).collect();
+        let names: Vec<&str> = positions.iter().map(|e| e.name).collect();
+        for name in [
+            "speed",
+            "azimuth",
+            "cumulativeLength",
+            "distance",
+            "position",
+        ] {
+            assert!(names.contains(&name), "{name}");
+        }
+        for e in positions {
+            assert!(e.python.is_none() && e.java.is_none() && e.c.is_none() && e.meos.is_none());
+            assert!(!e.kinds.contains(&Kind::Number), "{}", e.name);
+            assert!(matches!(e.domain, Domain::Instants(_)), "{}", e.name);
+            assert!(e.op.apply(1.0, 0.0).is_err(), "{}", e.name);
+            assert!(!e.arg.takes_one(), "{}", e.name);
+        }
+        assert_eq!(Op::Distance.entry().arg, Arg::Geometry);
+        assert_eq!(Op::Distance.check_arg(None), Ok(0.0));
+        assert_eq!(Op::Distance.check_arg(Some(1.0)), Err(ArgError::Needless));
+        assert_eq!(
+            Op::from_name("CUMULATIVELENGTH"),
+            Some(Op::CumulativeLength)
+        );
+        assert_eq!(Op::find("speed", Kind::Number), None);
+        assert!(Op::catalogue_of(Kind::Position).starts_with("speed, azimuth, cumulativeLength"));
+        assert_eq!(Op::Speed.entry().meos_function().as_deref(), Some("speed"));
+        assert_eq!(
+            Op::Tan.entry().meos_function().as_deref(),
+            Some("pg_dsin / pg_dcos")
+        );
+        assert_eq!(Op::Position.entry().meos_function(), None);
     }
 
     /// The jobs compute numbers: an operation on numbers has their
     /// implementations, and a formula (`number`) the engines compute.
     #[test]
     fn every_operation_on_numbers_is_complete() {
-        for entry in CATALOGUE.iter().filter(|e| e.kinds.contains(&Kind::Number)) {
+        for entry in Op::on(Kind::Number).map(Op::entry) {
             assert!(
-                entry.python.is_some() && entry.java.is_some(),
+                entry.python.is_some() && entry.java.is_some() && entry.c.is_some(),
                 "{}",
                 entry.name
             );

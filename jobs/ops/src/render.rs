@@ -1,6 +1,6 @@
 //! The catalogue's tables for the places that cannot read it as Rust: README
-//! (Markdown), the server's page (HTML), the Python jobs, the JVM jobs and
-//! the MEOS C job.
+//! (Markdown), the server's page (HTML), the Python jobs, the JVM jobs, the
+//! MEOS C job and the C plugin the tests build (`tests/plugins/c/scale.c`).
 //!
 //! Each checked-in file holds its table between two marker lines, in its own
 //! comment syntax: one with `BEGIN GENERATED: operations` and one with
@@ -20,16 +20,21 @@ pub const REGENERATE: &str = "MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test
 /// The name in the marker lines of every operations table.
 pub const OPERATIONS: &str = "operations";
 
-/// README's table: every operation, its argument, formula, domain and kinds.
+/// README's table: every operation (on numbers and on positions), its
+/// argument, formula, domain, kinds and MEOS function.
 pub fn markdown() -> String {
     let mut out = String::from(
-        "| operation | argument | result | has a result for | applies to |\n|---|---|---|---|---|\n",
+        "| operation | argument | result | has a result for | applies to | MEOS |\n\
+         |---|---|---|---|---|---|\n",
     );
     for e in CATALOGUE {
         let kinds: Vec<&str> = e.kinds.iter().map(|k| k.plural()).collect();
+        let meos = e
+            .meos_function()
+            .map_or_else(|| "—".to_owned(), |f| format!("`{f}`"));
         let _ = writeln!(
             out,
-            "| `{}` | {} | {} | {} | {} |",
+            "| `{}` | {} | {} | {} | {} | {meos} |",
             e.name,
             e.arg,
             // A `|` would end the cell (`|x|`).
@@ -144,10 +149,11 @@ pub fn java() -> String {
 
 /// The MEOS C job's table (`jobs/meos/meos_job.c`): `OPS`, each name with
 /// its MEOS function, its shape and whether its argument must not be 0,
-/// and `OPERATIONS`, the line for the usage message.
+/// and `OPERATIONS`, the line for the usage message: the operations on
+/// numbers that MEOS computes (an entry without `meos` is not the job's).
 pub fn c() -> String {
     let mut out = String::from("static const struct op OPS[] = {\n");
-    for (e, meos) in numeric().filter_map(|e| Some((e, e.meos?))) {
+    for (e, meos) in with_meos() {
         let shape = match meos {
             Meos::Unary(_) => "UNARY",
             Meos::Degrees(_) => "DEGREES",
@@ -169,7 +175,52 @@ pub fn c() -> String {
         );
     }
     out.push_str("};\n");
-    let _ = writeln!(out, "#define OPERATIONS \"{}\"", line());
+    let _ = writeln!(
+        out,
+        "#define OPERATIONS \"{}\"",
+        Op::line(with_meos().map(|(e, _)| e.op))
+    );
+    out
+}
+
+/// The operations on numbers that MEOS computes, with how.
+fn with_meos() -> impl Iterator<Item = (&'static Entry, Meos)> {
+    numeric().filter_map(|e| Some((e, e.meos?)))
+}
+
+/// The C plugin of the tests' table (`tests/plugins/c/scale.c`): `enum op`,
+/// `NAMES` and `LAST_OP`, and `compute`, each operation's libm expression,
+/// NaN (no result) where its domain refuses the value.
+pub fn c_plugin() -> String {
+    let upper: Vec<String> = numeric().map(|e| e.name.to_ascii_uppercase()).collect();
+    let mut out = format!("enum op {{ {} }};\n", upper.join(", "));
+    out.push_str("static const char *const NAMES[] = {\n");
+    for e in numeric() {
+        let _ = writeln!(out, "    \"{}\",", e.name);
+    }
+    out.push_str("};\n");
+    let _ = writeln!(
+        out,
+        "#define LAST_OP {}",
+        upper.last().map_or("-1", String::as_str)
+    );
+    out.push_str(
+        "\n/* op of x and the argument a, before the finiteness check. */\n\
+         static double compute(enum op op, double x, double a) {\n    (void)a;\n    switch (op) {\n",
+    );
+    for (e, name) in numeric().zip(&upper) {
+        let refuse = if e.domain == Domain::Positive {
+            "x <= 0 ? NAN : "
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            out,
+            "        case {name}: return {refuse}{};",
+            e.c.unwrap_or("NAN")
+        );
+    }
+    out.push_str("    }\n    return NAN;\n}\n");
     out
 }
 
@@ -283,7 +334,7 @@ mod tests {
     #[test]
     fn the_job_tables_hold_every_numeric_operation_with_its_rules() {
         let (python, java, c) = (python(), java(), c());
-        for op in Op::ALL {
+        for op in Op::on(Kind::Number) {
             let e = op.entry();
             let (py, expr) = (e.python.unwrap(), e.java.unwrap());
             assert!(python.contains(&format!("\"{}\": {py},", e.name)), "{op}");
@@ -291,12 +342,33 @@ mod tests {
                 java.contains(&format!("case \"{}\": return {expr};", e.name)),
                 "{op}"
             );
-            assert!(c.contains(&format!("{{\"{}\", ", e.name)), "{op}");
+            assert_eq!(
+                c.contains(&format!("{{\"{}\", ", e.name)),
+                e.meos.is_some(),
+                "{op}"
+            );
         }
         assert!(python.contains("POSITIVE_ONLY = {\"ln\", \"log10\"}\nNONZERO_ARG = {\"div\"}\n"));
         assert!(java.contains("return op.equals(\"ln\") || op.equals(\"log10\");"));
         assert!(c.contains("{\"div\", BINARY, \"div_tfloat_float\", true},"));
-        assert!(c.contains(&format!("#define OPERATIONS \"{}\"", Op::catalogue())));
+        let served = Op::line(Op::on(Kind::Number).filter(|op| op.entry().meos.is_some()));
+        assert!(c.contains(&format!("#define OPERATIONS \"{served}\"")));
+        // The jobs compute numbers: no operation on positions is theirs.
+        for op in Op::on(Kind::Position) {
+            let quoted = format!("\"{}\"", op.name());
+            assert!(!python.contains(&quoted), "{op}");
+            assert!(!java.contains(&quoted), "{op}");
+            assert!(!c.contains(&quoted), "{op}");
+            assert!(!html().contains(&format!(">{}<", op.name())), "{op}");
+        }
+        let plugin = c_plugin();
+        assert!(plugin.contains("        case LN: return x <= 0 ? NAN : log(x);\n"));
+        assert!(plugin.contains("        case DIV: return x / a;\n"));
+        let last = Op::on(Kind::Number)
+            .last()
+            .map(|op| op.name().to_ascii_uppercase());
+        assert!(plugin.contains(&format!("#define LAST_OP {}\n", last.unwrap())));
+        assert!(!plugin.contains("SPEED"), "{plugin}");
         let html = html();
         assert!(html.contains("    <option>ln</option>\n"), "{html}");
         assert!(
@@ -305,11 +377,19 @@ mod tests {
         );
         let markdown = markdown();
         assert!(
-            markdown.contains("| `ln` | none | ln x | x > 0 | numbers |"),
+            markdown.contains("| `ln` | none | ln x | x > 0 | numbers | `tfloat_ln` |"),
             "{markdown}"
         );
         assert!(
             markdown.contains("| `div` | one finite number, not 0 | x / a |"),
+            "{markdown}"
+        );
+        assert!(
+            markdown.contains(
+                "| `distance` | a GeoJSON geometry (`geometry`) | metres (units when planar) to the \
+                 geometry, 0 inside a polygon | every instant | positions | \
+                 `distance(tgeogpoint, geography)` |"
+            ),
             "{markdown}"
         );
     }

@@ -73,7 +73,7 @@ mod tests {
             err("sqrt", None),
             format!(
                 "unknown operation \"sqrt\": supported operations are {}",
-                Op::catalogue()
+                Op::catalogue_of(Kind::Number)
             )
         );
         assert_eq!(
@@ -95,6 +95,8 @@ mod tests {
         assert_eq!(Op::Ln.check_arg(None), Ok(0.0));
         // Jobs get the names as the host writes them: lowercase.
         assert!(err("MUL", Some("2")).starts_with("unknown operation"));
+        // They compute numbers: an operation on positions is none of theirs.
+        assert!(err("speed", None).starts_with("unknown operation \"speed\""));
     }
 
     #[test]

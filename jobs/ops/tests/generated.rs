@@ -1,6 +1,6 @@
 //! The tables generated from the catalogue are what is checked in: README's
-//! table of operations, the page's menu of them and the Python, Java and C
-//! jobs' tables. When one
+//! table of operations, the page's menu of them, the Python, Java and C
+//! jobs' tables and the tests' C plugin's. When one
 //! differs (the catalogue changed, or someone edited a table by hand), this
 //! test fails naming the files; `MFSTREAM_BLESS=1` rewrites them.
 
@@ -19,6 +19,7 @@ const FILES: &[(&str, Render)] = &[
     ("jobs/beam/beam_job.py", render::python),
     ("jobs/jvm/LiftedOperation.java", render::java),
     ("jobs/meos/meos_job.c", render::c),
+    ("tests/plugins/c/scale.c", render::c_plugin),
 ];
 
 #[test]

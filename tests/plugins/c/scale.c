@@ -27,10 +27,52 @@
 #define MFS_TEST_ENGINE_NAME "cscale"
 #endif
 
+/* The table is generated from the catalogue (jobs/ops/src/catalogue.rs):
+   MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated */
+/* BEGIN GENERATED: operations */
 enum op { LN, EXP, LOG10, CEIL, FLOOR, ABS, DEGREES, RADIANS, SIN, COS, TAN, ADD, SUB, MUL, DIV };
-static const char *const NAMES[] = {"ln",      "exp",     "log10", "ceil", "floor",
-                                    "abs",     "degrees", "radians", "sin", "cos",
-                                    "tan",     "add",     "sub",   "mul",  "div"};
+static const char *const NAMES[] = {
+    "ln",
+    "exp",
+    "log10",
+    "ceil",
+    "floor",
+    "abs",
+    "degrees",
+    "radians",
+    "sin",
+    "cos",
+    "tan",
+    "add",
+    "sub",
+    "mul",
+    "div",
+};
+#define LAST_OP DIV
+
+/* op of x and the argument a, before the finiteness check. */
+static double compute(enum op op, double x, double a) {
+    (void)a;
+    switch (op) {
+        case LN: return x <= 0 ? NAN : log(x);
+        case EXP: return exp(x);
+        case LOG10: return x <= 0 ? NAN : log10(x);
+        case CEIL: return ceil(x);
+        case FLOOR: return floor(x);
+        case ABS: return fabs(x);
+        case DEGREES: return x * (180.0 / M_PI);
+        case RADIANS: return x * (M_PI / 180.0);
+        case SIN: return sin(x);
+        case COS: return cos(x);
+        case TAN: return tan(x);
+        case ADD: return x + a;
+        case SUB: return x - a;
+        case MUL: return x * a;
+        case DIV: return x / a;
+    }
+    return NAN;
+}
+/* END GENERATED: operations */
 
 typedef struct query {
     enum op op;
@@ -56,7 +98,7 @@ static int32_t cscale_open(MfsStr spec, const MfsHost *host, void **state) {
     }
     op += strlen("\"operation\":\"");
     int found = -1;
-    for (int i = 0; i <= DIV; i++) {
+    for (int i = 0; i <= LAST_OP; i++) {
         size_t len = strlen(NAMES[i]);
         if (strncmp(op, NAMES[i], len) == 0 && op[len] == '"') found = i;
     }
@@ -88,23 +130,7 @@ static int32_t cscale_process(void *state, const MfsInstant *batch, size_t n,
             error = "a record is not a number";
             break;
         }
-        switch (q->op) {
-            case LN: y = x <= 0 ? NAN : log(x); break;
-            case EXP: y = exp(x); break;
-            case LOG10: y = x <= 0 ? NAN : log10(x); break;
-            case CEIL: y = ceil(x); break;
-            case FLOOR: y = floor(x); break;
-            case ABS: y = fabs(x); break;
-            case DEGREES: y = x * (180.0 / M_PI); break;
-            case RADIANS: y = x * (M_PI / 180.0); break;
-            case SIN: y = sin(x); break;
-            case COS: y = cos(x); break;
-            case TAN: y = tan(x); break;
-            case ADD: y = x + q->arg; break;
-            case SUB: y = x - q->arg; break;
-            case MUL: y = x * q->arg; break;
-            case DIV: y = x / q->arg; break;
-        }
+        y = compute(q->op, x, q->arg);
         if (!isfinite(y)) {
 #ifdef MFS_TEST_ABI_1
             snprintf(message, sizeof message, "record at %.*s: %s has no finite result, got %g",
