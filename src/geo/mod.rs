@@ -33,8 +33,9 @@ use geographiclib_rs::{Geodesic, InverseGeodesic};
 pub(crate) use acc::{AggregateValue, PositionAcc, PositionAggregate};
 pub(crate) use fence::{Detect, Fence, FenceEvent, FenceState};
 pub(crate) use geometry::Geometry;
+pub(crate) use geometry::MAX_GEOMETRY_BYTES;
 #[cfg(test)]
-pub(crate) use geometry::{MAX_GEOMETRY_BYTES, MAX_GEOMETRY_VERTICES};
+pub(crate) use geometry::MAX_GEOMETRY_VERTICES;
 pub(crate) use motion::Motion;
 #[cfg(test)]
 pub(crate) use motion::Step;

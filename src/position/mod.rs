@@ -369,6 +369,24 @@ fn geofence_what(
             ));
         }
     };
+    // Each kind at most once: a list of 100,000 "enter"s is no more than
+    // one, and kept with `--state` it would be a registration too large to
+    // record (a 503 for a client's mistake).
+    if let Some((i, twice)) = detect
+        .iter()
+        .enumerate()
+        .find(|(i, d)| detect[..*i].contains(d))
+    {
+        return Err(SpecError::new(
+            "detect",
+            SpecErrorKind::Malformed,
+            format!(
+                "{:?} is named twice (entry {}): name each kind once",
+                twice.name(),
+                i + 1
+            ),
+        ));
+    }
     let parsed = geo::Geometry::from_geojson(&fence).map_err(|e| spec_error(e, "geofence"))?;
     geo::Fence::new(parsed, &detect).map_err(|e| spec_error(e, "geofence"))?;
     Ok(What::Geofence {
