@@ -421,3 +421,42 @@ async fn a_detect_kind_named_twice_is_a_400_naming_detect() {
         "{problem}"
     );
 }
+
+#[tokio::test]
+async fn a_tgeompoint_registration_without_its_crs_is_refused_not_measured_on_the_ellipsoid() {
+    let server = Serve::start("positions-geom-no-crs", &[], &[]);
+    let mut client = server.client();
+    // A feature no query has fixed: the planar system must be named.
+    let response = client
+        .post(
+            &format!("{S}/queries"),
+            r#"{"operation":"speed","type":"TGeomPoint"}"#,
+        )
+        .await;
+    assert_eq!(response.status, 400, "{response:?}");
+    assert_eq!(response.json()["field"], "crs", "{response:?}");
+    // It fixed nothing: the feature is still free to be planar.
+    register(
+        &mut client,
+        "/collections/ships/items/s2/tgsequence",
+        r#"{"operation":"speed"}"#,
+    )
+    .await;
+    // A geodetic feature: TGeomPoint disagrees with it.
+    let response = client
+        .post(
+            "/collections/ships/items/s2/tgsequence/queries",
+            r#"{"operation":"speed","type":"TGeomPoint"}"#,
+        )
+        .await;
+    assert_eq!(response.status, 422, "{response:?}");
+    assert_eq!(response.json()["field"], "type", "{response:?}");
+    register(&mut client, S, r#"{"operation":"speed","crs":"EPSG:3857"}"#).await;
+    // And on a planar feature, `type` TGeomPoint alone takes its system.
+    register(
+        &mut client,
+        S,
+        r#"{"operation":"speed","type":"TGeomPoint"}"#,
+    )
+    .await;
+}
