@@ -174,8 +174,18 @@ fn moving_point(body: &[u8]) -> Result<Option<MovingPoint>, Problem> {
     if !trimmed.starts_with(b"{") {
         return Ok(None);
     }
-    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice(trimmed) else {
-        return Ok(None);
+    let mut object = match serde_json::from_slice(trimmed) {
+        Ok(serde_json::Value::Object(object)) => object,
+        // A MovingPoint that is not JSON (a number out of range, a
+        // missing comma) says why, rather than failing again as an
+        // instant, for its `type`.
+        Err(e) if trimmed.windows(13).any(|w| w == b"\"MovingPoint\"") => {
+            return Err(Problem::invalid(
+                "body",
+                format!("the MovingPoint is not JSON: {e}"),
+            ));
+        }
+        _ => return Ok(None),
     };
     if object.get("type").and_then(serde_json::Value::as_str) != Some("MovingPoint") {
         return Ok(None);
@@ -352,6 +362,15 @@ mod tests {
             None,
         );
         assert!(e.contains("interpolation"), "{e}");
+        // Not JSON: says why (a number out of range), not "unknown field `type`".
+        let e = field(
+            r#"{"type":"MovingPoint","coordinates":[[1e309,2]],"datetimes":["2026-01-01T00:00:00Z"]}"#,
+            None,
+        );
+        assert!(
+            e.contains("body") && e.contains("out of range") && !e.contains("unknown field"),
+            "{e}"
+        );
         let e = field(
             r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:00Z"],"crs":"EPSG:3857"}"#,
             Some(Crs::Geodetic),
