@@ -151,10 +151,16 @@ pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError
         _ => geometry_field,
     };
     let text = e.to_string();
-    // The text names its field first (`crs: …`): said once.
-    let message = match text.split_once(": ") {
-        Some((_, rest)) => rest.to_owned(),
-        None => text,
+    // The text names its field first (`crs: …`): said once. A GeoJSON
+    // fault keeps its member's path (`geofence.coordinates[0][3]`), under
+    // the field's own name.
+    let message = match (&e, text.split_once(": ")) {
+        (GeoError::GeoJson { path, reason }, _) => match path.strip_prefix("geometry") {
+            Some(member) => format!("{geometry_field}{member}: {reason}"),
+            None => format!("{path}: {reason}"),
+        },
+        (_, Some((_, rest))) => rest.to_owned(),
+        (_, None) => text,
     };
     let kind = match &e {
         GeoError::Unknown { .. } | GeoError::Crs(_) => SpecErrorKind::Unknown,
