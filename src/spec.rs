@@ -610,6 +610,29 @@ impl Registration {
             }
             (None, None) => crate::geo::Crs::Geodetic,
         };
+        // `type` TGeomPoint with no `crs` on a feature that is not planar
+        // would otherwise measure geodetically (and fix the feature so):
+        // the type says planar, so its system must be named.
+        if self.property_type == Some(PropertyType::TGeomPoint) && crs == crate::geo::Crs::Geodetic
+        {
+            return Err(match feature {
+                Some(feature) => RegistrationError::Unfit(SpecError::new(
+                    "type",
+                    SpecErrorKind::Unfit,
+                    format!(
+                        "the positions of {property} are in {} (TGeogPoint), not TGeomPoint: \
+                         drop `type` or register on another feature",
+                        feature.name()
+                    ),
+                )),
+                None => RegistrationError::Invalid(SpecError::new(
+                    "crs",
+                    SpecErrorKind::Missing,
+                    "TGeomPoint positions are planar: name their `crs` (\"EPSG:NNNN\"), or \
+                     send TGeogPoint for lon/lat",
+                )),
+            });
+        }
         let what = position::what(self).map_err(RegistrationError::Invalid)?;
         let query = PositionQuery { crs, what };
         let spec = QuerySpec {

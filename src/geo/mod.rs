@@ -33,8 +33,9 @@ use geographiclib_rs::{Geodesic, InverseGeodesic};
 pub(crate) use acc::{AggregateValue, PositionAcc, PositionAggregate};
 pub(crate) use fence::{Detect, Fence, FenceEvent, FenceState};
 pub(crate) use geometry::Geometry;
+pub(crate) use geometry::MAX_GEOMETRY_BYTES;
 #[cfg(test)]
-pub(crate) use geometry::{MAX_GEOMETRY_BYTES, MAX_GEOMETRY_VERTICES};
+pub(crate) use geometry::MAX_GEOMETRY_VERTICES;
 pub(crate) use motion::Motion;
 #[cfg(test)]
 pub(crate) use motion::Step;
@@ -98,7 +99,7 @@ impl Crs {
         match code.and_then(|c| c.parse::<u32>().ok()) {
             Some(WGS84_EPSG) => Ok(Crs::Geodetic),
             Some(n) if n > 0 => Ok(Crs::Planar(n)),
-            _ => Err(GeoError::Crs(text.to_string())),
+            _ => Err(GeoError::Crs(quoted(text))),
         }
     }
 
@@ -268,3 +269,16 @@ fn normalize_degrees(deg: f64) -> f64 {
 mod oracle;
 #[cfg(test)]
 mod tests;
+
+/// The most characters of an unknown `crs` an error quotes: a 4 MiB one
+/// is not echoed back whole.
+const QUOTED_CRS_CHARS: usize = 64;
+
+/// `text` to quote in an error: its first [`QUOTED_CRS_CHARS`] characters,
+/// `…` when there were more.
+fn quoted(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CRS_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}

@@ -156,10 +156,16 @@ pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError
         _ => geometry_field,
     };
     let text = e.to_string();
-    // The text names its field first (`crs: …`): said once.
-    let message = match text.split_once(": ") {
-        Some((_, rest)) => rest.to_owned(),
-        None => text,
+    // The text names its field first (`crs: …`): said once. A GeoJSON
+    // fault keeps its member's path (`geofence.coordinates[0][3]`), under
+    // the field's own name.
+    let message = match (&e, text.split_once(": ")) {
+        (GeoError::GeoJson { path, reason }, _) => match path.strip_prefix("geometry") {
+            Some(member) => format!("{geometry_field}{member}: {reason}"),
+            None => format!("{path}: {reason}"),
+        },
+        (_, Some((_, rest))) => rest.to_owned(),
+        (_, None) => text,
     };
     let kind = match &e {
         GeoError::Unknown { .. } | GeoError::Crs(_) => SpecErrorKind::Unknown,
@@ -375,6 +381,24 @@ fn geofence_what(
             ));
         }
     };
+    // Each kind at most once: a list of 100,000 "enter"s is no more than
+    // one, and kept with `--state` it would be a registration too large to
+    // record (a 503 for a client's mistake).
+    if let Some((i, twice)) = detect
+        .iter()
+        .enumerate()
+        .find(|(i, d)| detect[..*i].contains(d))
+    {
+        return Err(SpecError::new(
+            "detect",
+            SpecErrorKind::Malformed,
+            format!(
+                "{:?} is named twice (entry {}): name each kind once",
+                twice.name(),
+                i + 1
+            ),
+        ));
+    }
     let parsed = geo::Geometry::from_geojson(&fence).map_err(|e| spec_error(e, "geofence"))?;
     geo::Fence::new(parsed, &detect).map_err(|e| spec_error(e, "geofence"))?;
     Ok(What::Geofence {

@@ -466,3 +466,29 @@ async fn distance_is_measured_to_the_geometry_zero_inside_a_polygon() {
     let d = v["value"].as_f64().unwrap();
     assert!((d - 110_574.388_557_799).abs() < 1e-6, "{d}");
 }
+
+#[test]
+fn a_geojson_fault_names_its_member_under_the_field() {
+    let e = spec(
+        r#"{"geofence":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,"x"],[0,0]]]}}"#,
+        PropertyType::TGeogPoint,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "geofence");
+    assert!(
+        e.message
+            .contains("geofence.coordinates[0][3][1]: \"x\" is not a finite number"),
+        "{e}"
+    );
+    let e = spec(
+        r#"{"operation":"distance","geometry":{"type":"MultiPolygon","coordinates":[[[[0,0],[1,0],[1,1],[0,1],[0,0]]],[[[5,5],[6,5],[6,6],[5,6]]]]}}"#,
+        PropertyType::TGeogPoint,
+    )
+    .unwrap_err();
+    assert_eq!(e.field, "geometry");
+    assert!(
+        e.message
+            .contains("geometry.coordinates[1][0]: is not closed"),
+        "{e}"
+    );
+}

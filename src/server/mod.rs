@@ -75,6 +75,11 @@ use crate::store::{Durability, Store, StoreError, StoreOptions};
 use self::connections::{Connections, Limits};
 use self::table::Table;
 
+/// The largest registration body kept with `--state`: a geometry's bound
+/// ([`crate::geo::MAX_GEOMETRY_BYTES`], 1 MiB) and 64 KiB for the rest of
+/// the body (the operation, window, engine, `crs`, `detect`).
+pub(crate) const STORED_SPEC_BYTES: usize = crate::geo::MAX_GEOMETRY_BYTES + 64 * 1024;
+
 /// How a server listens and what it bounds.
 #[derive(Debug, Clone)]
 pub struct ServeOptions {
@@ -336,6 +341,10 @@ impl Server {
                     // to --max-body: a JSON instant takes more than 16
                     // bytes, so a body never holds more.
                     max_batch: StoreOptions::default().max_batch.max(options.max_body / 16),
+                    // A registration is kept as its body: a position query's
+                    // geometry alone may take MAX_GEOMETRY_BYTES (a fence
+                    // the server accepts must not be a 503 to record).
+                    max_spec_bytes: STORED_SPEC_BYTES,
                     ..StoreOptions::default()
                 };
                 let dir = dir.clone();

@@ -174,8 +174,18 @@ fn moving_point(body: &[u8]) -> Result<Option<MovingPoint>, Problem> {
     if !trimmed.starts_with(b"{") {
         return Ok(None);
     }
-    let Ok(serde_json::Value::Object(mut object)) = serde_json::from_slice(trimmed) else {
-        return Ok(None);
+    let mut object = match serde_json::from_slice(trimmed) {
+        Ok(serde_json::Value::Object(object)) => object,
+        // A MovingPoint that is not JSON (a number out of range, a
+        // missing comma) says why, rather than failing again as an
+        // instant, for its `type`.
+        Err(e) if trimmed.windows(13).any(|w| w == b"\"MovingPoint\"") => {
+            return Err(Problem::invalid(
+                "body",
+                format!("the MovingPoint is not JSON: {e}"),
+            ));
+        }
+        _ => return Ok(None),
     };
     if object.get("type").and_then(serde_json::Value::as_str) != Some("MovingPoint") {
         return Ok(None);
@@ -273,7 +283,8 @@ fn mf_json_crs(crs: &serde_json::Value) -> Result<Crs, Problem> {
                 "crs",
                 format!(
                     "expected \"EPSG:NNNN\" or {{\"type\":\"Name\",\"properties\":{{\"name\":\
-                     \"EPSG:NNNN\"}}}}, got {crs}"
+                     \"EPSG:NNNN\"}}}}, got {}",
+                    cut_short(&crs.to_string())
                 ),
             )
         })?;
@@ -281,6 +292,14 @@ fn mf_json_crs(crs: &serde_json::Value) -> Result<Crs, Problem> {
         let e = position::spec_error(e, "crs");
         Problem::invalid(e.field, e.message)
     })
+}
+
+/// `text` as an error quotes it: at most 64 characters, `…` after.
+fn cut_short(text: &str) -> String {
+    match text.char_indices().nth(64) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -352,6 +371,24 @@ mod tests {
             None,
         );
         assert!(e.contains("interpolation"), "{e}");
+        // A crs that is neither a name nor a Name object is quoted cut short.
+        let e = field(
+            &format!(
+                r#"{{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:00Z"],"crs":[{}1]}}"#,
+                "1,".repeat(100_000)
+            ),
+            None,
+        );
+        assert!(e.contains("crs") && e.contains("…") && e.len() < 500, "{e}");
+        // Not JSON: says why (a number out of range), not "unknown field `type`".
+        let e = field(
+            r#"{"type":"MovingPoint","coordinates":[[1e309,2]],"datetimes":["2026-01-01T00:00:00Z"]}"#,
+            None,
+        );
+        assert!(
+            e.contains("body") && e.contains("out of range") && !e.contains("unknown field"),
+            "{e}"
+        );
         let e = field(
             r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:00Z"],"crs":"EPSG:3857"}"#,
             Some(Crs::Geodetic),

@@ -360,3 +360,103 @@ async fn a_geofence_survives_a_restart_knowing_which_side_the_feature_is_on() {
     assert_eq!(exit["detect"], "exit", "{exit}");
     assert_eq!(exit["datetime"], "2026-01-01T00:00:15Z", "{exit}");
 }
+
+/// A ring of `n` vertices around (0.5, 0.5), closed: its JSON is some
+/// 40 bytes a vertex.
+fn big_fence(n: usize) -> String {
+    let mut ring: Vec<String> = (0..n)
+        .map(|i| {
+            let a = i as f64 / n as f64 * std::f64::consts::TAU;
+            format!("[{},{}]", 0.5 + 0.4 * a.cos(), 0.5 + 0.4 * a.sin())
+        })
+        .collect();
+    ring.push(ring[0].clone());
+    format!(
+        r#"{{"type":"Polygon","coordinates":[[{}]]}}"#,
+        ring.join(",")
+    )
+}
+
+#[tokio::test]
+async fn a_fence_the_server_accepts_is_recorded_with_state_not_a_503() {
+    // 9,000 vertices: under the 10,000-vertex and 1 MiB bounds of a
+    // geometry, over the 64 KiB a stored registration body had (a 503).
+    let fence = big_fence(9_000);
+    assert!(fence.len() > 256 * 1024, "{}", fence.len());
+    let state = TempDir::new("positions-big-fence");
+    let dir = state.path().to_str().unwrap().to_owned();
+    let mut server = Serve::start("positions-big-fence-1", &["--state", &dir], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, S, &format!(r#"{{"geofence":{fence}}}"#)).await;
+    assert!(server.terminate().success());
+    // And it is read back after a restart.
+    let server = Serve::start("positions-big-fence-2", &["--state", &dir], &[]);
+    let mut client = server.client();
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let response = client
+        .post(&format!("{S}/ingest"), &position(0, 0.5, 0.5))
+        .await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(take(&mut sse, 1).await[0].json()["detect"], "inside");
+}
+
+#[tokio::test]
+async fn a_detect_kind_named_twice_is_a_400_naming_detect() {
+    let server = Serve::start("positions-detect-twice", &[], &[]);
+    let mut client = server.client();
+    let response = client
+        .post(
+            &format!("{S}/queries"),
+            &format!(r#"{{"geofence":{SQUARE},"detect":["enter","exit","enter"]}}"#),
+        )
+        .await;
+    assert_eq!(response.status, 400, "{response:?}");
+    let problem = response.json();
+    assert_eq!(problem["field"], "detect", "{problem}");
+    assert!(
+        problem["description"]
+            .as_str()
+            .unwrap()
+            .contains("\"enter\" is named twice"),
+        "{problem}"
+    );
+}
+
+#[tokio::test]
+async fn a_tgeompoint_registration_without_its_crs_is_refused_not_measured_on_the_ellipsoid() {
+    let server = Serve::start("positions-geom-no-crs", &[], &[]);
+    let mut client = server.client();
+    // A feature no query has fixed: the planar system must be named.
+    let response = client
+        .post(
+            &format!("{S}/queries"),
+            r#"{"operation":"speed","type":"TGeomPoint"}"#,
+        )
+        .await;
+    assert_eq!(response.status, 400, "{response:?}");
+    assert_eq!(response.json()["field"], "crs", "{response:?}");
+    // It fixed nothing: the feature is still free to be planar.
+    register(
+        &mut client,
+        "/collections/ships/items/s2/tgsequence",
+        r#"{"operation":"speed"}"#,
+    )
+    .await;
+    // A geodetic feature: TGeomPoint disagrees with it.
+    let response = client
+        .post(
+            "/collections/ships/items/s2/tgsequence/queries",
+            r#"{"operation":"speed","type":"TGeomPoint"}"#,
+        )
+        .await;
+    assert_eq!(response.status, 422, "{response:?}");
+    assert_eq!(response.json()["field"], "type", "{response:?}");
+    register(&mut client, S, r#"{"operation":"speed","crs":"EPSG:3857"}"#).await;
+    // And on a planar feature, `type` TGeomPoint alone takes its system.
+    register(
+        &mut client,
+        S,
+        r#"{"operation":"speed","type":"TGeomPoint"}"#,
+    )
+    .await;
+}

@@ -268,3 +268,16 @@ fn extreme_timestamps_do_not_panic() {
     );
     assert_eq!(events.len(), 1);
 }
+
+#[test]
+fn an_unknown_crs_is_quoted_cut_short_in_its_error() {
+    let huge = format!("EPSG:{}", "9".repeat(100_000));
+    let e = Crs::parse(&huge).unwrap_err().to_string();
+    assert!(e.len() < 300, "{} bytes", e.len());
+    assert!(e.contains("\"EPSG:999") && e.contains("…\""), "{e}");
+    // A short one whole; a multi-byte character is not cut in two.
+    let e = Crs::parse("EPSG:0").unwrap_err().to_string();
+    assert!(e.contains("\"EPSG:0\""), "{e}");
+    let e = Crs::parse(&"é".repeat(100)).unwrap_err().to_string();
+    assert!(e.contains(&format!("\"{}…\"", "é".repeat(64))), "{e}");
+}
