@@ -332,7 +332,7 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
     assert_eq!(bad["wrongType"], 2, "{status}");
     assert_eq!(bad["badDatetime"], 1, "{status}");
     assert_eq!(bad["topic"], 1, "{status}");
-    assert_eq!(bad["positions"], 1, "{status}");
+    assert_eq!(bad["badPosition"], 1, "{status}");
     assert_eq!(bad["tooLarge"], 1, "{status}");
     assert_eq!(status["messages"], 8, "{status}");
     let samples = status["badSamples"].as_array().unwrap();
@@ -351,9 +351,9 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
         assert!(detail.contains(text), "{reason}: {detail}");
     };
     assert_eq!(sample("topic")["topic"], "mfapi//s1/speed");
-    assert_eq!(sample("positions")["topic"], "mfapi/ships/s1/tgsequence");
+    assert_eq!(sample("badPosition")["topic"], "mfapi/ships/s1/tgsequence");
     assert_eq!(sample("notJson")["payload"], "nope");
-    says("positions", "positions not supported yet");
+    says("badPosition", "invalid type: integer");
     says("badDatetime", "\"soon\"");
     says("tooLarge", "at most --max-body (1024)");
     let refused = samples
@@ -367,6 +367,103 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
             .contains("the property is TReal"),
         "{status}"
     );
+}
+
+/// The positions of ship s1, and their topic.
+const S: &str = "/collections/ships/items/s1/tgsequence";
+const POSITIONS: &str = "mfapi/ships/s1/tgsequence";
+
+/// A position at `secs` seconds into 2026.
+fn position(secs: u32, lon: f64, lat: f64) -> String {
+    format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},{lat}]}}"#)
+}
+
+#[tokio::test]
+async fn mqtt_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_are_counted() {
+    let broker = Broker::start("mqtt-positions");
+    let server = serve_on("mqtt-positions", &broker, &[], &[]);
+    let mut client = server.client();
+    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    // One instant, an array, a MovingPoint (the forms of POST S/ingest).
+    broker.publish(POSITIONS, &position(0, 4.35, 50.85));
+    broker.publish(
+        POSITIONS,
+        &format!(
+            "[{},{}]",
+            position(1, 4.36, 50.86),
+            position(2, 4.37, 50.87)
+        ),
+    );
+    broker.publish(
+        POSITIONS,
+        r#"{"type":"MovingPoint","coordinates":[[4.38,50.88],[4.39,50.89,12]],
+            "datetimes":["2026-01-01T00:00:03Z","2026-01-01T00:00:04Z"],"interpolation":"Linear"}"#,
+    );
+    // At or before the feature's last position: a duplicate.
+    broker.publish(POSITIONS, &position(2, 4.37, 50.87));
+    // Bad: out of range, not JSON, a property's instant, the wrong crs
+    // (the feature's is geodetic), datetimes not increasing.
+    broker.publish(POSITIONS, &position(5, 200.0, 0.0));
+    broker.publish(POSITIONS, "nope");
+    broker.publish(POSITIONS, &instant(5, "1"));
+    broker.publish(
+        POSITIONS,
+        r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:05Z"],
+            "crs":"EPSG:3857"}"#,
+    );
+    broker.publish(
+        POSITIONS,
+        &format!("[{},{}]", position(6, 1.0, 2.0), position(6, 1.0, 3.0)),
+    );
+    // A position on a property's topic is the wrong type.
+    broker.publish(TOPIC, &position(5, 1.0, 2.0));
+    broker.publish(POSITIONS, &position(7, 4.4, 50.9));
+    let events = take(&mut sse, 6).await;
+    let got: Vec<(String, serde_json::Value)> = events
+        .iter()
+        .map(|e| {
+            let j = e.json();
+            assert_eq!(j["property"], "tgsequence", "{j}");
+            (
+                j["datetime"].as_str().unwrap().to_owned(),
+                j["coordinates"].clone(),
+            )
+        })
+        .collect();
+    let want = |secs: u32, c: serde_json::Value| (format!("2026-01-01T00:00:{secs:02}Z"), c);
+    use serde_json::json;
+    assert_eq!(
+        got,
+        [
+            want(0, json!([4.35, 50.85])),
+            want(1, json!([4.36, 50.86])),
+            want(2, json!([4.37, 50.87])),
+            want(3, json!([4.38, 50.88])),
+            want(4, json!([4.39, 50.89, 12])),
+            want(7, json!([4.4, 50.9])),
+        ]
+    );
+    let status = client.get("/ingest/mqtt").await.json();
+    let bad = &status["bad"];
+    assert_eq!(bad["badPosition"], 4, "{status}");
+    assert_eq!(bad["notJson"], 1, "{status}");
+    assert_eq!(bad["wrongType"], 1, "{status}");
+    assert_eq!(status["duplicates"], 1, "{status}");
+    let samples = status["badSamples"].as_array().unwrap();
+    let detail = |text: &str| {
+        samples
+            .iter()
+            .find(|s| s["detail"].as_str().unwrap().contains(text))
+            .unwrap_or_else(|| panic!("a sample saying {text:?}: {status}"))
+    };
+    assert_eq!(detail("longitude 200")["reason"], "badPosition");
+    assert_eq!(detail("longitude 200")["topic"], POSITIONS);
+    assert_eq!(detail("EPSG:3857")["reason"], "badPosition");
+    assert_eq!(detail("must increase")["reason"], "badPosition");
+    let wrong = detail("send it to /collections/ships/items/s1/tgsequence/ingest");
+    assert_eq!(wrong["reason"], "wrongType");
+    assert_eq!(wrong["topic"], TOPIC);
 }
 
 #[tokio::test]

@@ -18,6 +18,10 @@
 //! server's clock when ingested (microseconds, UTC), at least a
 //! microsecond after the mark, so it is never a duplicate (nor recognised
 //! as one when redelivered).
+//!
+//! A feature's positions (a `…/tgsequence` topic) take the same path: a
+//! group of their own (the feature's `tgsequence` path), parsed by its
+//! ingest task in the feature's reference system, and the same mark.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -29,10 +33,12 @@ use rumqttc::v5::mqttbytes::v5::Publish;
 use tokio::sync::mpsc;
 
 use crate::datetime::Timestamp;
+use crate::geo::Crs;
 use crate::vocab::{Instant, Value};
 
 use super::super::App;
 use super::super::ingest;
+use super::super::table::Property;
 use super::payload::{self, Payload};
 use super::stats::Reason;
 use super::topic::{self, Route};
@@ -194,17 +200,17 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
                         .join(", ")
                 ),
             )),
-            Some(Route::Positions(key)) => positions(&key, &msg.publish.payload).map(|()| None),
-            Some(Route::Property(key)) => {
-                payload::parse(&msg.publish.payload).map(|p| Some((key, p)))
+            // Parsed by the group's ingest task: it needs the feature's
+            // reference system, which a query may have fixed.
+            Some(Route::Positions(key)) => {
+                Ok((PropertyPath::sequence(key.collection, key.feature), None))
             }
+            Some(Route::Property(key)) => payload::parse(&msg.publish.payload)
+                .and_then(|p| no_positions(&key, p))
+                .map(|p| (key, Some(p))),
         };
         let (key, payload) = match parsed {
-            Ok(Some(good)) => good,
-            Ok(None) => {
-                acks.ack(&msg);
-                continue;
-            }
+            Ok(good) => good,
             Err((reason, detail)) => {
                 mqtt.stats
                     .bad(&msg.topic, reason, &detail, &msg.publish.payload);
@@ -222,8 +228,9 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
         });
         let group = &mut groups[at];
         let instants = match payload {
-            Payload::Instants(instants) => instants,
-            Payload::Number(v) => {
+            None => Vec::new(),
+            Some(Payload::Instants(instants)) => instants,
+            Some(Payload::Number(v)) => {
                 group.numbers.push((group.items.len(), v));
                 Vec::new()
             }
@@ -233,16 +240,71 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
     groups
 }
 
-/// A feature's positions (`…/tgsequence`): the seam for the moving-point
-/// ingest. Until it exists, they are refused as bad messages.
-fn positions(_key: &PropertyPath, _payload: &[u8]) -> Result<(), (Reason, String)> {
-    Err((
-        Reason::Positions,
-        format!(
-            "positions not supported yet: {:?} is reserved for a feature's positions",
-            topic::POSITIONS
-        ),
-    ))
+/// Parses the messages of a feature's positions (`…/tgsequence`) as
+/// `POST …/tgsequence/ingest` parses a body: in the feature's reference
+/// system, which the first positions fix when no query has (geodetic, or
+/// a `MovingPoint`'s own `crs`). A message that is not positions is a bad
+/// message (counted; acknowledged with the group, its instants empty).
+async fn positions(app: &App, mqtt: &Mqtt, group: &mut Group) {
+    let property = app.table.property(&group.key);
+    let mut known = match &property {
+        Some(property) => crs_of(property).await,
+        None => None,
+    };
+    for item in &mut group.items {
+        let payload = &item.msg.publish.payload;
+        match super::super::positions::parse(payload, known) {
+            Ok((instants, crs)) => {
+                if known.is_none()
+                    && let Some(property) = &property
+                {
+                    super::super::positions::fix_crs(property, crs).await;
+                    known = crs_of(property).await;
+                }
+                item.instants = instants;
+            }
+            Err(problem) => {
+                let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    Reason::TooLarge
+                } else if !is_json(payload) {
+                    Reason::NotJson
+                } else {
+                    Reason::BadPosition
+                };
+                mqtt.stats
+                    .bad(&item.msg.topic, reason, problem.description(), payload);
+            }
+        }
+    }
+}
+
+/// A property's payload, none of its instants a position (those are a
+/// feature's, on its `tgsequence` topic).
+fn no_positions(key: &PropertyPath, payload: Payload) -> Result<Payload, (Reason, String)> {
+    match payload {
+        Payload::Instants(instants) => super::super::positions::scalars(instants, key)
+            .map(Payload::Instants)
+            .map_err(|problem| (Reason::WrongType, problem.description().to_owned())),
+        number => Ok(number),
+    }
+}
+
+/// The reference system a feature's positions are checked in, once fixed.
+async fn crs_of(property: &Property) -> Option<Crs> {
+    let state = property.state.lock().await;
+    super::super::positions::feature_crs(state.property_type, state.crs)
+}
+
+/// Whether `payload` is JSON, or JSON lines.
+fn is_json(payload: &[u8]) -> bool {
+    let json = |text: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok();
+    let trimmed = payload.trim_ascii();
+    !trimmed.is_empty()
+        && (json(trimmed)
+            || trimmed
+                .split(|&b| b == b'\n')
+                .filter(|line| !line.trim_ascii().is_empty())
+                .all(json))
 }
 
 /// Ingests one group; its property's mark after it, and the messages to
@@ -258,7 +320,11 @@ async fn ingest(
         Some(mark) => mark,
         None => seed(&app, &group.key).await,
     };
-    stamp(&mut group, mark);
+    if group.key.is_sequence() {
+        positions(&app, &mqtt, &mut group).await;
+    } else {
+        stamp(&mut group, mark);
+    }
     let stats = &mqtt.stats;
     // The whole group at once, the common case.
     let (kept, duplicates, last) = fresh(group.items.iter().map(|i| &i.instants), mark);
@@ -324,6 +390,8 @@ async fn one(
         if problem.status().is_client_error() {
             let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                 Reason::TooLarge
+            } else if key.is_sequence() {
+                Reason::BadPosition
             } else {
                 Reason::WrongType
             };

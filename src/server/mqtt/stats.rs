@@ -36,8 +36,11 @@ pub(crate) enum Reason {
     /// A topic no `--mqtt-topic` pattern matches (an empty id, one over
     /// 256 bytes).
     Topic,
-    /// A position (`…/tgsequence`) while position ingest is not there.
-    Positions,
+    /// A feature's positions (`…/tgsequence`) that are JSON but not
+    /// positions: not one of the forms, coordinates that are not two or
+    /// three numbers or out of the lon/lat ranges, a datetime that does not
+    /// parse or does not increase, a `MovingPoint`'s `crs` not the feature's.
+    BadPosition,
 }
 
 impl Reason {
@@ -47,7 +50,7 @@ impl Reason {
         Reason::BadDatetime,
         Reason::TooLarge,
         Reason::Topic,
-        Reason::Positions,
+        Reason::BadPosition,
     ];
 
     /// The reason's name in the counters.
@@ -58,7 +61,7 @@ impl Reason {
             Reason::BadDatetime => "badDatetime",
             Reason::TooLarge => "tooLarge",
             Reason::Topic => "topic",
-            Reason::Positions => "positions",
+            Reason::BadPosition => "badPosition",
         }
     }
 }
