@@ -10,7 +10,7 @@ use super::*;
 
 /// A mosquitto of the test's own: a config file on a loopback port, its
 /// database in the test's directory.
-struct Broker {
+pub(super) struct Broker {
     child: Option<Child>,
     port: u16,
     dir: TempDir,
@@ -19,7 +19,7 @@ struct Broker {
 }
 
 impl Broker {
-    fn start(name: &str) -> Broker {
+    pub(super) fn start(name: &str) -> Broker {
         Broker::start_with(name, |_| String::new())
     }
 
@@ -55,7 +55,7 @@ impl Broker {
     }
 
     /// Starts mosquitto and waits for the line that says it runs.
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         let mut child = Command::new("mosquitto")
             .arg("-c")
             .arg(self.dir.join("mosquitto.conf"))
@@ -91,19 +91,19 @@ impl Broker {
     }
 
     /// Stops it with SIGTERM (it saves its database) and waits.
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         let mut child = self.child.take().expect("running");
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         assert!(child.wait().unwrap().success());
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
 
     /// Publishes one message at QoS 1, waiting for the broker's ack.
-    fn publish(&self, topic: &str, payload: &str) {
+    pub(super) fn publish(&self, topic: &str, payload: &str) {
         let status = Command::new("mosquitto_pub")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q", "1"])
             .args(["-t", topic, "-m", payload])
@@ -166,7 +166,7 @@ impl Drop for Broker {
     }
 }
 
-const TOPIC: &str = "mfapi/ships/s1/speed";
+pub(super) const TOPIC: &str = "mfapi/ships/s1/speed";
 
 /// Instants `from..from + n` at [`at`], value `i`, one per line.
 fn instant_lines(from: usize, n: usize) -> String {
@@ -176,7 +176,12 @@ fn instant_lines(from: usize, n: usize) -> String {
 }
 
 /// `serve --mqtt URL ARGS`, once it is subscribed.
-fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) -> Serve {
+pub(super) fn serve_on(
+    name: &str,
+    broker: &Broker,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> Serve {
     let url = broker.url();
     let mut all = vec!["--mqtt", url.as_str()];
     all.extend_from_slice(args);
@@ -188,7 +193,7 @@ fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) 
 /// Waits for the line the server prints once subscribed (at each
 /// connection); a server that never prints it is killed after
 /// [`PATIENCE`], so the wait ends and the assertion says so.
-fn assert_subscribed(server: &mut Serve, broker: &Broker) {
+pub(super) fn assert_subscribed(server: &mut Serve, broker: &Broker) {
     let pid = server.pid() as i32;
     let (done, watch) = mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {

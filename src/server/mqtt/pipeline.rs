@@ -38,6 +38,7 @@ use crate::vocab::{Instant, Value};
 
 use super::super::App;
 use super::super::ingest;
+use super::super::metrics::{self, IngestSource};
 use super::super::table::Property;
 use super::payload::{self, Payload};
 use super::stats::Reason;
@@ -102,7 +103,7 @@ pub(super) async fn run(
         if received == 0 {
             break;
         }
-        let groups = sort(&mqtt, &mut acks, batch.drain(..));
+        let groups = sort(&app, &mqtt, &mut acks, batch.drain(..));
         let mut tasks = Vec::with_capacity(groups.len());
         for group in groups {
             let mark = marks.get(&group.key).copied();
@@ -183,7 +184,7 @@ impl Acks {
 
 /// Parses and routes each message: a bad one is counted and
 /// acknowledged, the good ones grouped by property.
-fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
+fn sort(app: &App, mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
     for msg in batch {
@@ -212,8 +213,7 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
         let (key, payload) = match parsed {
             Ok(good) => good,
             Err((reason, detail)) => {
-                mqtt.stats
-                    .bad(&msg.topic, reason, &detail, &msg.publish.payload);
+                refuse(app, mqtt, &msg, reason, reason.metric(), &detail);
                 acks.ack(&msg);
                 continue;
             }
@@ -271,8 +271,12 @@ async fn positions(app: &App, mqtt: &Mqtt, group: &mut Group) {
                 } else {
                     Reason::BadPosition
                 };
-                mqtt.stats
-                    .bad(&item.msg.topic, reason, problem.description(), payload);
+                let metric = if reason == Reason::NotJson {
+                    reason.metric()
+                } else {
+                    metrics::Reason::of(&problem)
+                };
+                refuse(app, mqtt, &item.msg, reason, metric, problem.description());
             }
         }
     }
@@ -335,14 +339,14 @@ async fn ingest(
     let n = kept.len();
     match ingest::take(&app, &group.key, kept, ()).await {
         Ok(_) => {
-            stats.instants.fetch_add(n as u64, Relaxed);
+            took(&app, &mqtt, n);
             return (group.key, last.or(mark), done(group.items));
         }
         Err(problem) => {
             if let Some(k) = problem.accepted().filter(|&k| k > 0) {
                 // Taken in part (memory only): the mark says how far.
                 mark = nth_datetime(group.items.iter().map(|i| &i.instants), mark, k).or(mark);
-                stats.instants.fetch_add(k as u64, Relaxed);
+                took(&app, &mqtt, k);
             }
         }
     }
@@ -381,7 +385,7 @@ async fn one(
         let n = kept.len();
         let problem = match ingest::take(app, key, kept, ()).await {
             Ok(_) => {
-                stats.instants.fetch_add(n as u64, Relaxed);
+                took(app, mqtt, n);
                 *mark = last.or(*mark);
                 return true;
             }
@@ -395,18 +399,13 @@ async fn one(
             } else {
                 Reason::WrongType
             };
-            let msg = &item.msg;
-            stats.bad(
-                &msg.topic,
-                reason,
-                problem.description(),
-                &msg.publish.payload,
-            );
+            let metric = metrics::Reason::of(&problem);
+            refuse(app, mqtt, &item.msg, reason, metric, problem.description());
             return true;
         }
         if let Some(k) = problem.accepted().filter(|&k| k > 0) {
             *mark = nth_datetime(std::iter::once(&item.instants), *mark, k).or(*mark);
-            stats.instants.fetch_add(k as u64, Relaxed);
+            took(app, mqtt, k);
         }
         if app.table.is_closing() {
             return false;
@@ -420,6 +419,22 @@ async fn one(
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(MAX_RETRY);
     }
+}
+
+/// Counts `n` instants the ingest path took: in MQTT's counters and in
+/// `mfstream_ingest_instants_total{source="mqtt"}`.
+fn took(app: &App, mqtt: &Mqtt, n: usize) {
+    mqtt.stats.instants.fetch_add(n as u64, Relaxed);
+    app.ingest_tally.accepted(IngestSource::Mqtt, n);
+}
+
+/// Counts a bad message: in MQTT's counters (and samples, and the log)
+/// by `reason`, and in `mfstream_ingest_refused_total{source="mqtt"}` by
+/// `metric`.
+fn refuse(app: &App, mqtt: &Mqtt, msg: &Msg, reason: Reason, metric: metrics::Reason, why: &str) {
+    mqtt.stats
+        .bad(&msg.topic, reason, why, &msg.publish.payload);
+    app.ingest_tally.refused(IngestSource::Mqtt, metric);
 }
 
 fn done(items: Vec<Item>) -> Vec<Msg> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value as Json, json};
 
+use super::super::metrics;
 use super::payload::cut;
 
 /// The bad messages kept as samples.
@@ -64,6 +65,35 @@ impl Reason {
             Reason::BadPosition => "badPosition",
         }
     }
+
+    /// The `reason` of `mfstream_ingest_refused_total{source="mqtt"}` for a
+    /// message refused before the ingest path answered: the one an HTTP
+    /// ingest of the same payload is refused for. (A message the ingest
+    /// path refused counts by its answer, as an HTTP ingest does.)
+    pub(crate) fn metric(self) -> metrics::Reason {
+        match self {
+            // JSON of another shape is `body` over HTTP too.
+            Reason::NotJson | Reason::WrongType => metrics::Reason::Body,
+            Reason::BadDatetime => metrics::Reason::Datetime,
+            Reason::TooLarge => metrics::Reason::TooLarge,
+            Reason::Topic => metrics::Reason::Topic,
+            Reason::BadPosition => metrics::Reason::Invalid,
+        }
+    }
+}
+
+/// The counters at one moment, for `GET /metrics`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) connected: bool,
+    pub(crate) subscribed: bool,
+    pub(crate) connects: u64,
+    pub(crate) messages: u64,
+    pub(crate) acked: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) retries: u64,
+    /// Bad messages by reason (its name), every reason once.
+    pub(crate) bad: Vec<(&'static str, u64)>,
 }
 
 #[derive(Debug)]
@@ -133,6 +163,23 @@ impl Stats {
                     cut(detail, SAMPLE_BYTES * 2)
                 );
             }
+        }
+    }
+
+    /// The counters now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            connected: self.connected.load(Relaxed),
+            subscribed: self.subscribed.load(Relaxed),
+            connects: self.connects.load(Relaxed),
+            messages: self.messages.load(Relaxed),
+            acked: self.acked.load(Relaxed),
+            duplicates: self.duplicates.load(Relaxed),
+            retries: self.retries.load(Relaxed),
+            bad: Reason::ALL
+                .iter()
+                .map(|r| (r.name(), self.bad[*r as usize].load(Relaxed)))
+                .collect(),
         }
     }
 
