@@ -543,6 +543,64 @@ async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results
     assert_each_once(&seen, n + 1);
 }
 
+#[tokio::test]
+async fn mqtt_positions_after_a_sigkill_of_serve_are_each_in_the_results_exactly_once() {
+    let broker = Broker::start("mqtt-positions-kill");
+    let state = TempDir::new("mqtt-positions-kill-state");
+    let dir = state.path().to_str().unwrap();
+    let args = [
+        "--state",
+        dir,
+        "--replay",
+        "100000",
+        "--replay-bytes",
+        "33554432",
+    ];
+    let server = serve_on("mqtt-positions-kill-1", &broker, &args, &[]);
+    let mut client = server.client();
+    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    // Position i at [i / 1000, 0], at [`at`]`(i)`.
+    let point = |i: usize| {
+        format!(
+            r#"{{"datetime":"{}","coordinates":[{},0]}}"#,
+            at(i),
+            i as f64 / 1000.0
+        )
+    };
+    let n = 10_000;
+    let lines: String = (0..n).map(|i| point(i) + "\n").collect();
+    let publisher = broker.publish_lines(POSITIONS, lines);
+    take(&mut sse, n / 10).await;
+    server.signal(libc::SIGKILL);
+    drop(sse);
+    publisher.await.expect("every message published");
+    drop(server);
+
+    // The same state directory, the same session: what was not
+    // acknowledged comes again, and the feature's mark (its last position
+    // in the log) drops what the store already had.
+    let server = serve_on("mqtt-positions-kill-2", &broker, &args, &[]);
+    broker.publish(POSITIONS, &point(n));
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(PATIENCE, sse.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on");
+        if event.event != "instant" {
+            continue;
+        }
+        let i = (event.json()["coordinates"][0].as_f64().unwrap() * 1000.0).round();
+        seen.push(i);
+        if i == n as f64 {
+            break;
+        }
+    }
+    assert_each_once(&seen, n + 1);
+}
+
 /// Runs `program args` in `dir`, which must succeed.
 fn run_in(dir: &TempDir, program: &str, args: &[&str]) {
     let out = Command::new(program)
