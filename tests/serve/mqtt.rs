@@ -544,6 +544,33 @@ async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results
 }
 
 #[tokio::test]
+async fn mqtt_positions_are_checked_in_the_reference_system_a_query_fixed() {
+    let broker = Broker::start("mqtt-positions-crs");
+    let server = serve_on("mqtt-positions-crs", &broker, &[], &[]);
+    let mut client = server.client();
+    let speed = register(&mut client, S, r#"{"operation":"speed","crs":"EPSG:3857"}"#).await;
+    let mut sse = server.subscribe(&format!("{speed}/stream"), &[]).await;
+    // Planar: any finite coordinates (out of the lon/lat ranges), metres.
+    broker.publish(POSITIONS, &position(0, 500_000.0, 4_000_000.0));
+    // A MovingPoint in another system than the feature's: bad.
+    broker.publish(
+        POSITIONS,
+        r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:05Z"],
+            "crs":"EPSG:4326"}"#,
+    );
+    broker.publish(POSITIONS, &position(10, 500_030.0, 4_000_040.0));
+    let events = take(&mut sse, 1).await;
+    let event = events[0].json();
+    assert_eq!(event["datetime"], "2026-01-01T00:00:10Z", "{event}");
+    // 50 m in 10 s (a 3-4-5 triangle).
+    assert_eq!(event["value"], 5.0, "{event}");
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["bad"]["badPosition"], 1, "{status}");
+    let detail = status["badSamples"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("EPSG:3857"), "{detail}");
+}
+
+#[tokio::test]
 async fn mqtt_positions_after_a_sigkill_of_serve_are_each_in_the_results_exactly_once() {
     let broker = Broker::start("mqtt-positions-kill");
     let state = TempDir::new("mqtt-positions-kill-state");
