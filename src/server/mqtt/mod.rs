@@ -452,24 +452,31 @@ async fn connect(
             }
             Ok(_) => {}
             Err(e) => {
-                let was = stats.connected.swap(false, Relaxed);
-                stats.subscribed.store(false, Relaxed);
-                let why = format!("{e}");
-                if was {
-                    tracing::warn!(broker = %mqtt.url, "mqtt: connection lost ({why}): reconnecting");
-                } else if backoff == MIN_BACKOFF {
-                    // The first failure of a series is worth a warning
-                    // (a broker down at start-up); the retries are not.
-                    tracing::warn!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying");
-                } else {
-                    tracing::debug!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying in {backoff:?}");
-                }
-                stats.set_error(Some(why));
+                disconnected(&mqtt, &e, backoff);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }
+}
+
+/// The connection failed (or could not be made): says so, and why, before
+/// the wait of `backoff`.
+fn disconnected(mqtt: &Mqtt, e: &impl std::fmt::Display, backoff: Duration) {
+    let stats = &mqtt.stats;
+    let was = stats.connected.swap(false, Relaxed);
+    stats.subscribed.store(false, Relaxed);
+    let why = format!("{e}");
+    if was {
+        tracing::warn!(broker = %mqtt.url, "mqtt: connection lost ({why}): reconnecting");
+    } else if backoff == MIN_BACKOFF {
+        // The first failure of a series is worth a warning (a broker down
+        // at start-up); the retries are not.
+        tracing::warn!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying");
+    } else {
+        tracing::debug!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying in {backoff:?}");
+    }
+    stats.set_error(Some(why));
 }
 
 /// The broker's answer to the subscriptions: granted (counted, so the
