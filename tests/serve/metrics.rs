@@ -261,10 +261,20 @@ async fn mqtt_traffic_moves_the_ingest_series_and_mqtts_own() {
     };
     broker.publish("mfapi/ships/s1/tgsequence", &position(1, 200));
     broker.publish("mfapi/ships/s1/tgsequence", &position(2, 1));
-    // The last two are taken after all the others were handled.
-    let seen = scrape_until(&mut client, "3 mqtt instants", |s| {
-        s.has("mfstream_ingest_instants_total", &[("source", "mqtt")])
-            && s.get("mfstream_ingest_instants_total", &[("source", "mqtt")]) == 3.0
+    // Every message handled: 3 instants taken, 6 messages refused (the
+    // groups of a batch are ingested concurrently, so it is not enough
+    // that the last one was taken).
+    let total = |s: &Scrape, name: &str, wanted: &str| -> f64 {
+        s.series
+            .iter()
+            .filter(|(key, _)| key.starts_with(name) && key.contains(wanted))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let seen = scrape_until(&mut client, "3 mqtt instants and 6 refused", |s| {
+        total(s, "mfstream_ingest_instants_total{", "mqtt") == 3.0
+            && total(s, "mfstream_ingest_refused_total{", "\"mqtt\"") == 6.0
+            && total(s, "mfstream_mqtt_bad_messages_total{", "reason") == 6.0
     })
     .await;
     let refused = |reason| [("source", "mqtt"), ("reason", reason)];
