@@ -118,8 +118,10 @@ async fn the_exposition_passes_promtool_check_metrics_with_every_kind_of_series(
     );
     let dir = TempDir::new("metrics-promtool-dir");
     let state = dir.join("state");
-    let server = Serve::start(
+    let broker = super::mqtt::Broker::start("metrics-promtool");
+    let server = super::mqtt::serve_on(
         "metrics-promtool",
+        &broker,
         &["--state", state.to_str().unwrap(), "--durability", "power"],
         &[],
     );
@@ -146,8 +148,13 @@ async fn the_exposition_passes_promtool_check_metrics_with_every_kind_of_series(
         client.post(&format!("{P}/ingest"), "nope").await.status,
         400
     );
+    // An MQTT message taken and a bad one.
+    broker.publish(super::mqtt::TOPIC, "nope");
+    broker.publish(super::mqtt::TOPIC, &instant(5, "5"));
+    take(&mut sse, 1).await;
     let text = scrape(&mut client).await.text;
     assert!(text.contains("mfstream_store_fsync_seconds_bucket{le=\"+Inf\"}"));
+    assert!(text.contains("mfstream_mqtt_bad_messages_total{reason=\"notJson\"} 1"));
 
     let mut check = Command::new(promtool)
         .args(["check", "metrics"])
@@ -231,6 +238,100 @@ async fn ingest_counts_accepted_instants_and_refused_bodies_by_reason() {
             "{reason}"
         );
     }
+}
+
+#[tokio::test]
+async fn mqtt_traffic_moves_the_ingest_series_and_mqtts_own() {
+    use super::mqtt::{Broker, TOPIC, assert_subscribed, serve_on};
+    let broker = &mut Broker::start("metrics-mqtt");
+    let mut server = serve_on("metrics-mqtt", broker, &["--max-body", "1024"], &[]);
+    let mut client = server.client();
+    register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let positions = "/collections/ships/items/s1/tgsequence";
+    register(&mut client, positions, r#"{"operation":"position"}"#).await;
+    broker.publish(TOPIC, &format!("[{},{}]", instant(1, "1"), instant(2, "2")));
+    broker.publish(TOPIC, &instant(2, "2")); // a duplicate
+    broker.publish(TOPIC, "nope");
+    broker.publish(TOPIC, r#"{"datetime":"soon","value":1}"#);
+    broker.publish(TOPIC, &instant(3, "\"fast\"")); // text on a TReal property
+    broker.publish(TOPIC, &" ".repeat(2000));
+    broker.publish("mfapi//s1/speed", &instant(1, "1"));
+    let position = |secs: u32, lon: u32| {
+        format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},1]}}"#)
+    };
+    broker.publish("mfapi/ships/s1/tgsequence", &position(1, 200));
+    broker.publish("mfapi/ships/s1/tgsequence", &position(2, 1));
+    // Every message handled: 3 instants taken, 6 messages refused (the
+    // groups of a batch are ingested concurrently, so it is not enough
+    // that the last one was taken).
+    let total = |s: &Scrape, name: &str, wanted: &str| -> f64 {
+        s.series
+            .iter()
+            .filter(|(key, _)| key.starts_with(name) && key.contains(wanted))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    let seen = scrape_until(&mut client, "3 mqtt instants and 6 refused", |s| {
+        total(s, "mfstream_ingest_instants_total{", "mqtt") == 3.0
+            && total(s, "mfstream_ingest_refused_total{", "\"mqtt\"") == 6.0
+            && total(s, "mfstream_mqtt_bad_messages_total{", "reason") == 6.0
+    })
+    .await;
+    let refused = |reason| [("source", "mqtt"), ("reason", reason)];
+    for (reason, n) in [
+        ("body", 1.0),
+        ("datetime", 1.0),
+        ("value", 1.0),
+        ("too_large", 1.0),
+        ("topic", 1.0),
+        ("invalid", 1.0),
+        ("busy", 0.0),
+    ] {
+        assert_eq!(
+            seen.get("mfstream_ingest_refused_total", &refused(reason)),
+            n,
+            "{reason}"
+        );
+    }
+    // HTTP's counts are its own.
+    assert_eq!(seen.get("mfstream_ingest_instants_total", &HTTP), 0.0);
+    assert_eq!(
+        seen.get("mfstream_ingest_refused_total", &http_refused("topic")),
+        0.0
+    );
+    for (reason, n) in [
+        ("notJson", 1.0),
+        ("wrongType", 1.0),
+        ("badDatetime", 1.0),
+        ("tooLarge", 1.0),
+        ("topic", 1.0),
+        ("badPosition", 1.0),
+    ] {
+        assert_eq!(
+            seen.get("mfstream_mqtt_bad_messages_total", &[("reason", reason)]),
+            n,
+            "{reason}"
+        );
+    }
+    assert_eq!(seen.get("mfstream_mqtt_duplicates_total", &[]), 1.0);
+    assert_eq!(seen.get("mfstream_mqtt_messages_total", &[]), 9.0);
+    assert_eq!(seen.get("mfstream_mqtt_connected", &[]), 1.0);
+    assert_eq!(seen.get("mfstream_mqtt_subscribed", &[]), 1.0);
+    assert_eq!(seen.get("mfstream_mqtt_connections_total", &[]), 1.0);
+
+    // A broker restart: disconnected, then connected again.
+    broker.stop();
+    scrape_until(&mut client, "disconnected", |s| {
+        s.get("mfstream_mqtt_connected", &[]) == 0.0
+            && s.get("mfstream_mqtt_subscribed", &[]) == 0.0
+    })
+    .await;
+    broker.run();
+    assert_subscribed(&mut server, broker);
+    let again = scrape(&mut client).await;
+    assert_eq!(again.get("mfstream_mqtt_connections_total", &[]), 2.0);
+    assert_eq!(again.get("mfstream_mqtt_connected", &[]), 1.0);
+    assert_eq!(again.get("mfstream_mqtt_subscribed", &[]), 1.0);
 }
 
 #[tokio::test]
@@ -482,9 +583,17 @@ async fn in_flight_bytes_and_connections_move_with_the_requests_open() {
 
 #[tokio::test]
 async fn the_readme_lists_every_metric_served_and_no_other() {
+    // Every family is served: the store's with --state, MQTT's with --mqtt
+    // (on a real mosquitto).
+    let broker = super::mqtt::Broker::start("metrics-readme");
     let dir = TempDir::new("metrics-readme-dir");
     let state = dir.join("state");
-    let server = Serve::start("metrics-readme", &["--state", state.to_str().unwrap()], &[]);
+    let server = super::mqtt::serve_on(
+        "metrics-readme",
+        &broker,
+        &["--state", state.to_str().unwrap()],
+        &[],
+    );
     let served = scrape(&mut server.client()).await.families();
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
     let section = readme
@@ -492,18 +601,37 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
         .nth(1)
         .expect("README has a ### Metrics section");
     let section = section.split("\n#").next().unwrap();
-    let listed: Vec<String> = section
+    let rows: Vec<(String, &str)> = section
         .lines()
         .filter_map(|line| line.strip_prefix("| `mfstream_"))
-        .map(|rest| format!("mfstream_{}", rest.split('`').next().unwrap()))
+        .map(|rest| {
+            let name = format!("mfstream_{}", rest.split('`').next().unwrap());
+            let meaning = rest.rsplit(" | ").next().unwrap();
+            (name, meaning)
+        })
         .collect();
     let mut served_sorted = served.clone();
     served_sorted.sort();
-    let mut listed_sorted = listed.clone();
+    let mut listed_sorted: Vec<String> = rows.iter().map(|(name, _)| name.clone()).collect();
     listed_sorted.sort();
     assert_eq!(
         served_sorted, listed_sorted,
-        "README's ### Metrics table and GET /metrics differ"
+        "README's ### Metrics table and GET /metrics (with --state and --mqtt) differ"
+    );
+    // The rows that say "with `--mqtt`" are MQTT's families, and a server
+    // without --mqtt serves none of them.
+    for (name, meaning) in &rows {
+        assert_eq!(
+            name.starts_with("mfstream_mqtt_"),
+            meaning.starts_with("with `--mqtt`"),
+            "{name}: {meaning}"
+        );
+    }
+    let plain = Serve::start("metrics-readme-plain", &[], &[]);
+    let families = scrape(&mut plain.client()).await.families();
+    assert!(
+        !families.iter().any(|f| f.starts_with("mfstream_mqtt_")),
+        "{families:?}"
     );
 }
 

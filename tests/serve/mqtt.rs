@@ -10,7 +10,7 @@ use super::*;
 
 /// A mosquitto of the test's own: a config file on a loopback port, its
 /// database in the test's directory.
-struct Broker {
+pub(super) struct Broker {
     child: Option<Child>,
     port: u16,
     dir: TempDir,
@@ -19,7 +19,7 @@ struct Broker {
 }
 
 impl Broker {
-    fn start(name: &str) -> Broker {
+    pub(super) fn start(name: &str) -> Broker {
         Broker::start_with(name, |_| String::new())
     }
 
@@ -55,7 +55,7 @@ impl Broker {
     }
 
     /// Starts mosquitto and waits for the line that says it runs.
-    fn run(&mut self) {
+    pub(super) fn run(&mut self) {
         let mut child = Command::new("mosquitto")
             .arg("-c")
             .arg(self.dir.join("mosquitto.conf"))
@@ -91,19 +91,19 @@ impl Broker {
     }
 
     /// Stops it with SIGTERM (it saves its database) and waits.
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         let mut child = self.child.take().expect("running");
         // SAFETY: signalling our own child.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
         assert!(child.wait().unwrap().success());
     }
 
-    fn url(&self) -> String {
+    pub(super) fn url(&self) -> String {
         format!("mqtt://127.0.0.1:{}", self.port)
     }
 
     /// Publishes one message at QoS 1, waiting for the broker's ack.
-    fn publish(&self, topic: &str, payload: &str) {
+    pub(super) fn publish(&self, topic: &str, payload: &str) {
         let status = Command::new("mosquitto_pub")
             .args(["-h", "127.0.0.1", "-p", &self.port.to_string(), "-q", "1"])
             .args(["-t", topic, "-m", payload])
@@ -166,7 +166,7 @@ impl Drop for Broker {
     }
 }
 
-const TOPIC: &str = "mfapi/ships/s1/speed";
+pub(super) const TOPIC: &str = "mfapi/ships/s1/speed";
 
 /// Instants `from..from + n` at [`at`], value `i`, one per line.
 fn instant_lines(from: usize, n: usize) -> String {
@@ -176,7 +176,12 @@ fn instant_lines(from: usize, n: usize) -> String {
 }
 
 /// `serve --mqtt URL ARGS`, once it is subscribed.
-fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) -> Serve {
+pub(super) fn serve_on(
+    name: &str,
+    broker: &Broker,
+    args: &[&str],
+    env: &[(&str, String)],
+) -> Serve {
     let url = broker.url();
     let mut all = vec!["--mqtt", url.as_str()];
     all.extend_from_slice(args);
@@ -188,7 +193,7 @@ fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) 
 /// Waits for the line the server prints once subscribed (at each
 /// connection); a server that never prints it is killed after
 /// [`PATIENCE`], so the wait ends and the assertion says so.
-fn assert_subscribed(server: &mut Serve, broker: &Broker) {
+pub(super) fn assert_subscribed(server: &mut Serve, broker: &Broker) {
     let pid = server.pid() as i32;
     let (done, watch) = mpsc::channel::<()>();
     let watchdog = std::thread::spawn(move || {
@@ -332,7 +337,7 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
     assert_eq!(bad["wrongType"], 2, "{status}");
     assert_eq!(bad["badDatetime"], 1, "{status}");
     assert_eq!(bad["topic"], 1, "{status}");
-    assert_eq!(bad["positions"], 1, "{status}");
+    assert_eq!(bad["badPosition"], 1, "{status}");
     assert_eq!(bad["tooLarge"], 1, "{status}");
     assert_eq!(status["messages"], 8, "{status}");
     let samples = status["badSamples"].as_array().unwrap();
@@ -351,9 +356,9 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
         assert!(detail.contains(text), "{reason}: {detail}");
     };
     assert_eq!(sample("topic")["topic"], "mfapi//s1/speed");
-    assert_eq!(sample("positions")["topic"], "mfapi/ships/s1/tgsequence");
+    assert_eq!(sample("badPosition")["topic"], "mfapi/ships/s1/tgsequence");
     assert_eq!(sample("notJson")["payload"], "nope");
-    says("positions", "positions not supported yet");
+    says("badPosition", "invalid type: integer");
     says("badDatetime", "\"soon\"");
     says("tooLarge", "at most --max-body (1024)");
     let refused = samples
@@ -367,6 +372,103 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
             .contains("the property is TReal"),
         "{status}"
     );
+}
+
+/// The positions of ship s1, and their topic.
+const S: &str = "/collections/ships/items/s1/tgsequence";
+const POSITIONS: &str = "mfapi/ships/s1/tgsequence";
+
+/// A position at `secs` seconds into 2026.
+fn position(secs: u32, lon: f64, lat: f64) -> String {
+    format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},{lat}]}}"#)
+}
+
+#[tokio::test]
+async fn mqtt_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_are_counted() {
+    let broker = Broker::start("mqtt-positions");
+    let server = serve_on("mqtt-positions", &broker, &[], &[]);
+    let mut client = server.client();
+    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    // One instant, an array, a MovingPoint (the forms of POST S/ingest).
+    broker.publish(POSITIONS, &position(0, 4.35, 50.85));
+    broker.publish(
+        POSITIONS,
+        &format!(
+            "[{},{}]",
+            position(1, 4.36, 50.86),
+            position(2, 4.37, 50.87)
+        ),
+    );
+    broker.publish(
+        POSITIONS,
+        r#"{"type":"MovingPoint","coordinates":[[4.38,50.88],[4.39,50.89,12]],
+            "datetimes":["2026-01-01T00:00:03Z","2026-01-01T00:00:04Z"],"interpolation":"Linear"}"#,
+    );
+    // At or before the feature's last position: a duplicate.
+    broker.publish(POSITIONS, &position(2, 4.37, 50.87));
+    // Bad: out of range, not JSON, a property's instant, the wrong crs
+    // (the feature's is geodetic), datetimes not increasing.
+    broker.publish(POSITIONS, &position(5, 200.0, 0.0));
+    broker.publish(POSITIONS, "nope");
+    broker.publish(POSITIONS, &instant(5, "1"));
+    broker.publish(
+        POSITIONS,
+        r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:05Z"],
+            "crs":"EPSG:3857"}"#,
+    );
+    broker.publish(
+        POSITIONS,
+        &format!("[{},{}]", position(6, 1.0, 2.0), position(6, 1.0, 3.0)),
+    );
+    // A position on a property's topic is the wrong type.
+    broker.publish(TOPIC, &position(5, 1.0, 2.0));
+    broker.publish(POSITIONS, &position(7, 4.4, 50.9));
+    let events = take(&mut sse, 6).await;
+    let got: Vec<(String, serde_json::Value)> = events
+        .iter()
+        .map(|e| {
+            let j = e.json();
+            assert_eq!(j["property"], "tgsequence", "{j}");
+            (
+                j["datetime"].as_str().unwrap().to_owned(),
+                j["coordinates"].clone(),
+            )
+        })
+        .collect();
+    let want = |secs: u32, c: serde_json::Value| (format!("2026-01-01T00:00:{secs:02}Z"), c);
+    use serde_json::json;
+    assert_eq!(
+        got,
+        [
+            want(0, json!([4.35, 50.85])),
+            want(1, json!([4.36, 50.86])),
+            want(2, json!([4.37, 50.87])),
+            want(3, json!([4.38, 50.88])),
+            want(4, json!([4.39, 50.89, 12])),
+            want(7, json!([4.4, 50.9])),
+        ]
+    );
+    let status = client.get("/ingest/mqtt").await.json();
+    let bad = &status["bad"];
+    assert_eq!(bad["badPosition"], 4, "{status}");
+    assert_eq!(bad["notJson"], 1, "{status}");
+    assert_eq!(bad["wrongType"], 1, "{status}");
+    assert_eq!(status["duplicates"], 1, "{status}");
+    let samples = status["badSamples"].as_array().unwrap();
+    let detail = |text: &str| {
+        samples
+            .iter()
+            .find(|s| s["detail"].as_str().unwrap().contains(text))
+            .unwrap_or_else(|| panic!("a sample saying {text:?}: {status}"))
+    };
+    assert_eq!(detail("longitude 200")["reason"], "badPosition");
+    assert_eq!(detail("longitude 200")["topic"], POSITIONS);
+    assert_eq!(detail("EPSG:3857")["reason"], "badPosition");
+    assert_eq!(detail("must increase")["reason"], "badPosition");
+    let wrong = detail("send it to /collections/ships/items/s1/tgsequence/ingest");
+    assert_eq!(wrong["reason"], "wrongType");
+    assert_eq!(wrong["topic"], TOPIC);
 }
 
 #[tokio::test]
@@ -438,6 +540,91 @@ async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results
     broker.publish(TOPIC, &instant(n, &n.to_string()));
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
     let seen = until_value(&mut sse, n as f64).await;
+    assert_each_once(&seen, n + 1);
+}
+
+#[tokio::test]
+async fn mqtt_positions_are_checked_in_the_reference_system_a_query_fixed() {
+    let broker = Broker::start("mqtt-positions-crs");
+    let server = serve_on("mqtt-positions-crs", &broker, &[], &[]);
+    let mut client = server.client();
+    let speed = register(&mut client, S, r#"{"operation":"speed","crs":"EPSG:3857"}"#).await;
+    let mut sse = server.subscribe(&format!("{speed}/stream"), &[]).await;
+    // Planar: any finite coordinates (out of the lon/lat ranges), metres.
+    broker.publish(POSITIONS, &position(0, 500_000.0, 4_000_000.0));
+    // A MovingPoint in another system than the feature's: bad.
+    broker.publish(
+        POSITIONS,
+        r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:05Z"],
+            "crs":"EPSG:4326"}"#,
+    );
+    broker.publish(POSITIONS, &position(10, 500_030.0, 4_000_040.0));
+    let events = take(&mut sse, 1).await;
+    let event = events[0].json();
+    assert_eq!(event["datetime"], "2026-01-01T00:00:10Z", "{event}");
+    // 50 m in 10 s (a 3-4-5 triangle).
+    assert_eq!(event["value"], 5.0, "{event}");
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["bad"]["badPosition"], 1, "{status}");
+    let detail = status["badSamples"][0]["detail"].as_str().unwrap();
+    assert!(detail.contains("EPSG:3857"), "{detail}");
+}
+
+#[tokio::test]
+async fn mqtt_positions_after_a_sigkill_of_serve_are_each_in_the_results_exactly_once() {
+    let broker = Broker::start("mqtt-positions-kill");
+    let state = TempDir::new("mqtt-positions-kill-state");
+    let dir = state.path().to_str().unwrap();
+    let args = [
+        "--state",
+        dir,
+        "--replay",
+        "100000",
+        "--replay-bytes",
+        "33554432",
+    ];
+    let server = serve_on("mqtt-positions-kill-1", &broker, &args, &[]);
+    let mut client = server.client();
+    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    // Position i at [i / 1000, 0], at [`at`]`(i)`.
+    let point = |i: usize| {
+        format!(
+            r#"{{"datetime":"{}","coordinates":[{},0]}}"#,
+            at(i),
+            i as f64 / 1000.0
+        )
+    };
+    let n = 10_000;
+    let lines: String = (0..n).map(|i| point(i) + "\n").collect();
+    let publisher = broker.publish_lines(POSITIONS, lines);
+    take(&mut sse, n / 10).await;
+    server.signal(libc::SIGKILL);
+    drop(sse);
+    publisher.await.expect("every message published");
+    drop(server);
+
+    // The same state directory, the same session: what was not
+    // acknowledged comes again, and the feature's mark (its last position
+    // in the log) drops what the store already had.
+    let server = serve_on("mqtt-positions-kill-2", &broker, &args, &[]);
+    broker.publish(POSITIONS, &point(n));
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    let mut seen = Vec::new();
+    loop {
+        let event = tokio::time::timeout(PATIENCE, sse.next())
+            .await
+            .expect("an event in time")
+            .expect("the stream goes on");
+        if event.event != "instant" {
+            continue;
+        }
+        let i = (event.json()["coordinates"][0].as_f64().unwrap() * 1000.0).round();
+        seen.push(i);
+        if i == n as f64 {
+            break;
+        }
+    }
     assert_each_once(&seen, n + 1);
 }
 

@@ -18,8 +18,8 @@
 //! Every label takes values from a bounded set: `query` (with `property`
 //! and `engine`) one per query registered, at most `--max-queries` (1,024
 //! by default; a deleted query's series go with it); `engine` the
-//! registry's engines; `source`, `reason` and `status` fixed lists. So a
-//! scrape holds 12 series per query plus a few dozen.
+//! registry's engines; `source`, `reason` and `status` fixed lists (MQTT's
+//! `reason` too). So a scrape holds 12 series per query plus a few dozen.
 //! The README's "Metrics" section lists every metric.
 
 mod tally;
@@ -45,6 +45,7 @@ use self::tally::EngineTotals;
 pub(crate) use self::tally::{EngineTally, IngestSource, IngestTally, QueryTally, Reason};
 
 use super::App;
+use super::mqtt::MqttSnapshot;
 use super::problem::Problem;
 
 /// How long a scrape waits for the journal's numbers: well within
@@ -98,6 +99,8 @@ struct Snapshot {
     streams: u64,
     /// With `--state`, when the journal answered.
     store: Option<JournalStats>,
+    /// With `--mqtt`.
+    mqtt: Option<MqttSnapshot>,
 }
 
 #[derive(Debug)]
@@ -196,6 +199,7 @@ impl Snapshot {
             connections_accepted: app.connections.accepted(),
             streams: app.streams.open() as u64,
             store,
+            mqtt: app.mqtt.as_ref().map(|m| m.snapshot()),
         }
     }
 
@@ -428,12 +432,71 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// MQTT's own counters (`--mqtt`); its instants and refusals are in
+    /// the ingest families, `source="mqtt"`.
+    fn encode_mqtt(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let Some(mqtt) = &self.mqtt else {
+            return Ok(());
+        };
+        gauge(
+            enc,
+            "mfstream_mqtt_connected",
+            "1 while connected to the MQTT broker, else 0.",
+            one(u64::from(mqtt.connected)),
+        )?;
+        gauge(
+            enc,
+            "mfstream_mqtt_subscribed",
+            "1 while the broker has granted the subscriptions of this connection, else 0.",
+            one(u64::from(mqtt.subscribed)),
+        )?;
+        counter(
+            enc,
+            "mfstream_mqtt_connections",
+            "Connections made to the MQTT broker: the first and each reconnection.",
+            one(mqtt.connects),
+        )?;
+        counter(
+            enc,
+            "mfstream_mqtt_messages",
+            "MQTT messages received, redeliveries included.",
+            one(mqtt.messages),
+        )?;
+        counter(
+            enc,
+            "mfstream_mqtt_acknowledged",
+            "MQTT messages acknowledged to the broker.",
+            one(mqtt.acked),
+        )?;
+        counter(
+            enc,
+            "mfstream_mqtt_duplicates",
+            "MQTT instants dropped as duplicates (at or before their property's last).",
+            one(mqtt.duplicates),
+        )?;
+        counter(
+            enc,
+            "mfstream_mqtt_retries",
+            "MQTT ingests tried again (a query's buffer full, the store unavailable).",
+            one(mqtt.retries),
+        )?;
+        counter(
+            enc,
+            "mfstream_mqtt_bad_messages",
+            "Bad MQTT messages (acknowledged and dropped), by reason.",
+            mqtt.bad.iter().map(|(r, n)| ([("reason", *r)], *n)),
+        )
+    }
+}
+
 impl Collector for Snapshot {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         self.encode_queries(&mut enc)?;
         self.encode_engines(&mut enc)?;
         self.encode_ingest(&mut enc)?;
         self.encode_store(&mut enc)?;
+        self.encode_mqtt(&mut enc)?;
         self.encode_server(&mut enc)
     }
 }

@@ -186,22 +186,23 @@ impl Drop for Running {
     }
 }
 
-/// Where instants come from: the label `source`. HTTP ingest only, for now;
-/// another source (MQTT) adds its variant here and counts through the same
-/// [`IngestTally`].
+/// Where instants come from: the label `source`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum IngestSource {
     /// `POST …/ingest`.
     Http,
+    /// `serve --mqtt`: a broker's messages.
+    Mqtt,
 }
 
 impl IngestSource {
-    pub(crate) const ALL: [IngestSource; 1] = [IngestSource::Http];
+    pub(crate) const ALL: [IngestSource; 2] = [IngestSource::Http, IngestSource::Mqtt];
 
     /// The label value.
     pub(crate) fn name(self) -> &'static str {
         match self {
             IngestSource::Http => "http",
+            IngestSource::Mqtt => "mqtt",
         }
     }
 }
@@ -221,7 +222,8 @@ pub(crate) enum Reason {
     Datetime,
     /// A value that does not fit the property's type.
     Value,
-    /// Another invalid field.
+    /// Another invalid field (400), or a valid one that does not fit
+    /// (422: a `MovingPoint`'s `crs` not the feature's).
     Invalid,
     /// `--max-inflight-bytes` reached (503).
     InFlight,
@@ -231,12 +233,14 @@ pub(crate) enum Reason {
     Store,
     /// The server is shutting down (503).
     Unavailable,
+    /// A topic no `--mqtt-topic` pattern matches (MQTT only).
+    Topic,
     /// Anything else (an internal failure).
     Other,
 }
 
 impl Reason {
-    pub(crate) const ALL: [Reason; 12] = [
+    pub(crate) const ALL: [Reason; 13] = [
         Reason::MediaType,
         Reason::TooLarge,
         Reason::Timeout,
@@ -248,6 +252,7 @@ impl Reason {
         Reason::Busy,
         Reason::Store,
         Reason::Unavailable,
+        Reason::Topic,
         Reason::Other,
     ];
 
@@ -265,6 +270,7 @@ impl Reason {
             Reason::Busy => "busy",
             Reason::Store => "store",
             Reason::Unavailable => "unavailable",
+            Reason::Topic => "topic",
             Reason::Other => "other",
         }
     }
@@ -278,7 +284,7 @@ impl Reason {
             ("InvalidParameterValue", Some("body")) => Reason::Body,
             ("InvalidParameterValue", Some("datetime")) => Reason::Datetime,
             ("InvalidParameterValue", Some("value")) => Reason::Value,
-            ("InvalidParameterValue", _) => Reason::Invalid,
+            ("InvalidParameterValue" | "UnprocessableEntity", _) => Reason::Invalid,
             ("TooManyBytesInFlight", _) => Reason::InFlight,
             ("StateStoreUnavailable", _) => Reason::Store,
             ("ServiceUnavailable", _) if problem.accepted().is_some() => Reason::Busy,
@@ -375,6 +381,12 @@ mod tests {
         tally.answered(IngestSource::Http, Err(&Problem::ingest_busy(2, 9, 5)));
         tally.answered(
             IngestSource::Http,
+            Err(&Problem::unprocessable("crs", "not the feature's")),
+        );
+        tally.accepted(IngestSource::Mqtt, 3);
+        tally.refused(IngestSource::Mqtt, Reason::Topic);
+        tally.answered(
+            IngestSource::Http,
             Err(&Problem::new(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "UnsupportedMediaType",
@@ -386,8 +398,10 @@ mod tests {
             (Reason::Datetime, 1),
             (Reason::Busy, 1),
             (Reason::MediaType, 1),
+            (Reason::Invalid, 1),
             (Reason::Body, 0),
             (Reason::Unavailable, 0),
+            (Reason::Topic, 0),
         ] {
             assert_eq!(
                 tally.refused_from(IngestSource::Http, reason),
@@ -395,6 +409,9 @@ mod tests {
                 "{reason:?}"
             );
         }
+        assert_eq!(tally.accepted_from(IngestSource::Mqtt), 3);
+        assert_eq!(tally.refused_from(IngestSource::Mqtt, Reason::Topic), 1);
+        assert_eq!(tally.refused_from(IngestSource::Mqtt, Reason::Datetime), 0);
     }
 
     #[test]

@@ -50,7 +50,9 @@ use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::App;
+use super::metrics::IngestSource;
 use super::problem::Problem;
+pub(crate) use stats::Snapshot as MqttSnapshot;
 use stats::{Reason, Stats};
 use topic::Pattern;
 
@@ -292,6 +294,11 @@ impl Mqtt {
         })
     }
 
+    /// Its counters now, for `GET /metrics`.
+    pub(crate) fn snapshot(&self) -> MqttSnapshot {
+        self.stats.snapshot()
+    }
+
     /// Counts the subscriptions granted: it moves once per connection.
     pub(crate) fn subscriptions(&self) -> watch::Receiver<u64> {
         self.subscribed.subscribe()
@@ -353,13 +360,13 @@ pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken)
             .clamp(1, Semaphore::MAX_PERMITS),
     ));
     let reader = connect(
+        app.clone(),
         eventloop,
         client.clone(),
         tx,
         bytes,
         mqtt.clone(),
         connection.clone(),
-        app.options.max_body,
     );
     let ingest = pipeline::run(app, mqtt, client, rx, connection);
     tokio::select! {
@@ -373,15 +380,16 @@ pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken)
 /// connection, and sends each message to the pipeline, waiting (not
 /// reading) while [`MAX_INFLIGHT`] messages or the bytes are held.
 async fn connect(
+    app: Arc<App>,
     mut eventloop: EventLoop,
     client: AsyncClient,
     tx: mpsc::Sender<Msg>,
     bytes: Arc<Semaphore>,
     mqtt: Arc<Mqtt>,
     connection: Arc<AtomicU64>,
-    max_body: usize,
 ) {
     let stats = &mqtt.stats;
+    let max_body = app.options.max_body;
     let filters: Vec<Filter> = mqtt
         .patterns
         .iter()
@@ -418,6 +426,8 @@ async fn connect(
                         publish.payload.len()
                     );
                     stats.bad(&topic, Reason::TooLarge, &detail, &[]);
+                    app.ingest_tally
+                        .refused(IngestSource::Mqtt, Reason::TooLarge.metric());
                     if client.ack(&publish).await.is_err() {
                         return;
                     }
@@ -442,24 +452,31 @@ async fn connect(
             }
             Ok(_) => {}
             Err(e) => {
-                let was = stats.connected.swap(false, Relaxed);
-                stats.subscribed.store(false, Relaxed);
-                let why = format!("{e}");
-                if was {
-                    tracing::warn!(broker = %mqtt.url, "mqtt: connection lost ({why}): reconnecting");
-                } else if backoff == MIN_BACKOFF {
-                    // The first failure of a series is worth a warning
-                    // (a broker down at start-up); the retries are not.
-                    tracing::warn!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying");
-                } else {
-                    tracing::debug!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying in {backoff:?}");
-                }
-                stats.set_error(Some(why));
+                disconnected(&mqtt, &e, backoff);
                 tokio::time::sleep(backoff).await;
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
         }
     }
+}
+
+/// The connection failed (or could not be made): says so, and why, before
+/// the wait of `backoff`.
+fn disconnected(mqtt: &Mqtt, e: &impl std::fmt::Display, backoff: Duration) {
+    let stats = &mqtt.stats;
+    let was = stats.connected.swap(false, Relaxed);
+    stats.subscribed.store(false, Relaxed);
+    let why = format!("{e}");
+    if was {
+        tracing::warn!(broker = %mqtt.url, "mqtt: connection lost ({why}): reconnecting");
+    } else if backoff == MIN_BACKOFF {
+        // The first failure of a series is worth a warning (a broker down
+        // at start-up); the retries are not.
+        tracing::warn!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying");
+    } else {
+        tracing::debug!(broker = %mqtt.url, "mqtt: cannot connect ({why}): retrying in {backoff:?}");
+    }
+    stats.set_error(Some(why));
 }
 
 /// The broker's answer to the subscriptions: granted (counted, so the

@@ -18,6 +18,10 @@
 //! server's clock when ingested (microseconds, UTC), at least a
 //! microsecond after the mark, so it is never a duplicate (nor recognised
 //! as one when redelivered).
+//!
+//! A feature's positions (a `…/tgsequence` topic) take the same path: a
+//! group of their own (the feature's `tgsequence` path), parsed by its
+//! ingest task in the feature's reference system, and the same mark.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -29,10 +33,13 @@ use rumqttc::v5::mqttbytes::v5::Publish;
 use tokio::sync::mpsc;
 
 use crate::datetime::Timestamp;
+use crate::geo::Crs;
 use crate::vocab::{Instant, Value};
 
 use super::super::App;
 use super::super::ingest;
+use super::super::metrics::{self, IngestSource};
+use super::super::table::Property;
 use super::payload::{self, Payload};
 use super::stats::Reason;
 use super::topic::{self, Route};
@@ -96,7 +103,7 @@ pub(super) async fn run(
         if received == 0 {
             break;
         }
-        let groups = sort(&mqtt, &mut acks, batch.drain(..));
+        let groups = sort(&app, &mqtt, &mut acks, batch.drain(..));
         let mut tasks = Vec::with_capacity(groups.len());
         for group in groups {
             let mark = marks.get(&group.key).copied();
@@ -177,7 +184,7 @@ impl Acks {
 
 /// Parses and routes each message: a bad one is counted and
 /// acknowledged, the good ones grouped by property.
-fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
+fn sort(app: &App, mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
     let mut groups: Vec<Group> = Vec::new();
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
     for msg in batch {
@@ -194,20 +201,19 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
                         .join(", ")
                 ),
             )),
-            Some(Route::Positions(key)) => positions(&key, &msg.publish.payload).map(|()| None),
-            Some(Route::Property(key)) => {
-                payload::parse(&msg.publish.payload).map(|p| Some((key, p)))
+            // Parsed by the group's ingest task: it needs the feature's
+            // reference system, which a query may have fixed.
+            Some(Route::Positions(key)) => {
+                Ok((PropertyPath::sequence(key.collection, key.feature), None))
             }
+            Some(Route::Property(key)) => payload::parse(&msg.publish.payload)
+                .and_then(|p| no_positions(&key, p))
+                .map(|p| (key, Some(p))),
         };
         let (key, payload) = match parsed {
-            Ok(Some(good)) => good,
-            Ok(None) => {
-                acks.ack(&msg);
-                continue;
-            }
+            Ok(good) => good,
             Err((reason, detail)) => {
-                mqtt.stats
-                    .bad(&msg.topic, reason, &detail, &msg.publish.payload);
+                refuse(app, mqtt, &msg, reason, reason.metric(), &detail);
                 acks.ack(&msg);
                 continue;
             }
@@ -222,8 +228,9 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
         });
         let group = &mut groups[at];
         let instants = match payload {
-            Payload::Instants(instants) => instants,
-            Payload::Number(v) => {
+            None => Vec::new(),
+            Some(Payload::Instants(instants)) => instants,
+            Some(Payload::Number(v)) => {
                 group.numbers.push((group.items.len(), v));
                 Vec::new()
             }
@@ -233,16 +240,75 @@ fn sort(mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<G
     groups
 }
 
-/// A feature's positions (`…/tgsequence`): the seam for the moving-point
-/// ingest. Until it exists, they are refused as bad messages.
-fn positions(_key: &PropertyPath, _payload: &[u8]) -> Result<(), (Reason, String)> {
-    Err((
-        Reason::Positions,
-        format!(
-            "positions not supported yet: {:?} is reserved for a feature's positions",
-            topic::POSITIONS
-        ),
-    ))
+/// Parses the messages of a feature's positions (`…/tgsequence`) as
+/// `POST …/tgsequence/ingest` parses a body: in the feature's reference
+/// system, which the first positions fix when no query has (geodetic, or
+/// a `MovingPoint`'s own `crs`). A message that is not positions is a bad
+/// message (counted; acknowledged with the group, its instants empty).
+async fn positions(app: &App, mqtt: &Mqtt, group: &mut Group) {
+    let property = app.table.property(&group.key);
+    let mut known = match &property {
+        Some(property) => crs_of(property).await,
+        None => None,
+    };
+    for item in &mut group.items {
+        let payload = &item.msg.publish.payload;
+        match super::super::positions::parse(payload, known) {
+            Ok((instants, crs)) => {
+                if known.is_none()
+                    && let Some(property) = &property
+                {
+                    super::super::positions::fix_crs(property, crs).await;
+                    known = crs_of(property).await;
+                }
+                item.instants = instants;
+            }
+            Err(problem) => {
+                let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                    Reason::TooLarge
+                } else if !is_json(payload) {
+                    Reason::NotJson
+                } else {
+                    Reason::BadPosition
+                };
+                let metric = if reason == Reason::NotJson {
+                    reason.metric()
+                } else {
+                    metrics::Reason::of(&problem)
+                };
+                refuse(app, mqtt, &item.msg, reason, metric, problem.description());
+            }
+        }
+    }
+}
+
+/// A property's payload, none of its instants a position (those are a
+/// feature's, on its `tgsequence` topic).
+fn no_positions(key: &PropertyPath, payload: Payload) -> Result<Payload, (Reason, String)> {
+    match payload {
+        Payload::Instants(instants) => super::super::positions::scalars(instants, key)
+            .map(Payload::Instants)
+            .map_err(|problem| (Reason::WrongType, problem.description().to_owned())),
+        number => Ok(number),
+    }
+}
+
+/// The reference system a feature's positions are checked in, once fixed.
+async fn crs_of(property: &Property) -> Option<Crs> {
+    let state = property.state.lock().await;
+    super::super::positions::feature_crs(state.property_type, state.crs)
+}
+
+/// Whether `payload` is JSON, or JSON lines.
+fn is_json(payload: &[u8]) -> bool {
+    let json = |text: &[u8]| serde_json::from_slice::<serde::de::IgnoredAny>(text).is_ok();
+    let trimmed = payload.trim_ascii();
+    !trimmed.is_empty()
+        && (json(trimmed)
+            || trimmed
+                .split(|&b| b == b'\n')
+                .filter(|line| !line.trim_ascii().is_empty())
+                .all(json))
 }
 
 /// Ingests one group; its property's mark after it, and the messages to
@@ -258,7 +324,11 @@ async fn ingest(
         Some(mark) => mark,
         None => seed(&app, &group.key).await,
     };
-    stamp(&mut group, mark);
+    if group.key.is_sequence() {
+        positions(&app, &mqtt, &mut group).await;
+    } else {
+        stamp(&mut group, mark);
+    }
     let stats = &mqtt.stats;
     // The whole group at once, the common case.
     let (kept, duplicates, last) = fresh(group.items.iter().map(|i| &i.instants), mark);
@@ -269,14 +339,14 @@ async fn ingest(
     let n = kept.len();
     match ingest::take(&app, &group.key, kept, ()).await {
         Ok(_) => {
-            stats.instants.fetch_add(n as u64, Relaxed);
+            took(&app, &mqtt, n);
             return (group.key, last.or(mark), done(group.items));
         }
         Err(problem) => {
             if let Some(k) = problem.accepted().filter(|&k| k > 0) {
                 // Taken in part (memory only): the mark says how far.
                 mark = nth_datetime(group.items.iter().map(|i| &i.instants), mark, k).or(mark);
-                stats.instants.fetch_add(k as u64, Relaxed);
+                took(&app, &mqtt, k);
             }
         }
     }
@@ -315,7 +385,7 @@ async fn one(
         let n = kept.len();
         let problem = match ingest::take(app, key, kept, ()).await {
             Ok(_) => {
-                stats.instants.fetch_add(n as u64, Relaxed);
+                took(app, mqtt, n);
                 *mark = last.or(*mark);
                 return true;
             }
@@ -324,21 +394,18 @@ async fn one(
         if problem.status().is_client_error() {
             let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                 Reason::TooLarge
+            } else if key.is_sequence() {
+                Reason::BadPosition
             } else {
                 Reason::WrongType
             };
-            let msg = &item.msg;
-            stats.bad(
-                &msg.topic,
-                reason,
-                problem.description(),
-                &msg.publish.payload,
-            );
+            let metric = metrics::Reason::of(&problem);
+            refuse(app, mqtt, &item.msg, reason, metric, problem.description());
             return true;
         }
         if let Some(k) = problem.accepted().filter(|&k| k > 0) {
             *mark = nth_datetime(std::iter::once(&item.instants), *mark, k).or(*mark);
-            stats.instants.fetch_add(k as u64, Relaxed);
+            took(app, mqtt, k);
         }
         if app.table.is_closing() {
             return false;
@@ -352,6 +419,22 @@ async fn one(
         tokio::time::sleep(wait).await;
         wait = (wait * 2).min(MAX_RETRY);
     }
+}
+
+/// Counts `n` instants the ingest path took: in MQTT's counters and in
+/// `mfstream_ingest_instants_total{source="mqtt"}`.
+fn took(app: &App, mqtt: &Mqtt, n: usize) {
+    mqtt.stats.instants.fetch_add(n as u64, Relaxed);
+    app.ingest_tally.accepted(IngestSource::Mqtt, n);
+}
+
+/// Counts a bad message: in MQTT's counters (and samples, and the log)
+/// by `reason`, and in `mfstream_ingest_refused_total{source="mqtt"}` by
+/// `metric`.
+fn refuse(app: &App, mqtt: &Mqtt, msg: &Msg, reason: Reason, metric: metrics::Reason, why: &str) {
+    mqtt.stats
+        .bad(&msg.topic, reason, why, &msg.publish.payload);
+    app.ingest_tally.refused(IngestSource::Mqtt, metric);
 }
 
 fn done(items: Vec<Item>) -> Vec<Msg> {

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value as Json, json};
 
+use super::super::metrics;
 use super::payload::cut;
 
 /// The bad messages kept as samples.
@@ -36,8 +37,11 @@ pub(crate) enum Reason {
     /// A topic no `--mqtt-topic` pattern matches (an empty id, one over
     /// 256 bytes).
     Topic,
-    /// A position (`…/tgsequence`) while position ingest is not there.
-    Positions,
+    /// A feature's positions (`…/tgsequence`) that are JSON but not
+    /// positions: not one of the forms, coordinates that are not two or
+    /// three numbers or out of the lon/lat ranges, a datetime that does not
+    /// parse or does not increase, a `MovingPoint`'s `crs` not the feature's.
+    BadPosition,
 }
 
 impl Reason {
@@ -47,7 +51,7 @@ impl Reason {
         Reason::BadDatetime,
         Reason::TooLarge,
         Reason::Topic,
-        Reason::Positions,
+        Reason::BadPosition,
     ];
 
     /// The reason's name in the counters.
@@ -58,9 +62,38 @@ impl Reason {
             Reason::BadDatetime => "badDatetime",
             Reason::TooLarge => "tooLarge",
             Reason::Topic => "topic",
-            Reason::Positions => "positions",
+            Reason::BadPosition => "badPosition",
         }
     }
+
+    /// The `reason` of `mfstream_ingest_refused_total{source="mqtt"}` for a
+    /// message refused before the ingest path answered: the one an HTTP
+    /// ingest of the same payload is refused for. (A message the ingest
+    /// path refused counts by its answer, as an HTTP ingest does.)
+    pub(crate) fn metric(self) -> metrics::Reason {
+        match self {
+            // JSON of another shape is `body` over HTTP too.
+            Reason::NotJson | Reason::WrongType => metrics::Reason::Body,
+            Reason::BadDatetime => metrics::Reason::Datetime,
+            Reason::TooLarge => metrics::Reason::TooLarge,
+            Reason::Topic => metrics::Reason::Topic,
+            Reason::BadPosition => metrics::Reason::Invalid,
+        }
+    }
+}
+
+/// The counters at one moment, for `GET /metrics`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Snapshot {
+    pub(crate) connected: bool,
+    pub(crate) subscribed: bool,
+    pub(crate) connects: u64,
+    pub(crate) messages: u64,
+    pub(crate) acked: u64,
+    pub(crate) duplicates: u64,
+    pub(crate) retries: u64,
+    /// Bad messages by reason (its name), every reason once.
+    pub(crate) bad: Vec<(&'static str, u64)>,
 }
 
 #[derive(Debug)]
@@ -130,6 +163,23 @@ impl Stats {
                     cut(detail, SAMPLE_BYTES * 2)
                 );
             }
+        }
+    }
+
+    /// The counters now.
+    pub(crate) fn snapshot(&self) -> Snapshot {
+        Snapshot {
+            connected: self.connected.load(Relaxed),
+            subscribed: self.subscribed.load(Relaxed),
+            connects: self.connects.load(Relaxed),
+            messages: self.messages.load(Relaxed),
+            acked: self.acked.load(Relaxed),
+            duplicates: self.duplicates.load(Relaxed),
+            retries: self.retries.load(Relaxed),
+            bad: Reason::ALL
+                .iter()
+                .map(|r| (r.name(), self.bad[*r as usize].load(Relaxed)))
+                .collect(),
         }
     }
 
