@@ -9,14 +9,13 @@ use tracing::Instrument;
 use crate::aggregate::{WindowError, Windower};
 use crate::clock::WallClock;
 use crate::engine::{
-    AggregatesIn, BATCH, EngineError, EngineInfo, EngineKind, QueryHandle, QueryOutput, Serves,
-    Source, StreamEngine,
+    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
 use crate::on_error::OnError;
 use crate::ops::{DomainError, Op, Transform};
-use crate::plan::{self, Plan, plan};
+use crate::plan::{self, Plan, Pushed, Records, plan};
 use crate::spec::{QueryKind, QuerySpec};
-use crate::vocab::{Event, Instant, InstantEvent, QueryStatus, Value};
+use crate::vocab::{Event, Instant, InstantEvent, Value};
 
 /// The name of the built-in engine.
 pub const LOCAL: &str = "local";
@@ -81,7 +80,7 @@ pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Sour
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
-    tokio::spawn(run(work, source, output).instrument(span));
+    tokio::spawn(plan::drive(work, source, output).instrument(span));
     handle
 }
 
@@ -99,14 +98,6 @@ struct Work {
     /// Records skipped since the last instant event (a transform alone):
     /// the next one carries them.
     carry: u64,
-}
-
-/// What became of one instant.
-enum Pushed {
-    /// Its events (if any) were pushed.
-    Done,
-    /// It has no result and was skipped (`onError: skip`).
-    Skipped,
 }
 
 impl Work {
@@ -131,16 +122,17 @@ impl Work {
         self.on_error = on_error;
         self
     }
+}
 
-    /// A live query's windows, advanced to the wall clock.
-    async fn tick(&mut self, output: &QueryOutput) -> Result<(), QueryStatus> {
-        plan::tick(self.windower.as_deref_mut(), self.clock.as_ref(), output).await
+impl Records for Work {
+    type Error = RecordError;
+
+    fn windows(&mut self) -> (Option<&mut Windower>, Option<&WallClock>) {
+        (self.windower.as_deref_mut(), self.clock.as_ref())
     }
 
-    /// Processes one instant, its events pushed onto `events`; an error
-    /// names the record and fails the query. A record with no result in
-    /// its operation's domain is skipped under `onError: skip`, else an
-    /// error too.
+    /// A record with no result in its operation's domain is skipped under
+    /// `onError: skip`, else an error too.
     fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<Pushed, RecordError> {
         let instant = match &self.transform {
             Some(transform) => match transformed(transform, instant) {
@@ -175,79 +167,6 @@ impl Work {
             }
         }
     }
-}
-
-/// Delivers a batch's events in chunks of about [`BATCH`], so that the
-/// events of records that close many windows are never all held at once.
-/// Results before a failing record are delivered, then the failure. A
-/// skipped record is counted in the query's total; the next event carries
-/// it.
-async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Option<QueryStatus> {
-    let mut events = Vec::with_capacity(batch.len().min(BATCH));
-    for instant in batch {
-        let (skipped, failure) = match work.push(instant, &mut events) {
-            Ok(pushed) => (matches!(pushed, Pushed::Skipped), None),
-            Err(reason) => (false, Some(reason)),
-        };
-        match work.windower.as_deref_mut() {
-            Some(windower) => plan::count_skipped(windower, output),
-            None if skipped => output.progress().count_skipped(1),
-            None => {}
-        }
-        if events.len() >= BATCH || failure.is_some() {
-            let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
-            if output.emit(chunk).await.is_err() {
-                return Some(QueryStatus::Stopped);
-            }
-        }
-        if let Some(reason) = failure {
-            return Some(QueryStatus::Failed {
-                reason: reason.to_string(),
-            });
-        }
-    }
-    output
-        .emit(events)
-        .await
-        .is_err()
-        .then_some(QueryStatus::Stopped)
-}
-
-/// A live query advances its windows on the wall clock: before each batch
-/// (so that records the clock has passed are late), and at the deadline of
-/// the next window holding records, without a later record; a held clock
-/// from its release on (an empty batch: see [`WallClock::held`]).
-async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
-    let status = loop {
-        let deadline = plan::deadline(work.windower.as_deref(), work.clock.as_ref());
-        let batch = tokio::select! {
-            biased;
-            _ = output.stopping() => break QueryStatus::Stopped,
-            batch = source.next_batch() => batch,
-            _ = plan::sleep_until(deadline), if deadline.is_some() => {
-                if let Err(status) = work.tick(&output).await {
-                    break status;
-                }
-                continue;
-            }
-        };
-        match batch {
-            None => break QueryStatus::Completed,
-            Some(Err(e)) => break QueryStatus::Failed { reason: e.0 },
-            Some(Ok(batch)) => {
-                output.progress().add_in(batch.len());
-                if let Err(status) = work.tick(&output).await {
-                    break status;
-                }
-                if let Some(status) = apply(&mut work, batch, &output).await {
-                    break status;
-                }
-            }
-        }
-    };
-    let status = plan::finish(work.windower.as_deref_mut(), &output, status).await;
-    tracing::debug!(%status, "query ended");
-    output.finish(status);
 }
 
 /// Why a record fails a local query.

@@ -7,12 +7,14 @@
 //! [`Windower`] computes the windows, over the engine's outputs or, when
 //! there is no transform, over the instants themselves. A bridge engine
 //! whose job aggregates is the one exception: it asks for the whole query.
+//! In process (the `local` engine, a position query), [`drive`] runs a
+//! query's [`Records`] record by record.
 
 use std::sync::Arc;
 
 use crate::aggregate::{Aggregate, Windower};
 use crate::clock::WallClock;
-use crate::engine::{BATCH, Progress, QueryOutput};
+use crate::engine::{BATCH, Progress, QueryOutput, Source};
 use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::spec::{QueryKind, QuerySpec};
@@ -247,6 +249,111 @@ pub(crate) async fn finish(
             reason: reason.to_string(),
         },
     }
+}
+
+/// What became of one record in process.
+pub(crate) enum Pushed {
+    /// Its events (if any) were pushed.
+    Done,
+    /// It has no result and was skipped (`onError: skip`).
+    Skipped,
+}
+
+/// A query run in process record by record: the `local` engine's
+/// transform and windows, or a position query's. [`drive`] runs either.
+pub(crate) trait Records {
+    /// Why a record fails the query.
+    type Error: std::fmt::Display;
+
+    /// Processes one record, its events pushed onto `events`; an error
+    /// names the record and fails the query. A record skipped under
+    /// `onError: skip` is counted by the windows when there are some (the
+    /// next window's event carries it), else by [`drive`].
+    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<Pushed, Self::Error>;
+
+    /// Its windows, if any, and its live wall clock, if any.
+    fn windows(&mut self) -> (Option<&mut Windower>, Option<&WallClock>);
+}
+
+/// Runs `work` over `source` to its end: a live query's windows advance on
+/// the wall clock before each batch (so that records the clock has passed
+/// are late), and at the deadline of the next window holding records,
+/// without a later record; a held clock from its release on (an empty
+/// batch: see [`WallClock::held`]).
+pub(crate) async fn drive(mut work: impl Records, mut source: Source, output: QueryOutput) {
+    let status = loop {
+        let (windower, clock) = work.windows();
+        let deadline = deadline(windower.as_deref(), clock);
+        let batch = tokio::select! {
+            biased;
+            _ = output.stopping() => break QueryStatus::Stopped,
+            batch = source.next_batch() => batch,
+            _ = sleep_until(deadline), if deadline.is_some() => {
+                let (windower, clock) = work.windows();
+                if let Err(status) = tick(windower, clock, &output).await {
+                    break status;
+                }
+                continue;
+            }
+        };
+        match batch {
+            None => break QueryStatus::Completed,
+            Some(Err(e)) => break QueryStatus::Failed { reason: e.0 },
+            Some(Ok(batch)) => {
+                output.progress().add_in(batch.len());
+                let (windower, clock) = work.windows();
+                if let Err(status) = tick(windower, clock, &output).await {
+                    break status;
+                }
+                if let Some(status) = apply(&mut work, batch, &output).await {
+                    break status;
+                }
+            }
+        }
+    };
+    let status = finish(work.windows().0, &output, status).await;
+    tracing::debug!(%status, "query ended");
+    output.finish(status);
+}
+
+/// Delivers a batch's events in chunks of about [`BATCH`], so that the
+/// events of records that close many windows are never all held at once.
+/// Results before a failing record are delivered, then the failure. A
+/// skipped record is counted in the query's total; the next event carries
+/// it.
+async fn apply(
+    work: &mut impl Records,
+    batch: Vec<Instant>,
+    output: &QueryOutput,
+) -> Option<QueryStatus> {
+    let mut events = Vec::with_capacity(batch.len().min(BATCH));
+    for instant in batch {
+        let (skipped, failure) = match work.push(instant, &mut events) {
+            Ok(pushed) => (matches!(pushed, Pushed::Skipped), None),
+            Err(reason) => (false, Some(reason)),
+        };
+        match work.windows().0 {
+            Some(windower) => count_skipped(windower, output),
+            None if skipped => output.progress().count_skipped(1),
+            None => {}
+        }
+        if events.len() >= BATCH || failure.is_some() {
+            let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
+            if output.emit(chunk).await.is_err() {
+                return Some(QueryStatus::Stopped);
+            }
+        }
+        if let Some(reason) = failure {
+            return Some(QueryStatus::Failed {
+                reason: reason.to_string(),
+            });
+        }
+    }
+    output
+        .emit(events)
+        .await
+        .is_err()
+        .then_some(QueryStatus::Stopped)
 }
 
 #[cfg(test)]

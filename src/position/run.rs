@@ -10,15 +10,13 @@ use super::{Measure, PositionQuery, What};
 use crate::aggregate::{Aggregate, WindowError, Windower};
 use crate::clock::WallClock;
 use crate::datetime;
-use crate::engine::{BATCH, QueryHandle, QueryOutput, Source};
+use crate::engine::{QueryHandle, Source};
 use crate::geo::{self, Crs, Micros};
 use crate::on_error::OnError;
-use crate::plan;
+use crate::plan::{self, Pushed, Records};
 use crate::spec::QuerySpec;
 use crate::spec_error::SpecError;
-use crate::vocab::{
-    DetectEvent, Event, Instant, InstantEvent, Point, PropertyType, QueryStatus, Value,
-};
+use crate::vocab::{DetectEvent, Event, Instant, InstantEvent, Point, PropertyType, Value};
 
 /// Runs `query` (the kind of `spec`) in process, its handle naming
 /// `engine`.
@@ -32,7 +30,7 @@ pub(crate) fn submit(
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
-    tokio::spawn(run(work, source, output).instrument(span));
+    tokio::spawn(plan::drive(work, source, output).instrument(span));
     Ok(handle)
 }
 
@@ -64,8 +62,6 @@ struct Work {
     /// Records skipped since the last event (no windower): the next event
     /// carries them.
     carry: u64,
-    /// Records skipped and not yet counted in the query's total.
-    uncounted: u64,
 }
 
 impl Work {
@@ -121,27 +117,55 @@ impl Work {
             on_error: spec.on_error,
             last: None,
             carry: 0,
-            uncounted: 0,
         })
     }
+
+    /// The position's time and point, or why it cannot be measured.
+    fn check(&self, instant: &Instant) -> Result<(Micros, geo::Point), PositionError> {
+        let datetime = || instant.datetime.clone();
+        let Value::Point(point) = &instant.value else {
+            return Err(PositionError::NotPoint {
+                datetime: datetime(),
+                value: instant.value.clone(),
+            });
+        };
+        let p = geo::Point::new(point.x, point.y);
+        geo::check_point(self.crs, p).map_err(|error| PositionError::Point {
+            datetime: datetime(),
+            error,
+        })?;
+        let t = datetime::parse(&instant.datetime)
+            .ok_or_else(|| PositionError::Datetime(datetime()))?
+            .micros();
+        if let Some(last) = self.last
+            && t <= last
+        {
+            return Err(PositionError::NotAfter {
+                datetime: datetime(),
+                previous: datetime::format_micros(last),
+            });
+        }
+        Ok((t, p))
+    }
+}
+
+impl Records for Work {
+    type Error = PositionError;
 
     /// Processes one position, its events pushed onto `events`; an error
     /// fails the query. A position that cannot be measured (not a point
     /// of the reference system, or not after the previous one) is skipped
     /// under `onError: skip` (the next event counts it), else an error.
-    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<(), PositionError> {
+    fn push(&mut self, instant: Instant, events: &mut Vec<Event>) -> Result<Pushed, PositionError> {
         let (t, p) = match self.check(&instant) {
             Ok(at) => at,
             Err(reason) if self.on_error == OnError::Skip => {
                 tracing::debug!(%reason, "position skipped");
                 match &mut self.windower {
                     Some(windower) => windower.skip(1),
-                    None => {
-                        self.carry += 1;
-                        self.uncounted += 1;
-                    }
+                    None => self.carry += 1,
                 }
-                return Ok(());
+                return Ok(Pushed::Skipped);
             }
             Err(reason) => return Err(reason),
         };
@@ -181,14 +205,17 @@ impl Work {
             }
         };
         let Some(value) = value else {
-            return Ok(());
+            return Ok(Pushed::Done);
         };
         let instant = Instant {
             datetime: instant.datetime,
             value,
         };
         match &mut self.windower {
-            Some(windower) => Ok(windower.push(instant, events)?),
+            Some(windower) => {
+                windower.push(instant, events)?;
+                Ok(Pushed::Done)
+            }
             None => {
                 events.push(Event::Instant(InstantEvent {
                     datetime: instant.datetime,
@@ -197,37 +224,13 @@ impl Work {
                     operation: self.operation.clone(),
                     skipped: std::mem::take(&mut self.carry),
                 }));
-                Ok(())
+                Ok(Pushed::Done)
             }
         }
     }
 
-    /// The position's time and point, or why it cannot be measured.
-    fn check(&self, instant: &Instant) -> Result<(Micros, geo::Point), PositionError> {
-        let datetime = || instant.datetime.clone();
-        let Value::Point(point) = &instant.value else {
-            return Err(PositionError::NotPoint {
-                datetime: datetime(),
-                value: instant.value.clone(),
-            });
-        };
-        let p = geo::Point::new(point.x, point.y);
-        geo::check_point(self.crs, p).map_err(|error| PositionError::Point {
-            datetime: datetime(),
-            error,
-        })?;
-        let t = datetime::parse(&instant.datetime)
-            .ok_or_else(|| PositionError::Datetime(datetime()))?
-            .micros();
-        if let Some(last) = self.last
-            && t <= last
-        {
-            return Err(PositionError::NotAfter {
-                datetime: datetime(),
-                previous: datetime::format_micros(last),
-            });
-        }
-        Ok((t, p))
+    fn windows(&mut self) -> (Option<&mut Windower>, Option<&WallClock>) {
+        (self.windower.as_deref_mut(), self.clock.as_ref())
     }
 }
 
@@ -256,72 +259,4 @@ enum PositionError {
     /// The window's aggregate failed.
     #[error(transparent)]
     Window(#[from] WindowError),
-}
-
-/// Delivers a batch's events in chunks of about [`BATCH`]; results before
-/// a failing record are delivered, then the failure.
-async fn apply(work: &mut Work, batch: Vec<Instant>, output: &QueryOutput) -> Option<QueryStatus> {
-    let mut events = Vec::with_capacity(batch.len().min(BATCH));
-    for instant in batch {
-        let failure = work.push(instant, &mut events).err();
-        match work.windower.as_deref_mut() {
-            Some(windower) => plan::count_skipped(windower, output),
-            None => output
-                .progress()
-                .count_skipped(std::mem::take(&mut work.uncounted)),
-        }
-        if events.len() >= BATCH || failure.is_some() {
-            let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
-            if output.emit(chunk).await.is_err() {
-                return Some(QueryStatus::Stopped);
-            }
-        }
-        if let Some(reason) = failure {
-            return Some(QueryStatus::Failed {
-                reason: reason.to_string(),
-            });
-        }
-    }
-    output
-        .emit(events)
-        .await
-        .is_err()
-        .then_some(QueryStatus::Stopped)
-}
-
-/// As the local engine's loop: a live query's windows also close on the
-/// wall clock.
-async fn run(mut work: Work, mut source: Source, output: QueryOutput) {
-    let status = loop {
-        let deadline = plan::deadline(work.windower.as_deref(), work.clock.as_ref());
-        let batch = tokio::select! {
-            biased;
-            _ = output.stopping() => break QueryStatus::Stopped,
-            batch = source.next_batch() => batch,
-            _ = plan::sleep_until(deadline), if deadline.is_some() => {
-                if let Err(status) = plan::tick(work.windower.as_deref_mut(), work.clock.as_ref(), &output).await {
-                    break status;
-                }
-                continue;
-            }
-        };
-        match batch {
-            None => break QueryStatus::Completed,
-            Some(Err(e)) => break QueryStatus::Failed { reason: e.0 },
-            Some(Ok(batch)) => {
-                output.progress().add_in(batch.len());
-                if let Err(status) =
-                    plan::tick(work.windower.as_deref_mut(), work.clock.as_ref(), &output).await
-                {
-                    break status;
-                }
-                if let Some(status) = apply(&mut work, batch, &output).await {
-                    break status;
-                }
-            }
-        }
-    };
-    let status = plan::finish(work.windower.as_deref_mut(), &output, status).await;
-    tracing::debug!(%status, "query ended");
-    output.finish(status);
 }
