@@ -1,7 +1,8 @@
 //! The page at `/`, driven in a real headless browser (Debian's chromium):
 //! its self-test mode registers a query, pushes instants, checks the results
 //! arrive and are drawn, deletes the query, and reports its outcome to the
-//! server, where this test waits for it.
+//! server, where this test waits for it. The map of a feature's positions
+//! is in [`map`].
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -9,6 +10,8 @@ use std::time::Duration;
 
 use crate::serve::{Serve, register};
 use crate::util::{TempDir, require};
+
+mod map;
 
 /// Where the page reports its self-test outcome.
 const OUTCOME: &str = "/collections/selftest/items/page/tproperties/outcome";
