@@ -1,6 +1,9 @@
 //! The map of a feature's positions on the page: what the server tells it
-//! (a position query's reference system and geometry).
+//! (a position query's reference system and geometry), and what a real
+//! browser draws of a track, its fence and the detections, checked on the
+//! pixels of its screenshot.
 
+use super::cdp::Browser;
 use crate::serve::{Serve, register};
 
 /// The positions of ship s1.
@@ -42,4 +45,194 @@ async fn a_position_querys_link_gives_its_crs_and_the_geometry_the_map_draws() {
         link.get("crs").is_none() && link.get("geometry").is_none(),
         "{link}"
     );
+}
+
+/// A decoded screenshot: width, height and RGBA pixels.
+struct Picture {
+    width: usize,
+    height: usize,
+    rgba: Vec<u8>,
+}
+
+impl Picture {
+    fn decode(png: &[u8]) -> Picture {
+        let mut decoder = ::png::Decoder::new(std::io::Cursor::new(png));
+        decoder.set_transformations(::png::Transformations::EXPAND | ::png::Transformations::ALPHA);
+        let mut reader = decoder.read_info().expect("a PNG");
+        let mut buffer = vec![0; reader.output_buffer_size().expect("a PNG of a sane size")];
+        let info = reader.next_frame(&mut buffer).expect("a PNG's frame");
+        assert_eq!(info.bit_depth, ::png::BitDepth::Eight);
+        assert_eq!(info.color_type, ::png::ColorType::Rgba);
+        buffer.truncate(info.buffer_size());
+        Picture {
+            width: info.width as usize,
+            height: info.height as usize,
+            rgba: buffer,
+        }
+    }
+
+    /// The pixels within a small distance of `colour` (anti-aliased edges
+    /// blend into the background): how many, and their bounding box
+    /// `[x0, y0, x1, y1]`.
+    fn find(&self, colour: [u8; 3]) -> (usize, [usize; 4]) {
+        let mut count = 0;
+        let mut bbox = [usize::MAX, usize::MAX, 0, 0];
+        for (i, px) in self.rgba.chunks_exact(4).enumerate() {
+            let near = px[..3]
+                .iter()
+                .zip(colour)
+                .all(|(&a, b)| a.abs_diff(b) <= 12);
+            if near {
+                let (x, y) = (i % self.width, i / self.width);
+                count += 1;
+                bbox = [
+                    bbox[0].min(x),
+                    bbox[1].min(y),
+                    bbox[2].max(x),
+                    bbox[3].max(y),
+                ];
+            }
+        }
+        (count, bbox)
+    }
+}
+
+/// The page's colours (page.html's style): a first track, a fence's
+/// outline, an `enter` and an `exit` mark.
+const TRACK: [u8; 3] = [0x15, 0x65, 0xc0];
+const FENCE_LINE: [u8; 3] = [0xef, 0x6c, 0x00];
+const ENTER: [u8; 3] = [0x2e, 0x7d, 0x32];
+const EXIT: [u8; 3] = [0xc6, 0x28, 0x28];
+
+/// The map's area on the page, its legend below included.
+const MAP_AREA: &str = "(() => { const m = $('map').getBoundingClientRect(), \
+    l = $('maplegend').getBoundingClientRect(); \
+    return [m.x + scrollX, m.y + scrollY, m.width, l.bottom - m.top]; })()";
+
+fn clip(value: &serde_json::Value) -> [f64; 4] {
+    let v: Vec<f64> = value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    [v[0], v[1], v[2], v[3]]
+}
+
+/// Where a copy of the screenshot goes, for a person to look at:
+/// `$MFSTREAM_MAP_PNG`, else nowhere.
+fn keep(png: &[u8], name: &str) {
+    if let Some(dir) = std::env::var_os("MFSTREAM_MAP_PNG") {
+        std::fs::write(std::path::Path::new(&dir).join(name), png).unwrap();
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs chromium: apt-get install chromium"]
+async fn the_map_draws_a_track_its_fence_and_the_detections_in_a_real_browser() {
+    let server = Serve::start("map-browser", &[], &[]);
+    let mut client = server.client();
+    register(&mut client, S, r#"{"operation":"position"}"#).await;
+    let fence = register(
+        &mut client,
+        S,
+        &format!(r#"{{"geofence":{FENCE},"detect":["enter","exit"]}}"#),
+    )
+    .await;
+    register(&mut client, S, r#"{"operation":"speed"}"#).await;
+    let ship = std::fs::read_to_string(crate::util::root().join("examples/ship.ndjson")).unwrap();
+    let response = client.post(&format!("{S}/ingest"), &ship).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(response.json()["queries"], 3);
+    // The detections are out before the page opens: it reads them from
+    // the replay buffer, as a late subscriber does.
+    let mut detections = server.subscribe(&format!("{fence}/stream"), &[]).await;
+    crate::serve::take(&mut detections, 2).await;
+
+    let mut browser = Browser::start("map-profile");
+    browser.navigate(&format!("http://{}/?cid=ships&fid=s1&map=1", server.addr));
+    // An event, not a sleep: the page's promise that the map has drawn
+    // the 20 positions, the fence, both detections and speed labels.
+    let drawn =
+        browser.evaluate("mapDrawn({tracks: 1, points: 20, fences: 1, detects: 2, labels: 1})");
+    assert_eq!(drawn["tracks"], 1, "{drawn}");
+    assert_eq!(drawn["points"], 20, "{drawn}");
+    let area = clip(&browser.evaluate(MAP_AREA));
+    let png = browser.screenshot(area);
+    keep(&png, "map.png");
+    let picture = Picture::decode(&png);
+    assert!(
+        picture.width >= 600 && picture.height >= 300,
+        "{}x{}",
+        picture.width,
+        picture.height
+    );
+    let (track, track_box) = picture.find(TRACK);
+    let (fence_line, fence_box) = picture.find(FENCE_LINE);
+    let (enter, _) = picture.find(ENTER);
+    let (exit, _) = picture.find(EXIT);
+    let said = browser.said();
+    assert!(track > 300, "{track} track pixels; chromium said:\n{said}");
+    assert!(
+        fence_line > 300,
+        "{fence_line} fence pixels; chromium said:\n{said}"
+    );
+    assert!(enter > 20 && exit > 20, "{enter} enter, {exit} exit pixels");
+    // Fitted to the data: the track (2.800 to 2.838 E) is most of the
+    // map's width, and the fence (2.811 to 2.831 E) is inside it, about
+    // half as wide.
+    let width = |b: [usize; 4]| (b[2] - b[0]) as f64;
+    assert!(
+        width(track_box) > 0.6 * picture.width as f64,
+        "{track_box:?}"
+    );
+    let ratio = width(fence_box) / width(track_box);
+    assert!(
+        (0.4..0.65).contains(&ratio),
+        "fence {fence_box:?}, track {track_box:?}"
+    );
+    assert!(fence_box[0] > track_box[0] && fence_box[2] < track_box[2]);
+}
+
+#[tokio::test]
+#[ignore = "needs chromium: apt-get install chromium"]
+async fn a_track_across_the_antimeridian_is_drawn_across_it_not_back_around_the_world() {
+    let server = Serve::start("map-dateline", &[], &[]);
+    let mut client = server.client();
+    let d1 = "/collections/ships/items/d1/tgsequence";
+    register(&mut client, d1, r#"{"operation":"position"}"#).await;
+    // East across 180°: 179.95, 179.96, … 179.99, -180.00, -179.99, … in
+    // steps of 0.01°.
+    let body: String = (0..12)
+        .map(|i| {
+            let lon = 179.95 + 0.01 * f64::from(i);
+            let lon = if lon >= 180.0 { lon - 360.0 } else { lon };
+            format!(
+                "{{\"datetime\":\"2026-01-01T00:00:{i:02}Z\",\"coordinates\":[{lon:.2},-16.5]}}\n"
+            )
+        })
+        .collect();
+    let response = client.post(&format!("{d1}/ingest"), &body).await;
+    assert_eq!(response.status, 202, "{response:?}");
+
+    let mut browser = Browser::start("map-dateline-profile");
+    browser.navigate(&format!("http://{}/?cid=ships&fid=d1&map=1", server.addr));
+    browser.evaluate("mapDrawn({tracks: 1, points: 12})");
+    let points = browser.evaluate("document.querySelector('#map .track').getAttribute('points')");
+    let xs: Vec<f64> = points
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .map(|p| p.split(',').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(xs.len(), 12, "{points}");
+    // Evenly spaced, eastwards, across the map: not two clusters at its
+    // edges joined by a line across the world.
+    let steps: Vec<f64> = xs.windows(2).map(|w| w[1] - w[0]).collect();
+    for step in &steps {
+        assert!((step - steps[0]).abs() < 0.5 && *step > 0.0, "{steps:?}");
+    }
+    assert!(xs[11] - xs[0] > 500.0, "{xs:?}");
+    let area = clip(&browser.evaluate(MAP_AREA));
+    keep(&browser.screenshot(area), "map-dateline.png");
 }

@@ -11,22 +11,13 @@ use std::time::Duration;
 use crate::serve::{Serve, register};
 use crate::util::{TempDir, require};
 
+mod cdp;
 mod map;
+
+use cdp::chromium;
 
 /// Where the page reports its self-test outcome.
 const OUTCOME: &str = "/collections/selftest/items/page/tproperties/outcome";
-
-/// The browser: `$MFSTREAM_CHROMIUM`, else `chromium` on the PATH.
-fn chromium() -> Option<String> {
-    if let Some(path) = std::env::var_os("MFSTREAM_CHROMIUM") {
-        return Some(path.to_string_lossy().into_owned());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("chromium"))
-        .find(|p| p.is_file())
-        .map(|p| p.display().to_string())
-}
 
 /// Kills the browser's whole process group when dropped.
 struct Browser(std::process::Child);
