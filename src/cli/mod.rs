@@ -101,6 +101,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once, at start: a large variant (serve's flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every engine with its kind, readiness and why not ready.
@@ -496,6 +498,14 @@ pub struct ServeArgs {
     /// --state: of the address bound), the same at every restart]
     #[arg(long, value_name = "ID", requires = "mqtt")]
     pub mqtt_client_id: Option<String>,
+    /// Map tiles under the page's map: an http(s) URL template with {z},
+    /// {x} and {y} once each (Web Mercator tiles, as OpenStreetMap's), at
+    /// most 512 bytes, such as https://tile.example/{z}/{x}/{y}.png. The
+    /// page loads its tiles from that origin (its Content-Security-Policy
+    /// allows it then, and only then); anyone who can load the page sees
+    /// the template, a key in it included. [default: no tiles]
+    #[arg(long, value_name = "URL")]
+    pub tiles: Option<String>,
 }
 
 /// `serve --durability`: what a write to the state store survives.

@@ -48,6 +48,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
             username: std::env::var("MFSTREAM_MQTT_USERNAME").ok(),
             password: std::env::var("MFSTREAM_MQTT_PASSWORD").ok(),
         }),
+        tiles: args.tiles,
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

@@ -167,6 +167,11 @@ pub struct ServeOptions {
     /// MQTT ingest (`--mqtt URL`): subscribe to a broker and ingest what
     /// its topics carry, as `POST …/ingest` does. `None` (the default): off.
     pub mqtt: Option<MqttIngest>,
+    /// Map tiles under the page's map (`--tiles URL`): an `http(s)` URL
+    /// template with `{z}`, `{x}` and `{y}`, at most 512 bytes; the page's
+    /// Content-Security-Policy then lets it load images from that origin.
+    /// `None` (the default): no tiles, and images from the server only.
+    pub tiles: Option<String>,
 }
 
 impl Default for ServeOptions {
@@ -197,6 +202,7 @@ impl Default for ServeOptions {
             cors_origins: Vec::new(),
             max_query_log: 1024 * 1024 * 1024,
             mqtt: None,
+            tiles: None,
         }
     }
 }
@@ -246,6 +252,14 @@ pub enum ServeError {
     /// cannot be used: the message names it and the form expected.
     #[error("{0}")]
     Mqtt(String),
+    /// A `--tiles` template the page cannot use.
+    #[error("--tiles {value}: {why}")]
+    BadTiles {
+        /// The template, quoted and cut short.
+        value: String,
+        /// Why it is refused, and the form expected.
+        why: String,
+    },
     /// An `--allowed-host` or `--cors-origin` entry that cannot match.
     #[error("{option} {value:?}: {why}")]
     BadBrowserOption {
@@ -282,6 +296,8 @@ pub(crate) struct App {
     pub(crate) ingest_tally: metrics::IngestTally,
     /// MQTT ingest (`--mqtt`).
     pub(crate) mqtt: Option<Arc<mqtt::Mqtt>>,
+    /// The page's map tiles (`--tiles`).
+    pub(crate) tiles: Option<page::Tiles>,
 }
 
 impl App {
@@ -317,6 +333,11 @@ impl Server {
         }
         // Checked before the state is opened: a typo costs no restore.
         browser::Browsers::new(&options, options.addr)?;
+        let tiles = options
+            .tiles
+            .as_deref()
+            .map(page::Tiles::parse)
+            .transpose()?;
         if let Some(o) = &options.mqtt {
             mqtt::Mqtt::new(o, options.state.as_deref(), options.addr).map_err(ServeError::Mqtt)?;
         }
@@ -399,6 +420,7 @@ impl Server {
             connections: Arc::default(),
             ingest_tally: metrics::IngestTally::default(),
             mqtt,
+            tiles,
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;

@@ -7,7 +7,7 @@ use super::cdp::Browser;
 use crate::serve::{Serve, register};
 
 /// The positions of ship s1.
-const S: &str = "/collections/ships/items/s1/tgsequence";
+pub const S: &str = "/collections/ships/items/s1/tgsequence";
 
 /// A square fence, lon 2.811..2.831, lat 51.2..51.22 (README's walk-through).
 const FENCE: &str = r#"{"type":"Polygon","coordinates":[[[2.811,51.2],[2.831,51.2],[2.831,51.22],[2.811,51.22],[2.811,51.2]]]}"#;
@@ -48,14 +48,14 @@ async fn a_position_querys_link_gives_its_crs_and_the_geometry_the_map_draws() {
 }
 
 /// A decoded screenshot: width, height and RGBA pixels.
-struct Picture {
-    width: usize,
-    height: usize,
+pub struct Picture {
+    pub width: usize,
+    pub height: usize,
     rgba: Vec<u8>,
 }
 
 impl Picture {
-    fn decode(png: &[u8]) -> Picture {
+    pub fn decode(png: &[u8]) -> Picture {
         let mut decoder = ::png::Decoder::new(std::io::Cursor::new(png));
         decoder.set_transformations(::png::Transformations::EXPAND | ::png::Transformations::ALPHA);
         let mut reader = decoder.read_info().expect("a PNG");
@@ -74,7 +74,7 @@ impl Picture {
     /// The pixels within a small distance of `colour` (anti-aliased edges
     /// blend into the background): how many, and their bounding box
     /// `[x0, y0, x1, y1]`.
-    fn find(&self, colour: [u8; 3]) -> (usize, [usize; 4]) {
+    pub fn find(&self, colour: [u8; 3]) -> (usize, [usize; 4]) {
         let mut count = 0;
         let mut bbox = [usize::MAX, usize::MAX, 0, 0];
         for (i, px) in self.rgba.chunks_exact(4).enumerate() {
@@ -99,17 +99,17 @@ impl Picture {
 
 /// The page's colours (page.html's style): a first track, a fence's
 /// outline, an `enter` and an `exit` mark.
-const TRACK: [u8; 3] = [0x15, 0x65, 0xc0];
+pub const TRACK: [u8; 3] = [0x15, 0x65, 0xc0];
 const FENCE_LINE: [u8; 3] = [0xef, 0x6c, 0x00];
 const ENTER: [u8; 3] = [0x2e, 0x7d, 0x32];
 const EXIT: [u8; 3] = [0xc6, 0x28, 0x28];
 
 /// The map's area on the page, its legend below included.
-const MAP_AREA: &str = "(() => { const m = $('map').getBoundingClientRect(), \
+pub const MAP_AREA: &str = "(() => { const m = $('map').getBoundingClientRect(), \
     l = $('maplegend').getBoundingClientRect(); \
     return [m.x + scrollX, m.y + scrollY, m.width, l.bottom - m.top]; })()";
 
-fn clip(value: &serde_json::Value) -> [f64; 4] {
+pub fn clip(value: &serde_json::Value) -> [f64; 4] {
     let v: Vec<f64> = value
         .as_array()
         .unwrap()
@@ -121,7 +121,7 @@ fn clip(value: &serde_json::Value) -> [f64; 4] {
 
 /// Where a copy of the screenshot goes, for a person to look at:
 /// `$MFSTREAM_MAP_PNG`, else nowhere.
-fn keep(png: &[u8], name: &str) {
+pub fn keep(png: &[u8], name: &str) {
     if let Some(dir) = std::env::var_os("MFSTREAM_MAP_PNG") {
         std::fs::write(std::path::Path::new(&dir).join(name), png).unwrap();
     }

@@ -13,6 +13,7 @@ use crate::util::{TempDir, require};
 
 mod cdp;
 mod map;
+mod tiles;
 
 use cdp::chromium;
 
