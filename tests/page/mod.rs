@@ -1,8 +1,11 @@
 //! The page at `/`, driven in a real headless browser (Debian's chromium):
 //! its self-test mode registers a query, pushes instants, checks the results
-//! arrive and are drawn, deletes the query, and reports its outcome to the
-//! server, where this test waits for it. The map of a feature's positions
-//! is in [`map`].
+//! arrive and are drawn, deletes the query, registers a geofence from the
+//! map's form and pushes a track across it (the map must draw the track,
+//! the fence and the enter and exit marks), and reports its outcome to the
+//! server, where this test waits for it. The map's own tests, on queries
+//! registered by the server's client and a screenshot's pixels, are in
+//! [`map`] and [`tiles`].
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
