@@ -236,3 +236,60 @@ async fn a_track_across_the_antimeridian_is_drawn_across_it_not_back_around_the_
     let area = clip(&browser.evaluate(MAP_AREA));
     keep(&browser.screenshot(area), "map-dateline.png");
 }
+
+#[tokio::test]
+#[ignore = "needs chromium: apt-get install chromium"]
+async fn a_fences_hole_is_cut_out_and_a_distance_target_is_drawn() {
+    let server = Serve::start("map-hole", &[], &[]);
+    let mut client = server.client();
+    let h1 = "/collections/ships/items/h1/tgsequence";
+    register(&mut client, h1, r#"{"operation":"position"}"#).await;
+    // A square of 1° with a hole of 0.5°, and a port at its corner.
+    register(
+        &mut client,
+        h1,
+        r#"{"geofence":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]],
+            [[0.25,0.25],[0.75,0.25],[0.75,0.75],[0.25,0.75],[0.25,0.25]]]}}"#,
+    )
+    .await;
+    register(
+        &mut client,
+        h1,
+        r#"{"operation":"distance","geometry":{"type":"Point","coordinates":[1.2,1.2]}}"#,
+    )
+    .await;
+    let body: String = (0..5)
+        .map(|i| {
+            let at = -0.2 + 0.3 * f64::from(i);
+            format!("{{\"datetime\":\"2026-01-01T00:00:0{i}Z\",\"coordinates\":[{at},{at}]}}\n")
+        })
+        .collect();
+    let response = client.post(&format!("{h1}/ingest"), &body).await;
+    assert_eq!(response.status, 202, "{response:?}");
+
+    let mut browser = Browser::start("map-hole-profile");
+    browser.navigate(&format!("http://{}/?cid=ships&fid=h1&map=1", server.addr));
+    browser.evaluate("mapDrawn({tracks: 1, points: 5, fences: 1, detects: 1})");
+    let fence = browser.evaluate(
+        "(() => { const f = document.querySelector('#map .fence'); \
+         return [f.getAttribute('d').split('M').length - 1, getComputedStyle(f).fillRule]; })()",
+    );
+    assert_eq!(
+        fence,
+        serde_json::json!([2, "evenodd"]),
+        "one path, two rings"
+    );
+    // What is drawn at the hole's centre is the map, not the fence.
+    let hole = browser.evaluate(
+        "(() => { $('map').scrollIntoView(); \
+         const f = document.querySelector('#map .fence').getBBox(), \
+         m = $('map').getBoundingClientRect(), k = m.width / 800; \
+         const e = document.elementFromPoint(m.x + (f.x + f.width / 2) * k, \
+         m.y + (f.y + f.height / 2) * k + 20 * k); return e.id || e.getAttribute('class'); })()",
+    );
+    assert_eq!(hole, "map");
+    let targets = browser.evaluate("document.querySelectorAll('#map circle.target').length");
+    assert_eq!(targets, 1);
+    let area = clip(&browser.evaluate(MAP_AREA));
+    keep(&browser.screenshot(area), "map-hole.png");
+}
