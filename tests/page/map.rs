@@ -192,6 +192,13 @@ async fn the_map_draws_a_track_its_fence_and_the_detections_in_a_real_browser() 
         "fence {fence_box:?}, track {track_box:?}"
     );
     assert!(fence_box[0] > track_box[0] && fence_box[2] < track_box[2]);
+    // Web Mercator: the fence, 0.02° by 0.02° at 51.21° N, is 1/cos(51.21°)
+    // = 1.597 times as tall as it is wide (equirectangular would draw a
+    // square); its 3-pixel outline changes that by under 1%.
+    let height = |b: [usize; 4]| (b[3] - b[1]) as f64;
+    let aspect = height(fence_box) / width(fence_box);
+    let want = 1.0 / 51.21f64.to_radians().cos();
+    assert!((aspect / want - 1.0).abs() < 0.03, "{aspect}, not {want}");
 }
 
 #[tokio::test]
@@ -292,4 +299,48 @@ async fn a_fences_hole_is_cut_out_and_a_distance_target_is_drawn() {
     assert_eq!(targets, 1);
     let area = clip(&browser.evaluate(MAP_AREA));
     keep(&browser.screenshot(area), "map-hole.png");
+}
+
+#[tokio::test]
+#[ignore = "needs chromium: apt-get install chromium"]
+async fn a_planar_track_is_drawn_as_it_is_north_up() {
+    let server = Serve::start("map-planar", &[], &[]);
+    let mut client = server.client();
+    let p1 = "/collections/ships/items/p1/tgsequence";
+    register(
+        &mut client,
+        p1,
+        r#"{"operation":"position","crs":"EPSG:32631"}"#,
+    )
+    .await;
+    // UTM zone 31N metres: 1 km east, then 1 km north.
+    let body = [
+        (0, 500_000, 5_670_000),
+        (1, 501_000, 5_670_000),
+        (2, 501_000, 5_671_000),
+    ]
+    .map(|(s, x, y)| {
+        format!("{{\"datetime\":\"2026-01-01T00:00:0{s}Z\",\"coordinates\":[{x},{y}]}}\n")
+    })
+    .concat();
+    let response = client.post(&format!("{p1}/ingest"), &body).await;
+    assert_eq!(response.status, 202, "{response:?}");
+
+    let mut browser = Browser::start("map-planar-profile");
+    browser.navigate(&format!("http://{}/?cid=ships&fid=p1&map=1", server.addr));
+    browser.evaluate("mapDrawn({tracks: 1, points: 3})");
+    let points = browser.evaluate("document.querySelector('#map .track').getAttribute('points')");
+    let xy: Vec<Vec<f64>> = points
+        .as_str()
+        .unwrap()
+        .split(' ')
+        .map(|p| p.split(',').map(|v| v.parse().unwrap()).collect())
+        .collect();
+    // East is right, north is up (SVG's y grows down), and a metre is as
+    // long either way.
+    let (east, north) = (xy[1][0] - xy[0][0], xy[1][1] - xy[2][1]);
+    assert!(east > 100.0 && (xy[1][1] - xy[0][1]).abs() < 0.1, "{xy:?}");
+    assert!((north - east).abs() < 0.2, "{xy:?}");
+    let legend = browser.evaluate("$('maplegend').textContent");
+    assert!(legend.as_str().unwrap().contains("EPSG:32631"), "{legend}");
 }
