@@ -217,18 +217,22 @@ impl Browser {
         self.send(Some(&session), method, params)
     }
 
-    /// Opens `url` and waits for its load event.
+    /// Opens `url` and waits for its load event (a load event of another
+    /// page, the blank one before it, is not taken for it).
     pub fn navigate(&mut self, url: &str) {
         self.events.retain(|e| e["method"] != "Page.loadEventFired");
         self.call("Page.navigate", json!({"url": url}));
         let deadline = Instant::now() + PATIENCE;
         loop {
-            if self
+            if let Some(i) = self
                 .events
                 .iter()
-                .any(|e| e["method"] == "Page.loadEventFired")
+                .position(|e| e["method"] == "Page.loadEventFired")
             {
-                return;
+                self.events.remove(i);
+                if self.evaluate("location.href") == url {
+                    return;
+                }
             }
             let message = self.receive(deadline, "load event");
             self.events.push(message);
