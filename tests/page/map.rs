@@ -343,4 +343,17 @@ async fn a_planar_track_is_drawn_as_it_is_north_up() {
     assert!((north - east).abs() < 0.2, "{xy:?}");
     let legend = browser.evaluate("$('maplegend').textContent");
     assert!(legend.as_str().unwrap().contains("EPSG:32631"), "{legend}");
+    // A geodetic feature's query is not drawn into the planar view.
+    register(
+        &mut client,
+        "/collections/ships/items/g1/tgsequence",
+        r#"{"operation":"position"}"#,
+    )
+    .await;
+    let mixed = browser.evaluate(
+        "(async () => { $('fid').value = 'g1'; await mapFeature(); \
+         return [map.layers.length, $('log').textContent.includes('the map shows EPSG:32631, \
+         not EPSG:4326: clear it first')]; })()",
+    );
+    assert_eq!(mixed, serde_json::json!([1, true]));
 }
