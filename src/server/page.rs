@@ -1,5 +1,7 @@
 //! The landing page (`/`: an HTML page for people, JSON links for
-//! clients) and the conformance classes.
+//! clients) and the conformance classes. The page charts a property's
+//! results and maps a feature's positions, over map tiles from the
+//! `--tiles` template ([`Tiles`]) when there is one.
 
 use std::sync::Arc;
 
@@ -14,7 +16,7 @@ use super::problem::Problem;
 use super::{App, ServeError};
 
 /// The page: register a query, push instants, watch the results as a line
-/// chart. Static, with no build step.
+/// chart, and a feature's positions on a map. Static, with no build step.
 const PAGE: &str = include_str!("page.html");
 
 /// The longest `--tiles` template taken: it is put on the page, and its
