@@ -357,3 +357,20 @@ async fn a_planar_track_is_drawn_as_it_is_north_up() {
     );
     assert_eq!(mixed, serde_json::json!([1, true]));
 }
+
+#[tokio::test]
+async fn a_restarted_geofence_query_still_gives_the_map_its_fence() {
+    let state = crate::util::TempDir::new("map-state");
+    let dir = state.path().to_str().unwrap();
+    let mut server = Serve::start("map-state-1", &["--state", dir], &[]);
+    let mut client = server.client();
+    let fence = register(&mut client, S, &format!(r#"{{"geofence":{FENCE}}}"#)).await;
+    assert!(server.terminate().success());
+
+    let server = Serve::start("map-state-2", &["--state", dir], &[]);
+    let link = server.client().get(&fence).await.json();
+    assert_eq!(link["status"], "running", "{link}");
+    assert_eq!(link["crs"], "EPSG:4326");
+    let want: serde_json::Value = serde_json::from_str(FENCE).unwrap();
+    assert_eq!(link["geometry"], want);
+}
