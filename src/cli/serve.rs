@@ -39,6 +39,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         durability: args.durability.into(),
         allowed_hosts: args.allowed_host,
         cors_origins: args.cors_origin,
+        tiles: args.tiles,
         max_query_log: args.max_query_log,
         mqtt: args.mqtt.map(|url| MqttIngest {
             url,
@@ -48,7 +49,6 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
             username: std::env::var("MFSTREAM_MQTT_USERNAME").ok(),
             password: std::env::var("MFSTREAM_MQTT_PASSWORD").ok(),
         }),
-        tiles: args.tiles,
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);

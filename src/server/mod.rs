@@ -157,6 +157,11 @@ pub struct ServeOptions {
     /// server: they get CORS headers, and their state-changing requests are
     /// not refused.
     pub cors_origins: Vec<String>,
+    /// Map tiles under the page's map (`--tiles URL`): an `http(s)` URL
+    /// template with `{z}`, `{x}` and `{y}`, at most 512 bytes; the page's
+    /// Content-Security-Policy then lets it load images from that origin.
+    /// `None` (the default): no tiles, and images from the server only.
+    pub tiles: Option<String>,
     /// With `state`: the most bytes of the journal one query may keep from
     /// being released (`--max-query-log`): its property's instants logged
     /// after its checkpoint. A query whose checkpoint does not move (on a
@@ -167,11 +172,6 @@ pub struct ServeOptions {
     /// MQTT ingest (`--mqtt URL`): subscribe to a broker and ingest what
     /// its topics carry, as `POST …/ingest` does. `None` (the default): off.
     pub mqtt: Option<MqttIngest>,
-    /// Map tiles under the page's map (`--tiles URL`): an `http(s)` URL
-    /// template with `{z}`, `{x}` and `{y}`, at most 512 bytes; the page's
-    /// Content-Security-Policy then lets it load images from that origin.
-    /// `None` (the default): no tiles, and images from the server only.
-    pub tiles: Option<String>,
 }
 
 impl Default for ServeOptions {
@@ -200,9 +200,9 @@ impl Default for ServeOptions {
             durability: Durability::Process,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            tiles: None,
             max_query_log: 1024 * 1024 * 1024,
             mqtt: None,
-            tiles: None,
         }
     }
 }
@@ -284,6 +284,8 @@ pub(crate) struct App {
     pub(crate) local_addr: SocketAddr,
     /// The names and origins a browser's requests may carry.
     pub(crate) browsers: browser::Browsers,
+    /// The page's map tiles (`--tiles`).
+    pub(crate) tiles: Option<page::Tiles>,
     /// The bytes of request bodies in flight (`--max-inflight-bytes`).
     pub(crate) inflight: inflight::InFlight,
     /// The SSE streams open (`--max-streams`).
@@ -296,8 +298,6 @@ pub(crate) struct App {
     pub(crate) ingest_tally: metrics::IngestTally,
     /// MQTT ingest (`--mqtt`).
     pub(crate) mqtt: Option<Arc<mqtt::Mqtt>>,
-    /// The page's map tiles (`--tiles`).
-    pub(crate) tiles: Option<page::Tiles>,
 }
 
 impl App {
@@ -409,6 +409,7 @@ impl Server {
         }
         let app = Arc::new(App {
             browsers,
+            tiles,
             registry,
             options,
             table: Table::default(),
@@ -420,7 +421,6 @@ impl Server {
             connections: Arc::default(),
             ingest_tally: metrics::IngestTally::default(),
             mqtt,
-            tiles,
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;
