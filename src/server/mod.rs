@@ -322,8 +322,9 @@ pub struct Server {
 impl Server {
     /// Binds `options.addr` (port 0 picks a free port). An empty token is
     /// refused (it would silently protect nothing), and so is one that no
-    /// `Authorization` header can carry, or an `--allowed-host` or
-    /// `--cors-origin` entry that cannot match.
+    /// `Authorization` header can carry, an `--allowed-host` or
+    /// `--cors-origin` entry that cannot match, or a `--tiles` template
+    /// the page cannot use.
     pub async fn bind(
         registry: Arc<Registry>,
         options: ServeOptions,
