@@ -101,6 +101,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once, at start: a large variant (serve's flags) costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List every engine with its kind, readiness and why not ready.
@@ -463,6 +465,14 @@ pub struct ServeArgs {
     /// (those of any other origin get 403). Repeatable.
     #[arg(long, value_name = "ORIGIN")]
     pub cors_origin: Vec<String>,
+    /// Map tiles under the page's map: an http(s) URL template with {z},
+    /// {x} and {y} once each (Web Mercator tiles, as OpenStreetMap's), at
+    /// most 512 bytes, such as https://tile.example/{z}/{x}/{y}.png. The
+    /// page loads its tiles from that origin (its Content-Security-Policy
+    /// allows it then, and only then); anyone who can load the page sees
+    /// the template, a key in it included. [default: no tiles]
+    #[arg(long, value_name = "URL")]
+    pub tiles: Option<String>,
     /// Only with --state: the most bytes of the journal one query may keep from
     /// being released (its property's instants logged after its
     /// checkpoint; a query on a bridge or plugin engine replays from its

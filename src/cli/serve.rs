@@ -39,6 +39,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         durability: args.durability.into(),
         allowed_hosts: args.allowed_host,
         cors_origins: args.cors_origin,
+        tiles: args.tiles,
         max_query_log: args.max_query_log,
         mqtt: args.mqtt.map(|url| MqttIngest {
             url,

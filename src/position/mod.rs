@@ -123,6 +123,19 @@ impl PositionQuery {
     pub fn crs_name(&self) -> String {
         self.crs.name()
     }
+
+    /// The static geometry it measures against, as GeoJSON: a geofence's
+    /// fence or `distance`'s target (the page draws it on its map).
+    pub(crate) fn geometry(&self) -> Option<&serde_json::Value> {
+        match &self.what {
+            What::Geofence { geometry, .. } => Some(geometry),
+            What::Measure {
+                measure: Measure::Distance(geometry),
+                ..
+            } => Some(geometry),
+            _ => None,
+        }
+    }
 }
 
 impl Measure {

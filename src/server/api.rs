@@ -328,6 +328,15 @@ pub(crate) struct CQuery {
     /// Why a failed query failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
+    /// A query on positions: the feature's reference system (`EPSG:4326`
+    /// or `EPSG:NNNN`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    crs: Option<String>,
+    /// A geofence's fence, or `distance`'s target, as registered (GeoJSON):
+    /// in one query's answer (its 201, its `GET`), not in a list's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    geometry: Option<serde_json::Value>,
     /// `self` and `stream`.
     links: Vec<Link>,
 }

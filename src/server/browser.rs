@@ -181,7 +181,7 @@ fn origin_entry(entry: &str) -> Result<String, ServeError> {
 
 /// `host[:port]` split, the port all digits; `None` unless a plain
 /// authority (a name or IPv4 address, or a bracketed IPv6 address).
-fn split_authority(authority: &str) -> Option<(&str, Option<&str>)> {
+pub(crate) fn split_authority(authority: &str) -> Option<(&str, Option<&str>)> {
     let (name, port) = if authority.starts_with('[') {
         let end = authority.find(']')?;
         let (name, rest) = authority.split_at(end + 1);

@@ -157,6 +157,11 @@ pub struct ServeOptions {
     /// server: they get CORS headers, and their state-changing requests are
     /// not refused.
     pub cors_origins: Vec<String>,
+    /// Map tiles under the page's map (`--tiles URL`): an `http(s)` URL
+    /// template with `{z}`, `{x}` and `{y}`, at most 512 bytes; the page's
+    /// Content-Security-Policy then lets it load images from that origin.
+    /// `None` (the default): no tiles, and images from the server only.
+    pub tiles: Option<String>,
     /// With `state`: the most bytes of the journal one query may keep from
     /// being released (`--max-query-log`): its property's instants logged
     /// after its checkpoint. A query whose checkpoint does not move (on a
@@ -195,6 +200,7 @@ impl Default for ServeOptions {
             durability: Durability::Process,
             allowed_hosts: Vec::new(),
             cors_origins: Vec::new(),
+            tiles: None,
             max_query_log: 1024 * 1024 * 1024,
             mqtt: None,
         }
@@ -246,6 +252,14 @@ pub enum ServeError {
     /// cannot be used: the message names it and the form expected.
     #[error("{0}")]
     Mqtt(String),
+    /// A `--tiles` template the page cannot use.
+    #[error("--tiles {value}: {why}")]
+    BadTiles {
+        /// The template, quoted and cut short.
+        value: String,
+        /// Why it is refused, and the form expected.
+        why: String,
+    },
     /// An `--allowed-host` or `--cors-origin` entry that cannot match.
     #[error("{option} {value:?}: {why}")]
     BadBrowserOption {
@@ -270,6 +284,8 @@ pub(crate) struct App {
     pub(crate) local_addr: SocketAddr,
     /// The names and origins a browser's requests may carry.
     pub(crate) browsers: browser::Browsers,
+    /// The page's map tiles (`--tiles`).
+    pub(crate) tiles: Option<page::Tiles>,
     /// The bytes of request bodies in flight (`--max-inflight-bytes`).
     pub(crate) inflight: inflight::InFlight,
     /// The SSE streams open (`--max-streams`).
@@ -306,8 +322,9 @@ pub struct Server {
 impl Server {
     /// Binds `options.addr` (port 0 picks a free port). An empty token is
     /// refused (it would silently protect nothing), and so is one that no
-    /// `Authorization` header can carry, or an `--allowed-host` or
-    /// `--cors-origin` entry that cannot match.
+    /// `Authorization` header can carry, an `--allowed-host` or
+    /// `--cors-origin` entry that cannot match, or a `--tiles` template
+    /// the page cannot use.
     pub async fn bind(
         registry: Arc<Registry>,
         options: ServeOptions,
@@ -317,6 +334,11 @@ impl Server {
         }
         // Checked before the state is opened: a typo costs no restore.
         browser::Browsers::new(&options, options.addr)?;
+        let tiles = options
+            .tiles
+            .as_deref()
+            .map(page::Tiles::parse)
+            .transpose()?;
         if let Some(o) = &options.mqtt {
             mqtt::Mqtt::new(o, options.state.as_deref(), options.addr).map_err(ServeError::Mqtt)?;
         }
@@ -388,6 +410,7 @@ impl Server {
         }
         let app = Arc::new(App {
             browsers,
+            tiles,
             registry,
             options,
             table: Table::default(),

@@ -171,6 +171,7 @@ async fn ended(
             engine: restored.engine,
             kind: Kind::Transform,
             operation: String::new(),
+            shape: None,
         },
     };
     fanout.finish(&status);

@@ -223,7 +223,11 @@ async fn record(
 /// the `Location`.
 fn created(app: &App, headers: &HeaderMap, query: &Query) -> Response {
     let origin = origin(app, headers);
-    let mut response = (StatusCode::CREATED, Json(link(query, &origin))).into_response();
+    let mut response = (
+        StatusCode::CREATED,
+        Json(link(query, &origin, Geometry::With)),
+    )
+        .into_response();
     if let Ok(location) = query.path().parse() {
         response.headers_mut().insert(header::LOCATION, location);
     }
@@ -283,9 +287,18 @@ fn is_authority(host: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
 }
 
+/// Whether a link object carries a position query's `geometry`: one
+/// query's does (its 201, its `GET`), a list's do not (up to 1 MiB each).
+#[derive(Clone, Copy, PartialEq)]
+enum Geometry {
+    With,
+    Without,
+}
+
 /// The cquery link object of a query, with its live status; its links are
-/// absolute, under `origin`.
-fn link(query: &Query, origin: &str) -> serde_json::Value {
+/// absolute, under `origin`. A position query's says its `crs`, and with
+/// [`Geometry::With`] the geometry it measures against (for the page's map).
+fn link(query: &Query, origin: &str, geometry: Geometry) -> serde_json::Value {
     let path = query.path();
     let this = format!("{origin}{path}");
     let stream = format!("{this}/stream");
@@ -310,6 +323,12 @@ fn link(query: &Query, origin: &str) -> serde_json::Value {
     });
     if let QueryStatus::Failed { reason } = status {
         link["reason"] = reason.into();
+    }
+    if let Some(shape) = &query.shape {
+        link["crs"] = shape.crs.clone().into();
+        if let (Some(g), Geometry::With) = (&shape.geometry, geometry) {
+            link["geometry"] = (**g).clone();
+        }
     }
     link
 }
@@ -339,7 +358,7 @@ pub(crate) async fn list(
         .table
         .list(&key)
         .iter()
-        .map(|q| link(q, &origin))
+        .map(|q| link(q, &origin, Geometry::Without))
         .collect();
     let n = queries.len();
     Json(json!({
@@ -372,7 +391,7 @@ pub(crate) async fn get(
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
     let query = find(&app, &key, &qid)?;
-    Ok(Json(link(&query, &origin(&app, &headers))).into_response())
+    Ok(Json(link(&query, &origin(&app, &headers), Geometry::With)).into_response())
 }
 
 fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> {

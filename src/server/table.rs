@@ -91,6 +91,7 @@ pub(crate) struct Query {
     pub(crate) engine: String,
     pub(crate) kind: Kind,
     pub(crate) operation: String,
+    pub(crate) shape: Option<Shape>,
     pub(crate) status: watch::Receiver<QueryStatus>,
     /// Why the server failed the query, when it did (the state store
     /// refused its results): its engine was only stopped, but the query
@@ -113,17 +114,38 @@ pub(crate) struct About {
     pub(crate) engine: String,
     pub(crate) kind: Kind,
     pub(crate) operation: String,
+    /// For a query on positions: where its events lie.
+    pub(crate) shape: Option<Shape>,
+}
+
+/// Where a position query's events lie, for a map of them: the feature's
+/// reference system and the static geometry the query measures against.
+#[derive(Debug)]
+pub(crate) struct Shape {
+    /// `EPSG:4326` or `EPSG:NNNN`.
+    pub(crate) crs: String,
+    /// A geofence's fence, `distance`'s target (GeoJSON, at most
+    /// `MAX_GEOMETRY_BYTES` of it, as registered).
+    pub(crate) geometry: Option<Arc<serde_json::Value>>,
 }
 
 impl About {
     /// The query `spec` (its id is the query's) on the engine `engine`.
     pub(crate) fn of(spec: &QuerySpec, key: PropertyPath, engine: &str) -> About {
+        let shape = match &spec.kind {
+            QueryKind::Position(q) => Some(Shape {
+                crs: q.crs_name(),
+                geometry: q.geometry().cloned().map(Arc::new),
+            }),
+            _ => None,
+        };
         About {
             id: spec.id.clone(),
             key,
             engine: engine.to_owned(),
             kind: Kind::from(&spec.kind),
             operation: spec.operation_name().to_owned(),
+            shape,
         }
     }
 }
@@ -165,6 +187,7 @@ impl Query {
             engine,
             kind,
             operation,
+            shape,
         } = about;
         Arc::new(Query {
             id,
@@ -172,6 +195,7 @@ impl Query {
             engine,
             kind,
             operation,
+            shape,
             status,
             failure: OnceLock::new(),
             stop: CancellationToken::new(),

@@ -1,7 +1,11 @@
 //! The page at `/`, driven in a real headless browser (Debian's chromium):
 //! its self-test mode registers a query, pushes instants, checks the results
-//! arrive and are drawn, deletes the query, and reports its outcome to the
-//! server, where this test waits for it.
+//! arrive and are drawn, deletes the query, registers a geofence from the
+//! map's form and pushes a track across it (the map must draw the track,
+//! the fence and the enter and exit marks), and reports its outcome to the
+//! server, where this test waits for it. The map's own tests, on queries
+//! registered by the server's client and a screenshot's pixels, are in
+//! [`map`] and [`tiles`].
 
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
@@ -10,20 +14,14 @@ use std::time::Duration;
 use crate::serve::{Serve, register};
 use crate::util::{TempDir, require};
 
+mod cdp;
+mod map;
+mod tiles;
+
+use cdp::chromium;
+
 /// Where the page reports its self-test outcome.
 const OUTCOME: &str = "/collections/selftest/items/page/tproperties/outcome";
-
-/// The browser: `$MFSTREAM_CHROMIUM`, else `chromium` on the PATH.
-fn chromium() -> Option<String> {
-    if let Some(path) = std::env::var_os("MFSTREAM_CHROMIUM") {
-        return Some(path.to_string_lossy().into_owned());
-    }
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join("chromium"))
-        .find(|p| p.is_file())
-        .map(|p| p.display().to_string())
-}
 
 /// Kills the browser's whole process group when dropped.
 struct Browser(std::process::Child);
