@@ -13,7 +13,7 @@
 //! | body | events | MEOS |
 //! |---|---|---|
 //! | `{"geofence":<Polygon or MultiPolygon>,"detect":[…]}` | `{"datetime","coordinates","detect"}` | Tile38 `WITHIN … DETECT` |
-//! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT` or `TUMBLING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
+//! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT`, `TUMBLING` or `HOPPING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
 //! | `{"operation":"speed","aggregation":"MAX","window":…}` | a numeric aggregate (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`) of a measure | |
 //!
 //! A body's `crs` (`"EPSG:4326"`, the default, or a projected
@@ -325,29 +325,14 @@ fn aggregate_of(
     Ok(aggregate)
 }
 
-/// An aggregate of the positions themselves: one defined for positions,
-/// over a window each is measured whole in (not `HOPPING`, but `COUNT`,
-/// which counts any value).
+/// An aggregate of the positions themselves: one defined for positions
+/// (or `COUNT`, which counts any value), over any window; each window is
+/// measured whole, a `HOPPING` one from its buckets joined exactly.
 fn positions_aggregate(aggregate: Aggregate) -> Result<What, SpecError> {
     check_allowed(aggregate.aggregation, PropertyType::TGeogPoint)?;
-    let hopping = aggregate
-        .window
-        .grid()
-        .is_some_and(|grid| grid.hop() < grid.span());
-    if hopping && aggregate.aggregation.of_positions().is_some() {
-        return Err(SpecError::new(
-            "window",
-            SpecErrorKind::Unfit,
-            format!(
-                "{} over a HOPPING window is not supported (its windows overlap, and \
-                         a window of positions is measured whole): use a TUMBLING or COUNT \
-                         window",
-                aggregate.aggregation
-            ),
-        ));
-    }
     Ok(What::Aggregate(aggregate))
 }
+
 fn geofence_what(
     fence: serde_json::Value,
     detect: Option<serde_json::Value>,

@@ -417,28 +417,48 @@ async fn aggregates_of_positions_measure_each_window_whole() {
     assert!(reason.contains("has no AVG_SPEED"), "{reason}");
 }
 
-#[test]
-fn an_aggregate_of_positions_over_a_hopping_window_is_refused_naming_the_window() {
-    let hopping = r#""window":{"type":"HOPPING","size":10,"unit":"SECONDS","hop":5}"#;
+/// Every aggregate of positions takes a HOPPING window (each window
+/// measured whole: the segment between two of its buckets counts), and
+/// so do a measure's numeric aggregates.
+#[tokio::test]
+async fn an_aggregate_of_positions_over_a_hopping_window_measures_each_window_whole() {
+    let hopping = r#""window":{"type":"HOPPING","size":2,"unit":"SECONDS","hop":1}"#;
+    for aggregation in [
+        "COUNT",
+        "EXTENT",
+        "CENTROID",
+        "LENGTH",
+        "AVG_SPEED",
+        "MAX_SPEED",
+    ] {
+        let body = format!(r#"{{"aggregation":"{aggregation}",{hopping}}}"#);
+        assert!(spec(&body, PropertyType::TGeogPoint).is_ok(), "{body}");
+    }
+    let planar = PropertyType::TGeomPoint;
+    let path = vec![at(0, 0.0, 0.0), at(1, 3.0, 4.0), at(2, 6.0, 8.0)];
+    let values = |events: &[String]| -> Vec<serde_json::Value> {
+        events
+            .iter()
+            .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["value"].clone())
+            .collect()
+    };
+    // Windows [-1, 1), [0, 2), [1, 3), [2, 4): one bucket a second, so
+    // [0, 2) and [1, 3) are two buckets joined by a 5-unit segment.
+    let body = format!(r#"{{"aggregation":"LENGTH",{hopping},"crs":"EPSG:3857"}}"#);
+    let (events, _) = run(&body, planar, path.clone()).await;
+    assert_eq!(values(&events), [0, 5, 5, 0]);
+    let body = format!(r#"{{"aggregation":"CENTROID",{hopping},"crs":"EPSG:3857"}}"#);
+    let (events, _) = run(&body, planar, path.clone()).await;
     assert_eq!(
-        field(&format!(r#"{{"aggregation":"LENGTH",{hopping}}}"#)),
-        "window"
+        values(&events),
+        serde_json::json!([[0, 0], [1.5, 2], [4.5, 6], [6, 8]])
+            .as_array()
+            .unwrap()[..]
     );
-    // COUNT counts any value, and a measure's aggregate is of numbers.
-    assert!(
-        spec(
-            &format!(r#"{{"aggregation":"COUNT",{hopping}}}"#),
-            PropertyType::TGeogPoint
-        )
-        .is_ok()
-    );
-    assert!(
-        spec(
-            &format!(r#"{{"operation":"speed","aggregation":"AVG",{hopping}}}"#),
-            PropertyType::TGeogPoint
-        )
-        .is_ok()
-    );
+    let body =
+        format!(r#"{{"operation":"speed","aggregation":"MAX",{hopping},"crs":"EPSG:3857"}}"#);
+    let (events, _) = run(&body, planar, path).await;
+    assert_eq!(values(&events), [5, 5, 5]);
     // Position aggregates are for positions only.
     let e = Registration::from_json(&format!(r#"{{"aggregation":"EXTENT",{hopping}}}"#))
         .unwrap()

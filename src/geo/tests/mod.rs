@@ -228,6 +228,77 @@ fn position_acc_aggregates_the_windows_instants() {
     );
 }
 
+/// Accumulators of consecutive runs, appended, give what one run over all
+/// their instants gives: the segments joining the runs (a stop, a fast
+/// hop, a geodetic segment) counted once, whether measured when the run
+/// began (`push_after`) or at the append.
+#[test]
+fn appended_runs_equal_one_run_over_their_instants() {
+    let geodetic = [
+        (0, Point::new(179.9, 10.0)),
+        (1_500_000, Point::new(-179.95, 10.01)),
+        (2_000_000, Point::new(-179.95, 10.01)),
+        (9_000_000, Point::new(-179.0, 11.0)),
+        (9_000_001, Point::new(-178.9, 11.2)),
+        (20_000_000, Point::new(-178.0, 12.0)),
+    ];
+    let planar: Vec<(Micros, Point)> = (0..6)
+        .map(|i| {
+            (
+                i * 1_000_000,
+                Point::new((i * i) as f64, (7 * i % 5) as f64),
+            )
+        })
+        .collect();
+    for (crs, track) in [(Crs::Geodetic, &geodetic[..]), (Crs::Planar(3857), &planar)] {
+        let mut whole = PositionAcc::new(crs);
+        for &(t, p) in track {
+            whole.push(t, p);
+        }
+        // Every way of cutting the track into three runs.
+        for a in 1..track.len() {
+            for b in a..track.len() {
+                for measured in [true, false] {
+                    let mut runs = Vec::new();
+                    for (i, run) in [&track[..a], &track[a..b], &track[b..]].iter().enumerate() {
+                        let mut acc = PositionAcc::new(crs);
+                        let start = [0, a, b][i];
+                        let before = (measured && start > 0).then(|| track[start - 1]);
+                        for &(t, p) in run.iter() {
+                            acc.push_after(t, p, before);
+                        }
+                        runs.push(acc);
+                    }
+                    let mut merged = runs[0].clone();
+                    merged.append(&runs[1]);
+                    merged.append(&runs[2]);
+                    let (s, e) = (0, 0);
+                    for what in [
+                        PositionAggregate::Count,
+                        PositionAggregate::Extent,
+                        PositionAggregate::Centroid,
+                        PositionAggregate::Length,
+                        PositionAggregate::AvgSpeed,
+                        PositionAggregate::MaxSpeed,
+                    ] {
+                        let (got, want) = (merged.result(what, s, e), whole.result(what, s, e));
+                        let same = match (got, want) {
+                            (AggregateValue::Number(g), AggregateValue::Number(w)) => {
+                                close(g, w, 1e-14)
+                            }
+                            (AggregateValue::Point(g), AggregateValue::Point(w)) => {
+                                close(g.x, w.x, 1e-14) && close(g.y, w.y, 1e-14)
+                            }
+                            (g, w) => g == w,
+                        };
+                        assert!(same, "{crs:?} cut at {a},{b} {what:?}: {got:?} != {want:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn geodetic_polygon_edges_are_great_circles_for_distance_but_straight_for_fences() {
     // The top edge from (0, 60) to (90, 60) is a great circle reaching
