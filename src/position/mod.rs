@@ -56,6 +56,9 @@ pub(crate) enum What {
     },
     /// The instant itself.
     Position,
+    /// The instant itself, reprojected from the query's `crs` (the
+    /// feature's) to `to` (a pair [`geo::reprojects`]).
+    Reprojected { to: Crs },
     /// A geofence's detections.
     Geofence {
         /// The fence, as GeoJSON (checked: [`geo::Fence::new`] takes it).
@@ -100,7 +103,7 @@ impl PositionQuery {
             }
             | What::Aggregate(a) => a.aggregation.name(),
             What::Measure { measure, .. } => measure.op().name(),
-            What::Position => Op::Position.name(),
+            What::Position | What::Reprojected { .. } => Op::Position.name(),
             What::Geofence { .. } => "geofence",
         }
     }
@@ -149,8 +152,11 @@ pub(crate) fn type_of(crs: Crs) -> PropertyType {
 /// A geometry error as the spec's: the field it names, and its text.
 pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError {
     let field = match &e {
-        GeoError::NotFinite(_) | GeoError::Longitude(_) | GeoError::Latitude(_) => "coordinates",
-        GeoError::Crs(_) => "crs",
+        GeoError::NotFinite(_)
+        | GeoError::Longitude(_)
+        | GeoError::Latitude(_)
+        | GeoError::Pole(_) => "coordinates",
+        GeoError::Crs(_) | GeoError::Geographic(_) | GeoError::Reprojection { .. } => "crs",
         GeoError::NoDetect => "detect",
         GeoError::Unknown { field, .. } => field,
         _ => geometry_field,
@@ -173,6 +179,9 @@ pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError
             SpecErrorKind::OutOfRange
         }
         GeoError::NoDetect => SpecErrorKind::Missing,
+        // A system, or a pair of them, this server does not convert: a
+        // valid body that does not fit (422).
+        GeoError::Geographic(_) | GeoError::Reprojection { .. } => SpecErrorKind::Unfit,
         _ => SpecErrorKind::Malformed,
     };
     SpecError::new(field, kind, message)
@@ -186,6 +195,13 @@ pub(crate) fn crs_of(registration: &Registration) -> Result<Option<Crs>, SpecErr
         None => None,
     };
     match (crs, registration.property_type) {
+        // A `position` whose `type` is the feature's and `crs` another
+        // system: reprojected (checked against the feature).
+        (Some(crs), Some(t))
+            if t != type_of(crs) && t.is_point() && is_plain_position(registration) =>
+        {
+            Ok(Some(crs))
+        }
         (Some(crs), Some(t)) if t != type_of(crs) => Err(SpecError::new(
             "type",
             SpecErrorKind::Conflict,
@@ -204,6 +220,19 @@ pub(crate) fn crs_of(registration: &Registration) -> Result<Option<Crs>, SpecErr
         (None, Some(PropertyType::TGeogPoint)) => Ok(Some(Crs::Geodetic)),
         (None, _) => Ok(None),
     }
+}
+
+/// Whether a registration asks for the positions themselves (`position`,
+/// not aggregated): the one operation whose `crs` may differ from the
+/// feature's, reprojecting.
+pub(crate) fn is_plain_position(registration: &Registration) -> bool {
+    registration.aggregation.is_none()
+        && registration.geofence.is_none()
+        && registration
+            .operation
+            .as_deref()
+            .and_then(Op::from_name)
+            .is_some_and(|op| op == Op::Position)
 }
 
 /// The fields that only a position query takes, given on a scalar

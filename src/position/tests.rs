@@ -512,3 +512,119 @@ fn a_geojson_fault_names_its_member_under_the_field() {
         "{e}"
     );
 }
+
+/// `position` with a `crs` other than the feature's reprojects (EPSG:4326
+/// ↔ EPSG:3857); another pair, or another operation, is 422; the form the
+/// store records (`type` the feature's, `crs` the output's) resolves to
+/// the same query on a restart.
+#[tokio::test]
+async fn position_with_another_crs_reprojects_between_4326_and_3857_only() {
+    let on = |body: &str, known, crs| {
+        Registration::from_json(body)
+            .unwrap()
+            .into_position_spec("tgsequence", known, crs)
+    };
+    let geodetic = (Some(PropertyType::TGeogPoint), Some(Crs::Geodetic));
+    let mercator = (Some(PropertyType::TGeomPoint), Some(Crs::Planar(3857)));
+    let to_3857 = r#"{"operation":"position","crs":"EPSG:3857"}"#;
+    let q = on(to_3857, geodetic.0, geodetic.1).unwrap();
+    assert_eq!(q.crs(), Some(Crs::Geodetic), "measured in the feature's");
+    assert_eq!(q.registered_crs(), Some(Crs::Planar(3857)));
+    assert_eq!(q.property_type, PropertyType::TGeogPoint);
+    // As the store records it, resolved with no feature known.
+    for (body, from, to) in [
+        (
+            r#"{"operation":"position","crs":"EPSG:3857","type":"TGeogPoint"}"#,
+            Crs::Geodetic,
+            Crs::Planar(3857),
+        ),
+        (
+            r#"{"operation":"position","crs":"EPSG:4326","type":"TGeomPoint"}"#,
+            Crs::Planar(3857),
+            Crs::Geodetic,
+        ),
+    ] {
+        let known = Registration::from_json(body).unwrap().property_type;
+        let q = on(body, known, None).unwrap_or_else(|e| panic!("{body}: {e:?}"));
+        assert_eq!(
+            (q.crs(), q.registered_crs()),
+            (Some(from), Some(to)),
+            "{body}"
+        );
+    }
+    let e = on(
+        r#"{"operation":"position","crs":"EPSG:25832"}"#,
+        geodetic.0,
+        geodetic.1,
+    );
+    assert!(
+        matches!(&e, Err(RegistrationError::Unfit(e)) if e.field == "crs" && e.message.contains("EPSG:4326 ↔ EPSG:3857")),
+        "{e:?}"
+    );
+    let e = on(
+        r#"{"operation":"speed","crs":"EPSG:3857"}"#,
+        geodetic.0,
+        geodetic.1,
+    );
+    assert!(
+        matches!(&e, Err(RegistrationError::Unfit(e)) if e.field == "crs"),
+        "{e:?}"
+    );
+    // A geographic code on another datum: 422, not planar.
+    let e = on(r#"{"operation":"speed","crs":"EPSG:4267"}"#, None, None);
+    assert!(
+        matches!(&e, Err(RegistrationError::Unfit(e)) if e.field == "crs"),
+        "{e:?}"
+    );
+    // ETRS89 is WGS84 here: the same feature, no reprojection.
+    let q = on(
+        r#"{"operation":"position","crs":"EPSG:4258"}"#,
+        geodetic.0,
+        geodetic.1,
+    )
+    .unwrap();
+    assert_eq!(q.registered_crs(), Some(Crs::Geodetic));
+
+    // The events: the EPSG example point and back; a pole is skipped.
+    let lat = 24.0 + 22.0 / 60.0 + 54.433 / 3600.0;
+    let lon = -(100.0 + 20.0 / 60.0);
+    let (events, _) = run(
+        to_3857,
+        PropertyType::TGeogPoint,
+        vec![at(0, lon, lat), at(1, 0.0, 90.0), at(2, 0.0, 0.0)],
+    )
+    .await;
+    let coords: Vec<Vec<f64>> = events
+        .iter()
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(e).unwrap();
+            v["coordinates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(coords.len(), 2, "{events:?}");
+    assert!((coords[0][0] - -11_169_055.58).abs() < 0.005, "{coords:?}");
+    assert!((coords[0][1] - 2_800_000.0).abs() < 0.005, "{coords:?}");
+    assert_eq!(coords[1], [0.0, 0.0]);
+    assert!(events[1].contains(r#""skipped":1"#), "{events:?}");
+    let (events, _) = run(
+        r#"{"operation":"position","crs":"EPSG:4326","type":"TGeomPoint"}"#,
+        mercator.0.unwrap(),
+        vec![at(0, -11_169_055.58, 2_800_000.0)],
+    )
+    .await;
+    // The example's metres are rounded to the centimetre: 1e-7° is 1 cm.
+    let v: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
+    assert!(
+        (v["coordinates"][0].as_f64().unwrap() - lon).abs() < 1e-7,
+        "{v}"
+    );
+    assert!(
+        (v["coordinates"][1].as_f64().unwrap() - lat).abs() < 1e-7,
+        "{v}"
+    );
+}

@@ -352,3 +352,73 @@ fn an_unknown_crs_is_quoted_cut_short_in_its_error() {
     let e = Crs::parse(&"é".repeat(100)).unwrap_err().to_string();
     assert!(e.contains(&format!("\"{}…\"", "é".repeat(64))), "{e}");
 }
+
+/// Web Mercator by EPSG's method 1024, against IOGP Guidance Note 7-2's
+/// worked example (EPSG:3857): 24°22'54.433"N, 100°20'00.000"W is
+/// E = -11 169 055.58 m, N = 2 800 000.00 m; and back.
+#[test]
+fn web_mercator_matches_the_epsg_guidance_note_example_and_inverts() {
+    let lat = 24.0 + 22.0 / 60.0 + 54.433 / 3600.0;
+    let lon = -(100.0 + 20.0 / 60.0);
+    let m = reproject(Crs::Geodetic, Crs::Planar(3857), Point::new(lon, lat)).unwrap();
+    assert!((m.x - -11_169_055.58).abs() < 0.005, "{m:?}");
+    assert!((m.y - 2_800_000.00).abs() < 0.005, "{m:?}");
+    let back = reproject(Crs::Planar(3857), Crs::Geodetic, m).unwrap();
+    assert!(
+        (back.x - lon).abs() < 1e-12 && (back.y - lat).abs() < 1e-12,
+        "{back:?}"
+    );
+    // The projected world's corner: (±180°, ±85.0511…°).
+    let corner = reproject(
+        Crs::Planar(3857),
+        Crs::Geodetic,
+        Point::new(20_037_508.342789244, 20_037_508.342789244),
+    )
+    .unwrap();
+    assert!((corner.x - 180.0).abs() < 1e-12, "{corner:?}");
+    assert!(
+        (corner.y - 85.051_128_779_806_59).abs() < 1e-12,
+        "{corner:?}"
+    );
+    // An easting past the world wraps; a pole has no northing.
+    let wrapped = reproject(
+        Crs::Planar(3857),
+        Crs::Geodetic,
+        Point::new(30_000_000.0, 0.0),
+    )
+    .unwrap();
+    assert!((-180.0..=180.0).contains(&wrapped.x), "{wrapped:?}");
+    let pole = reproject(Crs::Geodetic, Crs::Planar(3857), Point::new(0.0, 90.0));
+    assert_eq!(pole, Err(GeoError::Pole(90.0)));
+    // Another pair is refused, naming the supported one.
+    let e = reproject(Crs::Geodetic, Crs::Planar(25832), Point::new(0.0, 0.0)).unwrap_err();
+    assert!(e.to_string().contains("EPSG:4326 ↔ EPSG:3857"), "{e}");
+    assert!(reprojects(Crs::Planar(3857), Crs::Geodetic));
+    assert!(!reprojects(Crs::Planar(3857), Crs::Planar(25832)));
+}
+
+/// Geographic lon/lat codes are never planar: those on GRS80 are WGS84
+/// (their datum's offset ignored), others refused.
+#[test]
+fn geographic_codes_are_geodetic_on_grs80_and_refused_on_other_datums() {
+    for code in [
+        "EPSG:4258",
+        "EPSG:4269",
+        "EPSG:4283",
+        "urn:ogc:def:crs:EPSG::7844",
+    ] {
+        assert_eq!(Crs::parse(code), Ok(Crs::Geodetic), "{code}");
+    }
+    assert_eq!(Crs::parse("OGC:CRS84"), Ok(Crs::Geodetic));
+    for (code, n) in [
+        ("EPSG:4267", 4267),
+        ("EPSG:4230", 4230),
+        ("epsg:4277", 4277),
+    ] {
+        let e = Crs::parse(code).unwrap_err();
+        assert_eq!(e, GeoError::Geographic(n));
+        assert!(e.to_string().contains("\"EPSG:4326\""), "{e}");
+    }
+    // Projected codes stay planar.
+    assert_eq!(Crs::parse("EPSG:25832"), Ok(Crs::Planar(25832)));
+}
