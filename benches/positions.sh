@@ -1,12 +1,15 @@
 #!/bin/sh
 # Positions per second through `mfstream run` (the local engine) on one
 # file: `speed` (one ellipsoidal geodesic per position) and a geofence
-# (enter/exit), and the same trajectory through pymeos when it is installed
-# (`$MFSTREAM_PYMEOS_PYTHON`, as `eval "$(jobs/meos/setup.sh)"` exports it,
-# else `python3`), side by side. Figures are printed, not asserted.
+# (enter/exit), a pathological fence (a comb, below), and the same
+# trajectory through pymeos when it is installed (`speed()`, and the fence
+# as `at(polygon)`; `$MFSTREAM_PYMEOS_PYTHON`, as
+# `eval "$(jobs/meos/setup.sh)"` exports it, else `python3`), side by side.
+# Figures are printed, not asserted.
 #
 #   cargo build --release --bin mfstream
 #   benches/positions.sh [N]            # N positions, 1,000,000 by default
+#   COMB_N=50 benches/positions.sh      # comb sweeps, 200 by default
 set -eu
 N=${1:-1000000}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -106,6 +109,19 @@ seq = TGeogPointSeq(text)
 speeds = seq.speed()
 end = time.perf_counter()
 print("%-28s %10.0f positions/s  (%d positions, %.2f s: parse + speed)" % ("pymeos speed", len(rows) / (end - start), len(rows), end - start))
+# The geofence: the same fence, lon/lat taken as a plane (as GeoJSON and
+# Tile38 draw it), the trajectory restricted to it (`at`: its pieces inside,
+# whose ends are the enter and exit events). Up to 200,000 positions: pymeos
+# holds the whole sequence.
+from pymeos import TGeomPointSeq
+from shapely.geometry import Polygon
+part = rows[:200000]
+text = "[" + ",".join("POINT(%r %r)@%s" % (r["coordinates"][0], r["coordinates"][1], stamp(r["datetime"])) for r in part) + "]"
+start = time.perf_counter()
+inside = TGeomPointSeq(text).at(Polygon([(2.9, 51.0), (3.0, 51.0), (3.0, 51.4), (2.9, 51.4)]))
+end = time.perf_counter()
+pieces = inside.num_sequences() if inside is not None else 0
+print("%-28s %10.0f positions/s  (%d positions, %.2f s: parse + at(fence), %d pieces inside)" % ("pymeos geofence", len(part) / (end - start), len(part), end - start, pieces))
 PY
 else
     echo "pymeos: not installed (eval \"\$(jobs/meos/setup.sh)\", or pip install pymeos): skipped"
