@@ -18,7 +18,9 @@
 //!
 //! A body's `crs` (`"EPSG:4326"`, the default, or a projected
 //! `"EPSG:NNNN"`) is the feature's reference system: geodetic lon/lat
-//! (`TGeogPoint`) or planar (`TGeomPoint`). The local engine is the only
+//! (`TGeogPoint`) or planar (`TGeomPoint`); for `position`, another
+//! system than the feature's is the output's ([`What::Reprojected`]:
+//! EPSG:4326 ↔ EPSG:3857). The local engine is the only
 //! one that runs position queries (plugins and bridge jobs get them in
 //! moving points 2).
 
