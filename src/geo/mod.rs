@@ -81,9 +81,12 @@ const WGS84_EPSG: u32 = 4326;
 /// ~1.8 m), an offset ignored. ETRS89 (4258), NAD83 (4269), GDA94 (4283),
 /// GDA2020 (7844), NZGD2000 (4167), NAD83(CSRS) (4617), JGD2000 (4612),
 /// JGD2011 (6668), SWEREF99 (4619), SIRGAS 2000 (4674), CGCS2000 (4490),
-/// and WGS84's 3D system (4979).
-pub(crate) const WGS84_LIKE: [u32; 12] = [
-    4258, 4269, 4283, 7844, 4167, 4617, 4612, 6668, 4619, 4674, 4490, 4979,
+/// RGF93 (4171), NAD83(HARN) (4152), Hartebeesthoek94 (4148, on the WGS84
+/// ellipsoid itself), and WGS84's 3D system (4979). A geographic code in
+/// neither this list nor [`GEOGRAPHIC_OTHER`] is taken as planar, as MEOS
+/// takes a `tgeompoint`'s SRID (README says so).
+pub(crate) const WGS84_LIKE: [u32; 15] = [
+    4258, 4269, 4283, 7844, 4167, 4617, 4612, 6668, 4619, 4674, 4490, 4171, 4152, 4148, 4979,
 ];
 
 /// Geographic lon/lat systems on other ellipsoids (their datums are tens
