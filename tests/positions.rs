@@ -391,10 +391,22 @@ fn run_hopping_windows_of_positions_agree_with_pymeos_on_a_seeded_trajectory() {
         .map(|(t, x, y)| format!("{{\"datetime\":\"{t}\",\"coordinates\":[{x:?},{y:?}]}}\n"))
         .collect();
     std::fs::write(&input, lines).unwrap();
+    // Geodetic, and the same numbers as a planar system's (Euclid).
+    for (crs, type_) in [("EPSG:4326", "TGeogPoint"), ("EPSG:3857", "TGeomPoint")] {
+        hopping_windows_agree_with_pymeos(&dir, &input, crs, type_);
+    }
+}
+
+fn hopping_windows_agree_with_pymeos(
+    dir: &TempDir,
+    input: &std::path::Path,
+    crs: &str,
+    type_: &str,
+) {
     let oracle = std::process::Command::new(pymeos_python())
         .arg(root().join("tests/oracle/geo_oracle.py"))
-        .args(["--crs", "EPSG:4326", "--window", "150", "--hop", "60"])
-        .stdin(std::fs::File::open(&input).unwrap())
+        .args(["--crs", crs, "--window", "150", "--hop", "60"])
+        .stdin(std::fs::File::open(input).unwrap())
         .output()
         .unwrap();
     assert!(oracle.status.success(), "{}", stderr(&oracle));
@@ -414,11 +426,11 @@ fn run_hopping_windows_of_positions_agree_with_pymeos_on_a_seeded_trajectory() {
         ("MAX_SPEED", "max_speed"),
     ] {
         let query = format!(
-            r#"{{"aggregation":"{aggregation}","window":{{"type":"HOPPING","size":150,"unit":"SECONDS","hop":60}}}}"#
+            r#"{{"aggregation":"{aggregation}","window":{{"type":"HOPPING","size":150,"unit":"SECONDS","hop":60}},"crs":"{crs}"}}"#
         );
         let output = mfstream_command(dir.path())
-            .args(["run", "--type", "TGeogPoint", "--query", &query])
-            .arg(&input)
+            .args(["run", "--type", type_, "--query", &query])
+            .arg(input)
             .output()
             .unwrap();
         assert!(output.status.success(), "{}", stderr(&output));
@@ -429,7 +441,11 @@ fn run_hopping_windows_of_positions_agree_with_pymeos_on_a_seeded_trajectory() {
         // A window of one position has no speed: skipped by both.
         let expected: Vec<&serde_json::Value> =
             rows.iter().filter(|w| !w[field].is_null()).collect();
-        assert_eq!(events.len(), expected.len(), "{aggregation}: a window each");
+        assert_eq!(
+            events.len(),
+            expected.len(),
+            "{crs} {aggregation}: a window each"
+        );
         for (e, w) in events.iter().zip(expected) {
             let start = w["start_us"].as_i64().unwrap();
             let first = micros(e["windowStart"].as_str().unwrap());
