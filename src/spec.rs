@@ -136,6 +136,18 @@ impl QuerySpec {
         }
     }
 
+    /// The reference system a query's registration names as its `crs`:
+    /// the feature's, or for a `position` that reprojects, its output's.
+    pub(crate) fn registered_crs(&self) -> Option<crate::geo::Crs> {
+        match &self.kind {
+            QueryKind::Position(q) => match q.what {
+                position::What::Reprojected { to } => Some(to),
+                _ => Some(q.crs),
+            },
+            _ => None,
+        }
+    }
+
     /// The name events carry as their `operation` (or `aggregation`).
     pub fn operation_name(&self) -> &str {
         match &self.kind {
@@ -304,7 +316,8 @@ pub struct Registration {
     #[serde(rename = "onError")]
     pub on_error: Option<String>,
     /// Positions: the feature's reference system, `EPSG:4326` (geodetic,
-    /// the default) or a projected `EPSG:NNNN`.
+    /// the default) or a projected `EPSG:NNNN`; for `position`, the
+    /// output's (`EPSG:4326` ↔ `EPSG:3857` reproject).
     pub crs: Option<String>,
     /// Positions: a geofence, a GeoJSON Polygon or MultiPolygon.
     pub geofence: Option<serde_json::Value>,
@@ -578,15 +591,48 @@ impl Registration {
     ) -> Result<QuerySpec, RegistrationError> {
         let on_error = self.policy().map_err(RegistrationError::Invalid)?;
         let given = position::crs_of(&self).map_err(|e| match e.field {
-            // A `type` that is no position's does not fit the feature.
+            // A `type` that is no position's, or a system this server does
+            // not measure in, does not fit the feature.
             "type" => RegistrationError::Unfit(e),
+            _ if e.kind == SpecErrorKind::Unfit => RegistrationError::Unfit(e),
             _ => RegistrationError::Invalid(e),
         })?;
+        let plain = position::is_plain_position(&self);
         let feature = match (known, known_crs) {
             (_, Some(crs)) => Some(crs),
             (Some(PropertyType::TGeogPoint), None) => Some(crate::geo::Crs::Geodetic),
+            // A `position` whose `type` (the feature's positions) is not
+            // its `crs`'s (the output's), as the store records one that
+            // reprojects: the feature's system is the pair's other end.
+            _ => match (self.property_type.or(known), given) {
+                (Some(t), Some(to)) if plain && t != position::type_of(to) => {
+                    Some(crate::geo::reprojection_source(to))
+                }
+                _ => None,
+            },
+        };
+        // `position` in another system than the feature's: reprojected,
+        // when this server converts the pair.
+        let reproject = match (given, feature) {
+            (Some(given), Some(feature)) if given != feature && plain => {
+                if !crate::geo::reprojects(feature, given) {
+                    return Err(RegistrationError::Unfit(SpecError::new(
+                        "crs",
+                        SpecErrorKind::Unfit,
+                        format!(
+                            "the positions of {property} are in {}: `position` converts {} \
+                             only, not to {}",
+                            feature.name(),
+                            crate::geo::REPROJECTIONS,
+                            given.name()
+                        ),
+                    )));
+                }
+                Some(given)
+            }
             _ => None,
         };
+        let given = if reproject.is_some() { feature } else { given };
         let crs = match (given, feature) {
             (Some(given), Some(feature)) if given != feature => {
                 return Err(RegistrationError::Unfit(SpecError::new(
@@ -633,7 +679,13 @@ impl Registration {
                 )),
             });
         }
-        let what = position::what(self).map_err(RegistrationError::Invalid)?;
+        let what = match (
+            position::what(self).map_err(RegistrationError::Invalid)?,
+            reproject,
+        ) {
+            (position::What::Position, Some(to)) => position::What::Reprojected { to },
+            (what, _) => what,
+        };
         let query = PositionQuery { crs, what };
         let spec = QuerySpec {
             id: String::new(),

@@ -376,3 +376,106 @@ fn run_agrees_with_pymeos_geographiclib_and_shapely_on_a_seeded_trajectory() {
         failures.join("\n")
     );
 }
+
+/// HOPPING windows of positions (150 s every 60 s: buckets of 30 s, each
+/// window three to five of them joined) against pymeos on each window's
+/// positions as one sequence, through `mfstream run`.
+#[test]
+#[ignore = "needs MFSTREAM_PYMEOS_PYTHON (pymeos, geographiclib, shapely): eval \"$(jobs/meos/setup.sh)\""]
+fn run_hopping_windows_of_positions_agree_with_pymeos_on_a_seeded_trajectory() {
+    let dir = TempDir::new("run-positions-hopping-oracle");
+    let track = trajectory();
+    let input = dir.join("track.ndjson");
+    let lines: String = track
+        .iter()
+        .map(|(t, x, y)| format!("{{\"datetime\":\"{t}\",\"coordinates\":[{x:?},{y:?}]}}\n"))
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    // Geodetic, and the same numbers as a planar system's (Euclid).
+    for (crs, type_) in [("EPSG:4326", "TGeogPoint"), ("EPSG:3857", "TGeomPoint")] {
+        hopping_windows_agree_with_pymeos(&dir, &input, crs, type_);
+    }
+}
+
+fn hopping_windows_agree_with_pymeos(
+    dir: &TempDir,
+    input: &std::path::Path,
+    crs: &str,
+    type_: &str,
+) {
+    let oracle = std::process::Command::new(pymeos_python())
+        .arg(root().join("tests/oracle/geo_oracle.py"))
+        .args(["--crs", crs, "--window", "150", "--hop", "60"])
+        .stdin(std::fs::File::open(input).unwrap())
+        .output()
+        .unwrap();
+    assert!(oracle.status.success(), "{}", stderr(&oracle));
+    let rows: Vec<serde_json::Value> = stdout(&oracle)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["kind"] == "window")
+        .collect();
+    assert!(rows.len() > 30, "{} windows", rows.len());
+    let mut failures = Vec::new();
+    for (aggregation, field) in [
+        ("COUNT", "count"),
+        ("EXTENT", "extent_plain"),
+        ("CENTROID", "centroid_exact"),
+        ("LENGTH", "length"),
+        ("AVG_SPEED", "avg_speed"),
+        ("MAX_SPEED", "max_speed"),
+    ] {
+        let query = format!(
+            r#"{{"aggregation":"{aggregation}","window":{{"type":"HOPPING","size":150,"unit":"SECONDS","hop":60}},"crs":"{crs}"}}"#
+        );
+        let output = mfstream_command(dir.path())
+            .args(["run", "--type", type_, "--query", &query])
+            .arg(input)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let events: Vec<serde_json::Value> = stdout(&output)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        // A window of one position has no speed: skipped by both.
+        let expected: Vec<&serde_json::Value> =
+            rows.iter().filter(|w| !w[field].is_null()).collect();
+        assert_eq!(
+            events.len(),
+            expected.len(),
+            "{crs} {aggregation}: a window each"
+        );
+        for (e, w) in events.iter().zip(expected) {
+            let start = w["start_us"].as_i64().unwrap();
+            let first = micros(e["windowStart"].as_str().unwrap());
+            assert!(
+                (start..start + 150_000_000).contains(&first),
+                "{aggregation} {e}"
+            );
+            assert_eq!(e["count"], w["count"], "{aggregation} {start}");
+            let pairs: Vec<(f64, f64)> = match &w[field] {
+                serde_json::Value::Array(items) => items
+                    .iter()
+                    .enumerate()
+                    .map(|(k, x)| (e["value"][k].as_f64().unwrap(), x.as_f64().unwrap()))
+                    .collect(),
+                x => vec![(e["value"].as_f64().unwrap(), x.as_f64().unwrap())],
+            };
+            for (got, want) in pairs {
+                let diff = (got - want).abs();
+                if !(diff <= 1e-9 || diff <= 1e-9 * want.abs()) {
+                    failures.push(format!(
+                        "{aggregation} at {start}: ours {got:?}, pymeos {want:?}"
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        failures.is_empty(),
+        "{} mismatches:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}

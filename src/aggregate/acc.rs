@@ -121,13 +121,21 @@ impl Acc {
     /// Adds a position at `t` (microseconds) to the aggregate of
     /// positions, in `crs`; call before [`Acc::add`] of the same record.
     /// Positions come in increasing time order (the position engine sees
-    /// to it).
-    pub(crate) fn add_position(&mut self, crs: Crs, t: i64, p: crate::geo::Point) {
+    /// to it). `before` is the position before this one when it may be in
+    /// an earlier bucket of the same window (a `HOPPING` window): the
+    /// segment joining them is measured once, for the merge.
+    pub(crate) fn add_position(
+        &mut self,
+        crs: Crs,
+        t: i64,
+        p: crate::geo::Point,
+        before: Option<(i64, crate::geo::Point)>,
+    ) {
         let acc = self.position.get_or_insert_with(|| {
             self.bytes += std::mem::size_of::<PositionAcc>() as u64;
             Box::new(PositionAcc::new(crs))
         });
-        acc.push(t, p);
+        acc.push_after(t, p, before);
     }
 
     fn add_sum(&mut self, x: f64) {
@@ -167,10 +175,12 @@ impl Acc {
             window.max = window.max.max(acc.max);
             window.trues += acc.trues;
             window.count += acc.count;
-            // One bucket per window for a window of positions (a HOPPING
-            // one is refused: a PositionAcc does not merge): its own.
-            if window.position.is_none() {
-                window.position.clone_from(&acc.position);
+            // The buckets come in time order, and so do their positions:
+            // each continues the run, joined by the segment between them.
+            match (&mut window.position, &acc.position) {
+                (Some(run), Some(next)) => run.append(next),
+                (run @ None, next) => run.clone_from(next),
+                (Some(_), None) => {}
             }
             if distinct.is_none() && !acc.distinct.is_empty() {
                 sets.push(&acc.distinct);

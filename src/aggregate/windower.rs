@@ -123,6 +123,9 @@ pub struct Windower {
     budget: Option<Arc<StateBudget>>,
     /// For an aggregate of positions (`EXTENT`, …): their reference system.
     crs: Option<Crs>,
+    /// For an aggregate of positions over a `HOPPING` window: the last
+    /// position added, whose segment to the next joins their buckets.
+    last_position: Option<(i64, crate::geo::Point)>,
 }
 
 /// What a bucket costs beyond its heap: its slot in the deque.
@@ -309,6 +312,7 @@ impl Windower {
             mode,
             budget: None,
             crs: None,
+            last_position: None,
         })
     }
 
@@ -442,7 +446,7 @@ impl Windower {
         match &mut self.mode {
             Mode::Count { size, acc } => {
                 if let Some((t, p)) = position {
-                    acc.add_position(crs, t, p);
+                    acc.add_position(crs, t, p, None);
                 }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 if acc.count >= *size {
@@ -476,7 +480,12 @@ impl Windower {
                     time.bytes += distinct.add(text);
                 }
                 if let Some((t, p)) = position {
-                    acc.add_position(crs, t, p);
+                    // A hopping window's buckets join at the segment
+                    // between them (a tumbling window is one bucket).
+                    let hopping = time.grid.hop() < time.grid.span();
+                    let before = self.last_position.filter(|_| hopping);
+                    acc.add_position(crs, t, p, before);
+                    self.last_position = Some((t, p));
                 }
                 acc.add(aggregation, seq, instant.datetime, instant.value);
                 let grown = acc.bytes;

@@ -3,7 +3,15 @@
 //! The rule for segments: a window's accumulator sees the instants that fall
 //! in the window, and the segments between consecutive ones. A segment
 //! whose ends fall in two windows counts in neither (its length is not split
-//! at the boundary). That is MEOS applied to the sequence of the window's
+//! at the boundary).
+//!
+//! A `HOPPING` window is a union of buckets, each its own accumulator:
+//! [`PositionAcc::append`] joins two consecutive ones exactly as one run
+//! over both would be (counts and sums added, boxes widened, and the
+//! segment from the first's last instant to the second's first added to the
+//! length, the speeds and the centroid's integral). That segment is
+//! measured once, when the second bucket's first instant comes
+//! ([`PositionAcc::push_after`]), not at every window it is in. That is MEOS applied to the sequence of the window's
 //! instants, not normalised (pymeos: `TGeogPointSeq(instant_list=[…],
 //! upper_inc=True, normalize=False)`): the instants counted,
 //! `.bounding_box()`, `.time_weighted_centroid()`, `.length()`,
@@ -70,6 +78,10 @@ pub(crate) struct PositionAcc {
     y_sum: f64,
     length: f64,
     max_speed: Option<f64>,
+    /// The instant before the first, when there was one (in an earlier
+    /// bucket of a hopping window), and the length of the segment from it
+    /// to the first: [`PositionAcc::append`] joins with it.
+    incoming: Option<((Micros, Point), f64)>,
 }
 
 impl PositionAcc {
@@ -92,7 +104,57 @@ impl PositionAcc {
             y_sum: 0.0,
             length: 0.0,
             max_speed: None,
+            incoming: None,
         }
+    }
+
+    /// [`PositionAcc::push`], with the instant before this one (`before`,
+    /// in an earlier bucket) when this is the first: the joining segment is
+    /// measured now, for [`PositionAcc::append`].
+    pub(crate) fn push_after(&mut self, t: Micros, p: Point, before: Option<(Micros, Point)>) {
+        if self.first.is_none()
+            && let Some((t0, p0)) = before.filter(|(t0, _)| *t0 < t)
+        {
+            self.incoming = Some(((t0, p0), distance(self.crs, p0, p)));
+        }
+        self.push(t, p);
+    }
+
+    /// Appends `next`, whose instants all follow this one's: the result is
+    /// the accumulator of both runs as one, the segment between them
+    /// included (its length taken from `next`'s `incoming` when that starts
+    /// at this one's last instant, else measured).
+    pub(crate) fn append(&mut self, next: &PositionAcc) {
+        let (Some((t0, p0)), Some((t1, p1))) = (self.last, next.first) else {
+            if self.first.is_none() {
+                *self = next.clone();
+            }
+            return;
+        };
+        let join = match next.incoming {
+            Some((from, len)) if from == (t0, p0) => len,
+            _ => distance(self.crs, p0, p1),
+        };
+        let dt = t1.saturating_sub(t0) as f64;
+        self.count += next.count;
+        self.bbox = [
+            self.bbox[0].min(next.bbox[0]),
+            self.bbox[1].min(next.bbox[1]),
+            self.bbox[2].max(next.bbox[2]),
+            self.bbox[3].max(next.bbox[3]),
+        ];
+        self.x_sum += next.x_sum;
+        self.y_sum += next.y_sum;
+        self.x_dt += (p0.x + p1.x) / 2.0 * dt + next.x_dt;
+        self.y_dt += (p0.y + p1.y) / 2.0 * dt + next.y_dt;
+        self.length += join + next.length;
+        for v in [segment_speed(join, t0, t1), next.max_speed]
+            .into_iter()
+            .flatten()
+        {
+            self.max_speed = Some(self.max_speed.map_or(v, |m| m.max(v)));
+        }
+        self.last = next.last;
     }
 
     /// Adds an instant of the window, in increasing time order.

@@ -17,7 +17,7 @@
 //! Only the kinds in the fence's detect set are emitted.
 
 use super::geometry::{Geometry, Shape};
-use super::planar::{self, Loc, StripIndex};
+use super::planar::{self, Hit, Loc, StripIndex};
 use super::{GeoError, Micros, Point};
 
 /// A geofence detect kind.
@@ -178,27 +178,45 @@ impl Fence {
             return;
         }
         let mut hits = Vec::new();
-        for polygon in &self.polygons {
-            polygon.hits(p0, p1, &mut hits);
+        for (k, polygon) in (0..).zip(&self.polygons) {
+            polygon.hits(p0, p1, k, &mut hits);
         }
         if hits.is_empty() {
             return;
         }
-        hits.sort_by(f64::total_cmp);
+        hits.sort_by(|a, b| a.s.total_cmp(&b.s));
         // One crossing through a vertex hits both its edges, at parameters
-        // that may differ in the last bits: merged, so that touching a
-        // vertex from outside is no pass (as shapely's intersection, a
-        // point there, is none) and passing through it is one crossing.
-        hits.dedup_by(|a, b| (*a - *b).abs() <= 1e-12);
-        // The side of each stretch between consecutive hits, read at its
-        // middle; a change of side is a crossing at the hit between.
+        // that may differ in the last bits: merged (and so not clean), so
+        // that touching a vertex from outside is no pass (as shapely's
+        // intersection, a point there, is none) and passing through it is
+        // one crossing.
+        let mut merged: Vec<Hit> = Vec::with_capacity(hits.len());
+        for hit in hits {
+            match merged.last_mut() {
+                Some(last) if (hit.s - last.s).abs() <= 1e-12 => last.clean = false,
+                _ => merged.push(hit),
+            }
+        }
+        // The side of each stretch between consecutive hits; a change of
+        // side is a crossing at the hit between. Past a clean hit the side
+        // of its polygon flips (even-odd); elsewhere (the first stretch,
+        // and past a vertex, an overlap or hits merged) each polygon is
+        // read at the stretch's middle. So a segment costs its edge tests
+        // plus a point-in-polygon per unclear hit, not one per crossing.
+        let mut sides = Sides::default();
         let mut side = inside0;
         let an_end_inside = inside0 || inside1;
         let mut from = 0.0;
-        for to in hits.into_iter().chain(std::iter::once(1.0)) {
+        let mut at: Option<Hit> = None;
+        let ends = merged.iter().map(|h| (h.s, Some(*h)));
+        for (to, hit) in ends.chain(std::iter::once((1.0, None))) {
             let next_side = if to > from {
-                self.covers(planar::lerp(p0, p1, (from + to) / 2.0))
+                match at {
+                    Some(h) if h.clean && sides.flip(h.polygon) => sides.any(),
+                    _ => sides.read(&self.polygons, planar::lerp(p0, p1, (from + to) / 2.0)),
+                }
             } else {
+                sides.forget();
                 side
             };
             if next_side != side {
@@ -206,6 +224,7 @@ impl Fence {
                 side = next_side;
             }
             from = to;
+            at = hit;
         }
         if side != inside1 {
             self.crossing((t0, p0), (t1, p1), 1.0, inside1, an_end_inside, out);
@@ -235,5 +254,48 @@ impl Fence {
         } else if entering {
             self.emit(out, t, point, Detect::Cross);
         }
+    }
+}
+
+/// Which polygons of a fence a stretch of a segment is inside, once read.
+#[derive(Debug, Default)]
+struct Sides {
+    /// Per polygon, when known.
+    inside: Option<Vec<bool>>,
+}
+
+impl Sides {
+    /// Flips polygon `k`'s side (a clean crossing of one of its edges);
+    /// `false` when the sides are not known.
+    fn flip(&mut self, k: u32) -> bool {
+        match self.inside.as_mut().and_then(|v| v.get_mut(k as usize)) {
+            Some(side) => {
+                *side = !*side;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Whether any polygon holds the stretch.
+    fn any(&self) -> bool {
+        self.inside.as_ref().is_some_and(|v| v.iter().any(|&b| b))
+    }
+
+    /// Reads each polygon's side at `p` (inside or on the boundary).
+    fn read(&mut self, polygons: &[StripIndex], p: Point) -> bool {
+        let inside = self.inside.get_or_insert_with(Vec::new);
+        inside.clear();
+        inside.extend(
+            polygons
+                .iter()
+                .map(|polygon| polygon.loc(p) != Loc::Outside),
+        );
+        inside.iter().any(|&b| b)
+    }
+
+    /// The sides are no longer known.
+    fn forget(&mut self) {
+        self.inside = None;
     }
 }

@@ -24,6 +24,7 @@ mod fence;
 mod geometry;
 mod motion;
 mod planar;
+mod reproject;
 mod sphere;
 
 use std::sync::LazyLock;
@@ -39,6 +40,9 @@ pub(crate) use geometry::MAX_GEOMETRY_VERTICES;
 pub(crate) use motion::Motion;
 #[cfg(test)]
 pub(crate) use motion::Step;
+pub(crate) use reproject::{
+    SUPPORTED as REPROJECTIONS, reproject, source as reprojection_source, supported as reprojects,
+};
 
 /// A position: lon/lat in degrees (geodetic, EPSG:4326) or x/y in the CRS's
 /// units (planar).
@@ -71,11 +75,40 @@ pub(crate) enum Crs {
 /// The WGS84 EPSG code, the geodetic default.
 const WGS84_EPSG: u32 = 4326;
 
+/// Geographic lon/lat systems on the GRS80 ellipsoid (whose semi-minor
+/// axis differs from WGS84's by 0.1 mm), taken as WGS84: their datums are
+/// within about 2 m of it (ETRS89 ~0.9 m in 2026, NAD83 ~1.5 m, GDA94
+/// ~1.8 m), an offset ignored. ETRS89 (4258), NAD83 (4269), GDA94 (4283),
+/// GDA2020 (7844), NZGD2000 (4167), NAD83(CSRS) (4617), JGD2000 (4612),
+/// JGD2011 (6668), SWEREF99 (4619), SIRGAS 2000 (4674), CGCS2000 (4490),
+/// RGF93 (4171), NAD83(HARN) (4152), Hartebeesthoek94 (4148, on the WGS84
+/// ellipsoid itself), and WGS84's 3D system (4979). A geographic code in
+/// neither this list nor [`GEOGRAPHIC_OTHER`] is taken as planar, as MEOS
+/// takes a `tgeompoint`'s SRID (README says so).
+pub(crate) const WGS84_LIKE: [u32; 15] = [
+    4258, 4269, 4283, 7844, 4167, 4617, 4612, 6668, 4619, 4674, 4490, 4171, 4152, 4148, 4979,
+];
+
+/// Geographic lon/lat systems on other ellipsoids (their datums are tens
+/// to hundreds of metres from WGS84): refused, as neither planar nor
+/// WGS84. NAD27 (4267), ED50 (4230), OSGB36 (4277), Tokyo (4301), WGS72
+/// (4322), Beijing 1954 (4214), Pulkovo 1942 (4284), AGD66 (4202), AGD84
+/// (4203), NZGD49 (4272), DHDN (4314), MGI (4312), NTF (4275), RD Bessel
+/// Amersfoort (4289), Belge 1972 (4313), CH1903 (4149), Monte Mario
+/// (4265), Indian 1975 (4240), Korean 1985 (4162), Hong Kong 1980 (4611).
+pub(crate) const GEOGRAPHIC_OTHER: [u32; 20] = [
+    4267, 4230, 4277, 4301, 4322, 4214, 4284, 4202, 4203, 4272, 4314, 4312, 4275, 4289, 4313, 4149,
+    4265, 4240, 4162, 4611,
+];
+
 impl Crs {
     /// Reads `EPSG:4326` (and the OGC CRS84 URI/URN, `urn:ogc:def:crs:EPSG::4326`,
     /// `http://www.opengis.net/def/crs/EPSG/0/4326`) as [`Crs::Geodetic`] and
-    /// `EPSG:NNNN` (or its URN/URI) as [`Crs::Planar`]. Any other EPSG code
-    /// is taken as planar, as MEOS takes a `tgeompoint`'s SRID.
+    /// `EPSG:NNNN` (or its URN/URI) as [`Crs::Planar`], as MEOS takes a
+    /// `tgeompoint`'s SRID, except the geographic (lon/lat) codes, which are
+    /// never planar: those on the GRS80 ellipsoid ([`WGS84_LIKE`]) are
+    /// geodetic on WGS84, their datum's offset from it (≤ 2 m) ignored;
+    /// the others ([`GEOGRAPHIC_OTHER`]) are refused.
     pub(crate) fn parse(text: &str) -> Result<Crs, GeoError> {
         let t = text.trim();
         let lower = t.to_ascii_lowercase();
@@ -98,6 +131,8 @@ impl Crs {
         .find_map(|prefix| lower.strip_prefix(prefix));
         match code.and_then(|c| c.parse::<u32>().ok()) {
             Some(WGS84_EPSG) => Ok(Crs::Geodetic),
+            Some(n) if WGS84_LIKE.contains(&n) => Ok(Crs::Geodetic),
+            Some(n) if GEOGRAPHIC_OTHER.contains(&n) => Err(GeoError::Geographic(n)),
             Some(n) if n > 0 => Ok(Crs::Planar(n)),
             _ => Err(GeoError::Crs(quoted(text))),
         }
@@ -143,6 +178,29 @@ pub(crate) enum GeoError {
         "crs: unknown reference system \"{0}\"; use \"EPSG:4326\" (geodetic lon/lat) or \"EPSG:NNNN\" (a projected system)"
     )]
     Crs(String),
+    /// A geographic system on another ellipsoid than WGS84's.
+    #[error(
+        "crs: EPSG:{0} is a geographic (lon/lat) system on another datum than WGS84, which is not \
+         supported; send WGS84 lon/lat as \"EPSG:4326\" (ETRS89, NAD83, GDA94 and the other GRS80 \
+         systems are taken as it), or a projected \"EPSG:NNNN\""
+    )]
+    Geographic(u32),
+    /// A reprojection `position` does not do.
+    #[error(
+        "crs: no reprojection from {from} to {to}; `position` converts {}",
+        reproject::SUPPORTED
+    )]
+    Reprojection {
+        /// The feature's system.
+        from: String,
+        /// The one asked for.
+        to: String,
+    },
+    /// A pole, which has no Web Mercator northing.
+    #[error(
+        "coordinates: latitude {0} has no Web Mercator (EPSG:3857) northing; poles cannot be reprojected"
+    )]
+    Pole(f64),
     /// A GeoJSON geometry that is not well formed; `path` names the member.
     #[error("{path}: {reason}")]
     GeoJson {

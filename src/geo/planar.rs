@@ -68,10 +68,37 @@ pub(super) fn polygon_loc(rings: &[Vec<Point>], p: Point) -> Loc {
     }
 }
 
-/// Pushes onto `out` the parameters `s` in [0, 1] along a→b where the
-/// segment meets the edge c→d: one for a crossing or touch, the two ends of
-/// the overlap for collinear segments.
-pub(super) fn segment_hits(a: Point, b: Point, c: Point, d: Point, out: &mut Vec<f64>) {
+/// Where a moving segment meets a fence's edge: the parameter along the
+/// segment, and whether the meeting is a clean crossing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) struct Hit {
+    /// The parameter in [0, 1] along the segment.
+    pub s: f64,
+    /// A transversal crossing of the edge's interior, away from the
+    /// segment's ends and the edge's vertices (by [`CLEAN`]): crossing it
+    /// flips the side of the edge's polygon (even-odd), unless another
+    /// edge is met at the same point (the caller merges those).
+    pub clean: bool,
+    /// The polygon of the edge, for a fence of several.
+    pub polygon: u32,
+}
+
+/// How far from a segment's or an edge's ends (as a fraction of it) a
+/// crossing must be to be clean: nearer, rounding may have missed the
+/// adjacent edge's hit, and the side is read from the polygon instead.
+const CLEAN: f64 = 1e-9;
+
+/// Pushes onto `out` where the segment a→b meets the edge c→d of polygon
+/// `polygon`: one hit for a crossing or touch, the two ends of the overlap
+/// for collinear segments (never clean).
+pub(super) fn segment_hits(
+    a: Point,
+    b: Point,
+    c: Point,
+    d: Point,
+    polygon: u32,
+    out: &mut Vec<Hit>,
+) {
     let (rx, ry) = (b.x - a.x, b.y - a.y);
     let (qx, qy) = (d.x - c.x, d.y - c.y);
     let (wx, wy) = (c.x - a.x, c.y - a.y);
@@ -80,7 +107,9 @@ pub(super) fn segment_hits(a: Point, b: Point, c: Point, d: Point, out: &mut Vec
         let s = (wx * qy - wy * qx) / denom;
         let u = (wx * ry - wy * rx) / denom;
         if (0.0..=1.0).contains(&s) && (0.0..=1.0).contains(&u) {
-            out.push(s);
+            let inner = CLEAN..=1.0 - CLEAN;
+            let clean = inner.contains(&s) && inner.contains(&u);
+            out.push(Hit { s, clean, polygon });
         }
         return;
     }
@@ -93,8 +122,13 @@ pub(super) fn segment_hits(a: Point, b: Point, c: Point, d: Point, out: &mut Vec
     let sd = ((d.x - a.x) * rx + (d.y - a.y) * ry) / rr;
     let (lo, hi) = (sc.min(sd).max(0.0), sc.max(sd).min(1.0));
     if lo <= hi {
-        out.push(lo);
-        out.push(hi);
+        for s in [lo, hi] {
+            out.push(Hit {
+                s,
+                clean: false,
+                polygon,
+            });
+        }
     }
 }
 
@@ -170,8 +204,10 @@ impl StripIndex {
     /// (all rings at once: even-odd, as a valid polygon's holes lie inside
     /// its exterior).
     pub(super) fn loc(&self, p: Point) -> Loc {
+        let strip = &self.strips[self.strip(p.y)];
+        visits::count(strip.len());
         let mut inside = false;
-        for &i in &self.strips[self.strip(p.y)] {
+        for &i in strip {
             let (a, b) = self.edges[i as usize];
             let o = orient(a, b, p);
             if o == 0.0 && within(p.x, a.x, b.x) && within(p.y, a.y, b.y) {
@@ -184,20 +220,63 @@ impl StripIndex {
         if inside { Loc::Inside } else { Loc::Outside }
     }
 
-    /// [`segment_hits`] of a→b against the edges of the strips it spans
-    /// (an edge in several strips may be hit more than once: callers sort
-    /// and dedup).
-    pub(super) fn hits(&self, a: Point, b: Point, out: &mut Vec<f64>) {
+    /// [`segment_hits`] of a→b against each edge at most once, this being
+    /// polygon `polygon`: the edges of the strips it spans (an edge in
+    /// several is tested in the lowest of them), or every edge when that
+    /// is fewer tests. At most n edge tests, however the edges lie.
+    pub(super) fn hits(&self, a: Point, b: Point, polygon: u32, out: &mut Vec<Hit>) {
         let (s0, s1) = (self.strip(a.y.min(b.y)), self.strip(a.y.max(b.y)));
         let (xlo, xhi) = (a.x.min(b.x), a.x.max(b.x));
-        for strip in &self.strips[s0..=s1] {
+        let mut test = |c: Point, d: Point| {
+            if c.x.max(d.x) < xlo || c.x.min(d.x) > xhi {
+                return;
+            }
+            segment_hits(a, b, c, d, polygon, out);
+        };
+        let spanned = &self.strips[s0..=s1];
+        let entries: usize = spanned.iter().map(Vec::len).sum();
+        if entries >= self.edges.len() {
+            visits::count(self.edges.len());
+            for &(c, d) in &self.edges {
+                test(c, d);
+            }
+            return;
+        }
+        visits::count(entries);
+        for (k, strip) in (s0..).zip(spanned) {
             for &i in strip {
                 let (c, d) = self.edges[i as usize];
-                if c.x.max(d.x) < xlo || c.x.min(d.x) > xhi {
+                // Tested already in the strip below, when spanned too.
+                if k > s0 && self.strip(c.y.min(d.y)) < k {
                     continue;
                 }
-                segment_hits(a, b, c, d, out);
+                test(c, d);
             }
         }
+    }
+}
+
+/// The edge tests of the fence's predicates, counted in tests (per thread:
+/// tests run at once) so that a test can bound the work per position
+/// without timing it.
+pub(super) mod visits {
+    #[cfg(test)]
+    thread_local! {
+        static VISITS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    }
+
+    /// Counts `n` edge tests.
+    #[inline]
+    pub(in crate::geo) fn count(n: usize) {
+        #[cfg(test)]
+        VISITS.with(|v| v.set(v.get() + n as u64));
+        #[cfg(not(test))]
+        let _ = n;
+    }
+
+    /// The edge tests counted on this thread since the last call.
+    #[cfg(test)]
+    pub(in crate::geo) fn take() -> u64 {
+        VISITS.with(|v| v.replace(0))
     }
 }

@@ -13,12 +13,14 @@
 //! | body | events | MEOS |
 //! |---|---|---|
 //! | `{"geofence":<Polygon or MultiPolygon>,"detect":[…]}` | `{"datetime","coordinates","detect"}` | Tile38 `WITHIN … DETECT` |
-//! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT` or `TUMBLING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
+//! | `{"aggregation":"EXTENT","window":…}` (`COUNT`, `EXTENT`, `CENTROID`, `LENGTH`, `AVG_SPEED`, `MAX_SPEED`; `COUNT`, `TUMBLING` or `HOPPING` windows) | a window's aggregate of its positions, each window measured whole | `numInstants`, `twCentroid`, `length` |
 //! | `{"operation":"speed","aggregation":"MAX","window":…}` | a numeric aggregate (`COUNT`, `SUM`, `AVG`, `MIN`, `MAX`) of a measure | |
 //!
 //! A body's `crs` (`"EPSG:4326"`, the default, or a projected
 //! `"EPSG:NNNN"`) is the feature's reference system: geodetic lon/lat
-//! (`TGeogPoint`) or planar (`TGeomPoint`). The local engine is the only
+//! (`TGeogPoint`) or planar (`TGeomPoint`); for `position`, another
+//! system than the feature's is the output's ([`What::Reprojected`]:
+//! EPSG:4326 ↔ EPSG:3857). The local engine is the only
 //! one that runs position queries (plugins and bridge jobs get them in
 //! moving points 2).
 
@@ -56,6 +58,9 @@ pub(crate) enum What {
     },
     /// The instant itself.
     Position,
+    /// The instant itself, reprojected from the query's `crs` (the
+    /// feature's) to `to` (a pair [`geo::reprojects`]).
+    Reprojected { to: Crs },
     /// A geofence's detections.
     Geofence {
         /// The fence, as GeoJSON (checked: [`geo::Fence::new`] takes it).
@@ -100,7 +105,7 @@ impl PositionQuery {
             }
             | What::Aggregate(a) => a.aggregation.name(),
             What::Measure { measure, .. } => measure.op().name(),
-            What::Position => Op::Position.name(),
+            What::Position | What::Reprojected { .. } => Op::Position.name(),
             What::Geofence { .. } => "geofence",
         }
     }
@@ -162,8 +167,11 @@ pub(crate) fn type_of(crs: Crs) -> PropertyType {
 /// A geometry error as the spec's: the field it names, and its text.
 pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError {
     let field = match &e {
-        GeoError::NotFinite(_) | GeoError::Longitude(_) | GeoError::Latitude(_) => "coordinates",
-        GeoError::Crs(_) => "crs",
+        GeoError::NotFinite(_)
+        | GeoError::Longitude(_)
+        | GeoError::Latitude(_)
+        | GeoError::Pole(_) => "coordinates",
+        GeoError::Crs(_) | GeoError::Geographic(_) | GeoError::Reprojection { .. } => "crs",
         GeoError::NoDetect => "detect",
         GeoError::Unknown { field, .. } => field,
         _ => geometry_field,
@@ -186,6 +194,9 @@ pub(crate) fn spec_error(e: GeoError, geometry_field: &'static str) -> SpecError
             SpecErrorKind::OutOfRange
         }
         GeoError::NoDetect => SpecErrorKind::Missing,
+        // A system, or a pair of them, this server does not convert: a
+        // valid body that does not fit (422).
+        GeoError::Geographic(_) | GeoError::Reprojection { .. } => SpecErrorKind::Unfit,
         _ => SpecErrorKind::Malformed,
     };
     SpecError::new(field, kind, message)
@@ -199,6 +210,13 @@ pub(crate) fn crs_of(registration: &Registration) -> Result<Option<Crs>, SpecErr
         None => None,
     };
     match (crs, registration.property_type) {
+        // A `position` whose `type` is the feature's and `crs` another
+        // system: reprojected (checked against the feature).
+        (Some(crs), Some(t))
+            if t != type_of(crs) && t.is_point() && is_plain_position(registration) =>
+        {
+            Ok(Some(crs))
+        }
         (Some(crs), Some(t)) if t != type_of(crs) => Err(SpecError::new(
             "type",
             SpecErrorKind::Conflict,
@@ -217,6 +235,19 @@ pub(crate) fn crs_of(registration: &Registration) -> Result<Option<Crs>, SpecErr
         (None, Some(PropertyType::TGeogPoint)) => Ok(Some(Crs::Geodetic)),
         (None, _) => Ok(None),
     }
+}
+
+/// Whether a registration asks for the positions themselves (`position`,
+/// not aggregated): the one operation whose `crs` may differ from the
+/// feature's, reprojecting.
+pub(crate) fn is_plain_position(registration: &Registration) -> bool {
+    registration.aggregation.is_none()
+        && registration.geofence.is_none()
+        && registration
+            .operation
+            .as_deref()
+            .and_then(Op::from_name)
+            .is_some_and(|op| op == Op::Position)
 }
 
 /// The fields that only a position query takes, given on a scalar
@@ -338,29 +369,14 @@ fn aggregate_of(
     Ok(aggregate)
 }
 
-/// An aggregate of the positions themselves: one defined for positions,
-/// over a window each is measured whole in (not `HOPPING`, but `COUNT`,
-/// which counts any value).
+/// An aggregate of the positions themselves: one defined for positions
+/// (or `COUNT`, which counts any value), over any window; each window is
+/// measured whole, a `HOPPING` one from its buckets joined exactly.
 fn positions_aggregate(aggregate: Aggregate) -> Result<What, SpecError> {
     check_allowed(aggregate.aggregation, PropertyType::TGeogPoint)?;
-    let hopping = aggregate
-        .window
-        .grid()
-        .is_some_and(|grid| grid.hop() < grid.span());
-    if hopping && aggregate.aggregation.of_positions().is_some() {
-        return Err(SpecError::new(
-            "window",
-            SpecErrorKind::Unfit,
-            format!(
-                "{} over a HOPPING window is not supported (its windows overlap, and \
-                         a window of positions is measured whole): use a TUMBLING or COUNT \
-                         window",
-                aggregate.aggregation
-            ),
-        ));
-    }
     Ok(What::Aggregate(aggregate))
 }
+
 fn geofence_what(
     fence: serde_json::Value,
     detect: Option<serde_json::Value>,

@@ -43,6 +43,8 @@ enum Step {
     Distance(Box<geo::Geometry>),
     /// The instant itself.
     Position,
+    /// The instant itself, in another reference system.
+    Reproject(Crs),
     /// A geofence's detections.
     Fence(Box<geo::Fence>, geo::FenceState, Vec<geo::FenceEvent>),
     /// The positions themselves, into the windower.
@@ -95,6 +97,7 @@ impl Work {
                 (step, windower)
             }
             What::Position => (Step::Position, None),
+            What::Reprojected { to } => (Step::Reproject(*to), None),
             What::Geofence { geometry, detect } => {
                 let geometry = geo::Geometry::from_geojson(geometry)
                     .map_err(|e| super::spec_error(e, "geofence"))?;
@@ -185,6 +188,27 @@ impl Records for Work {
             }
             Step::Distance(geometry) => Some(Value::Number(geometry.distance(self.crs, p))),
             Step::Position | Step::Windows => Some(instant.value),
+            Step::Reproject(to) => match geo::reproject(self.crs, *to, p) {
+                Ok(q) => {
+                    // A height is kept, as `position` echoes it.
+                    let z = match &instant.value {
+                        Value::Point(point) => point.z,
+                        _ => None,
+                    };
+                    Some(Value::Point(Point { x: q.x, y: q.y, z }))
+                }
+                Err(error) if self.on_error == OnError::Skip => {
+                    tracing::debug!(%error, "position not reprojected: skipped");
+                    self.carry += 1;
+                    return Ok(Pushed::Skipped);
+                }
+                Err(error) => {
+                    return Err(PositionError::Point {
+                        datetime: instant.datetime,
+                        error,
+                    });
+                }
+            },
             Step::Fence(fence, state, found) => {
                 fence.step(state, t, p, found);
                 for e in found.drain(..) {

@@ -417,28 +417,48 @@ async fn aggregates_of_positions_measure_each_window_whole() {
     assert!(reason.contains("has no AVG_SPEED"), "{reason}");
 }
 
-#[test]
-fn an_aggregate_of_positions_over_a_hopping_window_is_refused_naming_the_window() {
-    let hopping = r#""window":{"type":"HOPPING","size":10,"unit":"SECONDS","hop":5}"#;
+/// Every aggregate of positions takes a HOPPING window (each window
+/// measured whole: the segment between two of its buckets counts), and
+/// so do a measure's numeric aggregates.
+#[tokio::test]
+async fn an_aggregate_of_positions_over_a_hopping_window_measures_each_window_whole() {
+    let hopping = r#""window":{"type":"HOPPING","size":2,"unit":"SECONDS","hop":1}"#;
+    for aggregation in [
+        "COUNT",
+        "EXTENT",
+        "CENTROID",
+        "LENGTH",
+        "AVG_SPEED",
+        "MAX_SPEED",
+    ] {
+        let body = format!(r#"{{"aggregation":"{aggregation}",{hopping}}}"#);
+        assert!(spec(&body, PropertyType::TGeogPoint).is_ok(), "{body}");
+    }
+    let planar = PropertyType::TGeomPoint;
+    let path = vec![at(0, 0.0, 0.0), at(1, 3.0, 4.0), at(2, 6.0, 8.0)];
+    let values = |events: &[String]| -> Vec<serde_json::Value> {
+        events
+            .iter()
+            .map(|e| serde_json::from_str::<serde_json::Value>(e).unwrap()["value"].clone())
+            .collect()
+    };
+    // Windows [-1, 1), [0, 2), [1, 3), [2, 4): one bucket a second, so
+    // [0, 2) and [1, 3) are two buckets joined by a 5-unit segment.
+    let body = format!(r#"{{"aggregation":"LENGTH",{hopping},"crs":"EPSG:3857"}}"#);
+    let (events, _) = run(&body, planar, path.clone()).await;
+    assert_eq!(values(&events), [0, 5, 5, 0]);
+    let body = format!(r#"{{"aggregation":"CENTROID",{hopping},"crs":"EPSG:3857"}}"#);
+    let (events, _) = run(&body, planar, path.clone()).await;
     assert_eq!(
-        field(&format!(r#"{{"aggregation":"LENGTH",{hopping}}}"#)),
-        "window"
+        values(&events),
+        serde_json::json!([[0, 0], [1.5, 2], [4.5, 6], [6, 8]])
+            .as_array()
+            .unwrap()[..]
     );
-    // COUNT counts any value, and a measure's aggregate is of numbers.
-    assert!(
-        spec(
-            &format!(r#"{{"aggregation":"COUNT",{hopping}}}"#),
-            PropertyType::TGeogPoint
-        )
-        .is_ok()
-    );
-    assert!(
-        spec(
-            &format!(r#"{{"operation":"speed","aggregation":"AVG",{hopping}}}"#),
-            PropertyType::TGeogPoint
-        )
-        .is_ok()
-    );
+    let body =
+        format!(r#"{{"operation":"speed","aggregation":"MAX",{hopping},"crs":"EPSG:3857"}}"#);
+    let (events, _) = run(&body, planar, path).await;
+    assert_eq!(values(&events), [5, 5, 5]);
     // Position aggregates are for positions only.
     let e = Registration::from_json(&format!(r#"{{"aggregation":"EXTENT",{hopping}}}"#))
         .unwrap()
@@ -490,5 +510,121 @@ fn a_geojson_fault_names_its_member_under_the_field() {
         e.message
             .contains("geometry.coordinates[1][0]: is not closed"),
         "{e}"
+    );
+}
+
+/// `position` with a `crs` other than the feature's reprojects (EPSG:4326
+/// ↔ EPSG:3857); another pair, or another operation, is 422; the form the
+/// store records (`type` the feature's, `crs` the output's) resolves to
+/// the same query on a restart.
+#[tokio::test]
+async fn position_with_another_crs_reprojects_between_4326_and_3857_only() {
+    let on = |body: &str, known, crs| {
+        Registration::from_json(body)
+            .unwrap()
+            .into_position_spec("tgsequence", known, crs)
+    };
+    let geodetic = (Some(PropertyType::TGeogPoint), Some(Crs::Geodetic));
+    let mercator = (Some(PropertyType::TGeomPoint), Some(Crs::Planar(3857)));
+    let to_3857 = r#"{"operation":"position","crs":"EPSG:3857"}"#;
+    let q = on(to_3857, geodetic.0, geodetic.1).unwrap();
+    assert_eq!(q.crs(), Some(Crs::Geodetic), "measured in the feature's");
+    assert_eq!(q.registered_crs(), Some(Crs::Planar(3857)));
+    assert_eq!(q.property_type, PropertyType::TGeogPoint);
+    // As the store records it, resolved with no feature known.
+    for (body, from, to) in [
+        (
+            r#"{"operation":"position","crs":"EPSG:3857","type":"TGeogPoint"}"#,
+            Crs::Geodetic,
+            Crs::Planar(3857),
+        ),
+        (
+            r#"{"operation":"position","crs":"EPSG:4326","type":"TGeomPoint"}"#,
+            Crs::Planar(3857),
+            Crs::Geodetic,
+        ),
+    ] {
+        let known = Registration::from_json(body).unwrap().property_type;
+        let q = on(body, known, None).unwrap_or_else(|e| panic!("{body}: {e:?}"));
+        assert_eq!(
+            (q.crs(), q.registered_crs()),
+            (Some(from), Some(to)),
+            "{body}"
+        );
+    }
+    let e = on(
+        r#"{"operation":"position","crs":"EPSG:25832"}"#,
+        geodetic.0,
+        geodetic.1,
+    );
+    assert!(
+        matches!(&e, Err(RegistrationError::Unfit(e)) if e.field == "crs" && e.message.contains("EPSG:4326 ↔ EPSG:3857")),
+        "{e:?}"
+    );
+    let e = on(
+        r#"{"operation":"speed","crs":"EPSG:3857"}"#,
+        geodetic.0,
+        geodetic.1,
+    );
+    assert!(
+        matches!(&e, Err(RegistrationError::Unfit(e)) if e.field == "crs"),
+        "{e:?}"
+    );
+    // A geographic code on another datum: 422, not planar.
+    let e = on(r#"{"operation":"speed","crs":"EPSG:4267"}"#, None, None);
+    assert!(
+        matches!(&e, Err(RegistrationError::Unfit(e)) if e.field == "crs"),
+        "{e:?}"
+    );
+    // ETRS89 is WGS84 here: the same feature, no reprojection.
+    let q = on(
+        r#"{"operation":"position","crs":"EPSG:4258"}"#,
+        geodetic.0,
+        geodetic.1,
+    )
+    .unwrap();
+    assert_eq!(q.registered_crs(), Some(Crs::Geodetic));
+
+    // The events: the EPSG example point and back; a pole is skipped.
+    let lat = 24.0 + 22.0 / 60.0 + 54.433 / 3600.0;
+    let lon = -(100.0 + 20.0 / 60.0);
+    let (events, _) = run(
+        to_3857,
+        PropertyType::TGeogPoint,
+        vec![at(0, lon, lat), at(1, 0.0, 90.0), at(2, 0.0, 0.0)],
+    )
+    .await;
+    let coords: Vec<Vec<f64>> = events
+        .iter()
+        .map(|e| {
+            let v: serde_json::Value = serde_json::from_str(e).unwrap();
+            v["coordinates"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_f64().unwrap())
+                .collect()
+        })
+        .collect();
+    assert_eq!(coords.len(), 2, "{events:?}");
+    assert!((coords[0][0] - -11_169_055.58).abs() < 0.005, "{coords:?}");
+    assert!((coords[0][1] - 2_800_000.0).abs() < 0.005, "{coords:?}");
+    assert_eq!(coords[1], [0.0, 0.0]);
+    assert!(events[1].contains(r#""skipped":1"#), "{events:?}");
+    let (events, _) = run(
+        r#"{"operation":"position","crs":"EPSG:4326","type":"TGeomPoint"}"#,
+        mercator.0.unwrap(),
+        vec![at(0, -11_169_055.58, 2_800_000.0)],
+    )
+    .await;
+    // The example's metres are rounded to the centimetre: 1e-7° is 1 cm.
+    let v: serde_json::Value = serde_json::from_str(&events[0]).unwrap();
+    assert!(
+        (v["coordinates"][0].as_f64().unwrap() - lon).abs() < 1e-7,
+        "{v}"
+    );
+    assert!(
+        (v["coordinates"][1].as_f64().unwrap() - lat).abs() < 1e-7,
+        "{v}"
     );
 }

@@ -240,7 +240,9 @@ pub(crate) struct Registration {
     #[schema(value_type = Option<String>, pattern = "^(skip|fail)$")]
     on_error: Option<String>,
     /// Positions only: the feature's reference system, `EPSG:NNNN`
-    /// (planar); geodetic `EPSG:4326` when absent.
+    /// (planar); geodetic `EPSG:4326` when absent. For `position`, the
+    /// output's: `EPSG:3857` on a geodetic feature (or `EPSG:4326` on an
+    /// `EPSG:3857` one) reprojects.
     crs: Option<String>,
     /// Positions only: a GeoJSON Polygon or MultiPolygon to detect
     /// `enter`, `exit`, `inside`, `outside`, `cross` against.

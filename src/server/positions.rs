@@ -45,13 +45,19 @@ pub(crate) fn scalars(instants: Vec<Instant>, key: &PropertyPath) -> Result<Vec<
 }
 
 /// Parses and checks a body of positions for a feature in `feature` (its
-/// reference system, once known; geodetic until then): every instant a
-/// position of two or three finite numbers, inside the lon/lat ranges for
-/// a geodetic one, with an ISO-8601 datetime, the datetimes increasing.
-/// Each error is a 400 naming the field and the instant; a `MovingPoint`
-/// whose `crs` is not the feature's is a 422. The instants, and the
-/// reference system they were checked in.
-pub(crate) fn parse(body: &[u8], feature: Option<Crs>) -> Result<(Vec<Instant>, Crs), Problem> {
+/// reference system, once known): every instant a position of two or three
+/// finite numbers, inside the lon/lat ranges for a geodetic one, with an
+/// ISO-8601 datetime, the datetimes increasing. Each error is a 400 naming
+/// the field and the instant; a `MovingPoint` whose `crs` is not the
+/// feature's is a 422. The instants, and the reference system they were
+/// checked in: the feature's, or a `MovingPoint`'s own; `None` when neither
+/// is known (a feature no query has fixed): then only finiteness is
+/// checked, for the positions may be planar, and each query checks them in
+/// its own system as they come.
+pub(crate) fn parse(
+    body: &[u8],
+    feature: Option<Crs>,
+) -> Result<(Vec<Instant>, Option<Crs>), Problem> {
     let (instants, crs) = match moving_point(body)? {
         Some((instants, given)) => {
             if let (Some(given), Some(feature)) = (given, feature)
@@ -74,14 +80,13 @@ pub(crate) fn parse(body: &[u8], feature: Option<Crs>) -> Result<(Vec<Instant>, 
             feature,
         ),
     };
-    let crs = crs.unwrap_or(Crs::Geodetic);
     check(&instants, crs)?;
     Ok((instants, crs))
 }
 
 /// Fixes the reference system of a feature whose first positions were
-/// checked in `crs` (a `MovingPoint`'s own, or geodetic), as a first
-/// registration does: a later registration in another is 422.
+/// checked in `crs` (a `MovingPoint`'s own), as a first registration does:
+/// a later registration in another is 422.
 pub(crate) async fn fix_crs(property: &Property, crs: Crs) {
     let mut state = property.state.lock().await;
     if state.property_type.is_none() {
@@ -116,8 +121,11 @@ fn coordinates_fault(body: &[u8]) -> Option<Problem> {
     })
 }
 
-/// Every instant a position of `crs`, the datetimes increasing.
-fn check(instants: &[Instant], crs: Crs) -> Result<(), Problem> {
+/// Every instant a position of `crs` (finite coordinates when it is not
+/// known), the datetimes increasing.
+fn check(instants: &[Instant], crs: Option<Crs>) -> Result<(), Problem> {
+    // Finite numbers are a position of any planar system.
+    let crs = crs.unwrap_or(Crs::Planar(0));
     let mut last: Option<(i64, &str)> = None;
     for (i, instant) in instants.iter().enumerate() {
         let n = i + 1;
@@ -331,16 +339,23 @@ mod tests {
         let at = |s: &str, c: &str| {
             format!(r#"{{"datetime":"2026-01-01T00:00:{s}Z","coordinates":{c}}}"#)
         };
-        let e = field(&at("00", "[200,10]"), None);
+        let geodetic = Some(Crs::Geodetic);
+        let e = field(&at("00", "[200,10]"), geodetic);
         assert!(
             e.contains("coordinates") && e.contains("longitude 200") && e.contains("instant 1"),
             "{e}"
         );
         let e = field(
             &format!("[{},{}]", at("00", "[1,2]"), at("00", "[1,91]")),
-            None,
+            geodetic,
         );
         assert!(e.contains("latitude 91") && e.contains("instant 2"), "{e}");
+        // A feature no query has fixed may be planar: finite numbers only,
+        // and its system is not fixed by them (a later planar query fits).
+        let (instants, crs) = parse(at("00", "[500000,4000000]").as_bytes(), None).unwrap();
+        assert_eq!((instants.len(), crs), (1, None));
+        let e = field(&at("00", "[1e308,1e309]"), None);
+        assert!(e.contains("out of range") || e.contains("finite"), "{e}");
         // Planar: any finite coordinates.
         assert!(
             parse(

@@ -96,13 +96,14 @@ pub(crate) async fn register(
     let about = About::of(&spec, key, engine.name());
     let property_type = spec.property_type;
     let crs = spec.crs();
+    let registered_crs = spec.registered_crs();
     let rule = app
         .store
         .as_ref()
         .map(|_| Rule::of(&spec, &engine.describe()));
     let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
     let handle = engine.submit(spec, source).await?;
-    let stored = stored_spec(text, engine.name(), property_type, crs);
+    let stored = stored_spec(text, engine.name(), property_type, registered_crs);
     let (keeper, recording) = record(&app, &state, &about, stored, rule, &budget).await?;
     let fanout = Arc::new(Fanout::new(
         app.options.replay,
@@ -614,7 +615,7 @@ async fn take_ingest(
             let known = positions::feature_crs(state.property_type, state.crs);
             drop(state);
             let (instants, crs) = positions::parse(&body, known)?;
-            if known.is_none() {
+            if let (None, Some(crs)) = (known, crs) {
                 positions::fix_crs(&property, crs).await;
             }
             instants

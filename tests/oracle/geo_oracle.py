@@ -12,6 +12,8 @@ Options:
     --geometry GEOJSON          a static geometry to measure `distance` to (repeatable)
     --fence GEOJSON             a Polygon/MultiPolygon geofence (Tile38 events, by shapely)
     --window SECONDS            tumbling windows aligned to the epoch, for the aggregates
+    --hop SECONDS               with --window: hopping windows [end - window, end), one per
+                                epoch-aligned multiple `end` of the hop that holds instants
 (GEOJSON is the text itself, or @FILE.)
 
 Output (stdout): NDJSON, per feature in input order:
@@ -196,10 +198,20 @@ def exact_centroid(inst):
     return [float(i / duration) for i in integral]
 
 
-def windows_out(meos, feature, track, window_us):
+def windows_out(meos, feature, track, window_us, hop_us=None):
     groups = OrderedDict()
-    for t, p in track:
-        groups.setdefault(t // window_us * window_us, []).append((t, p))
+    if hop_us is None:
+        for t, p in track:
+            groups.setdefault(t // window_us * window_us, []).append((t, p))
+    else:
+        # Every window end from the first instant's first window to the
+        # last instant's last, in order; empty windows are not emitted.
+        end = track[0][0] // hop_us * hop_us + hop_us
+        while end - window_us <= track[-1][0]:
+            inst = [(t, p) for t, p in track if end - window_us <= t < end]
+            if inst:
+                groups[end - window_us] = inst
+            end += hop_us
     for start, inst in groups.items():
         xs = [p[0] for _, p in inst]
         ys = [p[1] for _, p in inst]
@@ -234,6 +246,7 @@ def main():
     ap.add_argument("--geometry", action="append", default=[])
     ap.add_argument("--fence")
     ap.add_argument("--window", type=float)
+    ap.add_argument("--hop", type=float)
     args = ap.parse_args()
     geodetic = args.crs.upper() in ("EPSG:4326", "OGC:CRS84")
     pymeos_initialize("UTC")
@@ -254,7 +267,8 @@ def main():
         if fence is not None:
             fence_out(feature, track, fence)
         if args.window:
-            windows_out(meos, feature, track, round(args.window * 1_000_000))
+            hop = round(args.hop * 1_000_000) if args.hop else None
+            windows_out(meos, feature, track, round(args.window * 1_000_000), hop)
 
 
 if __name__ == "__main__":

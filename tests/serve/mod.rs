@@ -14,6 +14,7 @@ mod mqtt;
 mod on_error;
 mod ownership;
 mod positions;
+mod reproject;
 mod reset;
 mod state;
 mod stored_limits;

@@ -824,3 +824,107 @@ mod grid {
         }
     }
 }
+
+/// Positions of a HOPPING window, closed live by the clock with a grace:
+/// each window's aggregate is what one accumulator over exactly the
+/// window's positions gives (each window measured whole, as TUMBLING),
+/// though the windower keeps buckets of `gcd(span, hop)` and joins them.
+#[test]
+fn a_hopping_window_of_positions_measures_each_window_whole_with_grace_and_clock() {
+    use crate::geo::{AggregateValue, PositionAcc, PositionAggregate};
+    let base = epoch(0) * 1_000_000;
+    // Irregular steps (sub-second to tens of seconds), stops, a long jump.
+    let mut track: Vec<(i64, f64, f64)> = Vec::new();
+    let (mut us, mut x, mut y, mut seed) = (base + 300_000, 1.0, 50.0, 0x2020_u64);
+    for i in 0..160 {
+        seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        let r = (seed >> 33) as f64 / (1u64 << 31) as f64;
+        us += if i == 80 {
+            47_000_000
+        } else {
+            (r * 9e6) as i64 + 1
+        };
+        if i % 11 != 3 {
+            x += r * 0.01 - 0.004;
+            y += 0.003 - r * 0.005;
+        }
+        track.push((us, x, y));
+    }
+    let (span, hop, grace) = (10i64, 4i64, 3i64);
+    for aggregation in [
+        Aggregation::Count,
+        Aggregation::Extent,
+        Aggregation::Centroid,
+        Aggregation::Length,
+        Aggregation::AvgSpeed,
+        Aggregation::MaxSpeed,
+    ] {
+        let aggregate =
+            Aggregate::new(aggregation, hopping(span as u64, hop as u64)).with_grace(grace as u64);
+        let mut windower = Windower::new(&aggregate, "p".into())
+            .unwrap()
+            .with_property_type(PropertyType::TGeogPoint)
+            .with_crs(Crs::Geodetic);
+        let mut out = Vec::new();
+        for &(t, x, y) in &track {
+            let value = Value::Point(crate::vocab::Point::new(x, y));
+            let datetime = datetime::format_micros(t);
+            windower
+                .push(Instant { datetime, value }, &mut out)
+                .unwrap();
+            // The clock at the record's second plus the grace: the windows
+            // ending by then close without a later record.
+            windower.advance(t / 1_000_000 + grace, &mut out).unwrap();
+        }
+        windower.finish(&mut out).unwrap();
+        let events = windows(out);
+        // Each window end, every multiple of the hop, over its positions.
+        let (first, last) = (track[0].0 / 1_000_000, track[159].0 / 1_000_000);
+        let mut expected = Vec::new();
+        let mut end = first - first.rem_euclid(hop) + hop;
+        while end - span <= last {
+            let inside: Vec<_> = track
+                .iter()
+                .filter(|(t, _, _)| (end - span..end).contains(&(t / 1_000_000)))
+                .collect();
+            let mut acc = PositionAcc::new(Crs::Geodetic);
+            for &&(t, x, y) in &inside {
+                acc.push(t, crate::geo::Point::new(x, y));
+            }
+            let what = aggregation
+                .of_positions()
+                .unwrap_or(PositionAggregate::Count);
+            let value = match acc.result(what, 0, 0) {
+                AggregateValue::Number(v) => Some(vec![v]),
+                AggregateValue::Point(p) => Some(vec![p.x, p.y]),
+                AggregateValue::BBox(b) => Some(b.to_vec()),
+                AggregateValue::None => None,
+            };
+            if let (Some(value), Some(&&(t0, _, _))) = (value, inside.first()) {
+                expected.push((datetime::format_micros(t0), inside.len() as u64, value));
+            }
+            end += hop;
+        }
+        assert!(
+            expected.len() > 40,
+            "{aggregation}: {} windows",
+            expected.len()
+        );
+        assert_eq!(events.len(), expected.len(), "{aggregation}: windows");
+        for (e, (start, count, want)) in events.iter().zip(&expected) {
+            assert_eq!((&e.window_start, e.count), (start, *count), "{aggregation}");
+            let got: Vec<f64> = match &e.value {
+                Value::Number(v) => vec![*v],
+                Value::Point(p) => vec![p.x, p.y],
+                Value::BBox(b) => b.to_vec(),
+                other => panic!("{other:?}"),
+            };
+            for (g, w) in got.iter().zip(want) {
+                assert!(
+                    (g - w).abs() <= 1e-12 * w.abs(),
+                    "{aggregation} at {start}: {g} vs {w}"
+                );
+            }
+        }
+    }
+}

@@ -173,13 +173,13 @@ fn the_fence_strip_index_agrees_with_testing_every_edge() {
             assert_eq!(index.loc(p), planar::polygon_loc(&rings, p), "{p:?}");
             let q = Point::new(p.y * 0.7, -p.x * 1.1);
             let (mut fast, mut slow) = (Vec::new(), Vec::new());
-            index.hits(p, q, &mut fast);
+            index.hits(p, q, 0, &mut fast);
             for e in rings.iter().flat_map(|r| r.windows(2)) {
-                planar::segment_hits(p, q, e[0], e[1], &mut slow);
+                planar::segment_hits(p, q, e[0], e[1], 0, &mut slow);
             }
+            // Each edge once: the same hits, not merely the same set.
             for v in [&mut fast, &mut slow] {
-                v.sort_by(f64::total_cmp);
-                v.dedup();
+                v.sort_by(|a, b| a.s.total_cmp(&b.s));
             }
             assert_eq!(fast, slow, "{p:?} -> {q:?}");
         }
@@ -200,4 +200,183 @@ fn fence_touched_at_a_vertex_is_no_pass_and_entered_through_one_is_one_enter() {
         run(&f, &[(0, -5.0, 0.0), (100, 15.0, 0.0)]),
         vec![(25, 0.0, 0.0, "cross")]
     );
+}
+
+/// A comb of `teeth` teeth (each tooth's edges span the comb's height, so
+/// every strip of the index holds every edge): x in [0, 2·teeth], the
+/// spine y in [0, 1], teeth up to y = 10 at even x.
+fn comb(teeth: usize) -> Fence {
+    let mut ring = vec![[0.0, 0.0], [2.0 * teeth as f64, 0.0]];
+    for i in (0..teeth).rev() {
+        let x = 2.0 * i as f64;
+        ring.extend([[x + 1.0, 10.0], [x + 0.5, 10.0], [x + 0.5, 1.0], [x, 1.0]]);
+    }
+    ring.pop();
+    ring.push([0.0, 10.0]);
+    ring.push([0.0, 0.0]);
+    let g = Geometry::from_geojson(&json!({"type": "Polygon", "coordinates": [ring]}))
+        .expect("a valid comb");
+    Fence::new(g, &[Detect::Enter, Detect::Exit, Detect::Cross]).expect("a polygon fence")
+}
+
+/// A segment across every tooth of a comb costs O(edges), not a
+/// point-in-polygon per crossing (O(edges²)): counted in edge tests, not
+/// timed. Its events are every crossing, in order.
+#[test]
+fn a_segment_across_a_comb_costs_its_edges_not_their_square() {
+    for teeth in [50usize, 500, 2_490] {
+        let f = comb(teeth);
+        let edges = 4 * teeth + 3;
+        planar::visits::take();
+        let w = 2.0 * teeth as f64;
+        let events = run(&f, &[(0, -1.0, 5.0), (1_000_000_000, w + 1.0, 5.3)]);
+        let tests = planar::visits::take();
+        eprintln!("{teeth} teeth, {edges} edges: {tests} edge tests");
+        assert_eq!(
+            events.len(),
+            teeth + 1,
+            "a cross per tooth and the x = 0 side"
+        );
+        assert!(events.iter().all(|e| e.3 == "cross"));
+        assert!(events.windows(2).all(|e| e[0].0 < e[1].0), "in time order");
+        assert!(
+            tests <= 4 * edges as u64,
+            "{teeth} teeth: {tests} edge tests for {edges} edges"
+        );
+    }
+}
+
+/// The side of each stretch of a segment read at its middle for every
+/// stretch (the fence's rule before clean crossings flipped it): the
+/// events of `Fence::step` must be the same, on jagged fences, through
+/// vertices and along edges.
+#[test]
+fn flipping_at_clean_crossings_gives_the_events_of_reading_every_stretch() {
+    let star: Vec<[f64; 2]> = (0..=120)
+        .map(|i| {
+            let a = (i % 120) as f64 / 120.0 * std::f64::consts::TAU;
+            let r = if i % 2 == 0 { 10.0 } else { 4.0 };
+            [
+                (r * a.cos() * 1e3).round() / 1e3,
+                (r * a.sin() * 1e3).round() / 1e3,
+            ]
+        })
+        .collect();
+    let square =
+        |x: f64, y: f64, s: f64| vec![[x, y], [x + s, y], [x + s, y + s], [x, y + s], [x, y]];
+    let fences = [
+        json!({"type": "Polygon", "coordinates": [star]}),
+        // Overlapping polygons and one with a hole: a crossing of one
+        // polygon's edge inside another changes nothing.
+        json!({"type": "MultiPolygon", "coordinates": [
+            [square(-8.0, -8.0, 10.0), square(-5.0, -5.0, 4.0)],
+            [square(-2.0, -2.0, 10.0)]]}),
+    ];
+    let all = [
+        Detect::Enter,
+        Detect::Exit,
+        Detect::Inside,
+        Detect::Outside,
+        Detect::Cross,
+    ];
+    let mut seed = 0x5eed_u64;
+    let mut next = |lo: f64, hi: f64| {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let r = (seed >> 11) as f64 / (1u64 << 53) as f64;
+        lo + (hi - lo) * r
+    };
+    let mut crossings = 0;
+    for fence_json in &fences {
+        let g = Geometry::from_geojson(fence_json).expect("a valid fence");
+        let f = Fence::new(g.clone(), &all).expect("a fence");
+        let rings: Vec<Vec<Point>> = match &fence_json["type"] {
+            t if t == "Polygon" => vec![fence_json["coordinates"][0].clone()],
+            _ => fence_json["coordinates"]
+                .as_array()
+                .expect("polygons")
+                .iter()
+                .flat_map(|p| p.as_array().expect("rings").clone())
+                .collect(),
+        }
+        .iter()
+        .map(|r| {
+            r.as_array()
+                .expect("a ring")
+                .iter()
+                .map(|c| Point::new(c[0].as_f64().expect("x"), c[1].as_f64().expect("y")))
+                .collect()
+        })
+        .collect();
+        for i in 0..3_000 {
+            // Grid points (on vertices and edges) a third of the time.
+            let mut point = |grid: bool| {
+                let (x, y) = (next(-12.0, 12.0), next(-12.0, 12.0));
+                if grid {
+                    Point::new(x.round(), y.round())
+                } else {
+                    Point::new(x, y)
+                }
+            };
+            let (p0, p1) = (point(i % 3 == 0), point(i % 3 == 0));
+            let track = [(0, p0.x, p0.y), (1_000_000, p1.x, p1.y)];
+            let events = run(&f, &track);
+            crossings += events.len() - 2;
+            assert_eq!(
+                events,
+                reference(&f, &rings, p0, p1),
+                "{fence_json} {p0:?} -> {p1:?}"
+            );
+        }
+    }
+    assert!(crossings > 10_000, "{crossings} crossings");
+}
+
+/// The events of one segment, each stretch's side read at its middle.
+fn reference(
+    f: &Fence,
+    rings: &[Vec<Point>],
+    p0: Point,
+    p1: Point,
+) -> Vec<(Micros, f64, f64, &'static str)> {
+    let (inside0, inside1) = (f.covers(p0), f.covers(p1));
+    let side = |inside: bool| if inside { "inside" } else { "outside" };
+    let mut out = vec![(0, p0.x, p0.y, side(inside0))];
+    let mut hits = Vec::new();
+    for e in rings.iter().flat_map(|r| r.windows(2)) {
+        planar::segment_hits(p0, p1, e[0], e[1], 0, &mut hits);
+    }
+    let mut hits: Vec<f64> = hits.iter().map(|h| h.s).collect();
+    hits.sort_by(f64::total_cmp);
+    hits.dedup_by(|a, b| (*a - *b).abs() <= 1e-12);
+    let mut crossing = |s: f64, entering: bool| {
+        let t = (s * 1e6).round() as Micros;
+        let q = planar::lerp(p0, p1, s);
+        let d = match (inside0 || inside1, entering) {
+            (true, true) => "enter",
+            (true, false) => "exit",
+            (false, true) => "cross",
+            (false, false) => return,
+        };
+        out.push((t, q.x, q.y, d));
+    };
+    let (mut now, mut from) = (inside0, 0.0);
+    for to in hits.into_iter().chain(std::iter::once(1.0)) {
+        let next = if to > from {
+            f.covers(planar::lerp(p0, p1, (from + to) / 2.0))
+        } else {
+            now
+        };
+        if next != now {
+            crossing(from, next);
+            now = next;
+        }
+        from = to;
+    }
+    if now != inside1 {
+        crossing(1.0, inside1);
+    }
+    out.push((1_000_000, p1.x, p1.y, side(inside1)));
+    out
 }

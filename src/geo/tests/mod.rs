@@ -228,6 +228,77 @@ fn position_acc_aggregates_the_windows_instants() {
     );
 }
 
+/// Accumulators of consecutive runs, appended, give what one run over all
+/// their instants gives: the segments joining the runs (a stop, a fast
+/// hop, a geodetic segment) counted once, whether measured when the run
+/// began (`push_after`) or at the append.
+#[test]
+fn appended_runs_equal_one_run_over_their_instants() {
+    let geodetic = [
+        (0, Point::new(179.9, 10.0)),
+        (1_500_000, Point::new(-179.95, 10.01)),
+        (2_000_000, Point::new(-179.95, 10.01)),
+        (9_000_000, Point::new(-179.0, 11.0)),
+        (9_000_001, Point::new(-178.9, 11.2)),
+        (20_000_000, Point::new(-178.0, 12.0)),
+    ];
+    let planar: Vec<(Micros, Point)> = (0..6)
+        .map(|i| {
+            (
+                i * 1_000_000,
+                Point::new((i * i) as f64, (7 * i % 5) as f64),
+            )
+        })
+        .collect();
+    for (crs, track) in [(Crs::Geodetic, &geodetic[..]), (Crs::Planar(3857), &planar)] {
+        let mut whole = PositionAcc::new(crs);
+        for &(t, p) in track {
+            whole.push(t, p);
+        }
+        // Every way of cutting the track into three runs.
+        for a in 1..track.len() {
+            for b in a..track.len() {
+                for measured in [true, false] {
+                    let mut runs = Vec::new();
+                    for (i, run) in [&track[..a], &track[a..b], &track[b..]].iter().enumerate() {
+                        let mut acc = PositionAcc::new(crs);
+                        let start = [0, a, b][i];
+                        let before = (measured && start > 0).then(|| track[start - 1]);
+                        for &(t, p) in run.iter() {
+                            acc.push_after(t, p, before);
+                        }
+                        runs.push(acc);
+                    }
+                    let mut merged = runs[0].clone();
+                    merged.append(&runs[1]);
+                    merged.append(&runs[2]);
+                    let (s, e) = (0, 0);
+                    for what in [
+                        PositionAggregate::Count,
+                        PositionAggregate::Extent,
+                        PositionAggregate::Centroid,
+                        PositionAggregate::Length,
+                        PositionAggregate::AvgSpeed,
+                        PositionAggregate::MaxSpeed,
+                    ] {
+                        let (got, want) = (merged.result(what, s, e), whole.result(what, s, e));
+                        let same = match (got, want) {
+                            (AggregateValue::Number(g), AggregateValue::Number(w)) => {
+                                close(g, w, 1e-14)
+                            }
+                            (AggregateValue::Point(g), AggregateValue::Point(w)) => {
+                                close(g.x, w.x, 1e-14) && close(g.y, w.y, 1e-14)
+                            }
+                            (g, w) => g == w,
+                        };
+                        assert!(same, "{crs:?} cut at {a},{b} {what:?}: {got:?} != {want:?}");
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn geodetic_polygon_edges_are_great_circles_for_distance_but_straight_for_fences() {
     // The top edge from (0, 60) to (90, 60) is a great circle reaching
@@ -280,4 +351,74 @@ fn an_unknown_crs_is_quoted_cut_short_in_its_error() {
     assert!(e.contains("\"EPSG:0\""), "{e}");
     let e = Crs::parse(&"é".repeat(100)).unwrap_err().to_string();
     assert!(e.contains(&format!("\"{}…\"", "é".repeat(64))), "{e}");
+}
+
+/// Web Mercator by EPSG's method 1024, against IOGP Guidance Note 7-2's
+/// worked example (EPSG:3857): 24°22'54.433"N, 100°20'00.000"W is
+/// E = -11 169 055.58 m, N = 2 800 000.00 m; and back.
+#[test]
+fn web_mercator_matches_the_epsg_guidance_note_example_and_inverts() {
+    let lat = 24.0 + 22.0 / 60.0 + 54.433 / 3600.0;
+    let lon = -(100.0 + 20.0 / 60.0);
+    let m = reproject(Crs::Geodetic, Crs::Planar(3857), Point::new(lon, lat)).unwrap();
+    assert!((m.x - -11_169_055.58).abs() < 0.005, "{m:?}");
+    assert!((m.y - 2_800_000.00).abs() < 0.005, "{m:?}");
+    let back = reproject(Crs::Planar(3857), Crs::Geodetic, m).unwrap();
+    assert!(
+        (back.x - lon).abs() < 1e-12 && (back.y - lat).abs() < 1e-12,
+        "{back:?}"
+    );
+    // The projected world's corner: (±180°, ±85.0511…°).
+    let corner = reproject(
+        Crs::Planar(3857),
+        Crs::Geodetic,
+        Point::new(20_037_508.342789244, 20_037_508.342789244),
+    )
+    .unwrap();
+    assert!((corner.x - 180.0).abs() < 1e-12, "{corner:?}");
+    assert!(
+        (corner.y - 85.051_128_779_806_59).abs() < 1e-12,
+        "{corner:?}"
+    );
+    // An easting past the world wraps; a pole has no northing.
+    let wrapped = reproject(
+        Crs::Planar(3857),
+        Crs::Geodetic,
+        Point::new(30_000_000.0, 0.0),
+    )
+    .unwrap();
+    assert!((-180.0..=180.0).contains(&wrapped.x), "{wrapped:?}");
+    let pole = reproject(Crs::Geodetic, Crs::Planar(3857), Point::new(0.0, 90.0));
+    assert_eq!(pole, Err(GeoError::Pole(90.0)));
+    // Another pair is refused, naming the supported one.
+    let e = reproject(Crs::Geodetic, Crs::Planar(25832), Point::new(0.0, 0.0)).unwrap_err();
+    assert!(e.to_string().contains("EPSG:4326 ↔ EPSG:3857"), "{e}");
+    assert!(reprojects(Crs::Planar(3857), Crs::Geodetic));
+    assert!(!reprojects(Crs::Planar(3857), Crs::Planar(25832)));
+}
+
+/// Geographic lon/lat codes are never planar: those on GRS80 are WGS84
+/// (their datum's offset ignored), others refused.
+#[test]
+fn geographic_codes_are_geodetic_on_grs80_and_refused_on_other_datums() {
+    for code in [
+        "EPSG:4258",
+        "EPSG:4269",
+        "EPSG:4283",
+        "urn:ogc:def:crs:EPSG::7844",
+    ] {
+        assert_eq!(Crs::parse(code), Ok(Crs::Geodetic), "{code}");
+    }
+    assert_eq!(Crs::parse("OGC:CRS84"), Ok(Crs::Geodetic));
+    for (code, n) in [
+        ("EPSG:4267", 4267),
+        ("EPSG:4230", 4230),
+        ("epsg:4277", 4277),
+    ] {
+        let e = Crs::parse(code).unwrap_err();
+        assert_eq!(e, GeoError::Geographic(n));
+        assert!(e.to_string().contains("\"EPSG:4326\""), "{e}");
+    }
+    // Projected codes stay planar.
+    assert_eq!(Crs::parse("EPSG:25832"), Ok(Crs::Planar(25832)));
 }

@@ -256,7 +256,7 @@ async fn positions(app: &App, mqtt: &Mqtt, group: &mut Group) {
         match super::super::positions::parse(payload, known) {
             Ok((instants, crs)) => {
                 if known.is_none()
-                    && let Some(property) = &property
+                    && let (Some(property), Some(crs)) = (&property, crs)
                 {
                     super::super::positions::fix_crs(property, crs).await;
                     known = crs_of(property).await;
