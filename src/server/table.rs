@@ -134,7 +134,10 @@ impl About {
     pub(crate) fn of(spec: &QuerySpec, key: PropertyPath, engine: &str) -> About {
         let shape = match &spec.kind {
             QueryKind::Position(q) => Some(Shape {
-                crs: q.crs_name(),
+                // A `position` that reprojects draws in its output's system.
+                crs: spec
+                    .registered_crs()
+                    .map_or_else(|| q.crs_name(), |crs| crs.name()),
                 geometry: q.geometry().cloned().map(Arc::new),
             }),
             _ => None,

@@ -65,6 +65,8 @@ async fn a_position_query_in_web_mercator_reprojects_and_survives_a_restart() {
     let mut client = server.client();
     let link = client.get(&query).await.json();
     assert_eq!(link["status"], "running", "{link}");
+    // The page's map draws the output in the system the link names.
+    assert_eq!(link["crs"], "EPSG:3857", "{link}");
     let mut sse = server
         .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "1")])
         .await;
