@@ -17,6 +17,7 @@ mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
 mod positions;
+mod positions_differential;
 mod public_api;
 mod readme;
 mod registry;
