@@ -236,3 +236,38 @@ async fn a_geodetic_query_without_geographiclib_fails_saying_what_to_install() {
     );
     assert!(events.is_empty());
 }
+
+#[tokio::test]
+async fn a_geometry_too_large_for_mfstream_query_is_refused_naming_the_bound() {
+    // A valid fence of 4,000 vertices, about 170 KiB of JSON: under the
+    // geometry's own bound, over what one environment variable holds.
+    let n = 4000;
+    let ring: Vec<String> = (0..=n)
+        .map(|i| {
+            let a = std::f64::consts::TAU * (i % n) as f64 / n as f64;
+            format!("[{:.15},{:.15}]", 1000.0 * a.cos(), 1000.0 * a.sin())
+        })
+        .collect();
+    let fence = format!(
+        r#"{{"type":"Polygon","coordinates":[[{}]]}}"#,
+        ring.join(",")
+    );
+    assert!(fence.len() > 131_072 && fence.len() < 1 << 20);
+    let spec = spec(&format!(r#"{{"geofence":{fence},"crs":"EPSG:3857"}}"#));
+    let engine = BridgeEngine::new(stdlib_reference());
+    let Err(mfstream::engine::EngineError::InvalidQuery(e)) = engine
+        .submit(spec.clone(), Source::from_instants(track()))
+        .await
+    else {
+        panic!("a query too large for MFSTREAM_QUERY was started");
+    };
+    assert_eq!(e.field, "geofence");
+    assert!(
+        e.message
+            .contains("over the 131056 a bridge job's MFSTREAM_QUERY can hold"),
+        "{e}"
+    );
+    // The local engine takes it.
+    let (_, status) = run_query(&LocalEngine::new(), spec, track()).await;
+    assert_eq!(status, QueryStatus::Completed);
+}

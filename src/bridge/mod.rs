@@ -39,6 +39,7 @@ use crate::engine::{
 };
 use crate::plan::{Plan, plan};
 use crate::spec::{QueryKind, QuerySpec};
+use crate::spec_error::{SpecError, SpecErrorKind};
 
 use self::run::Results;
 
@@ -46,6 +47,13 @@ use self::run::Results;
 /// `MFSTREAM_PROTOCOL`: 2, which adds error lines for one record. Jobs of
 /// version 1 keep working.
 pub(crate) const PROTOCOL: u32 = 2;
+
+/// The longest `MFSTREAM_QUERY` a job can be started with: Linux's bound
+/// on one environment string (`MAX_ARG_STRLEN`, 32 pages of 4 KiB,
+/// `NAME=value` and its NUL included). A position query's geometry (up to
+/// 1 MiB) may not fit: it is refused, naming the bound, rather than failing
+/// to start with `E2BIG`.
+pub(crate) const MAX_QUERY_ENV: usize = 131_072 - "MFSTREAM_QUERY=".len() - 1;
 
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -260,7 +268,25 @@ impl StreamEngine for BridgeEngine {
             ) => {
                 let operation: Arc<str> = step.name().into();
                 positions = Some(run::PositionAnswers::of(&step));
-                query = Some(crate::plan::engine_position_spec(&spec, crs, step).to_json());
+                let field = match &step {
+                    crate::position::PositionStep::Geofence { .. } => "geofence",
+                    _ => "geometry",
+                };
+                let json = crate::plan::engine_position_spec(&spec, crs, step).to_json();
+                if json.len() > MAX_QUERY_ENV {
+                    return Err(SpecError::new(
+                        field,
+                        SpecErrorKind::OutOfRange,
+                        format!(
+                            "the query is {} bytes of JSON, over the {MAX_QUERY_ENV} a bridge job's \
+                             MFSTREAM_QUERY can hold (an environment variable): simplify the \
+                             {field}, or run it on the local engine",
+                            json.len()
+                        ),
+                    )
+                    .into());
+                }
+                query = Some(json);
                 let results = match windower {
                     Some(windower) => Results::HostWindows {
                         operation: operation.clone(),
