@@ -85,3 +85,38 @@ async fn a_position_query_on_a_bridge_engine_streams_the_jobs_events() {
     );
     assert_eq!(window["count"], 2);
 }
+
+#[tokio::test]
+async fn a_window_of_a_bridge_jobs_positions_closes_on_the_wall_clock() {
+    let server = Serve::start("positions-bridge-live", &[], &[]);
+    let mut client = server.client();
+    let s3 = "/collections/ships/items/s3/tgsequence";
+    let extent = register(
+        &mut client,
+        s3,
+        r#"{"aggregation":"EXTENT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"},"crs":"EPSG:3857","engine":"refpos"}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{extent}/stream"), &[]).await;
+    let now = std::time::SystemTime::now();
+    let later = now + std::time::Duration::from_millis(1);
+    let body = format!(
+        "{{\"datetime\":\"{}\",\"coordinates\":[4,50]}}\n{{\"datetime\":\"{}\",\"coordinates\":[5,51]}}",
+        rfc3339(now),
+        rfc3339(later)
+    );
+    assert_eq!(
+        client.post(&format!("{s3}/ingest"), &body).await.status,
+        202
+    );
+    // Nothing more is ingested: the clock closes the window over the
+    // job's answers.
+    let window = take(&mut sse, 1).await[0].json();
+    assert_eq!(window["aggregation"], "EXTENT");
+    assert_eq!(
+        window["value"],
+        serde_json::json!([4, 50, 5, 51]),
+        "{window}"
+    );
+    assert!(window.get("partial").is_none(), "{window}");
+}
