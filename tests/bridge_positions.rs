@@ -271,3 +271,49 @@ async fn a_geometry_too_large_for_mfstream_query_is_refused_naming_the_bound() {
     let (_, status) = run_query(&LocalEngine::new(), spec, track()).await;
     assert_eq!(status, QueryStatus::Completed);
 }
+
+#[test]
+fn the_reference_job_answers_an_unmeasurable_position_with_an_error_line_under_any_protocol() {
+    use std::io::Write;
+    for protocol in [None, Some("1"), Some("2")] {
+        let mut command = std::process::Command::new("python3");
+        command
+            .args(["-S", &reference_job(), "position"])
+            .env("MFSTREAM_FRAMING", "json")
+            .env("MFSTREAM_QUERY", r#"{"crs":"EPSG:3857"}"#)
+            .env_remove("MFSTREAM_PROTOCOL")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        if let Some(version) = protocol {
+            command.env("MFSTREAM_PROTOCOL", version);
+        }
+        let mut child = command.spawn().unwrap();
+        // A datetime not after the previous one, then a good position:
+        // the job goes on.
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(
+                b"{\"datetime\":\"2026-01-01T00:00:00Z\",\"coordinates\":[1,2]}\n\
+                  {\"datetime\":\"2026-01-01T00:00:00Z\",\"coordinates\":[1,3]}\n\
+                  {\"datetime\":\"2026-01-01T00:00:01Z\",\"coordinates\":[1,4]}\n",
+            )
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{protocol:?}: {output:?}");
+        let lines: Vec<&str> = std::str::from_utf8(&output.stdout)
+            .unwrap()
+            .lines()
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"datetime":"2026-01-01T00:00:00Z","coordinates":[1.0,2.0]}"#,
+                r#"{"datetime":"2026-01-01T00:00:00Z","error":"2026-01-01T00:00:00Z is not after the previous position: datetimes must increase"}"#,
+                r#"{"datetime":"2026-01-01T00:00:01Z","coordinates":[1.0,4.0]}"#,
+            ],
+            "{protocol:?}"
+        );
+    }
+}
