@@ -4,6 +4,7 @@ mod client;
 mod util;
 
 mod bridge;
+mod bridge_positions;
 mod bridge_windows;
 mod cli;
 mod jobs_watermark;
@@ -16,6 +17,7 @@ mod plugin_isolation;
 mod plugin_loader;
 mod plugins;
 mod positions;
+mod positions_differential;
 mod public_api;
 mod readme;
 mod registry;

@@ -40,6 +40,10 @@ use crate::ops::Transform;
 use crate::plan::sleep_until;
 use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
+mod positions;
+
+pub(crate) use self::positions::PositionAnswers;
+
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;
 /// How long a job may leave records waiting, unanswered (`value` framing)
@@ -115,10 +119,13 @@ pub(crate) enum Results {
 /// Turns the job's output lines into events.
 struct Answers {
     framing: Framing,
+    /// A position query's answers: its lines pair with the records sent.
+    positions: Option<PositionAnswers>,
     property: Arc<str>,
     results: Results,
-    /// `value` framing: records sent (or about to be), not yet answered, in
-    /// order. Answers pair with their front; a restarted job is fed them again.
+    /// `value` framing or a position query: records sent (or about to be),
+    /// not yet answered, in order. Answers pair with their front; a
+    /// restarted job is fed them again.
     pending: VecDeque<Instant>,
     /// Events decoded and not yet delivered.
     events: Vec<Event>,
@@ -176,6 +183,7 @@ impl Driver {
     ) -> Driver {
         let answers = Answers {
             framing: options.framing,
+            positions: None,
             property,
             results,
             pending: VecDeque::new(),
@@ -208,6 +216,19 @@ impl Driver {
         self.answers.on_error = on_error;
         self.guard = guard;
         self
+    }
+
+    /// A position query: the job's lines pair with the records sent, each
+    /// record's ended by one line.
+    pub(crate) fn with_positions(mut self, positions: Option<PositionAnswers>) -> Driver {
+        self.answers.positions = positions;
+        self
+    }
+
+    /// Whether the job's answers pair with the records sent (`value`
+    /// framing, a position query): it owes each record its answer.
+    fn paired(&self) -> bool {
+        self.options.framing == Framing::Value || self.answers.positions.is_some()
     }
 
     /// A live query: its windows close on the clock (`watermark` module).
@@ -289,24 +310,33 @@ impl Driver {
                 .await
                 .map_err(|_| QueryStatus::Stopped);
         };
-        // What the answers carried, the window events carry.
-        let carried = events.iter().map(Event::skipped).sum();
-        self.output.progress().carry_skipped(carried);
-        let answers = events.into_iter().filter_map(|event| match event {
-            Event::Instant(e) => Some(Instant {
+        // What an answer carried (records skipped just before it), the
+        // next window event after the answers before it carries: the
+        // answers are windowed in runs, each run's carry set before it, as
+        // the `local` engine counts a skipped record in its windows.
+        let mut run = Vec::new();
+        let mut carried = 0;
+        for event in events {
+            let Event::Instant(e) = event else { continue };
+            if e.skipped > 0 && !run.is_empty() {
+                let answers = std::mem::take(&mut run);
+                window_run(
+                    windower,
+                    &mut self.watermarks,
+                    &self.output,
+                    carried,
+                    answers,
+                )
+                .await?;
+                carried = 0;
+            }
+            carried += e.skipped;
+            run.push(Instant {
                 datetime: e.datetime,
                 value: e.value,
-            }),
-            _ => None,
-        });
-        match &mut self.watermarks {
-            Some(watermarks) => {
-                watermarks
-                    .window(windower, answers.collect(), &self.output)
-                    .await
-            }
-            None => crate::plan::window(windower, answers, &self.output).await,
+            });
         }
+        window_run(windower, &mut self.watermarks, &self.output, carried, run).await
     }
 
     /// The host's windows advanced to the clock (a live query).
@@ -333,7 +363,8 @@ impl Driver {
     /// window is held back until answers make room.
     fn feed(&mut self, mut batch: Vec<Instant>, wbuf: &mut Vec<u8>) {
         let framing = self.options.framing;
-        if framing == Framing::Value {
+        let paired = self.paired();
+        if paired {
             let room = self
                 .options
                 .max_in_flight
@@ -345,7 +376,7 @@ impl Driver {
         for instant in &batch {
             framing::encode(framing, instant, wbuf);
         }
-        if framing == Framing::Value {
+        if paired {
             self.answers.pending.extend(batch);
         }
     }
@@ -363,9 +394,10 @@ impl Driver {
         }
     }
 
-    /// Whether the job owes answers: a `value` job owes one per record sent.
+    /// Whether the job owes answers: a `value` job owes one per record
+    /// sent, a position query's job one ending line.
     fn owes_answers(&self) -> bool {
-        self.options.framing == Framing::Value && !self.answers.pending.is_empty()
+        self.paired() && !self.answers.pending.is_empty()
     }
 }
 
@@ -517,8 +549,7 @@ impl<'a> Run<'a> {
         self.running()
             && d.ending.is_none()
             && (d.options.no_progress_timeout.is_some()
-                || (d.options.framing == Framing::Value
-                    && d.answers.pending.len() >= d.options.max_in_flight))
+                || (d.paired() && d.answers.pending.len() >= d.options.max_in_flight))
     }
 
     /// Whether to read the source now.
@@ -529,8 +560,7 @@ impl<'a> Run<'a> {
             && self.stdin.is_some()
             && self.wbuf.len() < WRITE_HIGH
             && d.held.is_empty()
-            && (d.options.framing == Framing::Json
-                || d.answers.pending.len() < d.options.max_in_flight)
+            && (!d.paired() || d.answers.pending.len() < d.options.max_in_flight)
     }
 
     /// The query is asked to stop: close stdin, then the stop sequence.
@@ -747,9 +777,7 @@ impl<'a> Run<'a> {
         let unread = self.input_waiting();
         // A `json` job whose input has ended owes its last results and its
         // exit (a `value` job that owes nothing is given `stop_grace`).
-        let finishing = self.driver.options.framing == Framing::Json
-            && self.driver.source_done
-            && self.stdin.is_none();
+        let finishing = !self.driver.paired() && self.driver.source_done && self.stdin.is_none();
         let waiting = owes || unread || finishing;
         let consumed = self.written.saturating_sub(self.unread_in_pipe());
         if !waiting || (!owes && consumed > self.consumed) {
@@ -786,7 +814,7 @@ impl<'a> Run<'a> {
                 limit.as_millis()
             );
             self.fail(reason);
-        } else if options.framing == Framing::Value
+        } else if self.driver.paired()
             && self.driver.answers.pending.len() >= options.max_in_flight
             && silent >= STALL_REPORT
             && !self.stall_reported
@@ -839,7 +867,7 @@ impl<'a> Run<'a> {
         {
             self.stdin = None;
         }
-        if d.options.framing == Framing::Value
+        if d.paired()
             && d.source_done
             && self.stdin.is_none()
             && d.answers.pending.is_empty()
@@ -919,9 +947,17 @@ impl Answers {
         // line that only looks like one is decoded as usual below.
         if self.framing == Framing::Json && framing::is_error(line) {
             if let Ok(error) = framing::decode_error(line) {
+                if self.positions.is_some() {
+                    // It ends its record, as an answer would.
+                    let datetime = error.datetime.clone().unwrap_or_default();
+                    self.next_record(datetime, line, line_no)?;
+                }
                 let why = format!("the job found no result: {}", error.error);
                 return self.no_result(&error.at(), &why, error.records());
             }
+        }
+        if let Some(positions) = self.positions {
+            return self.take_position_line(positions, line, line_no);
         }
         match (self.framing, &self.results) {
             (Framing::Value, _) => {
@@ -1027,6 +1063,22 @@ impl Answers {
             // Lines of a job that aggregates are decoded as window results.
             Results::JobWindows { .. } => Err(OutputError::InstantFromAggregatingJob { datetime }),
         }
+    }
+}
+
+/// Windows a run of answers, the first event it closes carrying `carried`
+/// skipped records (counted already), applying a live query's watermarks.
+async fn window_run(
+    windower: &mut Windower,
+    watermarks: &mut Option<Watermarks>,
+    output: &QueryOutput,
+    carried: u64,
+    answers: Vec<Instant>,
+) -> Result<(), QueryStatus> {
+    output.progress().carry_skipped(carried);
+    match watermarks {
+        Some(watermarks) => watermarks.window(windower, answers, output).await,
+        None => crate::plan::window(windower, answers, output).await,
     }
 }
 

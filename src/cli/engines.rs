@@ -25,7 +25,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
     let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4) + 1;
     writeln!(
         out,
-        "{:width$} {:8} {:5} {:20} {:10} DESCRIPTION",
+        "{:width$} {:8} {:5} {:29} {:10} DESCRIPTION",
         "NAME", "KIND", "READY", "SERVES", "AGGREGATES"
     )?;
     for info in &infos {
@@ -38,7 +38,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
         let serves = info.serves.to_string();
         writeln!(
             out,
-            "{name:width$} {:8} {ready:5} {serves:20} {:10} {}",
+            "{name:width$} {:8} {ready:5} {serves:29} {:10} {}",
             info.kind.to_string(),
             info.aggregates_in.as_str(),
             info.description
