@@ -1,0 +1,594 @@
+//! Kafka ingest (`serve --kafka BROKERS`): a source of instants like
+//! `POST …/ingest` and `--mqtt`, through the same pipeline (grouping by
+//! property, the duplicate rule, bad records counted per reason).
+//!
+//! Nothing lost, nothing doubled:
+//!
+//! - A consumer group (`--kafka-group`, default derived from the state
+//!   directory, as MQTT's client id is), with automatic commits off: a
+//!   record's offset is committed only once its instants are in the store
+//!   (`--state`) or handed to the queries (memory only). A record refused
+//!   as bad is counted, and committed with the others.
+//! - After `serve` was killed (or its partitions moved to another member),
+//!   the group's next reader starts at the last committed offset, so it
+//!   reads again what was taken but not committed. The MQTT duplicate
+//!   rule drops those: an instant at or before the last one its property
+//!   took (after a restart: the last instant in its log) is a duplicate.
+//!   Kafka keeps records in order within a partition only, so a
+//!   property's records must be in one partition (one-partition topics, or
+//!   records keyed by property, as Kafka's default partitioner does).
+//! - Back-pressure: records are taken in batches of at most [`BATCH`] and
+//!   `--max-inflight-bytes`; the next batch is read only once the last is
+//!   ingested and committed. Meanwhile librdkafka pre-fetches at most
+//!   `--max-inflight-bytes` (`queued.max.messages.kbytes`) and then stops
+//!   fetching.
+//!
+//! librdkafka (through rdkafka) is the client: the most used Kafka client
+//! outside the JVM, with consumer groups, manual commits and a bounded
+//! pre-fetch. It is built from the source rdkafka-sys vendors (2.12):
+//! Debian 12's librdkafka 2.0.2 cannot parse the `ApiVersions` answer of
+//! current brokers (tansu's, at least).
+
+mod topic;
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::App;
+use super::metrics::IngestSource;
+use super::mqtt::pipeline::{self, Counted, Delivery, Marks};
+use super::mqtt::stats::{Reason, Snapshot, Stats};
+use topic::Pattern;
+
+/// The most records ingested together (one journal record per property).
+pub(crate) const BATCH: usize = 1024;
+
+/// The default `--kafka-session-timeout-ms`: how long the group waits
+/// for a member gone silent (a killed `serve`) before its partitions go
+/// to another, or to the same server restarted.
+pub(crate) const DEFAULT_SESSION_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the topics are listed again: a new topic matching a pattern
+/// is read within about this long.
+const METADATA_REFRESH: Duration = Duration::from_secs(10);
+
+/// The wait after a failed read before the next.
+const READ_RETRY: Duration = Duration::from_millis(500);
+
+/// Kafka ingest, as `serve --kafka` configures it.
+#[derive(Debug, Clone, Default)]
+pub struct KafkaIngest {
+    /// The bootstrap brokers: `HOST:PORT[,HOST:PORT…]`.
+    pub brokers: String,
+    /// The consumer group (`--kafka-group`); `None`: derived from the
+    /// state directory (or, without one, from the address bound), so it is
+    /// the same at every restart.
+    pub group: Option<String>,
+    /// Topic patterns (`--kafka-topic`); empty: `mfapi.{cid}.{fid}.{pname}`.
+    pub topics: Vec<String>,
+    /// `--kafka-session-timeout-ms`; `None`: [`DEFAULT_SESSION_TIMEOUT`].
+    pub session_timeout: Option<Duration>,
+}
+
+/// The Kafka ingest of a server: its checked configuration and counters.
+#[derive(Debug)]
+pub(crate) struct Kafka {
+    brokers: String,
+    group: String,
+    patterns: Vec<Pattern>,
+    session_timeout: Duration,
+    pub(crate) stats: Stats,
+    /// Partitions assigned now.
+    assigned: std::sync::atomic::AtomicU64,
+    /// Counts the assignments the group made (one per rebalance that gave
+    /// this member partitions).
+    assignments: watch::Sender<u64>,
+}
+
+impl Counted for Kafka {
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn source(&self) -> IngestSource {
+        IngestSource::Kafka
+    }
+}
+
+/// Kafka's counters at one moment, for `GET /metrics`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct KafkaSnapshot {
+    pub(crate) assigned: u64,
+    pub(crate) counters: Snapshot,
+}
+
+/// Checks `BROKERS`: `HOST:PORT` entries separated by commas.
+fn check_brokers(brokers: &str) -> Result<(), String> {
+    let form = "give HOST:PORT[,HOST:PORT…], such as 127.0.0.1:9092";
+    if brokers.is_empty() {
+        return Err(format!("--kafka {brokers:?}: no broker: {form}"));
+    }
+    for entry in brokers.split(',') {
+        let entry = entry.trim();
+        let entry = entry
+            .strip_prefix("PLAINTEXT://")
+            .or_else(|| entry.strip_prefix("tcp://"))
+            .unwrap_or(entry);
+        let port = entry
+            .rsplit_once(':')
+            .map(|(host, port)| (host, port.parse::<u16>()));
+        match port {
+            Some((host, Ok(p))) if !host.is_empty() && p > 0 => {}
+            _ => {
+                return Err(format!(
+                    "--kafka {brokers:?}: {entry:?} is not HOST:PORT: {form}"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Kafka {
+    /// Checks `options`; `state` and `addr` seed the default group.
+    pub(crate) fn new(
+        options: &KafkaIngest,
+        state: Option<&Path>,
+        addr: std::net::SocketAddr,
+    ) -> Result<Kafka, String> {
+        check_brokers(&options.brokers)?;
+        if options.topics.len() > topic::MAX_PATTERNS {
+            return Err(format!(
+                "{} --kafka-topic patterns; at most {} are taken",
+                options.topics.len(),
+                topic::MAX_PATTERNS
+            ));
+        }
+        let patterns = if options.topics.is_empty() {
+            vec![Pattern::parse(topic::DEFAULT)?]
+        } else {
+            options
+                .topics
+                .iter()
+                .map(|t| Pattern::parse(t))
+                .collect::<Result<_, _>>()?
+        };
+        let group = match &options.group {
+            Some(g) if g.is_empty() || g.len() > 255 => {
+                return Err(format!("--kafka-group {g:?}: give 1 to 255 bytes"));
+            }
+            Some(g) => g.clone(),
+            None => super::mqtt::derived_client_id(&match state {
+                Some(dir) => std::fs::canonicalize(dir)
+                    .unwrap_or_else(|_| dir.to_owned())
+                    .display()
+                    .to_string(),
+                None => addr.to_string(),
+            }),
+        };
+        let session_timeout = options.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
+        if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&session_timeout) {
+            return Err(format!(
+                "--kafka-session-timeout-ms {}: give 1000 to 3600000 (the broker may narrow it: \
+                 group.min.session.timeout.ms, group.max.session.timeout.ms)",
+                session_timeout.as_millis()
+            ));
+        }
+        Ok(Kafka {
+            brokers: options.brokers.clone(),
+            group,
+            patterns,
+            session_timeout,
+            stats: Stats::labelled("kafka"),
+            assigned: std::sync::atomic::AtomicU64::new(0),
+            assignments: watch::Sender::new(0),
+        })
+    }
+
+    /// Its counters now, for `GET /metrics`.
+    pub(crate) fn snapshot(&self) -> KafkaSnapshot {
+        KafkaSnapshot {
+            assigned: self.assigned.load(Relaxed),
+            counters: self.stats.snapshot(),
+        }
+    }
+
+    /// Counts the assignments of partitions: it moves once per rebalance
+    /// that gives this server partitions.
+    pub(crate) fn assignments(&self) -> watch::Receiver<u64> {
+        self.assignments.subscribe()
+    }
+
+    /// The brokers, as given.
+    pub(crate) fn brokers(&self) -> &str {
+        &self.brokers
+    }
+
+    /// The consumer's librdkafka configuration.
+    fn config(&self, max_inflight_bytes: usize) -> ClientConfig {
+        let session = self.session_timeout.as_millis();
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &self.brokers)
+            .set("group.id", &self.group)
+            .set("client.id", "mfstream")
+            // Offsets are committed by hand, once the store has the
+            // records: never by librdkafka on its clock.
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            // A new group reads the topics from their start.
+            .set("auto.offset.reset", "earliest")
+            .set("session.timeout.ms", session.to_string())
+            .set("heartbeat.interval.ms", (session / 5).max(100).to_string())
+            .set(
+                "topic.metadata.refresh.interval.ms",
+                METADATA_REFRESH.as_millis().to_string(),
+            )
+            // The pre-fetch queue's bound: librdkafka stops fetching past it.
+            .set(
+                "queued.max.messages.kbytes",
+                (max_inflight_bytes / 1024).clamp(1, 2_097_151).to_string(),
+            )
+            .set("queued.min.messages", BATCH.to_string())
+            .set_log_level(RDKafkaLogLevel::Warning);
+        c
+    }
+}
+
+/// librdkafka's callbacks: errors and logs to `tracing` and `lastError`,
+/// rebalances counted.
+struct Context {
+    kafka: Arc<Kafka>,
+}
+
+impl ClientContext for Context {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => tracing::error!("kafka: librdkafka {fac}: {message}"),
+            RDKafkaLogLevel::Warning => tracing::warn!("kafka: librdkafka {fac}: {message}"),
+            _ => tracing::debug!("kafka: librdkafka {fac}: {message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(brokers = %self.kafka.brokers, "kafka: {error}: {reason}");
+        self.kafka
+            .stats
+            .set_error(Some(format!("{error}: {reason}")));
+    }
+}
+
+impl ConsumerContext for Context {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let kafka = &self.kafka;
+        match rebalance {
+            Rebalance::Assign(partitions) => {
+                let n = partitions.count() as u64;
+                kafka.assigned.store(n, Relaxed);
+                kafka.stats.subscribed.store(n > 0, Relaxed);
+                kafka.stats.connects.fetch_add(1, Relaxed);
+                kafka.stats.set_error(None);
+                tracing::info!(group = %kafka.group, partitions = n, "kafka: assigned");
+                if n > 0 {
+                    kafka.assignments.send_modify(|k| *k += 1);
+                }
+            }
+            Rebalance::Revoke(_) => {
+                kafka.assigned.store(0, Relaxed);
+                kafka.stats.subscribed.store(false, Relaxed);
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(group = %kafka.group, "kafka: rebalance failed: {e}");
+                kafka.stats.set_error(Some(format!("rebalance: {e}")));
+            }
+        }
+    }
+}
+
+/// A record on its way from the consumer to its commit.
+#[derive(Debug)]
+struct Record {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    payload: Vec<u8>,
+}
+
+impl Delivery for Record {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
+/// Runs the Kafka ingest until `stop`: reads a batch, ingests it through
+/// the pipeline, commits the offsets of what it took, and reads the next.
+pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToken) {
+    let context = Context {
+        kafka: kafka.clone(),
+    };
+    let consumer: StreamConsumer<Context> = match kafka
+        .config(app.options.max_inflight_bytes)
+        .create_with_context(context)
+    {
+        Ok(consumer) => consumer,
+        Err(e) => {
+            tracing::error!("kafka: cannot make the consumer: {e}");
+            kafka.stats.set_error(Some(e.to_string()));
+            return;
+        }
+    };
+    let regexes: Vec<String> = kafka.patterns.iter().map(Pattern::regex).collect();
+    let regexes: Vec<&str> = regexes.iter().map(String::as_str).collect();
+    if let Err(e) = consumer.subscribe(&regexes) {
+        tracing::error!("kafka: cannot subscribe to {regexes:?}: {e}");
+        kafka.stats.set_error(Some(e.to_string()));
+        return;
+    }
+    let consumer = Arc::new(consumer);
+    let mut marks = Marks::new();
+    loop {
+        let batch = tokio::select! {
+            batch = read(&app, &kafka, &consumer) => batch,
+            () = stop.cancelled() => break,
+        };
+        let complete = ingest(&app, &kafka, &consumer, &mut marks, batch).await;
+        if !complete {
+            // Shutting down: what was not taken is read again at the next
+            // start, from the last offset committed.
+            break;
+        }
+        if marks.len() > 2 * app.options.max_properties {
+            // The marks of properties no query reads any more.
+            marks.retain(|key, _| app.table.property(key).is_some());
+        }
+    }
+}
+
+/// The next batch: waits for one record, then takes what is already
+/// fetched, up to [`BATCH`] records and `--max-inflight-bytes`.
+async fn read(app: &App, kafka: &Kafka, consumer: &StreamConsumer<Context>) -> Vec<Record> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    loop {
+        let next = if batch.is_empty() {
+            consumer.recv().await
+        } else {
+            // Already fetched, or none: `recv` is cancellation safe.
+            match tokio::time::timeout(Duration::ZERO, consumer.recv()).await {
+                Ok(next) => next,
+                Err(_) => return batch,
+            }
+        };
+        match next {
+            Ok(m) => {
+                let payload = m.payload().unwrap_or_default().to_vec();
+                bytes += payload.len();
+                batch.push(Record {
+                    topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    payload,
+                });
+                kafka.stats.messages.fetch_add(1, Relaxed);
+                if batch.len() == BATCH || bytes >= app.options.max_inflight_bytes {
+                    return batch;
+                }
+            }
+            Err(e) => {
+                if !batch.is_empty() {
+                    return batch;
+                }
+                tracing::warn!(brokers = %kafka.brokers, "kafka: cannot read: {e}");
+                kafka.stats.set_error(Some(e.to_string()));
+                tokio::time::sleep(READ_RETRY).await;
+            }
+        }
+    }
+}
+
+/// Ingests a batch and commits the offsets of the records taken (or
+/// refused as bad); `false` when the server began shutting down before it
+/// took them all.
+async fn ingest(
+    app: &Arc<App>,
+    kafka: &Arc<Kafka>,
+    consumer: &Arc<StreamConsumer<Context>>,
+    marks: &mut Marks,
+    batch: Vec<Record>,
+) -> bool {
+    // Each partition's offsets, in the order read.
+    let mut order: Vec<(String, i32, i64)> = Vec::with_capacity(batch.len());
+    let mut done: HashSet<(String, i32, i64)> = HashSet::with_capacity(batch.len());
+    let mut good = Vec::with_capacity(batch.len());
+    let max_body = app.options.max_body;
+    for record in batch {
+        order.push((record.topic.clone(), record.partition, record.offset));
+        if record.payload.len() > max_body {
+            let detail = format!(
+                "the record is {} bytes; at most --max-body ({max_body}) are taken",
+                record.payload.len()
+            );
+            kafka
+                .stats
+                .bad(&record.topic, Reason::TooLarge, &detail, &[]);
+            app.ingest_tally
+                .refused(IngestSource::Kafka, Reason::TooLarge.metric());
+            done.insert((record.topic, record.partition, record.offset));
+            continue;
+        }
+        good.push(record);
+    }
+    let describe = || {
+        kafka
+            .patterns
+            .iter()
+            .map(Pattern::text)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let route = |t: &str| topic::route(&kafka.patterns, t);
+    let (groups, bad) = pipeline::sort(app, &**kafka, route, describe, good.into_iter());
+    for record in bad {
+        done.insert((record.topic, record.partition, record.offset));
+    }
+    let mut tasks = Vec::with_capacity(groups.len());
+    for group in groups {
+        let mark = marks.get(&group.key).copied();
+        // A task each: the groups' journal writes commit together, and
+        // the ingest path runs to its end even at a shutdown.
+        tasks.push(tokio::spawn(pipeline::ingest(
+            app.clone(),
+            kafka.clone(),
+            group,
+            mark,
+        )));
+    }
+    for task in tasks {
+        let Ok((key, mark, taken)) = task.await else {
+            // Not committed: read again at the next start.
+            tracing::error!("kafka: an ingest task failed");
+            continue;
+        };
+        marks.insert(key, mark);
+        for record in taken {
+            done.insert((record.topic, record.partition, record.offset));
+        }
+    }
+    let complete = done.len() == order.len();
+    commit(kafka, consumer, &order, &done).await;
+    complete
+}
+
+/// Commits, for each partition of the batch, the offset after the last
+/// record taken with every record before it.
+async fn commit(
+    kafka: &Arc<Kafka>,
+    consumer: &Arc<StreamConsumer<Context>>,
+    order: &[(String, i32, i64)],
+    done: &HashSet<(String, i32, i64)>,
+) {
+    // Per partition: the next offset to read, and whether a record not
+    // taken stopped it.
+    let mut next: HashMap<(&str, i32), (i64, bool)> = HashMap::new();
+    let mut committed = 0u64;
+    for (topic, partition, offset) in order {
+        let entry = next
+            .entry((topic.as_str(), *partition))
+            .or_insert((-1, false));
+        if entry.1 {
+            continue;
+        }
+        if done.contains(&(topic.clone(), *partition, *offset)) {
+            entry.0 = offset + 1;
+            committed += 1;
+        } else {
+            entry.1 = true;
+        }
+    }
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), (offset, _)) in &next {
+        if *offset >= 0
+            && let Err(e) = list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+        {
+            tracing::warn!("kafka: cannot commit {topic}[{partition}]: {e}");
+        }
+    }
+    if list.count() == 0 {
+        return;
+    }
+    let consumer = consumer.clone();
+    let result =
+        tokio::task::spawn_blocking(move || consumer.commit(&list, CommitMode::Sync)).await;
+    match result {
+        Ok(Ok(())) => {
+            kafka.stats.acked.fetch_add(committed, Relaxed);
+        }
+        // The partitions moved to another member (a rebalance), or the
+        // broker is gone: the records are read again from the last
+        // commit, and the duplicate rule drops what was taken.
+        Ok(Err(e)) => {
+            tracing::warn!(group = %kafka.group, "kafka: cannot commit offsets: {e}");
+            kafka.stats.set_error(Some(format!("commit: {e}")));
+        }
+        Err(e) => tracing::error!("kafka: the commit failed: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn brokers_are_host_port_lists_and_bad_ones_say_the_form() {
+        for good in [
+            "127.0.0.1:9092",
+            "a:1,b:2",
+            "PLAINTEXT://h:9092",
+            "[::1]:9092",
+        ] {
+            assert_eq!(check_brokers(good), Ok(()), "{good}");
+        }
+        for bad in ["", "host", "host:0", "host:x", ":9092", "a:1,,b:2"] {
+            let err = check_brokers(bad).unwrap_err();
+            assert!(
+                err.contains("HOST:PORT") && err.contains("--kafka"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_default_group_is_stable_and_bad_options_name_the_flag() {
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let o = KafkaIngest {
+            brokers: "127.0.0.1:9092".into(),
+            ..KafkaIngest::default()
+        };
+        let dir = std::env::temp_dir();
+        let a = Kafka::new(&o, Some(&dir), addr).unwrap();
+        let b = Kafka::new(&o, Some(&dir), addr).unwrap();
+        assert_eq!(a.group, b.group);
+        assert!(a.group.starts_with("mfstream-"));
+        let bad = |o: KafkaIngest| Kafka::new(&o, None, addr).unwrap_err();
+        assert!(
+            bad(KafkaIngest {
+                group: Some(String::new()),
+                ..o.clone()
+            })
+            .contains("--kafka-group")
+        );
+        assert!(
+            bad(KafkaIngest {
+                session_timeout: Some(Duration::from_millis(10)),
+                ..o.clone()
+            })
+            .contains("--kafka-session-timeout-ms")
+        );
+        assert!(
+            bad(KafkaIngest {
+                topics: vec!["a.{cid}".into()],
+                ..o
+            })
+            .contains("{fid}")
+        );
+    }
+}
