@@ -555,6 +555,7 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(routes::stream_positions))
         .routes(routes!(routes::ingest_positions))
         .routes(routes!(mqtt::status))
+        .routes(routes!(kafka::status))
 }
 
 fn router(app: Arc<App>) -> Router {

@@ -394,6 +394,18 @@ async fn kafka_bad_records_are_committed_and_counted_per_reason() {
             "{reason}"
         );
     }
+    let status = client.get("/ingest/kafka").await.json();
+    assert_eq!(status["bad"]["notJson"], 1, "{status}");
+    assert_eq!(status["committed"], 6, "{status}");
+    let samples = status["badSamples"].as_array().unwrap();
+    assert_eq!(samples.len(), 5, "{status}");
+    assert!(samples.iter().all(|s| s["topic"] == TOPIC), "{status}");
+    assert!(
+        samples
+            .iter()
+            .any(|s| s["reason"] == "badDatetime" && s["detail"].as_str().unwrap().contains("soon")),
+        "{status}"
+    );
     let refused = |reason| {
         scrape.get(
             "mfstream_ingest_refused_total",

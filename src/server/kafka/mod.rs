@@ -37,6 +37,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{
     BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
@@ -44,6 +47,7 @@ use rdkafka::consumer::{
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -51,6 +55,7 @@ use super::App;
 use super::metrics::IngestSource;
 use super::mqtt::pipeline::{self, Counted, Delivery, Marks};
 use super::mqtt::stats::{Reason, Snapshot, Stats};
+use super::problem::Problem;
 use topic::Pattern;
 
 /// The most records ingested together (one journal record per property).
@@ -533,9 +538,90 @@ async fn commit(
     }
 }
 
+impl Kafka {
+    /// `GET /ingest/kafka`'s answer: MQTT's counters under Kafka's names.
+    fn to_json(&self) -> serde_json::Value {
+        let mut counters = self.stats.to_json();
+        let take = |counters: &mut serde_json::Value, key: &str| {
+            counters
+                .as_object_mut()
+                .and_then(|o| o.remove(key))
+                .unwrap_or(serde_json::Value::Null)
+        };
+        json!({
+            "brokers": self.brokers,
+            "group": self.group,
+            "topics": self.patterns.iter().map(Pattern::text).collect::<Vec<_>>(),
+            "assignedPartitions": self.assigned.load(Relaxed),
+            "assignments": take(&mut counters, "connects"),
+            "lastError": take(&mut counters, "lastError"),
+            "records": take(&mut counters, "messages"),
+            "committed": take(&mut counters, "acknowledged"),
+            "instants": take(&mut counters, "instants"),
+            "duplicates": take(&mut counters, "duplicates"),
+            "retries": take(&mut counters, "retries"),
+            "bad": take(&mut counters, "bad"),
+            "badSamples": take(&mut counters, "badSamples"),
+        })
+    }
+}
+
+/// `GET /ingest/kafka`: the Kafka ingest's configuration and counters.
+#[utoipa::path(
+    get,
+    path = "/ingest/kafka",
+    tag = "ingest",
+    operation_id = "getKafkaIngest",
+    summary = "the Kafka ingest (`--kafka`): brokers, group, topics, partitions, counters, last bad records",
+    responses(
+        (status = 200, description = "the Kafka ingest's state", body = super::api::KafkaStatus),
+        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
+        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
+        (status = 404, description = "the server runs without `--kafka`", body = super::api::Exception),
+    ),
+)]
+pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
+    match &app.kafka {
+        Some(kafka) => Json(kafka.to_json()).into_response(),
+        None => Problem::not_found("Kafka ingest is off: start the server with --kafka HOST:PORT")
+            .into_response(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `GET /api`'s schema of this answer names exactly the fields it has.
+    #[test]
+    fn the_api_schema_of_the_status_names_its_fields() {
+        use utoipa::PartialSchema;
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let o = KafkaIngest {
+            brokers: "127.0.0.1:9092".into(),
+            ..KafkaIngest::default()
+        };
+        let kafka = Kafka::new(&o, None, addr).unwrap();
+        let mut answer = kafka.to_json();
+        let mut keys: Vec<String> = answer.as_object().unwrap().keys().cloned().collect();
+        keys.sort();
+        let schema = serde_json::to_value(super::super::api::KafkaStatus::schema()).unwrap();
+        let mut want: Vec<String> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        want.sort();
+        assert_eq!(keys, want);
+        assert!(
+            answer["bad"]
+                .take()
+                .as_object()
+                .unwrap()
+                .contains_key("notJson")
+        );
+    }
 
     #[test]
     fn brokers_are_host_port_lists_and_bad_ones_say_the_form() {
