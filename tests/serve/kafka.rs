@@ -418,6 +418,56 @@ async fn kafka_bad_records_are_committed_and_counted_per_reason() {
     assert_eq!(refused("value"), 1.0);
 }
 
+#[tokio::test]
+#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
+async fn kafka_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_are_counted() {
+    const POSITIONS: &str = "mfapi.ships.s1.tgsequence";
+    let position = |secs: u32, lon: f64, lat: f64| {
+        format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},{lat}]}}"#)
+    };
+    let broker = Broker::start();
+    broker.create(POSITIONS).await;
+    let server = serve_on("kafka-positions", &broker, &[]);
+    let mut client = server.client();
+    let echo = register(
+        &mut client,
+        "/collections/ships/items/s1/tgsequence",
+        r#"{"operation":"position"}"#,
+    )
+    .await;
+    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    let payloads = vec![
+        position(0, 4.35, 50.85),
+        format!(
+            "[{},{}]",
+            position(1, 4.36, 50.86),
+            position(2, 4.37, 50.87)
+        ),
+        // At or before the feature's last position: a duplicate.
+        position(2, 4.37, 50.87),
+        // Out of the lon/lat ranges: a bad record.
+        position(3, 200.0, 0.0),
+        position(4, 4.4, 50.9),
+    ];
+    broker
+        .produce(POSITIONS, payloads)
+        .await
+        .expect("every record produced");
+    let got: Vec<String> = take(&mut sse, 4)
+        .await
+        .iter()
+        .map(|e| e.json()["datetime"].as_str().unwrap().to_owned())
+        .collect();
+    let want: Vec<String> = [0, 1, 2, 4]
+        .iter()
+        .map(|s| format!("2026-01-01T00:00:{s:02}Z"))
+        .collect();
+    assert_eq!(got, want);
+    let status = client.get("/ingest/kafka").await.json();
+    assert_eq!(status["bad"]["badPosition"], 1, "{status}");
+    assert_eq!(status["duplicates"], 1, "{status}");
+}
+
 #[test]
 fn kafka_a_bad_broker_list_or_pattern_exits_2_naming_it() {
     for (args, says) in [
