@@ -357,8 +357,10 @@ pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
         };
         let complete = ingest(&app, &kafka, &consumer, &mut marks, batch).await;
         if !complete {
-            // Shutting down: what was not taken is read again at the next
-            // start, from the last offset committed.
+            // Shutting down (or an ingest task failed, a bug, logged):
+            // what was not taken is read again at the next start, from the
+            // last offset committed. Reading on would commit the offsets
+            // after it, and lose it.
             break;
         }
         if marks.len() > 2 * app.options.max_properties {
