@@ -101,7 +101,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
-// Parsed once, at start: a large variant (serve's flags) costs nothing.
+// Parsed once at start-up and matched at once: boxing `serve`'s many flags
+// would save nothing that matters.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -506,6 +507,35 @@ pub struct ServeArgs {
     /// --state: of the address bound), the same at every restart]
     #[arg(long, value_name = "ID", requires = "mqtt")]
     pub mqtt_client_id: Option<String>,
+    /// Ingest from Kafka: the bootstrap brokers, HOST:PORT[,HOST:PORT…].
+    /// The server reads the topics of --kafka-topic as a member of the
+    /// consumer group --kafka-group, and commits a record's offset only
+    /// once it is ingested (with --state: stored). Records read again
+    /// after a restart are recognised: an instant at or before its
+    /// property's last one is a duplicate (dropped, counted), so a
+    /// property's records must be in one partition. Batches of at most
+    /// 1024 records and --max-inflight-bytes; librdkafka pre-fetches at
+    /// most --max-inflight-bytes. A new matching topic is read within
+    /// about 10 s. Counters and the last bad records: GET /ingest/kafka.
+    #[arg(long, value_name = "BROKERS")]
+    pub kafka: Option<String>,
+    /// The consumer group, which keeps the committed offsets.
+    /// [default: mfstream- and a hash of the --state directory (without
+    /// --state: of the address bound), the same at every restart]
+    #[arg(long, value_name = "GROUP", requires = "kafka")]
+    pub kafka_group: Option<String>,
+    /// A topic pattern to read: levels separated by '.', with {cid}, {fid}
+    /// and {pname} each once as a whole level (the property's ids, of
+    /// letters, digits, '_' and '-'). Repeatable, at most 64; a topic takes
+    /// the first that matches. The property name tgsequence is reserved
+    /// for positions. [default: mfapi.{cid}.{fid}.{pname}]
+    #[arg(long, value_name = "PATTERN", requires = "kafka")]
+    pub kafka_topic: Vec<String>,
+    /// How long the group waits for a member gone silent (a killed server)
+    /// before its partitions go to another member, or to it restarted:
+    /// 1000 to 3600000 (the broker may narrow it).
+    #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "kafka")]
+    pub kafka_session_timeout_ms: u64,
 }
 
 /// `serve --durability`: what a write to the state store survives.

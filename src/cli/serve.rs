@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use mfstream::{MqttIngest, Registry, ServeOptions, Server};
+use mfstream::{KafkaIngest, MqttIngest, Registry, ServeOptions, Server};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::ServeArgs;
@@ -49,6 +49,12 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
             username: std::env::var("MFSTREAM_MQTT_USERNAME").ok(),
             password: std::env::var("MFSTREAM_MQTT_PASSWORD").ok(),
         }),
+        kafka: args.kafka.map(|brokers| KafkaIngest {
+            brokers,
+            group: args.kafka_group,
+            topics: args.kafka_topic,
+            session_timeout: Some(Duration::from_millis(args.kafka_session_timeout_ms)),
+        }),
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);
@@ -78,6 +84,9 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         if let (Some(subscriptions), Some(url)) = (server.mqtt_subscriptions(), mqtt_url) {
             tokio::spawn(say_subscribed(subscriptions, url));
         }
+        if let Some((brokers, assignments)) = server.kafka_assignments() {
+            tokio::spawn(say_assigned(assignments, brokers));
+        }
         let shutdown = async move {
             tokio::select! {
                 _ = interrupt.recv() => {}
@@ -88,6 +97,16 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         eprintln!("mfstream: stopped");
         Ok(Outcome::Success)
     })
+}
+
+/// Prints `mfstream: kafka assigned on BROKERS` each time the consumer
+/// group gives the server partitions: the line a test or a supervisor
+/// waits for.
+async fn say_assigned(mut assignments: tokio::sync::watch::Receiver<u64>, brokers: String) {
+    while assignments.changed().await.is_ok() {
+        let mut out = std::io::stdout().lock();
+        let _ = writeln!(out, "mfstream: kafka assigned on {brokers}").and_then(|()| out.flush());
+    }
 }
 
 /// Prints `mfstream: mqtt subscribed on URL` each time the broker grants

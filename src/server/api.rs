@@ -70,6 +70,7 @@ pub(crate) const MEDIA_TYPE: &str = "application/vnd.oai.openapi+json;version=3.
         DetectEvent,
         MqttStatus,
         MqttBadSample,
+        KafkaStatus,
     )),
     tags(
         (name = "cquery", description = "continuous queries on a temporal property (Part 4)"),
@@ -555,7 +556,33 @@ pub(crate) struct MqttStatus {
     bad_samples: Vec<MqttBadSample>,
 }
 
-/// A bad MQTT message.
+/// `GET /ingest/kafka`.
+#[derive(Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct KafkaStatus {
+    brokers: String,
+    group: String,
+    topics: Vec<String>,
+    /// Partitions the group assigned to this server now.
+    assigned_partitions: u64,
+    /// Rebalances that assigned this server partitions.
+    assignments: u64,
+    last_error: Option<String>,
+    /// Records read, those read again included.
+    records: u64,
+    /// Records whose offsets were committed.
+    committed: u64,
+    instants: u64,
+    duplicates: u64,
+    retries: u64,
+    /// Bad records, per reason.
+    #[schema(value_type = Object)]
+    bad: std::collections::BTreeMap<String, u64>,
+    /// The last bad records, newest first.
+    bad_samples: Vec<MqttBadSample>,
+}
+
+/// A bad MQTT message (or Kafka record).
 #[derive(Serialize, ToSchema)]
 pub(crate) struct MqttBadSample {
     at: String,

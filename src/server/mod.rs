@@ -45,6 +45,7 @@ mod durable;
 mod fanout;
 mod inflight;
 mod ingest;
+mod kafka;
 mod metrics;
 mod mqtt;
 mod page;
@@ -69,6 +70,7 @@ use utoipa_axum::routes;
 
 use crate::registry::Registry;
 
+pub use self::kafka::KafkaIngest;
 pub use self::mqtt::MqttIngest;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
 
@@ -172,6 +174,10 @@ pub struct ServeOptions {
     /// MQTT ingest (`--mqtt URL`): subscribe to a broker and ingest what
     /// its topics carry, as `POST …/ingest` does. `None` (the default): off.
     pub mqtt: Option<MqttIngest>,
+    /// Kafka ingest (`--kafka BROKERS`): read the topics of a pattern as a
+    /// consumer group and ingest their records, as `POST …/ingest` does.
+    /// `None` (the default): off.
+    pub kafka: Option<KafkaIngest>,
 }
 
 impl Default for ServeOptions {
@@ -203,6 +209,7 @@ impl Default for ServeOptions {
             tiles: None,
             max_query_log: 1024 * 1024 * 1024,
             mqtt: None,
+            kafka: None,
         }
     }
 }
@@ -260,6 +267,11 @@ pub enum ServeError {
         /// Why it is refused, and the form expected.
         why: String,
     },
+    /// A Kafka option (`--kafka`, `--kafka-topic`, `--kafka-group`, …)
+    /// that cannot be used: the message names it and the form expected.
+    #[error("{0}")]
+    Kafka(String),
+
     /// An `--allowed-host` or `--cors-origin` entry that cannot match.
     #[error("{option} {value:?}: {why}")]
     BadBrowserOption {
@@ -298,6 +310,8 @@ pub(crate) struct App {
     pub(crate) ingest_tally: metrics::IngestTally,
     /// MQTT ingest (`--mqtt`).
     pub(crate) mqtt: Option<Arc<mqtt::Mqtt>>,
+    /// Kafka ingest (`--kafka`).
+    pub(crate) kafka: Option<Arc<kafka::Kafka>>,
 }
 
 impl App {
@@ -341,6 +355,10 @@ impl Server {
             .transpose()?;
         if let Some(o) = &options.mqtt {
             mqtt::Mqtt::new(o, options.state.as_deref(), options.addr).map_err(ServeError::Mqtt)?;
+        }
+        if let Some(o) = &options.kafka {
+            kafka::Kafka::new(o, options.state.as_deref(), options.addr)
+                .map_err(ServeError::Kafka)?;
         }
         if options.replay_bytes as u64 >= options.max_query_state {
             // Not refused: a server that ran with a large replay buffer
@@ -390,6 +408,13 @@ impl Server {
             )),
             None => None,
         };
+        let kafka = match &options.kafka {
+            Some(o) => Some(Arc::new(
+                kafka::Kafka::new(o, options.state.as_deref(), local_addr)
+                    .map_err(ServeError::Kafka)?,
+            )),
+            None => None,
+        };
         let options_max_inflight = options.max_inflight_bytes;
         if options.max_body > options.max_inflight_bytes {
             tracing::warn!(
@@ -422,6 +447,7 @@ impl Server {
             connections: Arc::default(),
             ingest_tally: metrics::IngestTally::default(),
             mqtt,
+            kafka,
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;
@@ -446,6 +472,15 @@ impl Server {
     /// again.
     pub fn mqtt_subscriptions(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
         self.app.mqtt.as_ref().map(|m| m.subscriptions())
+    }
+
+    /// With Kafka ingest: its brokers, and the number of rebalances that
+    /// gave this server partitions.
+    pub fn kafka_assignments(&self) -> Option<(String, tokio::sync::watch::Receiver<u64>)> {
+        self.app
+            .kafka
+            .as_ref()
+            .map(|k| (k.brokers().to_owned(), k.assignments()))
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, stops every
@@ -475,12 +510,22 @@ impl Server {
             .mqtt
             .clone()
             .map(|m| tokio::spawn(mqtt::run(app.clone(), m, stop_mqtt.clone())));
+        // Kafka's too: what it did not commit is read again.
+        let kafka = app
+            .kafka
+            .clone()
+            .map(|k| tokio::spawn(kafka::run(app.clone(), k, stop_mqtt.clone())));
         shutdown.await;
         stop_mqtt.cancel();
         if let Some(mqtt) = mqtt
             && let Err(e) = mqtt.await
         {
             tracing::warn!("the MQTT ingest ended badly: {e}");
+        }
+        if let Some(kafka) = kafka
+            && let Err(e) = kafka.await
+        {
+            tracing::warn!("the Kafka ingest ended badly: {e}");
         }
         tracing::info!("shutting down: stopping every query");
         connections.drain();
@@ -534,6 +579,7 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
         .routes(routes!(routes::stream_positions))
         .routes(routes!(routes::ingest_positions))
         .routes(routes!(mqtt::status))
+        .routes(routes!(kafka::status))
 }
 
 fn router(app: Arc<App>) -> Router {

@@ -12,7 +12,7 @@ use super::*;
 
 /// One scrape: every series (`name{labels}`, as printed) and its value.
 #[derive(Debug)]
-struct Scrape {
+pub(super) struct Scrape {
     text: String,
     series: BTreeMap<String, f64>,
 }
@@ -33,7 +33,7 @@ impl Scrape {
     /// The value of `name` with `labels`; a failure if there is no such
     /// series.
     #[track_caller]
-    fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+    pub(super) fn get(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let key = key(name, labels);
         *self
             .series
@@ -46,7 +46,7 @@ impl Scrape {
     }
 
     /// The metric families, as their `# TYPE` lines name them.
-    fn families(&self) -> Vec<String> {
+    pub(super) fn families(&self) -> Vec<String> {
         self.text
             .lines()
             .filter_map(|line| line.strip_prefix("# TYPE "))
@@ -76,7 +76,11 @@ async fn scrape(client: &mut Client) -> Scrape {
 /// Scrapes until `done` holds (what it waits for happens on the server's
 /// side after the client saw its cause: a stream's slot is given back after
 /// its last bytes went out); a failure after [`PATIENCE`].
-async fn scrape_until(client: &mut Client, what: &str, done: impl Fn(&Scrape) -> bool) -> Scrape {
+pub(super) async fn scrape_until(
+    client: &mut Client,
+    what: &str,
+    done: impl Fn(&Scrape) -> bool,
+) -> Scrape {
     let deadline = Instant::now() + PATIENCE;
     loop {
         let scrape = scrape(client).await;
@@ -610,6 +614,14 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
             (name, meaning)
         })
         .collect();
+    // Kafka's are served with --kafka alone (checked by
+    // serve::kafka against a real broker).
+    let (kafka, rows): (Vec<_>, Vec<_>) = rows
+        .into_iter()
+        .partition(|(name, _)| name.starts_with("mfstream_kafka_"));
+    for (name, meaning) in &kafka {
+        assert!(meaning.starts_with("with `--kafka`"), "{name}: {meaning}");
+    }
     let mut served_sorted = served.clone();
     served_sorted.sort();
     let mut listed_sorted: Vec<String> = rows.iter().map(|(name, _)| name.clone()).collect();
@@ -630,7 +642,9 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
     let plain = Serve::start("metrics-readme-plain", &[], &[]);
     let families = scrape(&mut plain.client()).await.families();
     assert!(
-        !families.iter().any(|f| f.starts_with("mfstream_mqtt_")),
+        !families
+            .iter()
+            .any(|f| f.starts_with("mfstream_mqtt_") || f.starts_with("mfstream_kafka_")),
         "{families:?}"
     );
 }

@@ -7,6 +7,7 @@ mod bounds;
 mod errors;
 mod fuzz;
 mod journal;
+mod kafka;
 mod lifecycle;
 mod limits;
 mod metrics;

@@ -45,6 +45,7 @@ use self::tally::EngineTotals;
 pub(crate) use self::tally::{EngineTally, IngestSource, IngestTally, QueryTally, Reason};
 
 use super::App;
+use super::kafka::KafkaSnapshot;
 use super::mqtt::MqttSnapshot;
 use super::problem::Problem;
 
@@ -101,6 +102,8 @@ struct Snapshot {
     store: Option<JournalStats>,
     /// With `--mqtt`.
     mqtt: Option<MqttSnapshot>,
+    /// With `--kafka`.
+    kafka: Option<KafkaSnapshot>,
 }
 
 #[derive(Debug)]
@@ -200,6 +203,7 @@ impl Snapshot {
             streams: app.streams.open() as u64,
             store,
             mqtt: app.mqtt.as_ref().map(|m| m.snapshot()),
+            kafka: app.kafka.as_ref().map(|k| k.snapshot()),
         }
     }
 
@@ -490,6 +494,59 @@ impl Snapshot {
     }
 }
 
+impl Snapshot {
+    /// Kafka's own counters (`--kafka`); its instants and refusals are in
+    /// the ingest families, `source="kafka"`.
+    fn encode_kafka(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let Some(kafka) = &self.kafka else {
+            return Ok(());
+        };
+        let c = &kafka.counters;
+        gauge(
+            enc,
+            "mfstream_kafka_assigned_partitions",
+            "Partitions the consumer group assigned to this server now.",
+            one(kafka.assigned),
+        )?;
+        counter(
+            enc,
+            "mfstream_kafka_assignments",
+            "Rebalances of the consumer group that assigned partitions to this server.",
+            one(c.connects),
+        )?;
+        counter(
+            enc,
+            "mfstream_kafka_records",
+            "Kafka records read, those read again after a restart or a rebalance included.",
+            one(c.messages),
+        )?;
+        counter(
+            enc,
+            "mfstream_kafka_committed",
+            "Kafka records whose offsets were committed (taken, or refused as bad).",
+            one(c.acked),
+        )?;
+        counter(
+            enc,
+            "mfstream_kafka_duplicates",
+            "Kafka instants dropped as duplicates (at or before their property's last).",
+            one(c.duplicates),
+        )?;
+        counter(
+            enc,
+            "mfstream_kafka_retries",
+            "Kafka ingests tried again (a query's buffer full, the store unavailable).",
+            one(c.retries),
+        )?;
+        counter(
+            enc,
+            "mfstream_kafka_bad_records",
+            "Bad Kafka records (committed and dropped), by reason.",
+            c.bad.iter().map(|(r, n)| ([("reason", *r)], *n)),
+        )
+    }
+}
+
 impl Collector for Snapshot {
     fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
         self.encode_queries(&mut enc)?;
@@ -497,6 +554,7 @@ impl Collector for Snapshot {
         self.encode_ingest(&mut enc)?;
         self.encode_store(&mut enc)?;
         self.encode_mqtt(&mut enc)?;
+        self.encode_kafka(&mut enc)?;
         self.encode_server(&mut enc)
     }
 }

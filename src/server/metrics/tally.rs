@@ -193,16 +193,20 @@ pub(crate) enum IngestSource {
     Http,
     /// `serve --mqtt`: a broker's messages.
     Mqtt,
+    /// `serve --kafka`: a Kafka cluster's records.
+    Kafka,
 }
 
 impl IngestSource {
-    pub(crate) const ALL: [IngestSource; 2] = [IngestSource::Http, IngestSource::Mqtt];
+    pub(crate) const ALL: [IngestSource; 3] =
+        [IngestSource::Http, IngestSource::Mqtt, IngestSource::Kafka];
 
     /// The label value.
     pub(crate) fn name(self) -> &'static str {
         match self {
             IngestSource::Http => "http",
             IngestSource::Mqtt => "mqtt",
+            IngestSource::Kafka => "kafka",
         }
     }
 }

@@ -29,9 +29,9 @@
 //! that waits on them.)
 
 mod payload;
-mod pipeline;
-mod stats;
-mod topic;
+pub(super) mod pipeline;
+pub(super) mod stats;
+pub(super) mod topic;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -161,7 +161,7 @@ fn parse_url(url: &str) -> Result<Broker, String> {
 
 /// A stable client id: `mfstream-` and 14 hex digits of a hash of `seed`
 /// (23 characters, as MQTT 3.1.1 brokers must accept).
-fn derived_client_id(seed: &str) -> String {
+pub(super) fn derived_client_id(seed: &str) -> String {
     // FNV-1a: stable across Rust versions, unlike the std hasher.
     let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

@@ -41,10 +41,47 @@ use super::super::ingest;
 use super::super::metrics::{self, IngestSource};
 use super::super::table::Property;
 use super::payload::{self, Payload};
-use super::stats::Reason;
+use super::stats::{Reason, Stats};
 use super::topic::{self, Route};
 use super::{BATCH, Mqtt, Msg};
 use crate::vocab::PropertyPath;
+
+/// A broker's message on its way to the ingest path (MQTT's, Kafka's):
+/// what the pipeline reads of it.
+pub(in crate::server) trait Delivery: Send + 'static {
+    /// Its topic.
+    fn topic(&self) -> &str;
+    /// Its payload.
+    fn payload(&self) -> &[u8];
+}
+
+/// An ingest source's counters (MQTT's, Kafka's).
+pub(in crate::server) trait Counted: Send + Sync + 'static {
+    /// Its counters, bad messages and samples.
+    fn stats(&self) -> &Stats;
+    /// Its `source` in `mfstream_ingest_…{source}`.
+    fn source(&self) -> IngestSource;
+}
+
+impl Delivery for Msg {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.publish.payload
+    }
+}
+
+impl Counted for Mqtt {
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn source(&self) -> IngestSource {
+        IngestSource::Mqtt
+    }
+}
 
 /// The first wait before an ingest that could not be taken is tried
 /// again, doubled up to [`MAX_RETRY`].
@@ -55,22 +92,22 @@ const MAX_RETRY: Duration = Duration::from_secs(2);
 const ACK_RETRY: Duration = Duration::from_millis(1);
 
 /// One good message, parsed.
-struct Item {
-    msg: Msg,
+struct Item<M> {
+    msg: M,
     instants: Vec<Instant>,
 }
 
 /// The good messages of a batch for one property, in order.
-struct Group {
-    key: PropertyPath,
-    items: Vec<Item>,
+pub(in crate::server) struct Group<M> {
+    pub(in crate::server) key: PropertyPath,
+    items: Vec<Item<M>>,
     /// Bare numbers to stamp, by item index.
     numbers: Vec<(usize, f64)>,
 }
 
 /// A property's mark: `None` until looked up; then the last datetime
 /// taken, if any.
-type Marks = HashMap<PropertyPath, Option<Timestamp>>;
+pub(in crate::server) type Marks = HashMap<PropertyPath, Option<Timestamp>>;
 
 /// Ingests the messages of `rx` until it closes.
 pub(super) async fn run(
@@ -103,7 +140,18 @@ pub(super) async fn run(
         if received == 0 {
             break;
         }
-        let groups = sort(&app, &mqtt, &mut acks, batch.drain(..));
+        let describe = || {
+            mqtt.patterns
+                .iter()
+                .map(|p| p.text())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let route = |t: &str| topic::route(&mqtt.patterns, t);
+        let (groups, bad) = sort(&app, &*mqtt, route, describe, batch.drain(..));
+        for msg in bad {
+            acks.ack(&msg);
+        }
         let mut tasks = Vec::with_capacity(groups.len());
         for group in groups {
             let mark = marks.get(&group.key).copied();
@@ -182,23 +230,28 @@ impl Acks {
     }
 }
 
-/// Parses and routes each message: a bad one is counted and
-/// acknowledged, the good ones grouped by property.
-fn sort(app: &App, mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg>) -> Vec<Group> {
-    let mut groups: Vec<Group> = Vec::new();
+/// Parses and routes each message: the good ones grouped by property,
+/// in order; the bad ones counted, and returned to be acknowledged.
+/// `route` names a topic's property; `patterns` says which topics it
+/// takes (for the reason of a topic it does not).
+pub(in crate::server) fn sort<M: Delivery, C: Counted>(
+    app: &App,
+    counted: &C,
+    route: impl Fn(&str) -> Option<Route>,
+    patterns: impl Fn() -> String,
+    batch: impl Iterator<Item = M>,
+) -> (Vec<Group<M>>, Vec<M>) {
+    let mut groups: Vec<Group<M>> = Vec::new();
+    let mut bad = Vec::new();
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
     for msg in batch {
-        let parsed = match topic::route(&mqtt.patterns, &msg.topic) {
+        let parsed = match route(msg.topic()) {
             None => Err((
                 Reason::Topic,
                 format!(
-                    "the topic matches no --mqtt-topic pattern ({}), or has an empty id or one \
-                     over 256 bytes",
-                    mqtt.patterns
-                        .iter()
-                        .map(|p| p.text())
-                        .collect::<Vec<_>>()
-                        .join(", ")
+                    "the topic matches no topic pattern ({}), or has an empty id or one over \
+                     256 bytes",
+                    patterns()
                 ),
             )),
             // Parsed by the group's ingest task: it needs the feature's
@@ -206,15 +259,15 @@ fn sort(app: &App, mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg
             Some(Route::Positions(key)) => {
                 Ok((PropertyPath::sequence(key.collection, key.feature), None))
             }
-            Some(Route::Property(key)) => payload::parse(&msg.publish.payload)
+            Some(Route::Property(key)) => payload::parse(msg.payload())
                 .and_then(|p| no_positions(&key, p))
                 .map(|p| (key, Some(p))),
         };
         let (key, payload) = match parsed {
             Ok(good) => good,
             Err((reason, detail)) => {
-                refuse(app, mqtt, &msg, reason, reason.metric(), &detail);
-                acks.ack(&msg);
+                refuse(app, counted, &msg, reason, reason.metric(), &detail);
+                bad.push(msg);
                 continue;
             }
         };
@@ -237,7 +290,7 @@ fn sort(app: &App, mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg
         };
         group.items.push(Item { msg, instants });
     }
-    groups
+    (groups, bad)
 }
 
 /// Parses the messages of a feature's positions (`…/tgsequence`) as
@@ -245,14 +298,14 @@ fn sort(app: &App, mqtt: &Mqtt, acks: &mut Acks, batch: impl Iterator<Item = Msg
 /// system, which the first positions fix when no query has (geodetic, or
 /// a `MovingPoint`'s own `crs`). A message that is not positions is a bad
 /// message (counted; acknowledged with the group, its instants empty).
-async fn positions(app: &App, mqtt: &Mqtt, group: &mut Group) {
+async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut Group<M>) {
     let property = app.table.property(&group.key);
     let mut known = match &property {
         Some(property) => crs_of(property).await,
         None => None,
     };
     for item in &mut group.items {
-        let payload = &item.msg.publish.payload;
+        let payload = item.msg.payload();
         match super::super::positions::parse(payload, known) {
             Ok((instants, crs)) => {
                 if known.is_none()
@@ -276,7 +329,14 @@ async fn positions(app: &App, mqtt: &Mqtt, group: &mut Group) {
                 } else {
                     metrics::Reason::of(&problem)
                 };
-                refuse(app, mqtt, &item.msg, reason, metric, problem.description());
+                refuse(
+                    app,
+                    counted,
+                    &item.msg,
+                    reason,
+                    metric,
+                    problem.description(),
+                );
             }
         }
     }
@@ -314,22 +374,22 @@ fn is_json(payload: &[u8]) -> bool {
 /// Ingests one group; its property's mark after it, and the messages to
 /// acknowledge (all of them but those whose ingest was cut short by a
 /// shutdown).
-async fn ingest(
+pub(in crate::server) async fn ingest<M: Delivery, C: Counted>(
     app: Arc<App>,
-    mqtt: Arc<Mqtt>,
-    mut group: Group,
+    mqtt: Arc<C>,
+    mut group: Group<M>,
     mark: Option<Option<Timestamp>>,
-) -> (PropertyPath, Option<Timestamp>, Vec<Msg>) {
+) -> (PropertyPath, Option<Timestamp>, Vec<M>) {
     let mut mark = match mark {
         Some(mark) => mark,
         None => seed(&app, &group.key).await,
     };
     if group.key.is_sequence() {
-        positions(&app, &mqtt, &mut group).await;
+        positions(&app, &*mqtt, &mut group).await;
     } else {
         stamp(&mut group, mark);
     }
-    let stats = &mqtt.stats;
+    let stats = mqtt.stats();
     // The whole group at once, the common case.
     let (kept, duplicates, last) = fresh(group.items.iter().map(|i| &i.instants), mark);
     stats.duplicates.fetch_add(duplicates, Relaxed);
@@ -339,14 +399,14 @@ async fn ingest(
     let n = kept.len();
     match ingest::take(&app, &group.key, kept, ()).await {
         Ok(_) => {
-            took(&app, &mqtt, n);
+            took(&app, &*mqtt, n);
             return (group.key, last.or(mark), done(group.items));
         }
         Err(problem) => {
             if let Some(k) = problem.accepted().filter(|&k| k > 0) {
                 // Taken in part (memory only): the mark says how far.
                 mark = nth_datetime(group.items.iter().map(|i| &i.instants), mark, k).or(mark);
-                took(&app, &mqtt, k);
+                took(&app, &*mqtt, k);
             }
         }
     }
@@ -354,7 +414,7 @@ async fn ingest(
     // that cannot be taken now is tried again until it is.
     let mut acked = Vec::with_capacity(group.items.len());
     for item in group.items {
-        if !one(&app, &mqtt, &group.key, &item, &mut mark).await {
+        if !one(&app, &*mqtt, &group.key, &item, &mut mark).await {
             // Shutting down: not acknowledged, sent again at the next start.
             return (group.key, mark, acked);
         }
@@ -366,14 +426,14 @@ async fn ingest(
 /// Ingests one message's instants alone, moving `mark`: taken, or
 /// refused as a bad message (counted), or tried again until one of those;
 /// `false` when the server shuts down first.
-async fn one(
+async fn one<M: Delivery, C: Counted>(
     app: &Arc<App>,
-    mqtt: &Mqtt,
+    mqtt: &C,
     key: &PropertyPath,
-    item: &Item,
+    item: &Item<M>,
     mark: &mut Option<Timestamp>,
 ) -> bool {
-    let stats = &mqtt.stats;
+    let stats = mqtt.stats();
     let mut wait = MIN_RETRY;
     loop {
         // The duplicates were counted for the whole group; what is
@@ -412,8 +472,9 @@ async fn one(
         }
         stats.retries.fetch_add(1, Relaxed);
         tracing::debug!(
-            topic = %item.msg.topic,
-            "mqtt: ingest not taken now, trying again in {wait:?}: {}",
+            topic = %item.msg.topic(),
+            source = mqtt.source().name(),
+            "ingest not taken now, trying again in {wait:?}: {}",
             problem.description()
         );
         tokio::time::sleep(wait).await;
@@ -421,47 +482,53 @@ async fn one(
     }
 }
 
-/// Counts `n` instants the ingest path took: in MQTT's counters and in
-/// `mfstream_ingest_instants_total{source="mqtt"}`.
-fn took(app: &App, mqtt: &Mqtt, n: usize) {
-    mqtt.stats.instants.fetch_add(n as u64, Relaxed);
-    app.ingest_tally.accepted(IngestSource::Mqtt, n);
+/// Counts `n` instants the ingest path took: in the source's counters and
+/// in `mfstream_ingest_instants_total{source}`.
+fn took<C: Counted>(app: &App, counted: &C, n: usize) {
+    counted.stats().instants.fetch_add(n as u64, Relaxed);
+    app.ingest_tally.accepted(counted.source(), n);
 }
 
-/// Counts a bad message: in MQTT's counters (and samples, and the log)
-/// by `reason`, and in `mfstream_ingest_refused_total{source="mqtt"}` by
+/// Counts a bad message: in the source's counters (and samples, and the
+/// log) by `reason`, and in `mfstream_ingest_refused_total{source}` by
 /// `metric`.
-fn refuse(app: &App, mqtt: &Mqtt, msg: &Msg, reason: Reason, metric: metrics::Reason, why: &str) {
-    mqtt.stats
-        .bad(&msg.topic, reason, why, &msg.publish.payload);
-    app.ingest_tally.refused(IngestSource::Mqtt, metric);
+fn refuse<M: Delivery, C: Counted>(
+    app: &App,
+    counted: &C,
+    msg: &M,
+    reason: Reason,
+    metric: metrics::Reason,
+    why: &str,
+) {
+    counted.stats().bad(msg.topic(), reason, why, msg.payload());
+    app.ingest_tally.refused(counted.source(), metric);
 }
 
-fn done(items: Vec<Item>) -> Vec<Msg> {
+fn done<M>(items: Vec<Item<M>>) -> Vec<M> {
     items.into_iter().map(|i| i.msg).collect()
 }
 
 /// The mark of a property not seen yet since start-up: the datetime of
 /// the last instant in its log (with `--state`), else none.
-async fn seed(app: &App, key: &PropertyPath) -> Option<Timestamp> {
+pub(in crate::server) async fn seed(app: &App, key: &PropertyPath) -> Option<Timestamp> {
     let store = app.store.clone()?;
     let path = key.clone();
     let newest = tokio::task::spawn_blocking(move || store.newest_instant(&path)).await;
     match newest {
         Ok(Ok(newest)) => newest.and_then(|n| crate::datetime::parse(&n.instant.datetime)),
         Ok(Err(e)) => {
-            tracing::warn!("mqtt: cannot read the last instant of {}: {e}", key.href());
+            tracing::warn!("cannot read the last instant of {}: {e}", key.href());
             None
         }
         Err(e) => {
-            tracing::warn!("mqtt: cannot read the last instant of {}: {e}", key.href());
+            tracing::warn!("cannot read the last instant of {}: {e}", key.href());
             None
         }
     }
 }
 
 /// Stamps the group's bare numbers.
-fn stamp(group: &mut Group, mark: Option<Timestamp>) {
+fn stamp<M>(group: &mut Group<M>, mark: Option<Timestamp>) {
     if group.numbers.is_empty() {
         return;
     }

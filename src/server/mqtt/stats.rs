@@ -127,9 +127,19 @@ pub(crate) struct Stats {
     /// When a bad message was last logged, and how many were not since.
     log: Mutex<(Option<Instant>, u64)>,
     last_error: Mutex<Option<String>>,
+    /// The source in the log's lines: `None` is MQTT.
+    label: Option<&'static str>,
 }
 
 impl Stats {
+    /// Counters whose log lines name `label` (`kafka`), not `mqtt`.
+    pub(crate) fn labelled(label: &'static str) -> Stats {
+        Stats {
+            label: Some(label),
+            ..Stats::default()
+        }
+    }
+
     /// Counts a bad message, keeps it as a sample, and logs it (at most one
     /// line per second; the others are counted in the next).
     pub(crate) fn bad(&self, topic: &str, reason: Reason, detail: &str, payload: &[u8]) {
@@ -159,7 +169,8 @@ impl Stats {
                     topic = %cut(topic, SAMPLE_BYTES),
                     reason = reason.name(),
                     suppressed,
-                    "mqtt: bad message acknowledged and dropped: {}",
+                    "{}: bad message acknowledged and dropped: {}",
+                    self.label.unwrap_or("mqtt"),
                     cut(detail, SAMPLE_BYTES * 2)
                 );
             }

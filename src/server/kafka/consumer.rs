@@ -1,0 +1,314 @@
+//! The consumer: reads a batch, ingests it through the MQTT pipeline,
+//! commits the offsets of what the ingest path took, reads the next.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{
+    BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance, StreamConsumer,
+};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+use tokio_util::sync::CancellationToken;
+
+use super::super::App;
+use super::super::metrics::IngestSource;
+use super::super::mqtt::pipeline::{self, Delivery, Marks};
+use super::super::mqtt::stats::Reason;
+use super::topic::{self, Pattern};
+use super::{BATCH, Kafka};
+
+/// The wait after a failed read before the next.
+const READ_RETRY: Duration = Duration::from_millis(500);
+
+/// librdkafka's callbacks: errors and logs to `tracing` and `lastError`,
+/// rebalances counted.
+struct Context {
+    kafka: Arc<Kafka>,
+}
+
+impl ClientContext for Context {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => tracing::error!("kafka: librdkafka {fac}: {message}"),
+            RDKafkaLogLevel::Warning => tracing::warn!("kafka: librdkafka {fac}: {message}"),
+            _ => tracing::debug!("kafka: librdkafka {fac}: {message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        tracing::warn!(brokers = %self.kafka.brokers, "kafka: {error}: {reason}");
+        self.kafka
+            .stats
+            .set_error(Some(format!("{error}: {reason}")));
+    }
+}
+
+impl ConsumerContext for Context {
+    fn post_rebalance(&self, _consumer: &BaseConsumer<Self>, rebalance: &Rebalance<'_>) {
+        let kafka = &self.kafka;
+        match rebalance {
+            Rebalance::Assign(partitions) => {
+                let n = partitions.count() as u64;
+                kafka.assigned.store(n, Relaxed);
+                kafka.stats.subscribed.store(n > 0, Relaxed);
+                kafka.stats.connects.fetch_add(1, Relaxed);
+                kafka.stats.set_error(None);
+                tracing::info!(group = %kafka.group, partitions = n, "kafka: assigned");
+                if n > 0 {
+                    kafka.assignments.send_modify(|k| *k += 1);
+                }
+            }
+            Rebalance::Revoke(_) => {
+                kafka.assigned.store(0, Relaxed);
+                kafka.stats.subscribed.store(false, Relaxed);
+            }
+            Rebalance::Error(e) => {
+                tracing::warn!(group = %kafka.group, "kafka: rebalance failed: {e}");
+                kafka.stats.set_error(Some(format!("rebalance: {e}")));
+            }
+        }
+    }
+}
+
+/// A record on its way from the consumer to its commit.
+#[derive(Debug)]
+struct Record {
+    topic: String,
+    partition: i32,
+    offset: i64,
+    payload: Vec<u8>,
+}
+
+impl Delivery for Record {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.payload
+    }
+}
+
+/// Runs the Kafka ingest until `stop`: reads a batch, ingests it through
+/// the pipeline, commits the offsets of what it took, and reads the next.
+pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToken) {
+    let context = Context {
+        kafka: kafka.clone(),
+    };
+    let consumer: StreamConsumer<Context> = match kafka
+        .config(app.options.max_inflight_bytes)
+        .create_with_context(context)
+    {
+        Ok(consumer) => consumer,
+        Err(e) => {
+            tracing::error!("kafka: cannot make the consumer: {e}");
+            kafka.stats.set_error(Some(e.to_string()));
+            return;
+        }
+    };
+    let regexes: Vec<String> = kafka.patterns.iter().map(Pattern::regex).collect();
+    let regexes: Vec<&str> = regexes.iter().map(String::as_str).collect();
+    if let Err(e) = consumer.subscribe(&regexes) {
+        tracing::error!("kafka: cannot subscribe to {regexes:?}: {e}");
+        kafka.stats.set_error(Some(e.to_string()));
+        return;
+    }
+    let consumer = Arc::new(consumer);
+    let mut marks = Marks::new();
+    loop {
+        let batch = tokio::select! {
+            batch = read(&app, &kafka, &consumer) => batch,
+            () = stop.cancelled() => break,
+        };
+        let complete = ingest(&app, &kafka, &consumer, &mut marks, batch).await;
+        if !complete {
+            // Shutting down (or an ingest task failed, a bug, logged):
+            // what was not taken is read again at the next start, from the
+            // last offset committed. Reading on would commit the offsets
+            // after it, and lose it.
+            break;
+        }
+        if marks.len() > 2 * app.options.max_properties {
+            // The marks of properties no query reads any more.
+            marks.retain(|key, _| app.table.property(key).is_some());
+        }
+    }
+}
+
+/// The next batch: waits for one record, then takes what is already
+/// fetched, up to [`BATCH`] records and `--max-inflight-bytes`.
+async fn read(app: &App, kafka: &Kafka, consumer: &StreamConsumer<Context>) -> Vec<Record> {
+    let mut batch = Vec::new();
+    let mut bytes = 0;
+    loop {
+        let next = if batch.is_empty() {
+            consumer.recv().await
+        } else {
+            // Already fetched, or none: `recv` is cancellation safe.
+            match tokio::time::timeout(Duration::ZERO, consumer.recv()).await {
+                Ok(next) => next,
+                Err(_) => return batch,
+            }
+        };
+        match next {
+            Ok(m) => {
+                let payload = m.payload().unwrap_or_default().to_vec();
+                bytes += payload.len();
+                batch.push(Record {
+                    topic: m.topic().to_owned(),
+                    partition: m.partition(),
+                    offset: m.offset(),
+                    payload,
+                });
+                kafka.stats.messages.fetch_add(1, Relaxed);
+                if batch.len() == BATCH || bytes >= app.options.max_inflight_bytes {
+                    return batch;
+                }
+            }
+            Err(e) => {
+                if !batch.is_empty() {
+                    return batch;
+                }
+                tracing::warn!(brokers = %kafka.brokers, "kafka: cannot read: {e}");
+                kafka.stats.set_error(Some(e.to_string()));
+                tokio::time::sleep(READ_RETRY).await;
+            }
+        }
+    }
+}
+
+/// Ingests a batch and commits the offsets of the records taken (or
+/// refused as bad); `false` when the server began shutting down before it
+/// took them all.
+async fn ingest(
+    app: &Arc<App>,
+    kafka: &Arc<Kafka>,
+    consumer: &Arc<StreamConsumer<Context>>,
+    marks: &mut Marks,
+    batch: Vec<Record>,
+) -> bool {
+    // Each partition's offsets, in the order read.
+    let mut order: Vec<(String, i32, i64)> = Vec::with_capacity(batch.len());
+    let mut done: HashSet<(String, i32, i64)> = HashSet::with_capacity(batch.len());
+    let mut good = Vec::with_capacity(batch.len());
+    let max_body = app.options.max_body;
+    for record in batch {
+        order.push((record.topic.clone(), record.partition, record.offset));
+        if record.payload.len() > max_body {
+            let detail = format!(
+                "the record is {} bytes; at most --max-body ({max_body}) are taken",
+                record.payload.len()
+            );
+            kafka
+                .stats
+                .bad(&record.topic, Reason::TooLarge, &detail, &[]);
+            app.ingest_tally
+                .refused(IngestSource::Kafka, Reason::TooLarge.metric());
+            done.insert((record.topic, record.partition, record.offset));
+            continue;
+        }
+        good.push(record);
+    }
+    let describe = || {
+        kafka
+            .patterns
+            .iter()
+            .map(Pattern::text)
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let route = |t: &str| topic::route(&kafka.patterns, t);
+    let (groups, bad) = pipeline::sort(app, &**kafka, route, describe, good.into_iter());
+    for record in bad {
+        done.insert((record.topic, record.partition, record.offset));
+    }
+    let mut tasks = Vec::with_capacity(groups.len());
+    for group in groups {
+        let mark = marks.get(&group.key).copied();
+        // A task each: the groups' journal writes commit together, and
+        // the ingest path runs to its end even at a shutdown.
+        tasks.push(tokio::spawn(pipeline::ingest(
+            app.clone(),
+            kafka.clone(),
+            group,
+            mark,
+        )));
+    }
+    for task in tasks {
+        let Ok((key, mark, taken)) = task.await else {
+            // Not committed: read again at the next start.
+            tracing::error!("kafka: an ingest task failed");
+            continue;
+        };
+        marks.insert(key, mark);
+        for record in taken {
+            done.insert((record.topic, record.partition, record.offset));
+        }
+    }
+    let complete = done.len() == order.len();
+    commit(kafka, consumer, &order, &done).await;
+    complete
+}
+
+/// Commits, for each partition of the batch, the offset after the last
+/// record taken with every record before it.
+async fn commit(
+    kafka: &Arc<Kafka>,
+    consumer: &Arc<StreamConsumer<Context>>,
+    order: &[(String, i32, i64)],
+    done: &HashSet<(String, i32, i64)>,
+) {
+    // Per partition: the next offset to read, and whether a record not
+    // taken stopped it.
+    let mut next: HashMap<(&str, i32), (i64, bool)> = HashMap::new();
+    let mut committed = 0u64;
+    for (topic, partition, offset) in order {
+        let entry = next
+            .entry((topic.as_str(), *partition))
+            .or_insert((-1, false));
+        if entry.1 {
+            continue;
+        }
+        if done.contains(&(topic.clone(), *partition, *offset)) {
+            entry.0 = offset + 1;
+            committed += 1;
+        } else {
+            entry.1 = true;
+        }
+    }
+    let mut list = TopicPartitionList::new();
+    for ((topic, partition), (offset, _)) in &next {
+        if *offset >= 0
+            && let Err(e) = list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+        {
+            tracing::warn!("kafka: cannot commit {topic}[{partition}]: {e}");
+        }
+    }
+    if list.count() == 0 {
+        return;
+    }
+    let consumer = consumer.clone();
+    let result =
+        tokio::task::spawn_blocking(move || consumer.commit(&list, CommitMode::Sync)).await;
+    match result {
+        Ok(Ok(())) => {
+            kafka.stats.acked.fetch_add(committed, Relaxed);
+        }
+        // The partitions moved to another member (a rebalance), or the
+        // broker is gone: the records are read again from the last
+        // commit, and the duplicate rule drops what was taken.
+        Ok(Err(e)) => {
+            tracing::warn!(group = %kafka.group, "kafka: cannot commit offsets: {e}");
+            kafka.stats.set_error(Some(format!("commit: {e}")));
+        }
+        Err(e) => tracing::error!("kafka: the commit failed: {e}"),
+    }
+}
