@@ -20,9 +20,7 @@ use std::cell::RefCell;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use mfstream_plugin::abi::MfsInstant;
-
-use super::call::{CallError, Collector, NoResult, State, to_raw};
+use super::call::{CallError, Collector, NoResult, State};
 use super::error::{PluginError, PluginErrorKind};
 use super::isolated::{DESCRIBE_PROTOCOL, Described, DescribedEngine};
 use super::load::load;
@@ -113,7 +111,7 @@ pub fn describe(path: &Path) -> Result<String, PluginHostError> {
             .map(|e| DescribedEngine {
                 name: e.name.clone(),
                 description: e.description.clone(),
-                serves: super::serves::to_abi(e.serves),
+                serves: super::serves::to_abi(e.serves, e.positions),
                 not_ready: super::call::ready(e).err().map(|e| e.to_string()),
                 abi_version: e.abi_version,
             })
@@ -214,9 +212,7 @@ fn process(
     if batch.is_empty() {
         return Ok(!collector.gone);
     }
-    let raw: Vec<MfsInstant> = batch.iter().map(to_raw).collect();
-    let result = state.process(&raw, collector);
-    drop(raw);
+    let result = state.process(batch, collector);
     batch.clear();
     // Results before a failing record are delivered, then the failure.
     collector.deliver();

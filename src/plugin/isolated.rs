@@ -32,6 +32,14 @@ pub struct IsolatedEngine {
     description: String,
     /// What the plugin declared it serves.
     serves: Serves,
+    /// Whether it runs position queries (ABI version 3).
+    #[allow(
+        dead_code,
+        reason = "the host runs position queries on plugins once the engine core has them"
+    )]
+    positions: bool,
+    /// The plugin's ABI version.
+    abi_version: u32,
     /// Why the engine cannot run queries, as its `ready` said in the child.
     not_ready: Option<String>,
 }
@@ -44,6 +52,7 @@ impl StreamEngine for IsolatedEngine {
 
     fn describe(&self) -> EngineInfo {
         EngineInfo {
+            abi_version: Some(self.abi_version),
             name: self.bridge.name().to_owned(),
             kind: EngineKind::Plugin,
             ready: self.not_ready.is_none(),
@@ -103,10 +112,13 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             // host's guard keeps them from it, as from a version-1 job.
             options.protocol = if engine.abi_version >= 2 { 2 } else { 1 };
             options.description = engine.description.clone();
+            let declared = super::serves::from_abi(engine.serves, engine.abi_version);
             IsolatedEngine {
                 bridge: BridgeEngine::new(options),
                 description: engine.description,
-                serves: super::serves::from_abi(engine.serves).known,
+                serves: declared.known,
+                positions: declared.positions,
+                abi_version: engine.abi_version,
                 not_ready: engine.not_ready,
             }
         })

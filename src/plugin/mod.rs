@@ -91,6 +91,7 @@ impl StreamEngine for PluginEngine {
 
     fn describe(&self) -> EngineInfo {
         EngineInfo {
+            abi_version: Some(self.fns.abi_version),
             name: self.fns.name.clone(),
             kind: EngineKind::Plugin,
             ready: self.not_ready.is_none(),

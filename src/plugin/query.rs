@@ -9,16 +9,15 @@
 
 use std::sync::Arc;
 
-use mfstream_plugin::abi::MfsInstant;
 use tokio::runtime::Handle;
 
-use super::call::{CallError, Collector, NoResult, State, to_raw};
+use super::call::{CallError, Collector, NoResult, State};
 use super::load::{EngineFns, Library};
 use std::cell::RefCell;
 
 use crate::aggregate::Windower;
 use crate::clock::WallClock;
-use crate::engine::{BATCH, QueryOutput, Source};
+use crate::engine::{QueryOutput, Source};
 use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::plan;
@@ -164,7 +163,6 @@ fn run(
     runtime: &Handle,
     guard: Option<(Transform, OnError)>,
 ) -> QueryStatus {
-    let mut raw: Vec<MfsInstant> = Vec::with_capacity(BATCH);
     let status = loop {
         let deadline = clocked.deadline();
         let next = runtime.block_on(async {
@@ -197,9 +195,7 @@ fn run(
         if let Some((transform, on_error)) = &guard {
             plan::guard(transform, *on_error, &mut batch, output.progress());
         }
-        raw.extend(batch.iter().map(to_raw));
-        let result = state.process(&raw, &mut collector);
-        raw.clear();
+        let result = state.process(&batch, &mut collector);
         drop(batch);
         output.progress().count_skipped(collector.take_skipped());
         // Results before a failing record are delivered, then the failure.
