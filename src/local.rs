@@ -15,6 +15,7 @@ use crate::on_error::OnError;
 use crate::ops::{DomainError, Op, Transform};
 use crate::plan::{self, Plan, Pushed, Records, plan};
 use crate::spec::{QueryKind, QuerySpec};
+use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::{Event, Instant, InstantEvent, Value};
 
 /// The name of the built-in engine.
@@ -50,39 +51,59 @@ impl StreamEngine for LocalEngine {
             ready: true,
             reason: None,
             description: "in-process engine (the embedded default)".into(),
-            serves: Serves::TRANSFORM | Serves::AGGREGATE,
+            serves: Serves::TRANSFORM | Serves::AGGREGATE | Serves::POSITIONS,
             aggregates_in: AggregatesIn::InProcess,
         }
     }
 
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
+        // A position query runs whole, in process: it is not split.
         if let QueryKind::Position(query) = &spec.kind {
             spec.validate()?;
             return Ok(crate::position::submit(LOCAL, &spec, query, source)?);
         }
         let plan = plan(&spec)?;
-        Ok(submit_as(LOCAL, plan, &spec, source))
+        Ok(submit_as(LOCAL, plan, &spec, source)?)
     }
 }
 
 /// Runs a planned query in process, its handle naming `engine`: the `local`
 /// engine's queries, and the windows a bridge or plugin engine computes in
-/// the host for an aggregate with no transform for its job to run.
-pub(crate) fn submit_as(engine: &str, plan: Plan, spec: &QuerySpec, source: Source) -> QueryHandle {
+/// the host for an aggregate with no transform for its job to run. A
+/// position query's plan runs the query whole, as the `local` engine does.
+pub(crate) fn submit_as(
+    engine: &str,
+    plan: Plan,
+    spec: &QuerySpec,
+    source: Source,
+) -> Result<QueryHandle, SpecError> {
     let property: Arc<str> = spec.property.as_str().into();
-    let work = match plan {
+    let work = match (plan, &spec.kind) {
+        (Plan::Position { .. }, QueryKind::Position(query)) => {
+            return crate::position::submit(engine, spec, query, source);
+        }
+        (plan, _) => plan,
+    };
+    let work = match work {
         Plan::Engine {
             transform,
             windower,
         } => Work::new(Some(transform), windower, property, spec.clock.clone()),
         Plan::Host(windower) => Work::new(None, Some(windower), property, spec.clock.clone()),
+        Plan::Position { .. } => {
+            return Err(SpecError::new(
+                "type",
+                SpecErrorKind::Unfit,
+                format!("{} is not a query on positions", spec.property_type),
+            ));
+        }
     }
     .on_error(spec.on_error);
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
     tokio::spawn(plan::drive(work, source, output).instrument(span));
-    handle
+    Ok(handle)
 }
 
 /// What a query does to each instant: a transform, a windowed aggregate,

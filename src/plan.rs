@@ -7,6 +7,8 @@
 //! [`Windower`] computes the windows, over the engine's outputs or, when
 //! there is no transform, over the instants themselves. A bridge engine
 //! whose job aggregates is the one exception: it asks for the whole query.
+//! A query on positions is split the same way ([`Plan::Position`]): the
+//! engine computes its [`PositionStep`], the host windows the outputs.
 //! In process (the `local` engine, a position query), [`drive`] runs a
 //! query's [`Records`] record by record.
 
@@ -15,8 +17,10 @@ use std::sync::Arc;
 use crate::aggregate::{Aggregate, Windower};
 use crate::clock::WallClock;
 use crate::engine::{BATCH, Progress, QueryOutput, Source};
+use crate::geo::Crs;
 use crate::on_error::OnError;
 use crate::ops::Transform;
+use crate::position::{PositionQuery, PositionStep};
 use crate::spec::{QueryKind, QuerySpec};
 use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::{Event, Instant, PropertyType, QueryStatus};
@@ -35,6 +39,22 @@ pub(crate) enum Plan {
     },
     /// Nothing for an engine to do: the host windows the instants.
     Host(Box<Windower>),
+    /// A query on positions, on an engine other than `local` (which runs
+    /// it whole: `position::submit`): the engine computes `step` for each
+    /// instant in the reference system `crs` (the spec it is handed is
+    /// [`engine_position_spec`]); with a `windower`, the host aggregates
+    /// its outputs (numbers for a measure, positions for `position`).
+    // Read by the bridge and plugin engines as they gain positions (issue
+    // 21): until then they refuse the plan.
+    #[allow(dead_code)]
+    Position {
+        /// The feature's reference system.
+        crs: Crs,
+        /// What the engine computes for each instant.
+        step: PositionStep,
+        /// The windows over its outputs, for an aggregate query.
+        windower: Option<Box<Windower>>,
+    },
 }
 
 /// The query an engine is asked to run: `spec` with the transform alone,
@@ -45,6 +65,35 @@ pub(crate) fn engine_spec(spec: &QuerySpec, transform: Transform) -> QuerySpec {
         kind: QueryKind::Transform(transform),
         ..spec.clone()
     }
+}
+
+/// The position query an engine is asked to run: `spec` with its
+/// per-instant part alone ([`PositionStep`]), whose kind is
+/// `QueryKind::Position` with no aggregate; a bridge job reads it from
+/// `MFSTREAM_QUERY` (`QuerySpec::to_json`), a plugin from its spec.
+#[allow(dead_code)] // the bridge and plugin engines' (issue 21), as they gain positions
+pub(crate) fn engine_position_spec(spec: &QuerySpec, crs: Crs, step: PositionStep) -> QuerySpec {
+    QuerySpec {
+        kind: QueryKind::Position(PositionQuery::of_step(crs, step)),
+        ..spec.clone()
+    }
+}
+
+/// Why `engine` refuses a query on positions: it does not serve them
+/// ([`Serves::POSITIONS`](crate::engine::Serves::POSITIONS)). The registry
+/// refuses such a query first, naming the engines that do
+/// (`Registry::check_serves`); this is an engine's own word, when it is
+/// handed one directly.
+pub(crate) fn unserved(engine: &str, spec: &QuerySpec) -> SpecError {
+    SpecError::new(
+        "engine",
+        SpecErrorKind::Unfit,
+        format!(
+            "the {engine} engine does not serve {} queries (positions): run them on an engine \
+             whose SERVES in `mfstream engines` lists positions, such as \"local\"",
+            spec.property_type
+        ),
+    )
 }
 
 /// Validates `spec` and splits it between the engine and the host.
@@ -68,17 +117,27 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
             transform: None,
             aggregate,
         } => Plan::Host(windower(spec, aggregate, property, spec.property_type)?),
-        // Only the local engine measures positions (it does not plan them):
-        // plugins and bridge jobs have no position in their protocols yet.
-        QueryKind::Position(_) => {
-            return Err(SpecError::new(
-                "engine",
-                SpecErrorKind::Unfit,
-                format!(
-                    "{} queries run on the local engine only: register with \"engine\":\"local\"",
-                    spec.property_type
-                ),
-            ));
+        // The local engine runs a position query whole (it does not plan
+        // it); another engine computes its step.
+        QueryKind::Position(query) => {
+            let (step, aggregate) = query.split();
+            let windower = match (&step, aggregate) {
+                (_, None) => None,
+                // A measure's values are numbers.
+                (PositionStep::Measure(_), Some(aggregate)) => {
+                    Some(windower(spec, aggregate, property, PropertyType::TReal)?)
+                }
+                // Positions, measured in their reference system.
+                (_, Some(aggregate)) => {
+                    let windower = windower(spec, aggregate, property, spec.property_type)?;
+                    Some(Box::new((*windower).with_crs(query.crs())))
+                }
+            };
+            Plan::Position {
+                crs: query.crs(),
+                step,
+                windower,
+            }
         }
     })
 }
@@ -394,5 +453,94 @@ mod tests {
                     .ends_with(r#""count":1,"partial":true}"#)
             );
         }
+    }
+
+    /// A query on the positions of a geodetic feature.
+    fn position_spec(body: &str) -> QuerySpec {
+        Registration::from_json(body)
+            .unwrap()
+            .into_spec_on("tgsequence", Some(PropertyType::TGeogPoint))
+            .unwrap()
+    }
+
+    #[test]
+    fn a_position_query_is_split_into_the_engines_step_and_the_hosts_windows() {
+        let tumbling = r#""window":{"type":"TUMBLING","size":10,"unit":"SECONDS"}"#;
+        let fence = r#"{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,1],[0,0]]]}"#;
+        let point = r#"{"type":"Point","coordinates":[1,2]}"#;
+        let cases = [
+            (r#"{"operation":"speed"}"#.to_owned(), "speed", false),
+            (
+                format!(r#"{{"operation":"distance","geometry":{point}}}"#),
+                "distance",
+                false,
+            ),
+            (r#"{"operation":"position"}"#.to_owned(), "position", false),
+            (
+                format!(r#"{{"geofence":{fence},"detect":["enter"]}}"#),
+                "geofence",
+                false,
+            ),
+            // A numeric aggregate of a measure: the engine measures.
+            (
+                format!(r#"{{"operation":"azimuth","aggregation":"MAX",{tumbling}}}"#),
+                "azimuth",
+                true,
+            ),
+            // A position aggregate: the engine gives the positions.
+            (
+                format!(r#"{{"aggregation":"EXTENT",{tumbling}}}"#),
+                "position",
+                true,
+            ),
+        ];
+        for (body, step_name, windowed) in cases {
+            let spec = position_spec(&body);
+            let Plan::Position {
+                crs,
+                step,
+                windower,
+            } = plan(&spec).unwrap()
+            else {
+                panic!("{body}: not a position plan");
+            };
+            assert_eq!(crs, Crs::Geodetic, "{body}");
+            assert_eq!(step.name(), step_name, "{body}");
+            assert_eq!(windower.is_some(), windowed, "{body}");
+            // The engine's spec is the step alone, and reads back so.
+            let engine = engine_position_spec(&spec, crs, step.clone());
+            let back = QuerySpec::from_json(&engine.to_json()).unwrap();
+            let QueryKind::Position(query) = &back.kind else {
+                panic!("{body}: {back:?}");
+            };
+            assert_eq!(query.split(), (step, None), "{body}");
+            assert_eq!(back.property_type, PropertyType::TGeogPoint);
+        }
+    }
+
+    #[test]
+    fn a_position_aggregate_windows_the_engines_positions_in_their_reference_system() {
+        // LENGTH over a COUNT window of two positions a degree of latitude
+        // apart: geodetic metres, so the windower knows the crs.
+        let spec = position_spec(r#"{"aggregation":"LENGTH","window":{"type":"COUNT","size":2}}"#);
+        let Plan::Position {
+            windower: Some(mut windower),
+            ..
+        } = plan(&spec).unwrap()
+        else {
+            panic!("no windows");
+        };
+        let mut events = Vec::new();
+        for (t, lat) in [("2026-01-01T00:00:00Z", 0.0), ("2026-01-01T00:00:10Z", 1.0)] {
+            let instant = Instant {
+                datetime: t.into(),
+                value: crate::vocab::Value::Point(crate::vocab::Point::new(0.0, lat)),
+            };
+            windower.push(instant, &mut events).unwrap();
+        }
+        let json: serde_json::Value = serde_json::from_str(&events[0].to_json()).unwrap();
+        let length = json["value"].as_f64().unwrap();
+        // GeographicLib: 0°N to 1°N on the meridian is 110574.3886 m.
+        assert!((length - 110_574.388_6).abs() < 1e-3, "{length}");
     }
 }

@@ -24,6 +24,7 @@ use crate::config::{Config, ConfigError};
 use crate::engine::{AggregatesIn, EngineInfo, EngineKind, Serves, StreamEngine};
 use crate::local::{LOCAL, LocalEngine};
 use crate::plugin::{self, Isolation, PluginEngine, PluginError, PluginErrorKind};
+use crate::spec::{QueryKind, QuerySpec};
 
 /// The variable that picks the default engine, as in the Go tier.
 pub(crate) const DEFAULT_ENGINE_VAR: &str = "MFAPI_STREAM_ENGINE";
@@ -99,6 +100,21 @@ pub enum RegistryError {
         name: String,
         /// Why, naming what to set or fix.
         reason: String,
+    },
+    /// The engine does not serve what the query needs (a query on
+    /// positions on an engine without [`Serves::POSITIONS`]).
+    #[error(
+        "the {name} engine does not serve {needs} queries: engines that do are {}; name one \
+         in \"engine\" (`mfstream engines` lists what each serves)",
+        serving.join(", ")
+    )]
+    Unserved {
+        /// The engine.
+        name: String,
+        /// What the query needs, by name (`positions`).
+        needs: &'static str,
+        /// The engines that serve it, in the registry's order.
+        serving: Vec<String>,
     },
     /// The default engine names no engine.
     #[error(
@@ -182,6 +198,35 @@ impl Registry {
             });
         }
         snapshot.get(&default.name)
+    }
+
+    /// Checks that `engine` serves what `spec` needs: a query on positions
+    /// needs [`Serves::POSITIONS`]. A refusal names the engines that serve
+    /// it ([`RegistryError::Unserved`]), so a control plane can answer
+    /// with them before the engine is asked.
+    pub fn check_serves(
+        &self,
+        engine: &dyn StreamEngine,
+        spec: &QuerySpec,
+    ) -> Result<(), RegistryError> {
+        let (needs, name) = match &spec.kind {
+            QueryKind::Position(_) => (Serves::POSITIONS, "positions"),
+            _ => return Ok(()),
+        };
+        if engine.describe().serves.contains(needs) {
+            return Ok(());
+        }
+        let serving = self
+            .engines()
+            .into_iter()
+            .filter(|info| info.serves.contains(needs))
+            .map(|info| info.name)
+            .collect();
+        Err(RegistryError::Unserved {
+            name: engine.name().to_owned(),
+            needs: name,
+            serving,
+        })
     }
 
     /// The default engine's name.

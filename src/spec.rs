@@ -210,9 +210,12 @@ impl QuerySpec {
     }
 
     /// The spec as the JSON object bridge jobs receive in `MFSTREAM_QUERY`:
-    /// `id`, `property`, `type`, then `operation` and `arg` for a transform,
-    /// then `aggregation`, `window`, `emitPartial` and `grace` (seconds) for
-    /// an aggregate, then `onError` (`skip` or `fail`).
+    /// `id`, `property`, `type`, then `operation` and `arg` for a transform
+    /// (for positions: `crs`, then `operation` and its `geometry`, or
+    /// `geofence` and `detect`), then `aggregation`, `window`,
+    /// `emitPartial` and `grace` (seconds) for an aggregate, then `onError`
+    /// (`skip` or `fail`). Keys as in a registration body, so that
+    /// [`from_json`](QuerySpec::from_json) reads it back.
     pub fn to_json(&self) -> String {
         let mut obj = serde_json::Map::new();
         obj.insert("id".into(), self.id.clone().into());
@@ -225,10 +228,7 @@ impl QuerySpec {
                 aggregate,
             } => (transform.as_ref(), Some(aggregate)),
             QueryKind::Position(q) => {
-                obj.insert("crs".into(), q.crs_name().into());
-                if q.aggregate().is_none() {
-                    obj.insert("operation".into(), q.operation_name().into());
-                }
+                q.write_json(&mut obj);
                 (None, q.aggregate())
             }
         };

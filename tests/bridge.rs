@@ -2,8 +2,11 @@
 
 use std::time::Duration;
 
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::{BridgeEngine, BridgeOptions, Framing, QueryStatus, RestartPolicy, Value};
+use mfstream::engine::{EngineError, Serves, Source, StreamEngine};
+use mfstream::{
+    BridgeEngine, BridgeOptions, Framing, PropertyType, QueryStatus, Registration, RestartPolicy,
+    Value,
+};
 
 use crate::util::*;
 
@@ -442,4 +445,23 @@ async fn records_a_job_has_not_answered_count_in_the_querys_state_budget() {
         "{reason}"
     );
     feed.await.unwrap();
+}
+
+#[tokio::test]
+async fn a_bridge_engine_without_positions_refuses_a_position_query_naming_the_field() {
+    let engine = BridgeEngine::new(sh_options("echo.sh"));
+    assert!(!engine.describe().serves.contains(Serves::POSITIONS));
+    let spec = Registration::from_json(r#"{"operation":"speed","type":"TGeogPoint"}"#)
+        .unwrap()
+        .into_spec("tgsequence", PropertyType::TGeogPoint)
+        .unwrap();
+    let (_sender, source) = Source::channel(1);
+    let Err(EngineError::InvalidQuery(e)) = engine.submit(spec, source).await else {
+        panic!("a position query was accepted");
+    };
+    assert_eq!(e.field, "engine");
+    assert!(
+        e.message.contains("does not serve TGeogPoint queries"),
+        "{e}"
+    );
 }

@@ -80,6 +80,42 @@ fn run_detects_a_geofence_and_aggregates_a_measure() {
 }
 
 #[test]
+fn run_on_an_engine_without_positions_names_the_engines_that_serve_them() {
+    let dir = TempDir::new("run-positions-unserved");
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        "[[engine]]\nname = \"plain\"\ncmd_env = \"TEST_JOB_CMD\"\n",
+    )
+    .unwrap();
+    let output = mfstream_command(dir.path())
+        .args([
+            "run",
+            "--engine",
+            "plain",
+            "--type",
+            "TGeogPoint",
+            "--op",
+            "speed",
+        ])
+        .arg("--config")
+        .arg(&config)
+        .env("TEST_JOB_CMD", format!("sh {}", job("echo.sh")))
+        .arg(root().join("examples/ship.ndjson"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    assert!(
+        stderr(&output).contains(
+            "the plain engine does not serve positions queries: engines that do are local;"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).is_empty(), "{}", stdout(&output));
+}
+
+#[test]
 fn run_refuses_a_scalar_line_for_positions_and_an_unknown_operation() {
     let dir = TempDir::new("run-positions-bad");
     let input = dir.join("mixed.ndjson");

@@ -187,10 +187,10 @@ async fn an_invalid_aggregate_is_refused_at_submit_listing_what_is_allowed() {
 }
 
 #[tokio::test]
-async fn the_local_engine_says_it_serves_aggregates() {
+async fn the_local_engine_says_it_serves_aggregates_and_positions() {
     assert_eq!(
         LocalEngine::new().describe().serves,
-        ["transform", "aggregate"]
+        ["transform", "aggregate", "positions"]
     );
 }
 

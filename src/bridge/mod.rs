@@ -223,8 +223,9 @@ impl StreamEngine for BridgeEngine {
                 },
             ),
             (_, plan @ Plan::Host(_)) => {
-                return Ok(crate::local::submit_as(name, plan, &spec, source));
+                return Ok(crate::local::submit_as(name, plan, &spec, source)?);
             }
+            (_, Plan::Position { .. }) => return Err(crate::plan::unserved(name, &spec).into()),
         };
         let watermarks = match (&spec.kind, &results, spec.clock.clone()) {
             (QueryKind::Aggregate { aggregate, .. }, Results::JobWindows { .. }, Some(clock)) => {

@@ -25,7 +25,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
     let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4) + 1;
     writeln!(
         out,
-        "{:width$} {:9} {:5} {:20} {:10} DESCRIPTION",
+        "{:width$} {:9} {:5} {:29} {:10} DESCRIPTION",
         "NAME", "KIND", "READY", "SERVES", "AGGREGATES"
     )?;
     for info in &infos {
@@ -43,7 +43,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
         };
         writeln!(
             out,
-            "{name:width$} {kind:9} {ready:5} {serves:20} {:10} {}",
+            "{name:width$} {kind:9} {ready:5} {serves:29} {:10} {}",
             info.aggregates_in.as_str(),
             info.description
         )?;

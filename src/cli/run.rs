@@ -27,6 +27,7 @@ pub fn run(args: RunArgs) -> Result<Outcome> {
         Some(name) => registry.get(name)?,
         None => registry.get_default()?,
     };
+    registry.check_serves(engine.as_ref(), &spec)?;
     let reader = input::open(args.input.as_deref()).with_context(|| {
         format!(
             "cannot open the input {:?}",

@@ -60,9 +60,9 @@ impl fmt::Display for AggregatesIn {
     }
 }
 
-/// The kinds of query an engine serves: a set of `transform` and
-/// `aggregate`, written `transform,aggregate` (and as a JSON list of those
-/// names).
+/// The kinds of query an engine serves: a set of `transform`,
+/// `aggregate` and `positions`, written `transform,aggregate` (and as a
+/// JSON list of those names).
 ///
 /// ```
 /// use mfstream::engine::Serves;
@@ -73,6 +73,9 @@ impl fmt::Display for AggregatesIn {
 /// assert_eq!(serves, ["transform", "aggregate"]);
 /// assert_eq!(Serves::NONE.to_string(), "");
 /// assert_eq!(serves.iter().collect::<Vec<_>>(), [Serves::TRANSFORM, Serves::AGGREGATE]);
+/// let local = serves | Serves::POSITIONS;
+/// assert_eq!(local.to_string(), "transform,aggregate,positions");
+/// assert!(!serves.contains(Serves::POSITIONS));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Serves {
@@ -86,10 +89,17 @@ impl Serves {
     pub const TRANSFORM: Serves = Serves { bits: 1 };
     /// Windowed aggregates.
     pub const AGGREGATE: Serves = Serves { bits: 2 };
+    /// Queries on positions (`TGeogPoint`, `TGeomPoint`): the engine
+    /// computes each instant's measure, the instant itself, or a geofence's
+    /// detections; the host windows its outputs when the query aggregates
+    /// (the `local` engine runs them whole). A position query on an engine
+    /// without it is refused, naming the engines that serve it.
+    pub const POSITIONS: Serves = Serves { bits: 4 };
     /// Every kind, in the order they are written.
-    const KINDS: [(Serves, &'static str); 2] = [
+    const KINDS: [(Serves, &'static str); 3] = [
         (Serves::TRANSFORM, "transform"),
         (Serves::AGGREGATE, "aggregate"),
+        (Serves::POSITIONS, "positions"),
     ];
 
     /// Whether every kind of `other` is served.
@@ -103,7 +113,7 @@ impl Serves {
     }
 
     /// Each kind served, alone: [`Serves::TRANSFORM`], then
-    /// [`Serves::AGGREGATE`].
+    /// [`Serves::AGGREGATE`], then [`Serves::POSITIONS`].
     pub fn iter(self) -> impl Iterator<Item = Serves> {
         Serves::KINDS
             .into_iter()
@@ -111,7 +121,8 @@ impl Serves {
             .filter(move |kind| self.contains(*kind))
     }
 
-    /// The names of the kinds served: `transform`, then `aggregate`.
+    /// The names of the kinds served: `transform`, then `aggregate`, then
+    /// `positions`.
     pub fn names(self) -> impl Iterator<Item = &'static str> {
         Serves::KINDS
             .into_iter()

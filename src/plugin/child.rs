@@ -143,6 +143,10 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), PluginHostError> {
     let spec = match plan(&spec).map_err(PluginHostError::Plan)? {
         Plan::Engine { transform, .. } => engine_spec(&spec, transform).to_json(),
         Plan::Host(_) => return Err(PluginHostError::NoTransform),
+        // ABI versions 1 and 2 carry no position.
+        Plan::Position { .. } => {
+            return Err(PluginHostError::Plan(crate::plan::unserved(engine, &spec)));
+        }
     };
     let mut state = State::open(loaded.library.clone(), fns, &spec)?;
     let stdout = RefCell::new(BufWriter::with_capacity(

@@ -122,8 +122,10 @@ impl StreamEngine for PluginEngine {
             } => (transform, windower),
             // Nothing for the plugin to do: the host windows the instants.
             host @ Plan::Host(_) => {
-                return Ok(crate::local::submit_as(name, host, &spec, source));
+                return Ok(crate::local::submit_as(name, host, &spec, source)?);
             }
+            // ABI versions 1 and 2 carry no position.
+            Plan::Position { .. } => return Err(crate::plan::unserved(name, &spec).into()),
         };
         let plugin_spec = engine_spec(&spec, transform);
         let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);

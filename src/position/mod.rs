@@ -18,9 +18,20 @@
 //!
 //! A body's `crs` (`"EPSG:4326"`, the default, or a projected
 //! `"EPSG:NNNN"`) is the feature's reference system: geodetic lon/lat
-//! (`TGeogPoint`) or planar (`TGeomPoint`). The local engine is the only
-//! one that runs position queries (plugins and bridge jobs get them in
-//! moving points 2).
+//! (`TGeogPoint`) or planar (`TGeomPoint`).
+//!
+//! # On engines other than `local`
+//!
+//! The `local` engine runs a position query whole, in process ([`submit`]).
+//! Any other engine that serves positions ([`Serves::POSITIONS`]) is split
+//! like a numeric query (`plan::Plan::Position`): the engine computes the
+//! query's [`PositionStep`], the per-instant part (a [`Measure`], the
+//! position itself, or a geofence's detections), and the host windows its
+//! outputs when the query aggregates: a position aggregate (`COUNT`,
+//! `EXTENT`, …) asks the engine for `position`, a numeric aggregate of a
+//! measure asks it for the measure.
+//!
+//! [`Serves::POSITIONS`]: crate::engine::Serves::POSITIONS
 
 mod run;
 
@@ -64,6 +75,62 @@ pub(crate) enum What {
     },
     /// An aggregate of the positions over windows (`COUNT`, `EXTENT`, …).
     Aggregate(Aggregate),
+}
+
+/// The per-instant part of a position query: what an engine other than
+/// `local` computes for each instant of one feature, in time order, in the
+/// query's reference system (`plan::Plan::Position`). The host windows
+/// the engine's outputs when the query aggregates.
+///
+/// What the engine emits for each step (its events' `property` is the
+/// spec's, as for numbers):
+///
+/// | step | events per instant |
+/// |---|---|
+/// | [`PositionStep::Measure`] | 0 or 1 [`Event::Instant`](crate::vocab::Event::Instant): the instant's `datetime` and a [`Value::Number`](crate::vocab::Value::Number), `operation` the measure's name; none where it is undefined (the first instant's `speed` and `azimuth`, a stop's `azimuth`) |
+/// | [`PositionStep::Position`] | 1 [`Event::Instant`](crate::vocab::Event::Instant): the instant itself, a [`Value::Point`](crate::vocab::Value::Point), `operation` `"position"` |
+/// | [`PositionStep::Geofence`] | 0..n [`Event::Detect`](crate::vocab::Event::Detect): the point (the instant, or the interpolated crossing) and its datetime, `detect` the kind's name |
+///
+/// A record that cannot be measured (not a point, outside the reference
+/// system, not after the previous one) has no result: the engine reports
+/// it as such (a bridge job's error line) and the host applies `onError`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PositionStep {
+    /// A number per instant.
+    Measure(Measure),
+    /// The instant itself.
+    Position,
+    /// A geofence's detections.
+    Geofence {
+        /// The fence, as GeoJSON (checked: [`geo::Fence::new`] takes it).
+        geometry: serde_json::Value,
+        /// The kinds detected, each once, not empty.
+        detect: Vec<Detect>,
+    },
+}
+
+impl PositionStep {
+    /// The catalogue's name of the step: a measure's operation,
+    /// `"position"`, or `"geofence"`.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            PositionStep::Measure(measure) => measure.op().name(),
+            PositionStep::Position => Op::Position.name(),
+            PositionStep::Geofence { .. } => "geofence",
+        }
+    }
+
+    /// The query computing this step alone.
+    pub(crate) fn into_what(self) -> What {
+        match self {
+            PositionStep::Measure(measure) => What::Measure {
+                measure,
+                aggregate: None,
+            },
+            PositionStep::Position => What::Position,
+            PositionStep::Geofence { geometry, detect } => What::Geofence { geometry, detect },
+        }
+    }
 }
 
 /// A measure of each instant: how the local engine computes the
@@ -114,6 +181,68 @@ impl PositionQuery {
         }
     }
 
+    /// The per-instant part an engine other than `local` computes, and the
+    /// aggregate the host computes over its outputs, if any: a measure (and
+    /// a numeric aggregate of it), `position` (and a position aggregate of
+    /// it), or a geofence.
+    pub(crate) fn split(&self) -> (PositionStep, Option<&Aggregate>) {
+        match &self.what {
+            What::Measure { measure, aggregate } => {
+                (PositionStep::Measure(measure.clone()), aggregate.as_ref())
+            }
+            What::Position => (PositionStep::Position, None),
+            What::Geofence { geometry, detect } => (
+                PositionStep::Geofence {
+                    geometry: geometry.clone(),
+                    detect: detect.clone(),
+                },
+                None,
+            ),
+            What::Aggregate(aggregate) => (PositionStep::Position, Some(aggregate)),
+        }
+    }
+
+    /// The query computing `step` alone, in the reference system `crs`:
+    /// what an engine other than `local` is asked to run
+    /// (`plan::engine_position_spec`).
+    pub(crate) fn of_step(crs: Crs, step: PositionStep) -> PositionQuery {
+        PositionQuery {
+            crs,
+            what: step.into_what(),
+        }
+    }
+
+    /// Writes the query's keys as a registration body has them (`crs`,
+    /// `operation` and its `geometry`, or `geofence` and `detect`), but
+    /// its window's: the spec's JSON (`QuerySpec::to_json`) that a bridge
+    /// job reads.
+    pub(crate) fn write_json(&self, obj: &mut serde_json::Map<String, serde_json::Value>) {
+        obj.insert("crs".into(), self.crs_name().into());
+        let (step, _) = self.split();
+        if matches!(self.what, What::Aggregate(_)) {
+            return;
+        }
+        match step {
+            PositionStep::Measure(Measure::Distance(geometry)) => {
+                obj.insert("operation".into(), Op::Distance.name().into());
+                obj.insert("geometry".into(), geometry);
+            }
+            PositionStep::Geofence { geometry, detect } => {
+                obj.insert("geofence".into(), geometry);
+                let names = detect.iter().map(|d| d.name().into()).collect();
+                obj.insert("detect".into(), serde_json::Value::Array(names));
+            }
+            step => {
+                obj.insert("operation".into(), step.name().into());
+            }
+        }
+    }
+
+    /// The reference system.
+    pub(crate) fn crs(&self) -> Crs {
+        self.crs
+    }
+
     /// The property type of the feature: `TGeogPoint` when geodetic.
     pub fn property_type(&self) -> PropertyType {
         type_of(self.crs)
@@ -127,7 +256,7 @@ impl PositionQuery {
 
 impl Measure {
     /// The catalogue's operation it computes.
-    fn op(&self) -> Op {
+    pub(crate) fn op(&self) -> Op {
         match self {
             Measure::Speed => Op::Speed,
             Measure::Azimuth => Op::Azimuth,

@@ -351,14 +351,6 @@ async fn a_position_out_of_range_or_out_of_order_is_skipped_or_fails_the_query()
 }
 
 #[tokio::test]
-async fn a_position_query_on_another_engine_is_refused_naming_the_local_engine() {
-    let spec = spec(r#"{"operation":"speed"}"#, PropertyType::TGeogPoint).unwrap();
-    let e = crate::plan::plan(&spec).unwrap_err();
-    assert_eq!(e.field, "engine");
-    assert!(e.message.contains("local"), "{e}");
-}
-
-#[tokio::test]
 async fn aggregates_of_positions_measure_each_window_whole() {
     let path = || {
         vec![

@@ -165,6 +165,8 @@ impl From<RegistryError> for Problem {
     fn from(e: RegistryError) -> Problem {
         match e {
             RegistryError::Unknown { .. } => Problem::invalid("engine", e),
+            // A valid query the engine does not serve: others may.
+            RegistryError::Unserved { .. } => Problem::unprocessable("engine", e),
             _ => Problem::new(StatusCode::NOT_IMPLEMENTED, "NotImplemented", e.to_string()),
         }
     }

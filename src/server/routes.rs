@@ -92,6 +92,7 @@ pub(crate) async fn register(
     let mut spec = spec_on(&key, registration, &state)?
         .live()
         .with_budget(budget.clone());
+    app.registry.check_serves(engine.as_ref(), &spec)?;
     spec.id = query_id()?;
     let about = About::of(&spec, key, engine.name());
     let property_type = spec.property_type;
@@ -634,7 +635,7 @@ pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
     path = "/collections/{cid}/items/{fid}/tgsequence/queries",
     tag = "positions",
     operation_id = "registerPositionsQuery",
-    summary = "register a continuous query on the feature's positions (local engine only)",
+    summary = "register a continuous query on the feature's positions",
     params(FeatureParams),
     request_body(content = api::Registration, content_type = "application/json"),
     responses(
@@ -645,7 +646,7 @@ pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
         (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 413, description = "a body over `--max-body`", body = Exception),
         (status = 415, description = "a body that is not `application/json`", body = Exception),
-        (status = 422, description = "a valid body that does not fit the feature (another `crs`)", body = Exception),
+        (status = 422, description = "a valid body that does not fit the feature (another `crs`), or an engine that does not serve positions (the description names those that do)", body = Exception),
         (status = 503, description = "`--max-queries` or `--max-properties` reached, or shutting down", body = Exception),
     ),
 )]

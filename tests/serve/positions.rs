@@ -268,7 +268,7 @@ async fn a_position_query_survives_a_restart_with_its_motion() {
 }
 
 #[tokio::test]
-async fn a_position_query_on_a_bridge_engine_is_refused_naming_the_local_engine() {
+async fn a_position_query_on_an_engine_without_positions_is_422_naming_those_that_serve_them() {
     let server = Serve::start("positions-engine", &[], &[]);
     let mut client = server.client();
     let response = client
@@ -277,10 +277,13 @@ async fn a_position_query_on_a_bridge_engine_is_refused_naming_the_local_engine(
             r#"{"operation":"speed","engine":"echo"}"#,
         )
         .await;
-    assert_eq!(response.status, 400, "{response:?}");
-    let description = response.json()["description"].as_str().unwrap().to_owned();
+    assert_eq!(response.status, 422, "{response:?}");
+    let body = response.json();
+    assert_eq!(body["field"], "engine", "{body}");
+    let description = body["description"].as_str().unwrap().to_owned();
     assert!(
-        description.starts_with("engine: ") && description.contains("local engine only"),
+        description.contains("the echo engine does not serve positions queries")
+            && description.contains("engines that do are local;"),
         "{description}"
     );
     assert_eq!(
