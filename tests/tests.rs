@@ -14,6 +14,7 @@ mod on_time;
 mod page;
 mod plugin_isolation;
 mod plugin_loader;
+mod plugin_positions;
 mod plugins;
 mod positions;
 mod public_api;

@@ -58,10 +58,6 @@ enum RawBatch {
 
 /// (ABI version 3.) What a position query asks of a plugin engine, owned
 /// by the host: the ABI's `MfsPositionSpec` borrows from it.
-#[allow(
-    dead_code,
-    reason = "the host runs position queries on plugins once the engine core has them"
-)]
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct PositionSpec {
     /// `MFS_STEP_*`.
@@ -447,10 +443,6 @@ impl State {
     }
 
     /// (ABI version 3.) Opens a position query with `spec`.
-    #[allow(
-        dead_code,
-        reason = "the host runs position queries on plugins once the engine core has them"
-    )]
     pub(crate) fn open_positions(
         library: Arc<Library>,
         fns: EngineFns,

@@ -32,12 +32,6 @@ pub struct IsolatedEngine {
     description: String,
     /// What the plugin declared it serves.
     serves: Serves,
-    /// Whether it runs position queries (ABI version 3).
-    #[allow(
-        dead_code,
-        reason = "the host runs position queries on plugins once the engine core has them"
-    )]
-    positions: bool,
     /// The plugin's ABI version.
     abi_version: u32,
     /// Why the engine cannot run queries, as its `ready` said in the child.
@@ -58,7 +52,9 @@ impl StreamEngine for IsolatedEngine {
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.description.clone(),
-            serves: super::serves::engine_serves(self.serves),
+            // Out of process, the child speaks the bridge protocol, which
+            // carries no position yet: numbers only.
+            serves: super::serves::engine_serves(self.serves, false),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -117,7 +113,6 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
                 bridge: BridgeEngine::new(options),
                 description: engine.description,
                 serves: declared.known,
-                positions: declared.positions,
                 abi_version: engine.abi_version,
                 not_ready: engine.not_ready,
             }

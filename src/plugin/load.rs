@@ -92,10 +92,6 @@ pub(crate) enum Fns {
         process: ProcessFn,
         close: CloseFn,
         ready: Option<ReadyFn>,
-        #[allow(
-            dead_code,
-            reason = "the host runs position queries on plugins once the engine core has them"
-        )]
         open_positions: Option<OpenPositionsFn>,
     },
 }

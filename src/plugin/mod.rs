@@ -27,6 +27,7 @@ mod error;
 mod file;
 mod isolated;
 mod load;
+mod positions;
 mod query;
 mod serves;
 
@@ -97,7 +98,7 @@ impl StreamEngine for PluginEngine {
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.fns.description.clone(),
-            serves: serves::engine_serves(self.fns.serves),
+            serves: serves::engine_serves(self.fns.serves, self.fns.positions),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -113,35 +114,57 @@ impl StreamEngine for PluginEngine {
             });
         }
         let property: Arc<str> = spec.property.as_str().into();
-        // The plugin transforms; windows are computed in the host, over the
-        // plugin's outputs, as for a bridge engine whose job transforms.
-        let (transform, windower) = match plan(&spec)? {
+        // The plugin transforms (or computes a position query's step);
+        // windows are computed in the host, over the plugin's outputs, as
+        // for a bridge engine whose job transforms.
+        let (open, operation, windower, guard, check) = match plan(&spec)? {
             Plan::Engine {
                 transform,
                 windower,
-            } => (transform, windower),
+            } => (
+                query::Open::Spec(engine_spec(&spec, transform).to_json()),
+                transform.op.name(),
+                windower,
+                // A version-1 plugin fails on a record with no result:
+                // under skip, the host keeps such records from it.
+                (self.fns.abi_version < 2).then_some(transform),
+                None,
+            ),
             // Nothing for the plugin to do: the host windows the instants.
             host @ Plan::Host(_) => {
                 return Ok(crate::local::submit_as(name, host, &spec, source)?);
             }
-            // ABI versions 1 and 2 carry no position.
-            Plan::Position { .. } => return Err(crate::plan::unserved(name, &spec).into()),
+            // ABI versions 1 and 2 carry no position, and a version-3
+            // engine may not serve them (the registry refuses such a query
+            // first, naming those that do).
+            Plan::Position { .. } if !self.fns.positions => {
+                return Err(crate::plan::unserved(name, &spec).into());
+            }
+            Plan::Position {
+                crs,
+                step,
+                windower,
+            } => (
+                query::Open::Positions(Box::new(positions::spec_of(&spec, crs, &step))),
+                step.name(),
+                windower,
+                None,
+                Some(positions::Checker::new(crs)),
+            ),
         };
-        let plugin_spec = engine_spec(&spec, transform);
         let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
         let start = query::Start {
             library: self.library.clone(),
             fns: self.fns.clone(),
-            spec: plugin_spec.to_json(),
+            open,
             property,
-            operation: transform.op.name().into(),
+            operation: operation.into(),
             windower,
             clock: spec.clock,
             on_error: spec.on_error,
-            // A version-1 plugin fails on a record with no result: under
-            // skip, the host keeps such records from it.
-            guard: (self.fns.abi_version < 2).then_some(transform),
+            guard,
+            check,
             source: source.typed(spec.property_type),
             output,
             runtime: tokio::runtime::Handle::current(),

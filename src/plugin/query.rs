@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use tokio::runtime::Handle;
 
-use super::call::{CallError, Collector, NoResult, State};
+use super::call::{CallError, Collector, NoResult, PositionSpec, State};
 use super::load::{EngineFns, Library};
+use super::positions::Checker;
 use std::cell::RefCell;
 
 use crate::aggregate::Windower;
@@ -23,11 +24,19 @@ use crate::ops::Transform;
 use crate::plan;
 use crate::vocab::{Event, Instant, QueryStatus};
 
+/// How a query is opened in the plugin.
+pub(crate) enum Open {
+    /// `open` with the spec as JSON.
+    Spec(String),
+    /// `open_positions` (ABI version 3).
+    Positions(Box<PositionSpec>),
+}
+
 /// A query to start on its own thread.
 pub(crate) struct Start {
     pub library: Arc<Library>,
     pub fns: EngineFns,
-    pub spec: String,
+    pub open: Open,
     pub property: Arc<str>,
     pub operation: Arc<str>,
     /// Windows over the plugin's outputs, for an aggregate query.
@@ -39,6 +48,9 @@ pub(crate) struct Start {
     /// For a version-1 plugin, the transform the host checks each record
     /// against before handing it over (`plan::guard`).
     pub guard: Option<Transform>,
+    /// For a position query, the host's checks of each position before
+    /// the plugin gets it.
+    pub check: Option<Checker>,
     pub source: Source,
     pub output: QueryOutput,
     pub runtime: Handle,
@@ -56,20 +68,26 @@ pub(crate) fn spawn(
         let Start {
             library,
             fns,
-            spec,
+            open,
             property,
             operation,
             windower,
             clock,
             on_error,
             guard,
+            check,
             source,
             output,
             runtime,
             span,
         } = start;
         let _entered = span.enter();
-        let state = match State::open(library, fns, &spec) {
+        let positions = matches!(open, Open::Positions(_));
+        let opened_state = match &open {
+            Open::Spec(spec) => State::open(library, fns, spec),
+            Open::Positions(spec) => State::open_positions(library, fns, spec),
+        };
+        let state = match opened_state {
             Ok(state) => state,
             Err(reason) => {
                 let _ = opened.send(Err(reason));
@@ -111,13 +129,20 @@ pub(crate) fn spawn(
             OnError::Skip => NoResult::Skip,
             OnError::Fail => NoResult::Fail,
         };
-        let collector = Collector::new(&mut sink, property, operation, no_result);
+        let mut collector = Collector::new(&mut sink, property, operation, no_result);
+        collector.positions = positions;
         let clocked = Clocked {
             windower: &windower,
             clock,
         };
-        let guard = guard.map(|t| (t, on_error));
-        let mut status = run(state, source, collector, &clocked, &output, &runtime, guard);
+        let checks = Checks {
+            guard: guard.map(|t| (t, on_error)),
+            positions: check,
+            on_error,
+        };
+        let mut status = run(
+            state, source, collector, &clocked, &output, &runtime, checks,
+        );
         if let Some(reason) = window_failure.into_inner() {
             status = QueryStatus::Failed { reason };
         }
@@ -154,6 +179,15 @@ impl Clocked<'_> {
     }
 }
 
+/// What the host checks of each batch before the plugin gets it.
+struct Checks {
+    /// A version-1 plugin's transform (`plan::guard`).
+    guard: Option<(Transform, OnError)>,
+    /// A position query's positions.
+    positions: Option<Checker>,
+    on_error: OnError,
+}
+
 fn run(
     mut state: State,
     mut source: Source,
@@ -161,7 +195,7 @@ fn run(
     clocked: &Clocked<'_>,
     output: &QueryOutput,
     runtime: &Handle,
-    guard: Option<(Transform, OnError)>,
+    mut checks: Checks,
 ) -> QueryStatus {
     let status = loop {
         let deadline = clocked.deadline();
@@ -192,9 +226,17 @@ fn run(
             continue;
         }
         output.progress().add_in(batch.len());
-        if let Some((transform, on_error)) = &guard {
+        if let Some((transform, on_error)) = &checks.guard {
             plan::guard(transform, *on_error, &mut batch, output.progress());
         }
+        // A position that fails the host's checks under `fail` ends the
+        // query after the positions before it.
+        let refused = match &mut checks.positions {
+            Some(checker) => checker
+                .filter(&mut batch, checks.on_error, output.progress())
+                .err(),
+            None => None,
+        };
         let result = state.process(&batch, &mut collector);
         drop(batch);
         output.progress().count_skipped(collector.take_skipped());
@@ -204,6 +246,9 @@ fn run(
             break QueryStatus::Failed {
                 reason: reason.to_string(),
             };
+        }
+        if let Some(reason) = refused {
+            break QueryStatus::Failed { reason };
         }
         if collector.gone {
             break QueryStatus::Stopped;

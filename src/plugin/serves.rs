@@ -64,12 +64,18 @@ pub(crate) fn to_abi(serves: Serves, positions: bool) -> u32 {
 /// What an engine of a plugin serves, from what it declared: every plugin
 /// engine transforms (the loader refuses one that does not), and the host
 /// windows its outputs for aggregates, whether or not it declared
-/// `MFS_SERVES_AGGREGATE` (reserved: no host asks a plugin to aggregate).
-pub(crate) fn engine_serves(declared: Serves) -> Serves {
-    if declared.contains(Serves::TRANSFORM) {
+/// `MFS_SERVES_AGGREGATE` (reserved: no host asks a plugin to aggregate);
+/// positions when it declared them (ABI version 3, with `open_positions`).
+pub(crate) fn engine_serves(declared: Serves, positions: bool) -> Serves {
+    let serves = if declared.contains(Serves::TRANSFORM) {
         Serves::TRANSFORM | Serves::AGGREGATE
     } else {
-        Serves::NONE
+        return Serves::NONE;
+    };
+    if positions {
+        serves | Serves::POSITIONS
+    } else {
+        serves
     }
 }
 
@@ -122,9 +128,13 @@ mod tests {
     #[test]
     fn a_transforming_plugin_engine_also_serves_aggregates_by_the_host() {
         assert_eq!(
-            engine_serves(Serves::TRANSFORM),
+            engine_serves(Serves::TRANSFORM, false),
             Serves::TRANSFORM | Serves::AGGREGATE
         );
-        assert_eq!(engine_serves(Serves::AGGREGATE), Serves::NONE);
+        assert_eq!(
+            engine_serves(Serves::TRANSFORM, true),
+            Serves::TRANSFORM | Serves::AGGREGATE | Serves::POSITIONS
+        );
+        assert_eq!(engine_serves(Serves::AGGREGATE, false), Serves::NONE);
     }
 }
