@@ -9,6 +9,7 @@ mod cli;
 mod jobs_watermark;
 mod local;
 mod meos;
+mod meos_positions;
 mod on_error;
 mod on_time;
 mod page;

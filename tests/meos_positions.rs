@@ -1,0 +1,197 @@
+//! The `meos` plugin's position operations (ABI version 3) on libmeos, a
+//! second, independent implementation: the same seeded random tracks (some
+//! crossing the fence, the antimeridian and high latitudes, with stops and
+//! sub-second steps) through `mfstream run` on `local` and on the plugin,
+//! every result compared: within 1e-9 relative, or 1 mm / 1e-9 degrees
+//! where absolute is the right measure; detections of the same kinds in
+//! the same order, at times 1 µs apart at most. Ignored without libmeos.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use crate::util::*;
+
+/// A small deterministic generator (xorshift64*), so the tracks are the
+/// same on every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> f64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// One feature's track as NDJSON, starting at `(x, y)`, moving by up to
+/// `step` degrees, with stops and steps of 0.2 s to 20 s.
+fn track(seed: u64, n: usize, (mut x, mut y): (f64, f64), step: f64) -> String {
+    let mut rng = Rng(seed);
+    let mut t: i64 = 1_767_225_600_000_000;
+    let mut out = String::new();
+    for i in 0..n {
+        let micros = t.rem_euclid(1_000_000);
+        let secs = t.div_euclid(1_000_000) - 1_767_225_600;
+        let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
+        writeln!(
+            out,
+            r#"{{"datetime":"2026-01-01T{h:02}:{m:02}:{s:02}.{micros:06}Z","coordinates":[{x},{y}]}}"#
+        )
+        .unwrap();
+        t += 200_000 + (rng.next() * 20e6) as i64;
+        if i % 17 == 5 {
+            continue; // a stop: the same position again
+        }
+        x += (rng.next() - 0.45) * step;
+        y += (rng.next() - 0.5) * step;
+        if x > 180.0 {
+            x -= 360.0;
+        }
+        y = y.clamp(-89.9, 89.9);
+    }
+    out
+}
+
+/// `mfstream run --type T --query QUERY` on `engine` over `input`.
+fn run(
+    config: &Path,
+    meos: &Path,
+    engine: &str,
+    t: &str,
+    query: &str,
+    input: &Path,
+) -> Vec<serde_json::Value> {
+    let output = mfstream_command(&root())
+        .args(["run", "--engine", engine, "--type", t, "--query", query])
+        .arg("--config")
+        .arg(config)
+        .env("MFSTREAM_MEOS_LIB", meos)
+        .arg(input)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{engine} {query}: {}",
+        stderr(&output)
+    );
+    stdout(&output)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+fn close(a: f64, b: f64, absolute: f64) -> bool {
+    (a - b).abs() <= absolute.max(1e-9 * a.abs().max(b.abs()))
+}
+
+fn micros(datetime: &str) -> i64 {
+    // 2026-01-01THH:MM:SS[.ffffff]Z, as both write them.
+    let time = &datetime[11..datetime.len() - 1];
+    let (hms, fraction) = time.split_once('.').unwrap_or((time, "0"));
+    let parts: Vec<i64> = hms.split(':').map(|p| p.parse().unwrap()).collect();
+    let fraction = format!("{fraction:0<6}");
+    (parts[0] * 3600 + parts[1] * 60 + parts[2]) * 1_000_000 + fraction.parse::<i64>().unwrap()
+}
+
+/// Every event of `meos` equals `local`'s: `absolute` is the tolerance of
+/// a value (and of a coordinate, for detections).
+fn assert_same(what: &str, local: &[serde_json::Value], meos: &[serde_json::Value], absolute: f64) {
+    assert_eq!(local.len(), meos.len(), "{what}: {local:?}\n{meos:?}");
+    for (l, m) in local.iter().zip(meos) {
+        if let Some(detect) = l.get("detect") {
+            assert_eq!(detect, &m["detect"], "{what}: {l} {m}");
+            let (tl, tm) = (
+                l["datetime"].as_str().unwrap(),
+                m["datetime"].as_str().unwrap(),
+            );
+            assert!((micros(tl) - micros(tm)).abs() <= 1, "{what}: {l} {m}");
+        } else {
+            assert_eq!(l["datetime"], m["datetime"], "{what}: {l} {m}");
+        }
+        match (l.get("value"), l.get("coordinates")) {
+            (Some(v), _) => {
+                let (a, b) = (v.as_f64().unwrap(), m["value"].as_f64().unwrap());
+                assert!(close(a, b, absolute), "{what}: {a} vs {b} ({l} {m})");
+            }
+            (None, Some(c)) => {
+                for k in 0..2 {
+                    let (a, b) = (
+                        c[k].as_f64().unwrap(),
+                        m["coordinates"][k].as_f64().unwrap(),
+                    );
+                    assert!(close(a, b, absolute), "{what}: {l} {m}");
+                }
+            }
+            (None, None) => panic!("{what}: an event with neither value nor coordinates: {l}"),
+        }
+    }
+}
+
+fn config(dir: &TempDir) -> PathBuf {
+    let config = dir.join("engines.toml");
+    std::fs::write(&config, entry(&plugin_library("mfstream-plugin-meos"))).unwrap();
+    config
+}
+
+#[test]
+#[ignore = "needs libmeos: eval \"$(jobs/meos/setup.sh)\""]
+fn the_meos_plugin_computes_every_position_operation_as_local_does() {
+    let meos = meos_lib();
+    let dir = TempDir::new("meos-positions");
+    let config = config(&dir);
+    let fence = r#"{"type":"Polygon","coordinates":[[[-0.05,-0.05],[0.05,-0.05],[0.05,0.05],[-0.05,0.05],[-0.05,-0.05]]]}"#;
+    let line = r#"{"type":"LineString","coordinates":[[179.9,60],[-179.9,60.05]]}"#;
+    let tracks = [
+        ("fence", track(1, 400, (-0.08, 0.0), 0.01)),
+        ("dateline", track(2, 300, (179.95, 60.0), 0.02)),
+        ("north", track(3, 300, (10.0, 88.5), 0.3)),
+        ("south", track(4, 200, (-70.0, -85.0), 0.2)),
+    ];
+    let mut compared = 0;
+    for (name, text) in &tracks {
+        let input = dir.join(&format!("{name}.ndjson"));
+        std::fs::write(&input, text).unwrap();
+        let queries = [
+            (r#"{"operation":"speed"}"#.to_owned(), 0.0),
+            (r#"{"operation":"cumulativeLength"}"#.to_owned(), 1e-3),
+            (r#"{"operation":"azimuth"}"#.to_owned(), 1e-9),
+            (r#"{"operation":"position"}"#.to_owned(), 0.0),
+            (
+                format!(r#"{{"operation":"distance","geometry":{line}}}"#),
+                1e-3,
+            ),
+            (
+                format!(r#"{{"operation":"distance","geometry":{fence}}}"#),
+                1e-3,
+            ),
+            (format!(r#"{{"geofence":{fence}}}"#), 1e-8),
+            (
+                r#"{"operation":"speed","aggregation":"MAX","window":{"type":"COUNT","size":10}}"#
+                    .to_owned(),
+                0.0,
+            ),
+        ];
+        for (query, absolute) in &queries {
+            let local = run(&config, &meos, "local", "TGeogPoint", query, &input);
+            let plugin = run(&config, &meos, "meos", "TGeogPoint", query, &input);
+            assert!(!local.is_empty(), "{name} {query}");
+            assert_same(&format!("{name} {query}"), &local, &plugin, *absolute);
+            compared += local.len();
+        }
+    }
+    // Planar: a projected system, measured by Euclid on both sides.
+    let input = dir.join("planar.ndjson");
+    std::fs::write(&input, track(5, 200, (500_000.0, 4_000_000.0), 50.0)).unwrap();
+    for query in [
+        r#"{"operation":"speed","crs":"EPSG:32631"}"#,
+        r#"{"operation":"azimuth","crs":"EPSG:32631"}"#,
+        r#"{"operation":"cumulativeLength","crs":"EPSG:32631"}"#,
+    ] {
+        let local = run(&config, &meos, "local", "TGeomPoint", query, &input);
+        let plugin = run(&config, &meos, "meos", "TGeomPoint", query, &input);
+        assert_same(query, &local, &plugin, 1e-3);
+        compared += local.len();
+    }
+    assert!(compared > 5000, "{compared}");
+}
