@@ -47,6 +47,8 @@ fn track(seed: u64, n: usize, (mut x, mut y): (f64, f64), step: f64) -> String {
         y += (rng.next() - 0.5) * step;
         if x > 180.0 {
             x -= 360.0;
+        } else if x < -180.0 {
+            x += 360.0;
         }
         y = y.clamp(-89.9, 89.9);
     }
@@ -194,4 +196,123 @@ fn the_meos_plugin_computes_every_position_operation_as_local_does() {
         compared += local.len();
     }
     assert!(compared > 5000, "{compared}");
+}
+
+/// Fails naming `what` unless `got` is within `absolute` or 1e-9 relative
+/// of `want`.
+fn assert_close(what: &str, got: f64, want: f64, absolute: f64) {
+    // Azimuths near north compare across 0/360.
+    let got = if what.starts_with("azimuth") && (got - want).abs() > 180.0 {
+        got - 360.0f64.copysign(got - want)
+    } else {
+        got
+    };
+    assert!(
+        close(got, want, absolute),
+        "{what}: plugin {got:?}, pymeos {want:?}"
+    );
+}
+
+#[test]
+#[ignore = "needs libmeos and MFSTREAM_PYMEOS_PYTHON (pymeos, shapely): eval \"$(jobs/meos/setup.sh)\""]
+fn the_meos_plugin_agrees_with_pymeos_and_shapely() {
+    let meos = meos_lib();
+    let python = std::env::var_os("MFSTREAM_PYMEOS_PYTHON");
+    let python = require(
+        python,
+        "a Python with pymeos",
+        "eval \"$(jobs/meos/setup.sh)\"",
+    );
+    let dir = TempDir::new("meos-positions-pymeos");
+    let config = config(&dir);
+    let fence = r#"{"type":"Polygon","coordinates":[[[-0.05,-0.05],[0.05,-0.05],[0.05,0.05],[-0.05,0.05],[-0.05,-0.05]]]}"#;
+    let line = r#"{"type":"LineString","coordinates":[[-0.1,0.1],[0.2,-0.1],[179.9,60]]}"#;
+    for (name, text) in [
+        ("fence", track(11, 300, (-0.08, 0.0), 0.01)),
+        ("dateline", track(12, 200, (179.95, 60.0), 0.02)),
+        ("north", track(13, 200, (10.0, 88.5), 0.3)),
+    ] {
+        let input = dir.join(&format!("{name}.ndjson"));
+        std::fs::write(&input, &text).unwrap();
+        let oracle = std::process::Command::new(&python)
+            .arg(root().join("tests/oracle/geo_oracle.py"))
+            .args(["--crs", "EPSG:4326", "--fence", fence, "--geometry", line])
+            .stdin(std::fs::File::open(&input).unwrap())
+            .output()
+            .unwrap();
+        assert!(oracle.status.success(), "{}", stderr(&oracle));
+        let rows: Vec<serde_json::Value> = stdout(&oracle)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let instants: std::collections::HashMap<String, &serde_json::Value> = rows
+            .iter()
+            .filter(|r| r["kind"] == "instant")
+            .map(|r| (r["datetime"].as_str().unwrap().to_owned(), r))
+            .collect();
+        let at = |e: &serde_json::Value| {
+            let t = micros(e["datetime"].as_str().unwrap());
+            *instants
+                .values()
+                .find(|r| micros(r["datetime"].as_str().unwrap()) == t)
+                .unwrap_or_else(|| panic!("{name}: no oracle row at {e}"))
+        };
+        for (op, abs) in [
+            ("speed", 0.0),
+            ("azimuth", 1e-9),
+            ("cumulativeLength", 1e-3),
+        ] {
+            let query = format!(r#"{{"operation":"{op}","onError":"fail"}}"#);
+            let events = run(&config, &meos, "meos", "TGeogPoint", &query, &input);
+            let with_value = instants.values().filter(|r| !r[op].is_null()).count();
+            assert_eq!(events.len(), with_value, "{name} {op}");
+            for e in &events {
+                let want = at(e)[op].as_f64().unwrap();
+                assert_close(
+                    &format!("{op} {name} {e}"),
+                    e["value"].as_f64().unwrap(),
+                    want,
+                    abs,
+                );
+            }
+        }
+        let query = format!(r#"{{"operation":"distance","geometry":{line}}}"#);
+        for e in run(&config, &meos, "meos", "TGeogPoint", &query, &input) {
+            let want = at(&e)["distance"][0].as_f64().unwrap();
+            assert_close(
+                &format!("distance {name} {e}"),
+                e["value"].as_f64().unwrap(),
+                want,
+                1e-3,
+            );
+        }
+        let query = format!(r#"{{"geofence":{fence}}}"#);
+        let detected = run(&config, &meos, "meos", "TGeogPoint", &query, &input);
+        let expected: Vec<&serde_json::Value> =
+            rows.iter().filter(|r| r["kind"] == "event").collect();
+        let kinds = |e: &[&serde_json::Value]| -> Vec<String> {
+            e.iter()
+                .map(|e| e["detect"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert_eq!(
+            kinds(&detected.iter().collect::<Vec<_>>()),
+            kinds(&expected),
+            "{name}"
+        );
+        for (e, x) in detected.iter().zip(&expected) {
+            let t = micros(e["datetime"].as_str().unwrap());
+            assert!(
+                (t - micros(x["datetime"].as_str().unwrap())).abs() <= 1,
+                "{e} {x}"
+            );
+            for k in 0..2 {
+                let (got, want) = (
+                    e["coordinates"][k].as_f64().unwrap(),
+                    x["coordinates"][k].as_f64().unwrap(),
+                );
+                assert_close(&format!("fence {name} {e}"), got, want, 1e-8);
+            }
+        }
+    }
 }

@@ -244,6 +244,27 @@ impl Meos {
             functions,
             lock: Mutex::new(()),
         };
+        // PROJ (which MEOS uses for reference systems) looks for its
+        // database where pymeos-cffi's wheel puts it, as pymeos points it
+        // there; without it MEOS says `Cannot find proj.db` on stderr.
+        if let Some(data) = proj_data(&file) {
+            // SAFETY: PROJ's C API: a null context is the default one, and
+            // the paths are C strings it copies.
+            let set: Result<
+                libloading::os::unix::Symbol<
+                    unsafe extern "C" fn(*mut c_void, c_int, *const *const c_char),
+                >,
+                _,
+            > = unsafe { library.get(b"proj_context_set_search_paths\0") };
+            if let (Ok(set), Ok(path)) = (
+                set,
+                std::ffi::CString::new(data.as_os_str().as_encoded_bytes()),
+            ) {
+                let paths = [path.as_ptr()];
+                // SAFETY: as above.
+                unsafe { set(std::ptr::null_mut(), 1, paths.as_ptr()) };
+            }
+        }
         // SAFETY: MEOS's initialisation, once per process (we are inside a
         // OnceLock). `meos_initialize` installs MEOS's own handler, which
         // exits the process; ours replaces it before any other call.
@@ -373,6 +394,16 @@ fn last_error(otherwise: &str) -> String {
     LAST_ERROR
         .with(|e| e.borrow_mut().take())
         .unwrap_or_else(|| otherwise.to_owned())
+}
+
+/// PROJ's data folder for the libmeos at `file`, unless `PROJ_DATA` or
+/// `PROJ_LIB` names one: where pymeos-cffi's wheel puts it.
+fn proj_data(file: &Path) -> Option<PathBuf> {
+    if std::env::var_os("PROJ_DATA").is_some() || std::env::var_os("PROJ_LIB").is_some() {
+        return None;
+    }
+    let data = file.parent()?.join("../pymeos_cffi/proj_data");
+    data.join("proj.db").is_file().then_some(data)
 }
 
 /// MEOS's table of reference systems for the libmeos at `file`: next to
