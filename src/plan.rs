@@ -44,9 +44,6 @@ pub(crate) enum Plan {
     /// instant in the reference system `crs` (the spec it is handed is
     /// [`engine_position_spec`]); with a `windower`, the host aggregates
     /// its outputs (numbers for a measure, positions for `position`).
-    // Read by the bridge and plugin engines as they gain positions (issue
-    // 21): until then they refuse the plan.
-    #[allow(dead_code)]
     Position {
         /// The feature's reference system.
         crs: Crs,
@@ -71,7 +68,6 @@ pub(crate) fn engine_spec(spec: &QuerySpec, transform: Transform) -> QuerySpec {
 /// per-instant part alone ([`PositionStep`]), whose kind is
 /// `QueryKind::Position` with no aggregate; a bridge job reads it from
 /// `MFSTREAM_QUERY` (`QuerySpec::to_json`), a plugin from its spec.
-#[allow(dead_code)] // the bridge and plugin engines' (issue 21), as they gain positions
 pub(crate) fn engine_position_spec(spec: &QuerySpec, crs: Crs, step: PositionStep) -> QuerySpec {
     QuerySpec {
         kind: QueryKind::Position(PositionQuery::of_step(crs, step)),

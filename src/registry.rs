@@ -297,7 +297,7 @@ impl Snapshot {
                     ready: false,
                     reason: Some(reason.to_string()),
                     description: def.description.clone(),
-                    serves: Serves::TRANSFORM | Serves::AGGREGATE,
+                    serves: crate::bridge::serves(def.positions),
                     aggregates_in: if def.aggregates {
                         AggregatesIn::Job
                     } else {

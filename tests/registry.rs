@@ -210,7 +210,8 @@ fn the_process_wide_registry_is_built_once_from_the_discovered_file() {
                 "spark",
                 "beam",
                 "meos",
-                "flink-cluster"
+                "flink-cluster",
+                "reference"
             ]
         );
     }

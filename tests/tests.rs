@@ -4,6 +4,7 @@ mod client;
 mod util;
 
 mod bridge;
+mod bridge_positions;
 mod bridge_windows;
 mod cli;
 mod jobs_watermark;

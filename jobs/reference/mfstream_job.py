@@ -5,6 +5,7 @@ Usage::
 
     MFSTREAM_FRAMING=value|json  mfstream_job.py OP [ARG]      e.g.  mfstream_job.py mul 1.852
     MFSTREAM_FRAMING=json MFSTREAM_QUERY='{...}'  mfstream_job.py aggregate AGG
+    MFSTREAM_FRAMING=json MFSTREAM_QUERY='{...}'  mfstream_job.py STEP     (positions)
 
 The protocol in brief (jobs/README.md has it in full):
 
@@ -23,6 +24,14 @@ The protocol in brief (jobs/README.md has it in full):
   follows, so every window ending at or before it is emitted at once. With
   "grace" (seconds) in MFSTREAM_QUERY, a record at t closes only the windows
   ending at or before t - grace (watermark lines come with it subtracted).
+- Positions (json framing; STEP is speed, azimuth, cumulativeLength,
+  distance, position or geofence, the rest in MFSTREAM_QUERY: see
+  positions.py): instants {"datetime":"...","coordinates":[x,y]}; each
+  record's answers end with one line: {"datetime","value"},
+  {"datetime","coordinates"} or {"datetime"} alone, after a geofence's
+  {"datetime","coordinates","detect"} lines. A position that cannot be
+  measured (out of range, not after the previous one) is an error line.
+  Geodetic queries need the geographiclib package (PyPI).
 - Exactly one output per input, in order. Results are finite numbers in their
   shortest round-trip form (repr of a float).
 - Protocol 2 (MFSTREAM_PROTOCOL=2 or more, which the host sets): a value with
@@ -56,6 +65,7 @@ import operator
 import os
 import sys
 
+import positions
 import windows
 
 CHUNK = 64 * 1024
@@ -89,7 +99,9 @@ NONZERO_ARG = {"div"}
 CATALOGUE = ", ".join(list(UNARY) + [op + " <x>" for op in BINARY])
 USAGE = (
     "usage: mfstream_job.py OP [ARG]   (MFSTREAM_FRAMING=value|json)\n"
-    "       mfstream_job.py aggregate AGG   (MFSTREAM_FRAMING=json, the query in MFSTREAM_QUERY)"
+    "       mfstream_job.py aggregate AGG   (MFSTREAM_FRAMING=json, the query in MFSTREAM_QUERY)\n"
+    "       mfstream_job.py STEP   (MFSTREAM_FRAMING=json, a position query in MFSTREAM_QUERY; "
+    f"STEP is one of {', '.join(positions.STEPS)})"
 )
 
 
@@ -268,6 +280,46 @@ def aggregate(args, framing):
         raise UsageError(f"MFSTREAM_QUERY: {e}") from None
 
 
+def position_step(args, framing):
+    """Validates STEP and MFSTREAM_QUERY; returns a positions.Step."""
+    if framing != "json":
+        raise UsageError("position queries need MFSTREAM_FRAMING=json")
+    if len(args) != 1:
+        raise UsageError(f"expected one position step, got {args!r}")
+    try:
+        query = json.loads(os.environ.get("MFSTREAM_QUERY", ""))
+        if type(query) is not dict:
+            raise ValueError("not an object")
+    except ValueError as e:
+        raise UsageError(f"MFSTREAM_QUERY is not a JSON query ({e})") from None
+    try:
+        return positions.Step(args[0], query)
+    except ImportError as e:
+        raise JobError(str(e)) from None
+    except (KeyError, TypeError, ValueError, IndexError) as e:
+        raise UsageError(f"MFSTREAM_QUERY: not a {args[0]} query ({e!r})") from None
+
+
+def answer_position(step, line):
+    """A position instant to its answer lines, the last ending it."""
+    shape = '{"datetime":"...","coordinates":[x, y]}'
+    try:
+        obj = STRICT.decode(line.decode("utf-8"))
+        if type(obj) is not dict or sorted(obj) != ["coordinates", "datetime"]:
+            raise ValueError
+        if not isinstance(obj["datetime"], str):
+            raise ValueError
+    except (ValueError, UnicodeDecodeError):
+        raise JobError(f"not a JSON position {shape}: {quote(line)}") from None
+    try:
+        answers = step.push(obj["datetime"], obj["coordinates"])
+    except positions.NoPosition as e:
+        if not V2:
+            raise JobError(str(e)) from None
+        answers = [{"datetime": obj["datetime"], "error": str(e)}]
+    return "".join(COMPACT.encode(a) + "\n" for a in answers)
+
+
 def answer_window(windower, line):
     """An instant, or a watermark ({"watermark":"..."}: no record earlier
     than it follows), to the lines of the windows it closed."""
@@ -309,6 +361,9 @@ def main(args):
                 windower = aggregate(args, framing)
                 answer = answer_window
                 state = windower
+            elif args[:1] and args[0] in positions.STEPS:
+                state = position_step(args, framing)
+                answer = answer_position
             else:
                 state = transform(args)
                 answer = answer_value if framing == "value" else answer_json

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 use super::Framing;
 use crate::lines::LineTooLong;
-use crate::vocab::{Instant, Value};
+use crate::vocab::{Instant, Point, Value};
 
 /// Appends `instant` to `out` as one line in `framing`.
 ///
@@ -105,6 +105,9 @@ pub(crate) enum LineError {
     /// A number that is not finite.
     #[error("the value is not a finite number")]
     NotFinite,
+    /// A position query's line that is not one of its shapes.
+    #[error("{0}")]
+    Position(String),
     /// An error line naming neither a record nor a window.
     #[error(
         "an error line names a `datetime`, or a `windowStart`, a `windowEnd` and optionally the \
@@ -140,6 +143,26 @@ pub(crate) enum OutputError {
     NotEvent {
         line: u64,
         error: LineError,
+        text: String,
+    },
+    /// A position query's line that is not the answer its step gives.
+    #[error("job output line {line} is not a {step} answer ({expected}): {text}")]
+    WrongAnswer {
+        line: u64,
+        step: &'static str,
+        expected: &'static str,
+        text: String,
+    },
+    /// A position query's line that ends another record than the next one
+    /// awaiting its answers: the job lost, added or reordered records.
+    #[error(
+        "job output line {line} ends the record at {datetime}, but the record awaiting its \
+         answers is at {expected}: a job answers each record in order ({text})"
+    )]
+    NotItsRecord {
+        line: u64,
+        datetime: String,
+        expected: String,
         text: String,
     },
     /// A transformed instant where window results were expected.
@@ -191,6 +214,74 @@ pub(crate) fn decode_window(line: &[u8]) -> Result<JobWindow, LineError> {
         }
     }
     Ok(window)
+}
+
+/// A line of a job answering a position query (`json` framing;
+/// jobs/README.md, "Positions").
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PositionLine {
+    /// `{"datetime","coordinates","detect"}`: a geofence's event, one of
+    /// its record's; more lines of the record may follow.
+    Detect {
+        datetime: String,
+        point: Point,
+        detect: &'static str,
+    },
+    /// Any other line ends its record: `{"datetime","value"}` (a measure),
+    /// `{"datetime","coordinates"}` (a position), or `{"datetime"}` alone
+    /// (no answer: an undefined measure, a fence step that detected
+    /// nothing).
+    End {
+        datetime: String,
+        value: Option<Value>,
+    },
+}
+
+/// A position line as written, before its shape is checked.
+#[derive(Deserialize)]
+struct RawPositionLine {
+    datetime: String,
+    #[serde(default)]
+    value: Option<f64>,
+    #[serde(default)]
+    coordinates: Option<Vec<f64>>,
+    #[serde(default)]
+    detect: Option<String>,
+}
+
+/// Parses a line of a job answering a position query.
+pub(crate) fn decode_position(line: &[u8]) -> Result<PositionLine, LineError> {
+    let raw: RawPositionLine = serde_json::from_slice(line)?;
+    let shape = |why: &str| LineError::Position(why.to_owned());
+    let point = match &raw.coordinates {
+        Some(c) => {
+            Some(Point::from_coordinates(c).map_err(|why| shape(&format!("coordinates: {why}")))?)
+        }
+        None => None,
+    };
+    match (raw.value, point, raw.detect) {
+        (Some(_), Some(_), _) => Err(shape("a line has `value` or `coordinates`, not both")),
+        (Some(v), None, None) if v.is_finite() => Ok(PositionLine::End {
+            datetime: raw.datetime,
+            value: Some(Value::Number(v)),
+        }),
+        (Some(_), None, None) => Err(LineError::NotFinite),
+        (None, point, None) => Ok(PositionLine::End {
+            datetime: raw.datetime,
+            value: point.map(Value::Point),
+        }),
+        (None, Some(point), Some(name)) => {
+            let detect = crate::geo::Detect::parse(&name)
+                .map_err(|e| shape(&e.to_string()))?
+                .name();
+            Ok(PositionLine::Detect {
+                datetime: raw.datetime,
+                point,
+                detect,
+            })
+        }
+        (_, None, Some(_)) => Err(shape("a `detect` line has `coordinates` (and no `value`)")),
+    }
 }
 
 /// Parses a `json`-framing output line.
@@ -285,6 +376,52 @@ mod tests {
         );
         assert!(decode_json(br#"{"value":1.5}"#).is_err());
         assert!(decode_json(b"1.5").is_err());
+    }
+
+    #[test]
+    fn position_lines_are_detects_or_end_their_record() {
+        let end = |line: &[u8]| match decode_position(line) {
+            Ok(PositionLine::End { datetime, value }) => (datetime, value),
+            other => panic!("{}: {other:?}", String::from_utf8_lossy(line)),
+        };
+        assert_eq!(
+            end(br#"{"datetime":"t","value":2.5}"#),
+            ("t".into(), Some(Value::Number(2.5)))
+        );
+        assert_eq!(
+            end(br#"{"coordinates":[1,2,3],"datetime":"t"}"#),
+            (
+                "t".into(),
+                Some(Value::Point(Point {
+                    x: 1.0,
+                    y: 2.0,
+                    z: Some(3.0)
+                }))
+            )
+        );
+        assert_eq!(end(br#"{"datetime":"t"}"#), ("t".into(), None));
+        assert_eq!(
+            decode_position(br#"{"datetime":"u","coordinates":[1,2],"detect":"enter"}"#).unwrap(),
+            PositionLine::Detect {
+                datetime: "u".into(),
+                point: Point::new(1.0, 2.0),
+                detect: "enter"
+            }
+        );
+        for bad in [
+            &br#"{"datetime":"t","value":1,"coordinates":[1,2]}"#[..],
+            br#"{"datetime":"t","detect":"enter"}"#,
+            br#"{"datetime":"t","coordinates":[1,2],"detect":"near"}"#,
+            br#"{"datetime":"t","coordinates":[1]}"#,
+            br#"{"datetime":"t","value":1e400}"#,
+            br#"{"value":1}"#,
+        ] {
+            assert!(
+                decode_position(bad).is_err(),
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
     }
 
     #[test]

@@ -97,6 +97,10 @@ pub struct BridgeOptions {
     /// Whether the job computes windowed aggregates itself (`json` framing
     /// only); otherwise the host aggregates the job's transformed outputs.
     pub aggregates: bool,
+    /// Whether the job serves queries on positions (`json` framing only):
+    /// it computes each instant's measure, the instant itself, or a
+    /// geofence's detections (jobs/README.md, "Positions").
+    pub positions: bool,
     /// The protocol version the job speaks: 1 (the default), or 2 (it
     /// answers a record it cannot compute with an error line, as
     /// jobs/README.md says; the host speaks 2 and tells every job so in
@@ -127,6 +131,7 @@ impl BridgeOptions {
             libpath: None,
             framing: Framing::Value,
             aggregates: false,
+            positions: false,
             protocol: 1,
             stop_grace: Duration::from_secs(5),
             max_in_flight: 65_536,
@@ -134,6 +139,17 @@ impl BridgeOptions {
             restart: None,
             env: Vec::new(),
         }
+    }
+}
+
+/// What a bridge engine serves: transforms and aggregates, and positions
+/// when its entry says `positions = true`.
+pub(crate) fn serves(positions: bool) -> Serves {
+    let serves = Serves::TRANSFORM | Serves::AGGREGATE;
+    if positions {
+        serves | Serves::POSITIONS
+    } else {
+        serves
     }
 }
 
@@ -171,7 +187,7 @@ impl StreamEngine for BridgeEngine {
             ready: true,
             reason: None,
             description: self.options.description.clone(),
-            serves: Serves::TRANSFORM | Serves::AGGREGATE,
+            serves: serves(self.options.positions),
             aggregates_in: if self.options.aggregates {
                 AggregatesIn::Job
             } else {
@@ -187,9 +203,16 @@ impl StreamEngine for BridgeEngine {
     /// otherwise the host windows the job's transformed outputs, or, for an
     /// aggregate with no transform before it, the instants themselves (no
     /// job is started then: there is nothing for it to do).
+    ///
+    /// A query on positions (an engine with `positions = true`) asks the
+    /// job for its per-instant part, the `PositionStep`: the step's name is
+    /// the job's argument, `MFSTREAM_QUERY` holds the step alone, and the
+    /// host windows the job's answers when the query aggregates.
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
         let name = &self.options.name;
         let property: Arc<str> = spec.property.as_str().into();
+        let mut query = None;
+        let mut positions = None;
         let (job_args, results) = match (&spec.kind, plan(&spec)?) {
             (QueryKind::Aggregate { aggregate, .. }, _) if self.options.aggregates => (
                 vec!["aggregate".into(), aggregate.aggregation.name().into()],
@@ -225,7 +248,31 @@ impl StreamEngine for BridgeEngine {
             (_, plan @ Plan::Host(_)) => {
                 return Ok(crate::local::submit_as(name, plan, &spec, source)?);
             }
-            (_, Plan::Position { .. }) => return Err(crate::plan::unserved(name, &spec).into()),
+            (_, Plan::Position { .. }) if !self.options.positions => {
+                return Err(crate::plan::unserved(name, &spec).into());
+            }
+            (
+                _,
+                Plan::Position {
+                    crs,
+                    step,
+                    windower,
+                },
+            ) => {
+                let operation: Arc<str> = step.name().into();
+                positions = Some(run::PositionAnswers::of(&step));
+                query = Some(crate::plan::engine_position_spec(&spec, crs, step).to_json());
+                let results = match windower {
+                    Some(windower) => Results::HostWindows {
+                        operation: operation.clone(),
+                        windower,
+                    },
+                    None => Results::Instants {
+                        operation: operation.clone(),
+                    },
+                };
+                (vec![operation.to_string()], results)
+            }
         };
         let watermarks = match (&spec.kind, &results, spec.clock.clone()) {
             (QueryKind::Aggregate { aggregate, .. }, Results::JobWindows { .. }, Some(clock)) => {
@@ -243,7 +290,10 @@ impl StreamEngine for BridgeEngine {
             "MFSTREAM_FRAMING".into(),
             self.options.framing.as_str().into(),
         ));
-        env.push(("MFSTREAM_QUERY".into(), spec.to_json()));
+        env.push((
+            "MFSTREAM_QUERY".into(),
+            query.unwrap_or_else(|| spec.to_json()),
+        ));
         env.push(("MFSTREAM_PROTOCOL".into(), PROTOCOL.to_string()));
         // A version-1 job dies on a record with no result: under skip, the
         // host keeps such records from it.
@@ -251,7 +301,8 @@ impl StreamEngine for BridgeEngine {
             _ if self.options.protocol >= 2 => None,
             QueryKind::Transform(t) => Some(*t),
             QueryKind::Aggregate { transform, .. } => *transform,
-            // Refused by `plan` above.
+            // The job answers a position it cannot measure with an error
+            // line (jobs/README.md, "Positions").
             QueryKind::Position(_) => None,
         };
         let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
@@ -265,6 +316,7 @@ impl StreamEngine for BridgeEngine {
             output,
         )
         .with_watermarks(watermarks)
+        .with_positions(positions)
         .with_on_error(spec.on_error, guard);
         let job = driver.spawn().map_err(|e| EngineError::Start {
             engine: name.clone(),

@@ -27,7 +27,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::process::ChildStdin;
 use tokio::time::{Instant as Clock, Interval, MissedTickBehavior};
 
-use super::framing::{self, JobEvent, OutputError};
+use super::framing::{self, JobEvent, OutputError, PositionLine};
 use super::job::{Job, JobCommand, describe_exit};
 use super::watermark::{Due, Watermarks};
 use super::{BridgeOptions, Framing};
@@ -38,7 +38,9 @@ use crate::lines::{LineReader, quote};
 use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::plan::sleep_until;
-use crate::vocab::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
+use crate::vocab::{
+    Aggregation, DetectEvent, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent,
+};
 
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;
@@ -112,13 +114,60 @@ pub(crate) enum Results {
     },
 }
 
+/// What a job answering a position query writes for each record (`json`
+/// framing; jobs/README.md, "Positions"): its lines pair with the records
+/// sent, as in `value` framing, each record ended by one line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PositionAnswers {
+    /// A number, or none: `{"datetime","value"}` or `{"datetime"}`.
+    Measure,
+    /// The instant itself: `{"datetime","coordinates"}`.
+    Position,
+    /// 0..n `{"datetime","coordinates","detect"}`, then `{"datetime"}`.
+    Geofence,
+}
+
+impl PositionAnswers {
+    /// The answers to `step`.
+    pub(crate) fn of(step: &crate::position::PositionStep) -> PositionAnswers {
+        use crate::position::PositionStep;
+        match step {
+            PositionStep::Measure(_) => PositionAnswers::Measure,
+            PositionStep::Position => PositionAnswers::Position,
+            PositionStep::Geofence { .. } => PositionAnswers::Geofence,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            PositionAnswers::Measure => "measure",
+            PositionAnswers::Position => "position",
+            PositionAnswers::Geofence => "geofence",
+        }
+    }
+
+    /// The line that ends a record, as jobs/README.md has it.
+    fn expected(self) -> &'static str {
+        match self {
+            PositionAnswers::Measure => "{\"datetime\",\"value\"} or {\"datetime\"} alone",
+            PositionAnswers::Position => "{\"datetime\",\"coordinates\"}",
+            PositionAnswers::Geofence => {
+                "{\"datetime\",\"coordinates\",\"detect\"} lines, then {\"datetime\"} alone"
+            }
+        }
+    }
+}
+
 /// Turns the job's output lines into events.
 struct Answers {
     framing: Framing,
+    /// A position query's answers: its lines pair with the records sent.
+    positions: Option<PositionAnswers>,
     property: Arc<str>,
     results: Results,
-    /// `value` framing: records sent (or about to be), not yet answered, in
-    /// order. Answers pair with their front; a restarted job is fed them again.
+    /// `value` framing or a position query: records sent (or about to be),
+    /// not yet answered, in order. Answers pair with their front; a
+    /// restarted job is fed them again.
     pending: VecDeque<Instant>,
     /// Events decoded and not yet delivered.
     events: Vec<Event>,
@@ -176,6 +225,7 @@ impl Driver {
     ) -> Driver {
         let answers = Answers {
             framing: options.framing,
+            positions: None,
             property,
             results,
             pending: VecDeque::new(),
@@ -208,6 +258,19 @@ impl Driver {
         self.answers.on_error = on_error;
         self.guard = guard;
         self
+    }
+
+    /// A position query: the job's lines pair with the records sent, each
+    /// record's ended by one line.
+    pub(crate) fn with_positions(mut self, positions: Option<PositionAnswers>) -> Driver {
+        self.answers.positions = positions;
+        self
+    }
+
+    /// Whether the job's answers pair with the records sent (`value`
+    /// framing, a position query): it owes each record its answer.
+    fn paired(&self) -> bool {
+        self.options.framing == Framing::Value || self.answers.positions.is_some()
     }
 
     /// A live query: its windows close on the clock (`watermark` module).
@@ -289,24 +352,33 @@ impl Driver {
                 .await
                 .map_err(|_| QueryStatus::Stopped);
         };
-        // What the answers carried, the window events carry.
-        let carried = events.iter().map(Event::skipped).sum();
-        self.output.progress().carry_skipped(carried);
-        let answers = events.into_iter().filter_map(|event| match event {
-            Event::Instant(e) => Some(Instant {
+        // What an answer carried (records skipped just before it), the
+        // next window event after the answers before it carries: the
+        // answers are windowed in runs, each run's carry set before it, as
+        // the `local` engine counts a skipped record in its windows.
+        let mut run = Vec::new();
+        let mut carried = 0;
+        for event in events {
+            let Event::Instant(e) = event else { continue };
+            if e.skipped > 0 && !run.is_empty() {
+                let answers = std::mem::take(&mut run);
+                window_run(
+                    windower,
+                    &mut self.watermarks,
+                    &self.output,
+                    carried,
+                    answers,
+                )
+                .await?;
+                carried = 0;
+            }
+            carried += e.skipped;
+            run.push(Instant {
                 datetime: e.datetime,
                 value: e.value,
-            }),
-            _ => None,
-        });
-        match &mut self.watermarks {
-            Some(watermarks) => {
-                watermarks
-                    .window(windower, answers.collect(), &self.output)
-                    .await
-            }
-            None => crate::plan::window(windower, answers, &self.output).await,
+            });
         }
+        window_run(windower, &mut self.watermarks, &self.output, carried, run).await
     }
 
     /// The host's windows advanced to the clock (a live query).
@@ -333,7 +405,8 @@ impl Driver {
     /// window is held back until answers make room.
     fn feed(&mut self, mut batch: Vec<Instant>, wbuf: &mut Vec<u8>) {
         let framing = self.options.framing;
-        if framing == Framing::Value {
+        let paired = self.paired();
+        if paired {
             let room = self
                 .options
                 .max_in_flight
@@ -345,7 +418,7 @@ impl Driver {
         for instant in &batch {
             framing::encode(framing, instant, wbuf);
         }
-        if framing == Framing::Value {
+        if paired {
             self.answers.pending.extend(batch);
         }
     }
@@ -363,9 +436,10 @@ impl Driver {
         }
     }
 
-    /// Whether the job owes answers: a `value` job owes one per record sent.
+    /// Whether the job owes answers: a `value` job owes one per record
+    /// sent, a position query's job one ending line.
     fn owes_answers(&self) -> bool {
-        self.options.framing == Framing::Value && !self.answers.pending.is_empty()
+        self.paired() && !self.answers.pending.is_empty()
     }
 }
 
@@ -517,8 +591,7 @@ impl<'a> Run<'a> {
         self.running()
             && d.ending.is_none()
             && (d.options.no_progress_timeout.is_some()
-                || (d.options.framing == Framing::Value
-                    && d.answers.pending.len() >= d.options.max_in_flight))
+                || (d.paired() && d.answers.pending.len() >= d.options.max_in_flight))
     }
 
     /// Whether to read the source now.
@@ -529,8 +602,7 @@ impl<'a> Run<'a> {
             && self.stdin.is_some()
             && self.wbuf.len() < WRITE_HIGH
             && d.held.is_empty()
-            && (d.options.framing == Framing::Json
-                || d.answers.pending.len() < d.options.max_in_flight)
+            && (!d.paired() || d.answers.pending.len() < d.options.max_in_flight)
     }
 
     /// The query is asked to stop: close stdin, then the stop sequence.
@@ -747,9 +819,7 @@ impl<'a> Run<'a> {
         let unread = self.input_waiting();
         // A `json` job whose input has ended owes its last results and its
         // exit (a `value` job that owes nothing is given `stop_grace`).
-        let finishing = self.driver.options.framing == Framing::Json
-            && self.driver.source_done
-            && self.stdin.is_none();
+        let finishing = !self.driver.paired() && self.driver.source_done && self.stdin.is_none();
         let waiting = owes || unread || finishing;
         let consumed = self.written.saturating_sub(self.unread_in_pipe());
         if !waiting || (!owes && consumed > self.consumed) {
@@ -786,7 +856,7 @@ impl<'a> Run<'a> {
                 limit.as_millis()
             );
             self.fail(reason);
-        } else if options.framing == Framing::Value
+        } else if self.driver.paired()
             && self.driver.answers.pending.len() >= options.max_in_flight
             && silent >= STALL_REPORT
             && !self.stall_reported
@@ -839,7 +909,7 @@ impl<'a> Run<'a> {
         {
             self.stdin = None;
         }
-        if d.options.framing == Framing::Value
+        if d.paired()
             && d.source_done
             && self.stdin.is_none()
             && d.answers.pending.is_empty()
@@ -919,9 +989,17 @@ impl Answers {
         // line that only looks like one is decoded as usual below.
         if self.framing == Framing::Json && framing::is_error(line) {
             if let Ok(error) = framing::decode_error(line) {
+                if self.positions.is_some() {
+                    // It ends its record, as an answer would.
+                    let datetime = error.datetime.clone().unwrap_or_default();
+                    self.next_record(datetime, line, line_no)?;
+                }
                 let why = format!("the job found no result: {}", error.error);
                 return self.no_result(&error.at(), &why, error.records());
             }
+        }
+        if let Some(positions) = self.positions {
+            return self.take_position_line(positions, line, line_no);
         }
         match (self.framing, &self.results) {
             (Framing::Value, _) => {
@@ -991,6 +1069,95 @@ impl Answers {
         }
     }
 
+    /// One line of a position query's job: a geofence's event, or the line
+    /// that ends the next record awaiting its answers.
+    fn take_position_line(
+        &mut self,
+        positions: PositionAnswers,
+        line: &[u8],
+        line_no: u64,
+    ) -> Result<(), OutputError> {
+        let decoded = framing::decode_position(line).map_err(|error| OutputError::NotEvent {
+            line: line_no,
+            error,
+            text: quote(line),
+        })?;
+        let wrong = || OutputError::WrongAnswer {
+            line: line_no,
+            step: positions.name(),
+            expected: positions.expected(),
+            text: quote(line),
+        };
+        match (positions, decoded) {
+            (
+                PositionAnswers::Geofence,
+                PositionLine::Detect {
+                    datetime,
+                    point,
+                    detect,
+                },
+            ) => {
+                if self.pending.is_empty() {
+                    return Err(OutputError::Unasked {
+                        line: line_no,
+                        text: quote(line),
+                    });
+                }
+                self.events.push(Event::Detect(DetectEvent {
+                    datetime,
+                    value: Value::Point(point),
+                    detect,
+                    property: self.property.clone(),
+                    skipped: std::mem::take(&mut self.carry),
+                }));
+                Ok(())
+            }
+            (_, PositionLine::Detect { .. }) => Err(wrong()),
+            (_, PositionLine::End { datetime, value }) => {
+                let fits = matches!(
+                    (&value, positions),
+                    (None, _)
+                        | (Some(Value::Number(_)), PositionAnswers::Measure)
+                        | (Some(Value::Point(_)), PositionAnswers::Position)
+                );
+                if !fits {
+                    return Err(wrong());
+                }
+                self.next_record(datetime.clone(), line, line_no)?;
+                match value {
+                    Some(value) => self.answer(datetime, value),
+                    None => Ok(()),
+                }
+            }
+        }
+    }
+
+    /// The record a position query's line at `datetime` ends: the next one
+    /// awaiting its answers, which must be at that datetime (verbatim), so
+    /// that no answer is ever paired with another record.
+    fn next_record(
+        &mut self,
+        datetime: String,
+        line: &[u8],
+        line_no: u64,
+    ) -> Result<(), OutputError> {
+        let Some(record) = self.pending.pop_front() else {
+            return Err(OutputError::Unasked {
+                line: line_no,
+                text: quote(line),
+            });
+        };
+        if record.datetime != datetime {
+            return Err(OutputError::NotItsRecord {
+                line: line_no,
+                datetime,
+                expected: record.datetime,
+                text: quote(line),
+            });
+        }
+        Ok(())
+    }
+
     /// A record (or a window of `records`) `at` the job found no result
     /// for: skipped and counted under `onError: skip`, else the query's
     /// failure naming it (`refused`).
@@ -1027,6 +1194,22 @@ impl Answers {
             // Lines of a job that aggregates are decoded as window results.
             Results::JobWindows { .. } => Err(OutputError::InstantFromAggregatingJob { datetime }),
         }
+    }
+}
+
+/// Windows a run of answers, the first event it closes carrying `carried`
+/// skipped records (counted already), applying a live query's watermarks.
+async fn window_run(
+    windower: &mut Windower,
+    watermarks: &mut Option<Watermarks>,
+    output: &QueryOutput,
+    carried: u64,
+    answers: Vec<Instant>,
+) -> Result<(), QueryStatus> {
+    output.progress().carry_skipped(carried);
+    match watermarks {
+        Some(watermarks) => watermarks.window(windower, answers, output).await,
+        None => crate::plan::window(windower, answers, output).await,
     }
 }
 

@@ -13,6 +13,7 @@
 //! libpath_env = "MFAPI_FLINK_LIBPATH"  # optional; the variable holding a library path
 //! framing = "value"                    # optional; "value" (default) or "json"
 //! aggregates = false                   # optional; true: the job computes windowed aggregates (json framing)
+//! positions = false                    # optional; true: the job serves queries on positions (json framing)
 //! protocol = 1                         # optional, default 1; 2: the job answers a record it cannot compute with an error line
 //! stop_grace_ms = 5000                 # optional, default 5000, 0 to 600000
 //! max_in_flight = 65536                # optional, default 65536, 1 to 16777216
@@ -36,6 +37,8 @@
 //! `restart` needs `framing = "value"`: with json framing the records a
 //! crashed job had not answered cannot be replayed. `aggregates = true`
 //! needs `framing = "json"`: only a json job can write window events.
+//! `positions = true` needs `framing = "json"` too: positions travel as
+//! `coordinates`, which the value framing has no room for.
 //!
 //! Reading is in two stages. Serde structs mirror the file, rejecting unknown
 //! keys and wrong types and keeping the span of every value that is checked
@@ -179,6 +182,9 @@ pub struct EngineDef {
     pub framing: Framing,
     /// Whether the job computes windowed aggregates itself.
     pub aggregates: bool,
+    /// Whether the job serves queries on positions (jobs/README.md,
+    /// "Positions").
+    pub positions: bool,
     /// The bridge protocol version the job speaks: 1, or 2 (it answers a
     /// record it cannot compute with an error line).
     pub protocol: u32,
@@ -239,6 +245,7 @@ impl EngineDef {
             libpath,
             framing: self.framing,
             aggregates: self.aggregates,
+            positions: self.positions,
             protocol: self.protocol,
             stop_grace: self.stop_grace,
             max_in_flight: self.max_in_flight,
@@ -284,6 +291,7 @@ struct RawEngine {
     #[serde(default)]
     framing: Framing,
     aggregates: Option<Spanned<bool>>,
+    positions: Option<Spanned<bool>>,
     protocol: Option<Spanned<u64>>,
     stop_grace_ms: Option<Spanned<u64>>,
     max_in_flight: Option<Spanned<u64>>,
@@ -558,6 +566,16 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
              per record and cannot write window events",
         );
     }
+    let positions = raw.positions.as_ref().is_some_and(|a| *a.get_ref());
+    if positions && framing_read && raw.framing != Framing::Json {
+        let span = raw.positions.as_ref().map_or(0..0, Spanned::span);
+        p.at(
+            span,
+            ConfigProblemKind::Conflict,
+            "positions = true requires framing = \"json\": positions travel as \"coordinates\" \
+             and a value-framing job carries one number per line",
+        );
+    }
     let restart = raw.restart.as_ref().map(|restart| {
         if raw.framing == Framing::Json {
             p.at(
@@ -576,6 +594,7 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         libpath_env: raw.libpath_env.as_ref().map(|v| v.get_ref().clone()),
         framing: raw.framing,
         aggregates,
+        positions,
         protocol: protocol.map_or(1, |v| v as u32),
         // The defaults are `BridgeOptions::new`'s.
         stop_grace: Duration::from_millis(stop_grace.unwrap_or(5_000)),

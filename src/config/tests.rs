@@ -43,8 +43,24 @@ fn shipped_engines_toml_parses_into_its_bridge_engines() {
     let names: Vec<&str> = config.engines.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(
         names,
-        ["flink", "kafka", "spark", "beam", "meos", "flink-cluster"]
+        [
+            "flink",
+            "kafka",
+            "spark",
+            "beam",
+            "meos",
+            "flink-cluster",
+            "reference"
+        ]
     );
+    // The reference job serves positions (json framing, protocol 2).
+    let reference = &config.engines[6];
+    assert_eq!(reference.cmd_env, "MFAPI_REFERENCE_CMD");
+    assert_eq!(
+        (reference.framing, reference.protocol, reference.positions),
+        (Framing::Json, 2, true)
+    );
+    assert!(config.engines[..6].iter().all(|e| !e.positions));
     // flink-cluster runs its jobs on a cluster: no library path here.
     let cluster = &config.engines[5];
     assert_eq!(cluster.cmd_env, "MFAPI_FLINK_CLUSTER_CMD");
@@ -359,6 +375,22 @@ fn restart_with_json_framing_is_refused_at_the_restart_table() {
     );
     let inline = entry("flink", "framing = \"json\"\nrestart = { max = 3 }\n");
     assert_eq!(problem(&inline).0, 5);
+}
+
+#[test]
+fn positions_needs_json_framing_and_is_off_by_default() {
+    let text = entry("ref", "positions = true\n");
+    let (line, column, message) = problem(&text);
+    assert_eq!((line, column), (4, 13));
+    assert!(
+        message.starts_with("positions = true requires framing = \"json\""),
+        "{message}"
+    );
+    let json = entry("ref", "framing = \"json\"\npositions = true\n");
+    let config = Config::parse(&json, None).unwrap();
+    assert!(config.engines[0].positions);
+    let plain = Config::parse(&entry("ref", "framing = \"json\"\n"), None).unwrap();
+    assert!(!plain.engines[0].positions);
 }
 
 #[test]

@@ -1,0 +1,238 @@
+//! Positions on a bridge engine (`positions = true`): the job computes each
+//! instant's step, its lines pair with the records sent (jobs/README.md,
+//! "Positions"), and the host windows what it must.
+
+use std::time::Duration;
+
+use mfstream::engine::{Serves, Source, StreamEngine};
+use mfstream::{
+    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, Point, PropertyType,
+    QuerySpec, QueryStatus, Registration, Value,
+};
+
+use crate::util::*;
+
+/// A planar fence: the square 0..10 (EPSG:3857 units).
+const SQUARE: &str = r#"{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[0,10],[0,0]]]}"#;
+
+/// Options for a position job run as `argv`, json framing.
+fn position_options(argv: Vec<String>) -> BridgeOptions {
+    let mut options = BridgeOptions::new("ref", argv);
+    options.framing = Framing::Json;
+    options.protocol = 2;
+    options.positions = true;
+    options.stop_grace = Duration::from_millis(200);
+    options
+}
+
+/// The reference job on the standard library alone (`-S`: no site
+/// packages): planar queries need nothing more.
+fn stdlib_reference() -> BridgeOptions {
+    position_options(vec!["python3".into(), "-S".into(), reference_job()])
+}
+
+/// A job written inline in Python.
+fn inline_job(source: &str) -> BridgeOptions {
+    position_options(vec!["python3".into(), "-c".into(), source.into()])
+}
+
+fn spec(body: &str) -> QuerySpec {
+    Registration::from_json(body)
+        .unwrap()
+        .into_spec("tgsequence", PropertyType::TGeomPoint)
+        .unwrap()
+}
+
+fn at(second: u32, x: f64, y: f64) -> Instant {
+    Instant {
+        datetime: format!("2026-01-01T00:00:{second:02}Z"),
+        value: Value::Point(Point::new(x, y)),
+    }
+}
+
+/// A planar track: outside, into the square and out (crossings at
+/// interpolated times), a stop, a repeated datetime, and a pass through it
+/// with both ends outside.
+fn track() -> Vec<Instant> {
+    vec![
+        at(0, -5.0, 5.0),
+        at(3, 5.0, 5.0),
+        at(4, 5.0, 5.0),
+        // Not after the previous one: no result.
+        at(4, 6.0, 6.0),
+        at(7, 15.0, 5.0),
+        at(9, 5.0, 15.0),
+        at(13, 5.0, -15.0),
+    ]
+}
+
+async fn on(
+    engine: &dyn StreamEngine,
+    body: &str,
+    input: Vec<Instant>,
+) -> (Vec<String>, QueryStatus) {
+    let (events, status) = run_query(engine, spec(body), input).await;
+    (events.iter().map(Event::to_json).collect(), status)
+}
+
+#[tokio::test]
+async fn the_reference_job_gives_locals_events_for_every_planar_step() {
+    let engine = BridgeEngine::new(stdlib_reference());
+    assert!(engine.describe().serves.contains(Serves::POSITIONS));
+    let crs = r#""crs":"EPSG:3857""#;
+    let bodies = [
+        format!(r#"{{"operation":"speed",{crs}}}"#),
+        format!(r#"{{"operation":"azimuth",{crs}}}"#),
+        format!(r#"{{"operation":"cumulativeLength",{crs}}}"#),
+        format!(r#"{{"operation":"position",{crs}}}"#),
+        format!(r#"{{"operation":"distance","geometry":{SQUARE},{crs}}}"#),
+        format!(r#"{{"geofence":{SQUARE},{crs}}}"#),
+        // Host windows: positions, then a measure's numbers.
+        format!(r#"{{"aggregation":"EXTENT","window":{{"type":"COUNT","size":3}},{crs}}}"#),
+        format!(
+            r#"{{"operation":"speed","aggregation":"MAX","window":{{"type":"TUMBLING","size":5,"unit":"SECONDS"}},{crs}}}"#
+        ),
+    ];
+    for body in bodies {
+        let (local, local_status) = on(&LocalEngine::new(), &body, track()).await;
+        let (job, status) = on(&engine, &body, track()).await;
+        assert_eq!(local_status, QueryStatus::Completed, "{body}");
+        assert_eq!(status, QueryStatus::Completed, "{body}");
+        assert!(!local.is_empty(), "{body}");
+        let same = local.len() == job.len()
+            && local.iter().zip(&job).all(|(a, b)| {
+                same_json(
+                    &serde_json::from_str(a).unwrap(),
+                    &serde_json::from_str(b).unwrap(),
+                )
+            });
+        assert!(same, "{body}:\nlocal {local:#?}\njob {job:#?}");
+    }
+}
+
+#[tokio::test]
+async fn a_geofence_crossing_is_stamped_at_its_interpolated_time_and_the_record_skipped() {
+    let engine = BridgeEngine::new(stdlib_reference());
+    let body =
+        format!(r#"{{"geofence":{SQUARE},"detect":["enter","exit","cross"],"crs":"EPSG:3857"}}"#);
+    let (events, status) = on(&engine, &body, track()).await;
+    assert_eq!(status, QueryStatus::Completed);
+    let events: Vec<serde_json::Value> = events
+        .iter()
+        .map(|e| serde_json::from_str(e).unwrap())
+        .collect();
+    let seen: Vec<(&str, &str)> = events
+        .iter()
+        .map(|e| {
+            (
+                e["datetime"].as_str().unwrap(),
+                e["detect"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // In at x = 0 (1.5 s along 0..3 s), out at x = 10 (1.5 s along 4..7
+    // s), and a pass from 9 s to 13 s entering at y = 10 (4 s × 5/30 on).
+    assert_eq!(
+        seen,
+        [
+            ("2026-01-01T00:00:01.500Z", "enter"),
+            ("2026-01-01T00:00:05.500Z", "exit"),
+            ("2026-01-01T00:00:09.666667Z", "cross"),
+        ]
+    );
+    // The repeated datetime was skipped; the next event says so.
+    assert_eq!(events[1]["skipped"], 1, "{events:?}");
+}
+
+#[tokio::test]
+async fn a_line_that_ends_another_record_fails_the_query_naming_both() {
+    // Answers every record with the first record's datetime.
+    let job = inline_job(
+        "import sys\nfor line in sys.stdin:\n    \
+         print('{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":1}', flush=True)\n",
+    );
+    let handle = submit(
+        job,
+        spec(r#"{"operation":"speed","crs":"EPSG:3857"}"#),
+        track(),
+    )
+    .await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(
+            "job output line 2 ends the record at 2026-01-01T00:00:00Z, but the record awaiting \
+             its answers is at 2026-01-01T00:00:03Z"
+        ),
+        "{reason}"
+    );
+    assert_eq!(events.len(), 1, "{events:?}");
+}
+
+#[tokio::test]
+async fn an_answer_of_the_wrong_kind_for_the_step_fails_the_query() {
+    // A number where `position` gives the instant itself.
+    let job = inline_job(
+        "import sys, json\nfor line in sys.stdin:\n    \
+         print(json.dumps({'datetime': json.loads(line)['datetime'], 'value': 1}), flush=True)\n",
+    );
+    let handle = submit(
+        job,
+        spec(r#"{"operation":"position","crs":"EPSG:3857"}"#),
+        track(),
+    )
+    .await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(
+            "job output line 1 is not a position answer ({\"datetime\",\"coordinates\"})"
+        ),
+        "{reason}"
+    );
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_job_that_exits_before_answering_every_position_fails_counting_them() {
+    // Answers the first two records with nothing, then exits 0.
+    let job = inline_job(
+        "import sys, json\nfor i, line in enumerate(sys.stdin):\n    \
+         print(json.dumps({'datetime': json.loads(line)['datetime']}), flush=True)\n    \
+         if i == 1: break\n",
+    );
+    let handle = submit(
+        job,
+        spec(r#"{"operation":"speed","crs":"EPSG:3857"}"#),
+        track(),
+    )
+    .await;
+    let (_, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("after answering 2 of 7 records"),
+        "{reason}"
+    );
+}
+
+#[tokio::test]
+async fn a_geodetic_query_without_geographiclib_fails_saying_what_to_install() {
+    let engine = BridgeEngine::new(stdlib_reference());
+    let spec = Registration::from_json(r#"{"operation":"speed"}"#)
+        .unwrap()
+        .into_spec("tgsequence", PropertyType::TGeogPoint)
+        .unwrap();
+    let input = vec![at(0, 1.0, 2.0), at(1, 1.0, 2.5)];
+    let handle = engine
+        .submit(spec, Source::from_instants(input))
+        .await
+        .unwrap();
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains("geodetic position queries need the geographiclib package")
+            && reason.contains("pip install geographiclib"),
+        "{reason}"
+    );
+    assert!(events.is_empty());
+}
