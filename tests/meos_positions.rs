@@ -182,6 +182,27 @@ fn the_meos_plugin_computes_every_position_operation_as_local_does() {
             compared += local.len();
         }
     }
+    // Out of process, the child answers in the bridge protocol's pairing:
+    // the same events.
+    let isolated_config = dir.join("isolated.toml");
+    let library = plugin_library("mfstream-plugin-meos");
+    std::fs::write(&isolated_config, isolated(&library)).unwrap();
+    let input = dir.join("fence.ndjson");
+    for query in [
+        r#"{"operation":"speed"}"#.to_owned(),
+        format!(r#"{{"geofence":{fence}}}"#),
+    ] {
+        let in_process = run(&config, &meos, "meos", "TGeogPoint", &query, &input);
+        let out_of_process = run(
+            &isolated_config,
+            &meos,
+            "meos",
+            "TGeogPoint",
+            &query,
+            &input,
+        );
+        assert_eq!(in_process, out_of_process, "{query}");
+    }
     // Planar: a projected system, measured by Euclid on both sides.
     let input = dir.join("planar.ndjson");
     std::fs::write(&input, track(5, 200, (500_000.0, 4_000_000.0), 50.0)).unwrap();

@@ -173,3 +173,44 @@ async fn a_position_query_on_a_plugin_engine_without_positions_is_refused_naming
         "{e}"
     );
 }
+
+#[tokio::test]
+async fn an_isolated_plugin_answers_position_queries_as_in_process() {
+    let dir = TempDir::new("plugin-positions-isolated");
+    let chaos = plugin_library("mfstream-plugin-chaos");
+    let in_process = registry(&dir, &entry(&chaos));
+    let isolating = isolating_registry(&dir, &isolated(&chaos));
+    let info = isolating
+        .engines()
+        .into_iter()
+        .find(|i| i.name == "tracker");
+    assert!(info.unwrap().serves.contains(Serves::POSITIONS));
+    let fence = r#"{"geofence":{"type":"Polygon","coordinates":[[[0,0],[1,0],[1,1],[0,0]]]},"detect":["enter"]}"#;
+    let mut input = track(5);
+    // Not after the previous one: an error line, skipped by the host.
+    input.insert(2, input[1].clone());
+    for body in [
+        r#"{"operation":"position"}"#,
+        r#"{"operation":"speed","onError":"skip"}"#,
+        fence,
+    ] {
+        let here = run_on(&in_process, "tracker", spec(body), input.clone()).await;
+        let there = run_on(&isolating, "tracker", spec(body), input.clone()).await;
+        assert_eq!(here, there, "{body}");
+        assert_eq!(here.1, QueryStatus::Completed, "{body}");
+    }
+    // A panic fails the query, in the child's words.
+    let mut input = track(3);
+    input[2].value = Value::Point(Point::new(13.0, 45.0));
+    let (_, status) = run_on(
+        &isolating,
+        "tracker",
+        spec(r#"{"operation":"position"}"#),
+        input,
+    )
+    .await;
+    let QueryStatus::Failed { reason } = status else {
+        panic!("{status:?}");
+    };
+    assert!(reason.contains("unlucky position"), "{reason}");
+}

@@ -119,6 +119,13 @@ impl Collector<'_> {
         }
     }
 
+    /// Counts a record the host skipped before the plugin saw it: the
+    /// next event carries it, as one the plugin found no result for.
+    pub(crate) fn skip_one(&mut self) {
+        self.skipped += 1;
+        self.carry += 1;
+    }
+
     /// The records with no result skipped since the last call, for the
     /// query's `skipped` total (the event after each carries it).
     pub(crate) fn take_skipped(&mut self) -> u64 {

@@ -32,6 +32,8 @@ pub struct IsolatedEngine {
     description: String,
     /// What the plugin declared it serves.
     serves: Serves,
+    /// Whether it runs position queries (ABI version 3).
+    positions: bool,
     /// The plugin's ABI version.
     abi_version: u32,
     /// Why the engine cannot run queries, as its `ready` said in the child.
@@ -52,9 +54,7 @@ impl StreamEngine for IsolatedEngine {
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.description.clone(),
-            // Out of process, the child speaks the bridge protocol, which
-            // carries no position yet: numbers only.
-            serves: super::serves::engine_serves(self.serves, false),
+            serves: super::serves::engine_serves(self.serves, self.positions),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -109,10 +109,14 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             options.protocol = if engine.abi_version >= 2 { 2 } else { 1 };
             options.description = engine.description.clone();
             let declared = super::serves::from_abi(engine.serves, engine.abi_version);
+            // The child answers position queries in the bridge protocol's
+            // position pairing (`child::serve_positions`).
+            options.positions = declared.positions;
             IsolatedEngine {
                 bridge: BridgeEngine::new(options),
                 description: engine.description,
                 serves: declared.known,
+                positions: declared.positions,
                 abi_version: engine.abi_version,
                 not_ready: engine.not_ready,
             }

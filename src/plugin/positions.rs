@@ -15,9 +15,7 @@ use mfstream_plugin::abi::{
 
 use super::call::PositionSpec;
 use crate::datetime;
-use crate::engine::Progress;
 use crate::geo::{self, Crs, Detect};
-use crate::on_error::OnError;
 use crate::plan::engine_position_spec;
 use crate::position::{Measure, PositionStep};
 use crate::spec::QuerySpec;
@@ -79,39 +77,12 @@ impl Checker {
         Checker { crs, last: None }
     }
 
-    /// Keeps the positions of `batch` the plugin may get. Under `skip` the
-    /// others are removed and counted; under `fail` the batch is cut before
-    /// the first of them, and its reason returned: the query processes
-    /// what is before it, then fails.
-    pub(crate) fn filter(
-        &mut self,
-        batch: &mut Vec<Instant>,
-        on_error: OnError,
-        progress: &Progress,
-    ) -> Result<(), String> {
-        let mut failure = None;
-        let mut skipped = 0u64;
-        let mut kept = 0;
-        for i in 0..batch.len() {
-            match self.check(&batch[i]) {
-                Ok(t) => {
-                    self.last = Some(t);
-                    batch.swap(kept, i);
-                    kept += 1;
-                }
-                Err(reason) if on_error == OnError::Skip => {
-                    tracing::debug!(%reason, "position skipped");
-                    skipped += 1;
-                }
-                Err(reason) => {
-                    failure = Some(reason);
-                    break;
-                }
-            }
-        }
-        batch.truncate(kept);
-        progress.add_skipped(skipped);
-        failure.map_or(Ok(()), Err)
+    /// Whether the plugin may have `instant` (then the next must be
+    /// later), or why not.
+    pub(crate) fn admit(&mut self, instant: &Instant) -> Result<(), String> {
+        let t = self.check(instant)?;
+        self.last = Some(t);
+        Ok(())
     }
 
     /// The position's time, or why the plugin may not have it.
@@ -154,38 +125,24 @@ mod tests {
     }
 
     #[test]
-    fn positions_a_plugin_may_not_have_are_skipped_and_counted_or_fail_the_query() {
-        let batch = || {
-            vec![
-                at("2026-01-01T00:00:00Z", 1.0, 2.0),
-                at("2026-01-01T00:00:00Z", 1.0, 2.0),
-                at("2026-01-01T00:00:01Z", 200.0, 2.0),
-                at("2026-01-01T00:00:02Z", 1.0, 2.0),
-            ]
-        };
-        let progress = Progress::default();
-        let mut skipping = batch();
-        Checker::new(Crs::Geodetic)
-            .filter(&mut skipping, OnError::Skip, &progress)
-            .unwrap();
-        let kept: Vec<_> = skipping.iter().map(|i| i.datetime.as_str()).collect();
-        assert_eq!(kept, ["2026-01-01T00:00:00Z", "2026-01-01T00:00:02Z"]);
-        assert_eq!(progress.snapshot().skipped, 2);
-
-        let mut failing = batch();
-        let reason = Checker::new(Crs::Geodetic)
-            .filter(&mut failing, OnError::Fail, &Progress::default())
-            .unwrap_err();
-        assert_eq!(failing.len(), 1);
+    fn positions_a_plugin_may_not_have_are_refused_with_the_reason() {
+        let mut checker = Checker::new(Crs::Geodetic);
+        let first = at("2026-01-01T00:00:00Z", 1.0, 2.0);
+        assert_eq!(checker.admit(&first), Ok(()));
+        let again = checker.admit(&first).unwrap_err();
         assert!(
-            reason.contains("is not after the previous position"),
-            "{reason}"
+            again.contains("is not after the previous position"),
+            "{again}"
         );
+        let far = checker.admit(&at("2026-01-01T00:00:01Z", 200.0, 2.0));
+        assert!(far.unwrap_err().contains("longitude 200"));
+        // A refused position leaves the last one as it was.
+        assert_eq!(checker.admit(&at("2026-01-01T00:00:01Z", 1.0, 2.0)), Ok(()));
         // A planar system takes any finite coordinates.
-        let mut planar = vec![at("2026-01-01T00:00:00Z", 500_000.0, 4e6)];
-        Checker::new(Crs::Planar(32632))
-            .filter(&mut planar, OnError::Fail, &Progress::default())
-            .unwrap();
-        assert_eq!(planar.len(), 1);
+        let mut planar = Checker::new(Crs::Planar(32632));
+        assert_eq!(
+            planar.admit(&at("2026-01-01T00:00:00Z", 500_000.0, 4e6)),
+            Ok(())
+        );
     }
 }

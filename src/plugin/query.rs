@@ -179,6 +179,44 @@ impl Clocked<'_> {
     }
 }
 
+/// Hands the positions of `batch` the host's checks admit to the plugin,
+/// in runs between those they refuse: under `skip` each refused one is
+/// counted where it was (the event after it carries it, as on `local`);
+/// under `fail` the first ends the batch, and its reason is returned with
+/// the outcome of the runs before it.
+fn process_positions(
+    state: &mut State,
+    batch: Vec<Instant>,
+    checker: &mut Checker,
+    on_error: OnError,
+    collector: &mut Collector<'_>,
+) -> (Result<(), CallError>, Option<String>) {
+    let mut run: Vec<Instant> = Vec::with_capacity(batch.len());
+    for instant in batch {
+        let Err(reason) = checker.admit(&instant) else {
+            run.push(instant);
+            continue;
+        };
+        if !run.is_empty() {
+            if let Err(e) = state.process(&run, collector) {
+                return (Err(e), None);
+            }
+            run.clear();
+        }
+        if on_error == OnError::Fail {
+            return (Ok(()), Some(reason));
+        }
+        tracing::debug!(%reason, "position skipped");
+        collector.skip_one();
+    }
+    let result = if run.is_empty() {
+        Ok(())
+    } else {
+        state.process(&run, collector)
+    };
+    (result, None)
+}
+
 /// What the host checks of each batch before the plugin gets it.
 struct Checks {
     /// A version-1 plugin's transform (`plan::guard`).
@@ -231,14 +269,12 @@ fn run(
         }
         // A position that fails the host's checks under `fail` ends the
         // query after the positions before it.
-        let refused = match &mut checks.positions {
-            Some(checker) => checker
-                .filter(&mut batch, checks.on_error, output.progress())
-                .err(),
-            None => None,
+        let (result, refused) = match &mut checks.positions {
+            Some(checker) => {
+                process_positions(&mut state, batch, checker, checks.on_error, &mut collector)
+            }
+            None => (state.process(&batch, &mut collector), None),
         };
-        let result = state.process(&batch, &mut collector);
-        drop(batch);
         output.progress().count_skipped(collector.take_skipped());
         // Results before a failing record are delivered, then the failure.
         collector.deliver();
