@@ -182,6 +182,21 @@ fn the_meos_plugin_computes_every_position_operation_as_local_does() {
             compared += local.len();
         }
     }
+    // A long walk of small steps along a fence's edges, in and out many
+    // times (where MEOS's intersection flickers at a segment's end).
+    let input = dir.join("walk.ndjson");
+    std::fs::write(&input, track(6, 20_000, (2.85, 51.2), 2e-4)).unwrap();
+    let walk_fence = r#"{"type":"Polygon","coordinates":[[[2.0,51.2],[4.0,51.2],[4.0,52.0],[2.0,52.0],[2.0,51.2]]]}"#;
+    let query = format!(r#"{{"geofence":{walk_fence},"detect":["enter","exit","cross"]}}"#);
+    let local = run(&config, &meos, "local", "TGeogPoint", &query, &input);
+    let plugin = run(&config, &meos, "meos", "TGeogPoint", &query, &input);
+    assert!(
+        local.len() > 10,
+        "the walk crosses the fence: {}",
+        local.len()
+    );
+    assert_same("walk", &local, &plugin, 1e-8);
+
     // Out of process, the child answers in the bridge protocol's pairing:
     // the same events.
     let isolated_config = dir.join("isolated.toml");

@@ -19,7 +19,9 @@
 //!   `inside`/`outside`, and the changes of `tintersects_tgeo_geo` along
 //!   the segment (a `tgeompoint`: straight in lon/lat, as GeoJSON draws
 //!   fences) for the crossings, each located with `tpoint_get_x`/`_y` at
-//!   its time. A touch (true for no time) is no crossing.
+//!   its time. A touch (true for no time) is no crossing, and the sides at
+//!   the segment's ends are `geom_covers`'s (MEOS's intersection may
+//!   flicker there).
 
 use std::ffi::CString;
 
@@ -273,8 +275,25 @@ impl Track {
                 _ => kept.push(change),
             }
         }
-        let an_end_inside = last.3 || inside1;
-        for (t, entering) in kept {
+        // The ends' sides are `geom_covers`'s: MEOS's intersection may
+        // flicker at a segment's very ends (a rounding of the segment's
+        // intersection with the fence), so only its changes strictly
+        // inside the segment count, each a change of side from the last,
+        // and a side at the end that is not the instant's changes there.
+        let (t0, inside0) = (last.0, last.3);
+        let mut side = inside0;
+        let mut crossings: Vec<(i64, bool)> = Vec::with_capacity(kept.len() + 1);
+        for (t, v) in kept {
+            if t > t0 && t < t1 && v != side {
+                crossings.push((t, v));
+                side = v;
+            }
+        }
+        if side != inside1 {
+            crossings.push((t1, inside1));
+        }
+        let an_end_inside = inside0 || inside1;
+        for (t, entering) in crossings {
             let detect = match (an_end_inside, entering) {
                 (true, true) => Detect::Enter,
                 (true, false) => Detect::Exit,
