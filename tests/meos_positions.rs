@@ -173,6 +173,11 @@ fn the_meos_plugin_computes_every_position_operation_as_local_does() {
                     .to_owned(),
                 0.0,
             ),
+            // The host windows the plugin's positions.
+            (
+                r#"{"aggregation":"LENGTH","window":{"type":"COUNT","size":10}}"#.to_owned(),
+                1e-3,
+            ),
         ];
         for (query, absolute) in &queries {
             let local = run(&config, &meos, "local", "TGeogPoint", query, &input);
