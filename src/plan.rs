@@ -116,7 +116,17 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
         // The local engine runs a position query whole (it does not plan
         // it); another engine computes its step.
         QueryKind::Position(query) => {
-            let (step, aggregate) = query.split();
+            let Some((step, aggregate)) = query.split() else {
+                return Err(SpecError::new(
+                    "engine",
+                    SpecErrorKind::Unfit,
+                    format!(
+                        "the position query {:?} runs on the local engine only: register it \
+                         with \"engine\":\"local\"",
+                        query.operation_name()
+                    ),
+                ));
+            };
             let windower = match (&step, aggregate) {
                 (_, None) => None,
                 // A measure's values are numbers.
@@ -509,7 +519,7 @@ mod tests {
             let QueryKind::Position(query) = &back.kind else {
                 panic!("{body}: {back:?}");
             };
-            assert_eq!(query.split(), (step, None), "{body}");
+            assert_eq!(query.split(), Some((step, None)), "{body}");
             assert_eq!(back.property_type, PropertyType::TGeogPoint);
         }
     }

@@ -29,7 +29,8 @@ pub enum QueryKind {
         aggregate: Aggregate,
     },
     /// A query over a feature's positions (`TGeogPoint`, `TGeomPoint`):
-    /// see [`PositionQuery`]. The `local` engine runs it.
+    /// see [`PositionQuery`]. The `local` engine runs it whole; an engine
+    /// that serves positions computes its per-instant part.
     Position(PositionQuery),
 }
 

@@ -236,3 +236,84 @@ async fn a_geodetic_query_without_geographiclib_fails_saying_what_to_install() {
     );
     assert!(events.is_empty());
 }
+
+#[tokio::test]
+async fn a_geometry_too_large_for_mfstream_query_is_refused_naming_the_bound() {
+    // A valid fence of 4,000 vertices, about 170 KiB of JSON: under the
+    // geometry's own bound, over what one environment variable holds.
+    let n = 4000;
+    let ring: Vec<String> = (0..=n)
+        .map(|i| {
+            let a = std::f64::consts::TAU * (i % n) as f64 / n as f64;
+            format!("[{:.15},{:.15}]", 1000.0 * a.cos(), 1000.0 * a.sin())
+        })
+        .collect();
+    let fence = format!(
+        r#"{{"type":"Polygon","coordinates":[[{}]]}}"#,
+        ring.join(",")
+    );
+    assert!(fence.len() > 131_072 && fence.len() < 1 << 20);
+    let spec = spec(&format!(r#"{{"geofence":{fence},"crs":"EPSG:3857"}}"#));
+    let engine = BridgeEngine::new(stdlib_reference());
+    let Err(mfstream::engine::EngineError::InvalidQuery(e)) = engine
+        .submit(spec.clone(), Source::from_instants(track()))
+        .await
+    else {
+        panic!("a query too large for MFSTREAM_QUERY was started");
+    };
+    assert_eq!(e.field, "geofence");
+    assert!(
+        e.message
+            .contains("over the 131056 a bridge job's MFSTREAM_QUERY can hold"),
+        "{e}"
+    );
+    // The local engine takes it.
+    let (_, status) = run_query(&LocalEngine::new(), spec, track()).await;
+    assert_eq!(status, QueryStatus::Completed);
+}
+
+#[test]
+fn the_reference_job_answers_an_unmeasurable_position_with_an_error_line_under_any_protocol() {
+    use std::io::Write;
+    for protocol in [None, Some("1"), Some("2")] {
+        let mut command = std::process::Command::new("python3");
+        command
+            .args(["-S", &reference_job(), "position"])
+            .env("MFSTREAM_FRAMING", "json")
+            .env("MFSTREAM_QUERY", r#"{"crs":"EPSG:3857"}"#)
+            .env_remove("MFSTREAM_PROTOCOL")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        if let Some(version) = protocol {
+            command.env("MFSTREAM_PROTOCOL", version);
+        }
+        let mut child = command.spawn().unwrap();
+        // A datetime not after the previous one, then a good position:
+        // the job goes on.
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(
+                b"{\"datetime\":\"2026-01-01T00:00:00Z\",\"coordinates\":[1,2]}\n\
+                  {\"datetime\":\"2026-01-01T00:00:00Z\",\"coordinates\":[1,3]}\n\
+                  {\"datetime\":\"2026-01-01T00:00:01Z\",\"coordinates\":[1,4]}\n",
+            )
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{protocol:?}: {output:?}");
+        let lines: Vec<&str> = std::str::from_utf8(&output.stdout)
+            .unwrap()
+            .lines()
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                r#"{"datetime":"2026-01-01T00:00:00Z","coordinates":[1.0,2.0]}"#,
+                r#"{"datetime":"2026-01-01T00:00:00Z","error":"2026-01-01T00:00:00Z is not after the previous position: datetimes must increase"}"#,
+                r#"{"datetime":"2026-01-01T00:00:01Z","coordinates":[1.0,4.0]}"#,
+            ],
+            "{protocol:?}"
+        );
+    }
+}

@@ -116,6 +116,43 @@ fn run_on_an_engine_without_positions_names_the_engines_that_serve_them() {
 }
 
 #[test]
+fn run_on_the_shipped_reference_engine_gives_locals_planar_speeds() {
+    let dir = TempDir::new("run-positions-reference");
+    let input = dir.join("track.ndjson");
+    std::fs::write(
+        &input,
+        "{\"datetime\":\"2026-01-01T00:00:00Z\",\"coordinates\":[0,0]}\n\
+         {\"datetime\":\"2026-01-01T00:00:02Z\",\"coordinates\":[3,4]}\n\
+         {\"datetime\":\"2026-01-01T00:00:07Z\",\"coordinates\":[3,4]}\n",
+    )
+    .unwrap();
+    let run = |engine: &str| {
+        let output = mfstream_command(dir.path())
+            .args(["run", "--engine", engine, "--type", "TGeomPoint"])
+            .args(["--query", r#"{"operation":"speed","crs":"EPSG:3857"}"#])
+            .arg("--config")
+            .arg(root().join("engines.toml"))
+            // Planar positions need no more than the standard library.
+            .env(
+                "MFAPI_REFERENCE_CMD",
+                format!("python3 -S {}", reference_job()),
+            )
+            .arg(&input)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{engine}: {}", stderr(&output));
+        stdout(&output)
+    };
+    let local = run("local");
+    assert_eq!(
+        local,
+        "{\"datetime\":\"2026-01-01T00:00:02Z\",\"value\":2.5,\"property\":\"tgsequence\",\"operation\":\"speed\"}\n\
+         {\"datetime\":\"2026-01-01T00:00:07Z\",\"value\":0,\"property\":\"tgsequence\",\"operation\":\"speed\"}\n"
+    );
+    assert_eq!(run("reference"), local);
+}
+
+#[test]
 fn run_refuses_a_scalar_line_for_positions_and_an_unknown_operation() {
     let dir = TempDir::new("run-positions-bad");
     let input = dir.join("mixed.ndjson");

@@ -19,6 +19,7 @@ mod plugin_loader;
 mod plugin_positions;
 mod plugins;
 mod positions;
+mod positions_differential;
 mod public_api;
 mod readme;
 mod registry;

@@ -314,8 +314,8 @@ def answer_position(step, line):
     try:
         answers = step.push(obj["datetime"], obj["coordinates"])
     except positions.NoPosition as e:
-        if not V2:
-            raise JobError(str(e)) from None
+        # Error lines are part of the position protocol, whatever
+        # MFSTREAM_PROTOCOL says (jobs/README.md, "Positions").
         answers = [{"datetime": obj["datetime"], "error": str(e)}]
     return "".join(COMPACT.encode(a) + "\n" for a in answers)
 

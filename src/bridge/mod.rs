@@ -39,6 +39,7 @@ use crate::engine::{
 };
 use crate::plan::{Plan, plan};
 use crate::spec::{QueryKind, QuerySpec};
+use crate::spec_error::{SpecError, SpecErrorKind};
 
 use self::run::Results;
 
@@ -46,6 +47,13 @@ use self::run::Results;
 /// `MFSTREAM_PROTOCOL`: 2, which adds error lines for one record. Jobs of
 /// version 1 keep working.
 pub(crate) const PROTOCOL: u32 = 2;
+
+/// The longest `MFSTREAM_QUERY` a job can be started with: Linux's bound
+/// on one environment string (`MAX_ARG_STRLEN`, 32 pages of 4 KiB,
+/// `NAME=value` and its NUL included). A position query's geometry (up to
+/// 1 MiB) may not fit: it is refused, naming the bound, rather than failing
+/// to start with `E2BIG`.
+pub(crate) const MAX_QUERY_ENV: usize = 131_072 - "MFSTREAM_QUERY=".len() - 1;
 
 /// How records cross the job's stdin and stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
@@ -153,6 +161,71 @@ pub(crate) fn serves(positions: bool) -> Serves {
     }
 }
 
+/// How a query is split with the host, as [`BridgeEngine::submit`] starts it.
+enum Planned {
+    /// A job runs (part of) the query.
+    Job(JobSpec),
+    /// Nothing for a job to do: the host runs the plan in process.
+    Host(Plan),
+}
+
+/// A query's job: its arguments, its `MFSTREAM_QUERY` when it is not the
+/// spec's own JSON (a position query's step alone), what its lines are for
+/// a position query, and what becomes of them (events, the host's
+/// windows, the job's windows).
+struct JobSpec {
+    args: Vec<String>,
+    query: Option<String>,
+    positions: Option<run::PositionAnswers>,
+    results: Results,
+}
+
+/// The job of a query on positions computing `step` in `crs`, its outputs
+/// windowed by `windower` when the query aggregates; refused when its
+/// `MFSTREAM_QUERY` would not fit in an environment string
+/// ([`MAX_QUERY_ENV`]).
+fn position_job(
+    spec: &QuerySpec,
+    crs: crate::geo::Crs,
+    step: crate::position::PositionStep,
+    windower: Option<Box<crate::aggregate::Windower>>,
+) -> Result<JobSpec, SpecError> {
+    let operation: Arc<str> = step.name().into();
+    let answers = run::PositionAnswers::of(&step);
+    let field = match &step {
+        crate::position::PositionStep::Geofence { .. } => "geofence",
+        _ => "geometry",
+    };
+    let query = crate::plan::engine_position_spec(spec, crs, step).to_json();
+    if query.len() > MAX_QUERY_ENV {
+        return Err(SpecError::new(
+            field,
+            SpecErrorKind::OutOfRange,
+            format!(
+                "the query is {} bytes of JSON, over the {MAX_QUERY_ENV} a bridge job's \
+                 MFSTREAM_QUERY can hold (an environment variable): simplify the {field}, or \
+                 run it on the local engine",
+                query.len()
+            ),
+        ));
+    }
+    let results = match windower {
+        Some(windower) => Results::HostWindows {
+            operation: operation.clone(),
+            windower,
+        },
+        None => Results::Instants {
+            operation: operation.clone(),
+        },
+    };
+    Ok(JobSpec {
+        args: vec![operation.to_string()],
+        query: Some(query),
+        positions: Some(answers),
+        results,
+    })
+}
+
 /// An engine that runs each query as a bridge job.
 #[derive(Debug)]
 pub struct BridgeEngine {
@@ -170,6 +243,75 @@ impl BridgeEngine {
     /// The engine's options.
     pub fn options(&self) -> &BridgeOptions {
         &self.options
+    }
+
+    /// What the job of `spec` runs and what becomes of its lines; or the
+    /// plan the host runs alone (an aggregate with no transform).
+    fn plan_job(&self, spec: &QuerySpec) -> Result<Planned, EngineError> {
+        let job = |args: Vec<String>, results: Results| JobSpec {
+            args,
+            query: None,
+            positions: None,
+            results,
+        };
+        Ok(Planned::Job(match (&spec.kind, plan(spec)?) {
+            (QueryKind::Aggregate { aggregate, .. }, _) if self.options.aggregates => job(
+                vec!["aggregate".into(), aggregate.aggregation.name().into()],
+                Results::JobWindows {
+                    aggregation: aggregate.aggregation,
+                },
+            ),
+            (
+                _,
+                Plan::Engine {
+                    transform,
+                    windower: None,
+                },
+            ) => job(
+                transform.job_args(),
+                Results::Instants {
+                    operation: transform.op.name().into(),
+                },
+            ),
+            (
+                _,
+                Plan::Engine {
+                    transform,
+                    windower: Some(windower),
+                },
+            ) => job(
+                transform.job_args(),
+                Results::HostWindows {
+                    operation: transform.op.name().into(),
+                    windower,
+                },
+            ),
+            (_, plan @ Plan::Host(_)) => return Ok(Planned::Host(plan)),
+            (_, Plan::Position { .. }) if !self.options.positions => {
+                return Err(crate::plan::unserved(&self.options.name, spec).into());
+            }
+            (
+                _,
+                Plan::Position {
+                    crs,
+                    step,
+                    windower,
+                },
+            ) => position_job(spec, crs, step, windower)?,
+        }))
+    }
+
+    /// The job's environment: the engine's `env`, then the variables the
+    /// host sets for each job, `MFSTREAM_QUERY` holding `query`.
+    fn job_env(&self, query: String) -> Vec<(String, String)> {
+        let mut env = self.options.env.clone();
+        env.push((
+            "MFSTREAM_FRAMING".into(),
+            self.options.framing.as_str().into(),
+        ));
+        env.push(("MFSTREAM_QUERY".into(), query));
+        env.push(("MFSTREAM_PROTOCOL".into(), PROTOCOL.to_string()));
+        env
     }
 }
 
@@ -211,67 +353,15 @@ impl StreamEngine for BridgeEngine {
     async fn submit(&self, spec: QuerySpec, source: Source) -> Result<QueryHandle, EngineError> {
         let name = &self.options.name;
         let property: Arc<str> = spec.property.as_str().into();
-        let mut query = None;
-        let mut positions = None;
-        let (job_args, results) = match (&spec.kind, plan(&spec)?) {
-            (QueryKind::Aggregate { aggregate, .. }, _) if self.options.aggregates => (
-                vec!["aggregate".into(), aggregate.aggregation.name().into()],
-                Results::JobWindows {
-                    aggregation: aggregate.aggregation,
-                },
-            ),
-            (
-                _,
-                Plan::Engine {
-                    transform,
-                    windower: None,
-                },
-            ) => (
-                transform.job_args(),
-                Results::Instants {
-                    operation: transform.op.name().into(),
-                },
-            ),
-            (
-                _,
-                Plan::Engine {
-                    transform,
-                    windower: Some(windower),
-                },
-            ) => (
-                transform.job_args(),
-                Results::HostWindows {
-                    operation: transform.op.name().into(),
-                    windower,
-                },
-            ),
-            (_, plan @ Plan::Host(_)) => {
+        let JobSpec {
+            args: job_args,
+            query,
+            positions,
+            results,
+        } = match self.plan_job(&spec)? {
+            Planned::Job(job) => job,
+            Planned::Host(plan) => {
                 return Ok(crate::local::submit_as(name, plan, &spec, source)?);
-            }
-            (_, Plan::Position { .. }) if !self.options.positions => {
-                return Err(crate::plan::unserved(name, &spec).into());
-            }
-            (
-                _,
-                Plan::Position {
-                    crs,
-                    step,
-                    windower,
-                },
-            ) => {
-                let operation: Arc<str> = step.name().into();
-                positions = Some(run::PositionAnswers::of(&step));
-                query = Some(crate::plan::engine_position_spec(&spec, crs, step).to_json());
-                let results = match windower {
-                    Some(windower) => Results::HostWindows {
-                        operation: operation.clone(),
-                        windower,
-                    },
-                    None => Results::Instants {
-                        operation: operation.clone(),
-                    },
-                };
-                (vec![operation.to_string()], results)
             }
         };
         let watermarks = match (&spec.kind, &results, spec.clock.clone()) {
@@ -285,16 +375,7 @@ impl StreamEngine for BridgeEngine {
             _ => None,
         };
         let source = source.typed(spec.property_type);
-        let mut env = self.options.env.clone();
-        env.push((
-            "MFSTREAM_FRAMING".into(),
-            self.options.framing.as_str().into(),
-        ));
-        env.push((
-            "MFSTREAM_QUERY".into(),
-            query.unwrap_or_else(|| spec.to_json()),
-        ));
-        env.push(("MFSTREAM_PROTOCOL".into(), PROTOCOL.to_string()));
+        let env = self.job_env(query.unwrap_or_else(|| spec.to_json()));
         // A version-1 job dies on a record with no result: under skip, the
         // host keeps such records from it.
         let guard = match &spec.kind {

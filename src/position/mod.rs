@@ -184,9 +184,10 @@ impl PositionQuery {
     /// The per-instant part an engine other than `local` computes, and the
     /// aggregate the host computes over its outputs, if any: a measure (and
     /// a numeric aggregate of it), `position` (and a position aggregate of
-    /// it), or a geofence.
-    pub(crate) fn split(&self) -> (PositionStep, Option<&Aggregate>) {
-        match &self.what {
+    /// it), or a geofence. `None` for a query only the `local` engine runs
+    /// (one no [`PositionStep`] describes yet).
+    pub(crate) fn split(&self) -> Option<(PositionStep, Option<&Aggregate>)> {
+        Some(match &self.what {
             What::Measure { measure, aggregate } => {
                 (PositionStep::Measure(measure.clone()), aggregate.as_ref())
             }
@@ -199,7 +200,12 @@ impl PositionQuery {
                 None,
             ),
             What::Aggregate(aggregate) => (PositionStep::Position, Some(aggregate)),
-        }
+            // A kind of query added for `local` (its own computation) is
+            // refused on other engines until the step and the protocols
+            // carry it.
+            #[allow(unreachable_patterns)]
+            _ => return None,
+        })
     }
 
     /// The query computing `step` alone, in the reference system `crs`:
@@ -218,7 +224,10 @@ impl PositionQuery {
     /// job reads.
     pub(crate) fn write_json(&self, obj: &mut serde_json::Map<String, serde_json::Value>) {
         obj.insert("crs".into(), self.crs_name().into());
-        let (step, _) = self.split();
+        let Some((step, _)) = self.split() else {
+            obj.insert("operation".into(), self.operation_name().into());
+            return;
+        };
         if matches!(self.what, What::Aggregate(_)) {
             return;
         }

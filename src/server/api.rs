@@ -465,7 +465,7 @@ pub(crate) struct Engine {
     /// Why it is not ready.
     reason: Option<String>,
     description: String,
-    /// `transform`, `aggregate`.
+    /// `transform`, `aggregate`, `positions`.
     serves: Vec<String>,
     /// `in-process`, `job` or `host`.
     aggregates_in: String,

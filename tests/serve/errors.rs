@@ -433,7 +433,10 @@ async fn engines_conformance_and_landing_describe_the_server() {
         .iter()
         .map(|e| e["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, ["local", "echo", "crash", "hang", "absent"]);
+    assert_eq!(
+        names,
+        ["local", "echo", "crash", "hang", "absent", "refpos"]
+    );
     assert_eq!(engines[0]["default"], true);
     assert_eq!(engines[4]["ready"], false);
     let conformance = client.get("/conformance").await.json();

@@ -14,6 +14,7 @@ mod mqtt;
 mod on_error;
 mod ownership;
 mod positions;
+mod positions_bridge;
 mod reset;
 mod state;
 mod stored_limits;
@@ -86,6 +87,9 @@ impl Serve {
             .env("TEST_ECHO_CMD", format!("sh {}", job("echo.sh")))
             .env("TEST_CRASH_CMD", format!("sh {}", job("crash_after.sh")))
             .env("TEST_HANG_CMD", format!("sh {}", job("hang.sh")))
+            // The reference job on the standard library alone: planar
+            // positions need nothing more.
+            .env("TEST_REFPOS_CMD", format!("python3 -S {}", reference_job()))
             .args(["serve", "--addr", "127.0.0.1:0", "--config"])
             .arg(&config)
             .args(args)
@@ -192,6 +196,14 @@ max_in_flight = 1
 [[engine]]
 name = "absent"
 cmd_env = "TEST_ABSENT_CMD"
+
+[[engine]]
+name = "refpos"
+cmd_env = "TEST_REFPOS_CMD"
+framing = "json"
+protocol = 2
+positions = true
+stop_grace_ms = 200
 "#;
 
 /// JSON lines of `n` instants, values `from..from + n`.

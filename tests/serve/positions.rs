@@ -283,7 +283,7 @@ async fn a_position_query_on_an_engine_without_positions_is_422_naming_those_tha
     let description = body["description"].as_str().unwrap().to_owned();
     assert!(
         description.contains("the echo engine does not serve positions queries")
-            && description.contains("engines that do are local;"),
+            && description.contains("engines that do are local, refpos;"),
         "{description}"
     );
     assert_eq!(
