@@ -192,6 +192,9 @@ async fn an_isolated_plugin_answers_position_queries_as_in_process() {
     for body in [
         r#"{"operation":"position"}"#,
         r#"{"operation":"speed","onError":"skip"}"#,
+        // The skipped record counted in the window after the outputs
+        // before it, in both.
+        r#"{"operation":"speed","aggregation":"SUM","window":{"type":"COUNT","size":2},"onError":"skip"}"#,
         fence,
     ] {
         let here = run_on(&in_process, "tracker", spec(body), input.clone()).await;

@@ -105,24 +105,36 @@ pub(crate) fn spawn(
         let mut sink = |events: Vec<Event>| match windower.borrow_mut().as_deref_mut() {
             None => runtime.block_on(output.emit(events)).is_ok(),
             Some(windower) => {
-                // What the plugin's events carried, the window events carry.
-                let carried = events.iter().map(Event::skipped).sum();
-                output.progress().carry_skipped(carried);
-                let answers = events.into_iter().filter_map(|event| match event {
-                    Event::Instant(e) => Some(Instant {
-                        datetime: e.datetime,
-                        value: e.value,
-                    }),
-                    _ => None,
-                });
-                match runtime.block_on(plan::window(windower, answers, &output)) {
-                    Ok(()) => true,
-                    Err(QueryStatus::Failed { reason }) => {
-                        *window_failure.borrow_mut() = Some(reason);
-                        false
+                // What an output carried (records skipped just before it),
+                // the next window event after the outputs before it carries:
+                // the outputs are windowed in runs, each run's carry set
+                // before it, as the `local` engine counts a skipped record.
+                let mut runs: Vec<(u64, Vec<Instant>)> = vec![(0, Vec::new())];
+                for event in events {
+                    let Event::Instant(e) = event else { continue };
+                    if e.skipped > 0 && runs.last().is_some_and(|(_, run)| !run.is_empty()) {
+                        runs.push((0, Vec::new()));
                     }
-                    Err(_) => false,
+                    if let Some((carried, run)) = runs.last_mut() {
+                        *carried += e.skipped;
+                        run.push(Instant {
+                            datetime: e.datetime,
+                            value: e.value,
+                        });
+                    }
                 }
+                for (carried, run) in runs {
+                    output.progress().carry_skipped(carried);
+                    match runtime.block_on(plan::window(windower, run, &output)) {
+                        Ok(()) => {}
+                        Err(QueryStatus::Failed { reason }) => {
+                            *window_failure.borrow_mut() = Some(reason);
+                            return false;
+                        }
+                        Err(_) => return false,
+                    }
+                }
+                true
             }
         };
         let no_result = match on_error {

@@ -96,6 +96,12 @@ pub struct GeoFns {
     pub tfloat_start_value: unsafe extern "C" fn(*const Temporal) -> f64,
     pub tfloat_value_at_timestamptz:
         unsafe extern "C" fn(*const Temporal, i64, bool, *mut f64) -> bool,
+    pub tpoint_trajectory: unsafe extern "C" fn(*const Temporal, bool) -> *mut Gs,
+    pub geom_boundary: unsafe extern "C" fn(*const Gs) -> *mut Gs,
+    pub geom_intersection2d: unsafe extern "C" fn(*const Gs, *const Gs) -> *mut Gs,
+    pub geo_num_geos: unsafe extern "C" fn(*const Gs) -> c_int,
+    pub geo_geo_n: unsafe extern "C" fn(*const Gs, c_int) -> *mut Gs,
+    pub geo_as_geojson: unsafe extern "C" fn(*const Gs, c_int, c_int, *const c_char) -> *mut c_char,
 }
 
 /// libmeos, initialised, with the functions the engine calls.
@@ -236,6 +242,12 @@ impl Meos {
             tbool_start_value: sym!("tbool_start_value"),
             tfloat_start_value: sym!("tfloat_start_value"),
             tfloat_value_at_timestamptz: sym!("tfloat_value_at_timestamptz"),
+            tpoint_trajectory: sym!("tpoint_trajectory"),
+            geom_boundary: sym!("geom_boundary"),
+            geom_intersection2d: sym!("geom_intersection2d"),
+            geo_num_geos: sym!("geo_num_geos"),
+            geo_geo_n: sym!("geo_geo_n"),
+            geo_as_geojson: sym!("geo_as_geojson"),
         };
         let meos = Meos {
             geo,

@@ -19,7 +19,10 @@
 //!   `inside`/`outside`, and the changes of `tintersects_tgeo_geo` along
 //!   the segment (a `tgeompoint`: straight in lon/lat, as GeoJSON draws
 //!   fences) for the crossings, each located with `tpoint_get_x`/`_y` at
-//!   its time. A touch (true for no time) is no crossing, and the sides at
+//!   its time and moved onto the boundary (MEOS's times are whole
+//!   microseconds): the nearest point of `geom_intersection2d` of the
+//!   segment's `tpoint_trajectory` and the fence's `geom_boundary`. A
+//!   touch (true for no time) is no crossing, and the sides at
 //!   the segment's ends are `geom_covers`'s (MEOS's intersection may
 //!   flicker there).
 
@@ -58,6 +61,8 @@ pub struct Track {
     /// The geometry of `distance` (a geography when geodetic) or the fence
     /// (a geometry).
     geometry: Option<Owned>,
+    /// The fence's boundary, where its crossings are.
+    boundary: Option<Owned>,
     /// The previous instant: µs since 1970, x, y, and whether it was in the
     /// fence.
     last: Option<(i64, f64, f64, bool)>,
@@ -77,8 +82,17 @@ impl Track {
             }
             _ => None,
         };
+        let boundary = match (&geometry, spec.step) {
+            // SAFETY: MEOS is initialised; the fence is live, the result ours.
+            (Some(fence), Step::Geofence) => Some(checked(
+                unsafe { (meos.geo.geom_boundary)(fence.0) },
+                "no boundary of the fence",
+            )?),
+            _ => None,
+        };
         Ok(Track {
             meos,
+            boundary,
             step: spec.step,
             geodetic: spec.geodetic,
             srid: spec.srid,
@@ -293,6 +307,11 @@ impl Track {
             crossings.push((t1, inside1));
         }
         let an_end_inside = inside0 || inside1;
+        let exact = if crossings.is_empty() {
+            Vec::new()
+        } else {
+            self.boundary_points(&segment)?
+        };
         for (t, entering) in crossings {
             let detect = match (an_end_inside, entering) {
                 (true, true) => Detect::Enter,
@@ -303,7 +322,20 @@ impl Track {
             if self.detect & detect.bit() == 0 {
                 continue;
             }
+            // MEOS's time is whole microseconds, so its point there may be
+            // off the boundary by what the feature moves in one: the
+            // crossing is the point of the segment's intersection with the
+            // boundary (GEOS, through MEOS) nearest to it.
             let (x, y) = self.at(&segment, t)?;
+            let (x, y) = exact
+                .iter()
+                .copied()
+                .min_by(|a, b| {
+                    let d = |p: &(f64, f64)| (p.0 - x).hypot(p.1 - y);
+                    d(a).total_cmp(&d(b))
+                })
+                .filter(|p| (p.0 - x).hypot(p.1 - y) <= 1e-3)
+                .unwrap_or((x, y));
             let value = Value::Detect(detect, Point::new(x, y));
             if t == t1 {
                 out.emit(datetime, value);
@@ -312,6 +344,44 @@ impl Track {
             }
         }
         Ok(())
+    }
+
+    /// The points where `segment`'s trajectory meets the fence's boundary.
+    fn boundary_points(&self, segment: &Owned) -> Result<Vec<(f64, f64)>, String> {
+        let g = &self.meos.geo;
+        let boundary = self.boundary.as_ref().ok_or("no fence")?;
+        let mut points = Vec::new();
+        // SAFETY: MEOS is initialised; each value is live while used, and
+        // the text MEOS returns is NUL-terminated and ours to free.
+        unsafe {
+            let line = checked((g.tpoint_trajectory)(segment.0, false), "no trajectory")?;
+            let meets = checked(
+                (g.geom_intersection2d)(line.0, boundary.0),
+                "no intersection with the boundary",
+            )?;
+            for n in 1..=(g.geo_num_geos)(meets.0) {
+                let part = checked((g.geo_geo_n)(meets.0, n), "no part")?;
+                let text = (g.geo_as_geojson)(part.0, 0, 17, std::ptr::null());
+                if text.is_null() {
+                    continue;
+                }
+                let json = std::ffi::CStr::from_ptr(text)
+                    .to_string_lossy()
+                    .into_owned();
+                release(text.cast());
+                // Points only: a stretch along an edge has no one crossing.
+                if let Ok(Part { kind, coordinates }) = serde_json::from_str::<Part>(&json) {
+                    if let (true, Some(x), Some(y)) = (
+                        kind == "Point",
+                        coordinates[0].as_f64(),
+                        coordinates[1].as_f64(),
+                    ) {
+                        points.push((x, y));
+                    }
+                }
+            }
+        }
+        Ok(points)
     }
 
     /// Where the segment is at `t` (µs since 1970).
@@ -332,6 +402,15 @@ impl Track {
         }
         Ok((coordinates[0], coordinates[1]))
     }
+}
+
+/// A part of an intersection, as MEOS writes it in GeoJSON.
+#[derive(serde::Deserialize)]
+struct Part {
+    #[serde(rename = "type")]
+    kind: String,
+    #[serde(default)]
+    coordinates: serde_json::Value,
 }
 
 /// The query's geometry on MEOS: `text` (GeoJSON) in the query's SRID, a
