@@ -1,7 +1,7 @@
 //! Plugin engines: native engines from shared libraries named by the
 //! `[[plugin]]` entries of `engines.toml`.
 //!
-//! The ABI (version 2; version 1 still loads) is defined by the `mfstream-plugin` crate
+//! The ABI (version 3; versions 1 and 2 still load) is defined by the `mfstream-plugin` crate
 //! (`plugins/mfstream-plugin`), which plugin authors use too; its `abi`
 //! module is the reference, and `mfstream_plugin.h` its C twin. This module
 //! is the host's side:
@@ -17,6 +17,9 @@
 //!   its queries: a library is never unloaded under running code;
 //! - `query` runs each query on a thread of its own, off the async
 //!   runtime's workers;
+//! - `positions` turns the core's position step into the ABI's
+//!   `MfsPositionSpec` (version 3) and checks each position before a
+//!   plugin gets it;
 //! - with `isolation = "process"`, `isolated` runs each query in a child,
 //!   the `mfstream` binary itself as a bridge job (`child` is its side), so
 //!   a plugin that crashes fails its query and nothing else.
