@@ -45,6 +45,7 @@ impl StreamEngine for LocalEngine {
 
     fn describe(&self) -> EngineInfo {
         EngineInfo {
+            abi_version: None,
             name: LOCAL.into(),
             kind: EngineKind::Builtin,
             ready: true,

@@ -291,6 +291,7 @@ impl Snapshot {
             let slot = match def.resolve(env) {
                 Ok(options) => Slot::Ready(Arc::new(BridgeEngine::new(options))),
                 Err(reason) => Slot::NotReady(EngineInfo {
+                    abi_version: None,
                     name: def.name.clone(),
                     kind: EngineKind::Bridge,
                     ready: false,
@@ -453,6 +454,7 @@ fn plugin_engines(
 /// A plugin engine (or library) listed, not ready, with `error` as reason.
 fn not_ready_plugin(name: String, error: &PluginError, description: String) -> Slot {
     Slot::NotReady(EngineInfo {
+        abi_version: None,
         name,
         kind: EngineKind::Plugin,
         ready: false,

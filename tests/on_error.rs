@@ -454,11 +454,14 @@ async fn the_scale_plugin_reports_a_bad_record_in_process_and_isolated() {
 }
 
 #[tokio::test]
-async fn a_c_plugin_of_abi_2_reports_a_bad_record_and_one_of_abi_1_is_guarded() {
+async fn a_c_plugin_of_abi_3_or_2_reports_a_bad_record_and_one_of_abi_1_is_guarded() {
     let dir = TempDir::new("on-error-c");
-    let v2 = c_plugin(&dir, "libcscale2.so", &[]);
-    let v1 = c_plugin(&dir, "libcscale1.so", &["-DMFS_TEST_ABI_1"]);
-    for (library, precise) in [(v2, true), (v1, false)] {
+    let v3 = c_plugin(&dir, "libcscale3.so", &[]);
+    // Versions 1 and 2 are built from the frozen source of that release,
+    // against its header.
+    let v2 = c_plugin_of(&dir, "v2/scale.c", "libcscale2.so", &[]);
+    let v1 = c_plugin_of(&dir, "v2/scale.c", "libcscale1.so", &["-DMFS_TEST_ABI_1"]);
+    for (library, precise) in [(v3, true), (v2, true), (v1, false)] {
         let in_process = registry(&dir, &entry(&library));
         let isolating = isolating_registry(&dir, &isolated(&library));
         for registry in [in_process, isolating] {

@@ -52,13 +52,13 @@ async fn a_crashing_isolated_plugin_fails_its_query_with_the_signal_and_others_g
 #[test]
 fn an_isolated_bad_plugin_is_refused_with_the_same_reason() {
     let dir = TempDir::new("plugin-iso-abi");
-    let bad = c_plugin(&dir, "libabi3.so", &["-DMFS_TEST_WRONG_ABI"]);
+    let bad = c_plugin(&dir, "libabi4.so", &["-DMFS_TEST_WRONG_ABI"]);
     let registry = isolating_registry(&dir, &isolated(&bad));
     let errors = registry.plugin_errors();
     assert_eq!(errors.len(), 1);
     let text = errors[0].to_string();
     let expected = format!(
-        "plugin {}: the plugin speaks ABI version 3, but this mfstream speaks versions 1 to 2",
+        "plugin {}: the plugin speaks ABI version 4, but this mfstream speaks versions 1 to 3",
         bad.display()
     );
     assert!(text.starts_with(&expected), "{text}");

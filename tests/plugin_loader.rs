@@ -123,9 +123,68 @@ fn a_library_without_the_entry_symbol_is_refused() {
 #[test]
 fn a_plugin_of_another_abi_version_is_refused_naming_both_versions() {
     let dir = TempDir::new("plugin-abi");
-    let bad = c_plugin(&dir, "libabi3.so", &["-DMFS_TEST_WRONG_ABI"]);
-    let reason = "the plugin speaks ABI version 3, but this mfstream speaks versions 1 to 2";
+    let bad = c_plugin(&dir, "libabi4.so", &["-DMFS_TEST_WRONG_ABI"]);
+    let reason = "the plugin speaks ABI version 4, but this mfstream speaks versions 1 to 3";
     assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn a_plugin_that_declares_positions_without_open_positions_is_refused() {
+    let dir = TempDir::new("plugin-bad-serves");
+    let bad = c_plugin(
+        &dir,
+        "libbadserves.so",
+        &["-DMFS_TEST_POSITIONS_WITHOUT_OPEN"],
+    );
+    let reason = "engine \"cscale\" declares MFS_SERVES_POSITIONS but has no open_positions \
+                  function: set it, or drop the bit";
+    assert_refused(&dir, &bad, &bad.display().to_string(), reason);
+}
+
+#[test]
+fn mfstream_engines_says_which_abi_version_each_plugin_speaks() {
+    let dir = TempDir::new("plugin-abi-listing");
+    let v3 = c_plugin(&dir, "libv3.so", &["-DMFS_TEST_ENGINE_NAME=\"cthree\""]);
+    let v2 = c_plugin_of(
+        &dir,
+        "v2/scale.c",
+        "libv2.so",
+        &["-DMFS_TEST_ENGINE_NAME=\"ctwo\""],
+    );
+    let v1 = c_plugin_of(
+        &dir,
+        "v2/scale.c",
+        "libv1.so",
+        &["-DMFS_TEST_ABI_1", "-DMFS_TEST_ENGINE_NAME=\"cone\""],
+    );
+    let config = dir.join("engines.toml");
+    std::fs::write(
+        &config,
+        format!("{}{}{}", entry(&v3), entry(&v2), entry(&v1)),
+    )
+    .unwrap();
+    let table = stdout(&mfstream_with(&["engines"], &config));
+    for (name, kind) in [
+        ("cthree", "plugin v3"),
+        ("ctwo", "plugin v2"),
+        ("cone", "plugin v1"),
+    ] {
+        let line = table.lines().find(|l| l.starts_with(name));
+        let line = line.unwrap_or_else(|| panic!("{name} is not listed:\n{table}"));
+        assert!(line.contains(kind), "{line}");
+    }
+    let local = table.lines().find(|l| l.starts_with("local"));
+    assert!(local.is_some_and(|l| !l.contains(" v")), "{table}");
+    let json = mfstream_with(&["engines", "--json"], &config);
+    let listed: Vec<serde_json::Value> = serde_json::from_slice(&json.stdout).unwrap();
+    let version = |name: &str| {
+        let e = listed.iter().find(|e| e["name"] == name).unwrap();
+        e.get("abi_version").cloned()
+    };
+    assert_eq!(version("cthree"), Some(serde_json::json!(3)));
+    assert_eq!(version("ctwo"), Some(serde_json::json!(2)));
+    assert_eq!(version("cone"), Some(serde_json::json!(1)));
+    assert_eq!(version("local"), None);
 }
 
 #[test]

@@ -45,16 +45,45 @@ fn the_c_header_and_the_rust_abi_agree_on_every_size_and_offset() {
         ("MfsStr", size_of::<MfsStr>()),
         ("MfsStr.ptr", offset_of!(MfsStr, ptr)),
         ("MfsStr.len", offset_of!(MfsStr, len)),
+        ("MfsPoint", size_of::<MfsPoint>()),
+        ("MfsPoint.x", offset_of!(MfsPoint, x)),
+        ("MfsPoint.y", offset_of!(MfsPoint, y)),
+        ("MfsPoint.z", offset_of!(MfsPoint, z)),
         ("MfsValue", size_of::<MfsValue>()),
         ("MfsValue.kind", offset_of!(MfsValue, kind)),
+        ("MfsValue.flags", offset_of!(MfsValue, flags)),
         ("MfsValue.number", offset_of!(MfsValue, number)),
         ("MfsValue.text", offset_of!(MfsValue, text)),
+        ("MfsValue.point", offset_of!(MfsValue, point)),
         ("MfsInstant", size_of::<MfsInstant>()),
         ("MfsInstant.datetime", offset_of!(MfsInstant, datetime)),
         ("MfsInstant.value", offset_of!(MfsInstant, value)),
+        ("MfsInstant.micros", offset_of!(MfsInstant, micros)),
         ("MfsEvent", size_of::<MfsEvent>()),
         ("MfsEvent.datetime", offset_of!(MfsEvent, datetime)),
         ("MfsEvent.value", offset_of!(MfsEvent, value)),
+        ("MfsEvent.micros", offset_of!(MfsEvent, micros)),
+        ("MfsPositionSpec", size_of::<MfsPositionSpec>()),
+        (
+            "MfsPositionSpec.struct_size",
+            offset_of!(MfsPositionSpec, struct_size),
+        ),
+        ("MfsPositionSpec.step", offset_of!(MfsPositionSpec, step)),
+        (
+            "MfsPositionSpec.detect",
+            offset_of!(MfsPositionSpec, detect),
+        ),
+        (
+            "MfsPositionSpec.geodetic",
+            offset_of!(MfsPositionSpec, geodetic),
+        ),
+        ("MfsPositionSpec.srid", offset_of!(MfsPositionSpec, srid)),
+        ("MfsPositionSpec.crs", offset_of!(MfsPositionSpec, crs)),
+        (
+            "MfsPositionSpec.geometry",
+            offset_of!(MfsPositionSpec, geometry),
+        ),
+        ("MfsPositionSpec.spec", offset_of!(MfsPositionSpec, spec)),
         ("MfsHost", size_of::<MfsHost>()),
         ("MfsHost.ctx", offset_of!(MfsHost, ctx)),
         ("MfsHost.emit", offset_of!(MfsHost, emit)),
@@ -69,6 +98,10 @@ fn the_c_header_and_the_rust_abi_agree_on_every_size_and_offset() {
         ("MfsEngine.process", offset_of!(MfsEngine, process)),
         ("MfsEngine.close", offset_of!(MfsEngine, close)),
         ("MfsEngine.ready", offset_of!(MfsEngine, ready)),
+        (
+            "MfsEngine.open_positions",
+            offset_of!(MfsEngine, open_positions),
+        ),
         ("MfsPlugin", size_of::<MfsPlugin>()),
         ("MfsPlugin.struct_size", offset_of!(MfsPlugin, struct_size)),
         ("MfsPlugin.abi_version", offset_of!(MfsPlugin, abi_version)),
@@ -81,8 +114,103 @@ fn the_c_header_and_the_rust_abi_agree_on_every_size_and_offset() {
         ),
         ("MFS_ABI_VERSION", ABI_VERSION as usize),
     ];
+    let mut expected: String = rust.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
+    expected += &format!(
+        "MFS_POINT {MFS_POINT} MFS_DETECT {MFS_DETECT} MFS_HAS_Z {MFS_HAS_Z} \
+         MFS_SERVES_POSITIONS {MFS_SERVES_POSITIONS}\n\
+         MFS_STEP {MFS_STEP_SPEED} {MFS_STEP_AZIMUTH} {MFS_STEP_CUMULATIVE_LENGTH} \
+         {MFS_STEP_DISTANCE} {MFS_STEP_POSITION} {MFS_STEP_GEOFENCE}\n\
+         MFS_DETECT_ {MFS_DETECT_ENTER} {MFS_DETECT_EXIT} {MFS_DETECT_INSIDE} \
+         {MFS_DETECT_OUTSIDE} {MFS_DETECT_CROSS}\n\
+         MFS_NO_TIME {MFS_NO_TIME}\n"
+    );
+    assert_eq!(c, expected);
+}
+
+#[test]
+fn the_frozen_version_2_header_agrees_with_the_hosts_version_2_layouts() {
+    use mfstream_plugin::abi::{MfsHost, MfsPlugin, MfsStr, v2};
+    use std::mem::{offset_of, size_of};
+
+    let dir = TempDir::new("plugin-layout-v2");
+    let program = compile_c("v2/layout.c", &[], &dir.join("layout"));
+    let output = Command::new(&program).output().unwrap();
+    assert!(output.status.success(), "{}", output.status);
+    let c = String::from_utf8(output.stdout).unwrap();
+    let rust = [
+        ("MfsStr", size_of::<MfsStr>()),
+        ("MfsStr.ptr", offset_of!(MfsStr, ptr)),
+        ("MfsStr.len", offset_of!(MfsStr, len)),
+        ("MfsValue", size_of::<v2::MfsValue>()),
+        ("MfsValue.kind", offset_of!(v2::MfsValue, kind)),
+        ("MfsValue.number", offset_of!(v2::MfsValue, number)),
+        ("MfsValue.text", offset_of!(v2::MfsValue, text)),
+        ("MfsInstant", size_of::<v2::MfsInstant>()),
+        ("MfsInstant.datetime", offset_of!(v2::MfsInstant, datetime)),
+        ("MfsInstant.value", offset_of!(v2::MfsInstant, value)),
+        ("MfsEvent", size_of::<v2::MfsEvent>()),
+        ("MfsEvent.datetime", offset_of!(v2::MfsEvent, datetime)),
+        ("MfsEvent.value", offset_of!(v2::MfsEvent, value)),
+        ("MfsHost", size_of::<v2::MfsHost>()),
+        ("MfsHost.ctx", offset_of!(v2::MfsHost, ctx)),
+        ("MfsHost.emit", offset_of!(v2::MfsHost, emit)),
+        ("MfsHost.fail", offset_of!(v2::MfsHost, fail)),
+        ("MfsHost.error", offset_of!(v2::MfsHost, error)),
+        ("MfsEngine", size_of::<v2::MfsEngine>()),
+        (
+            "MfsEngine.struct_size",
+            offset_of!(v2::MfsEngine, struct_size),
+        ),
+        ("MfsEngine.serves", offset_of!(v2::MfsEngine, serves)),
+        ("MfsEngine.name", offset_of!(v2::MfsEngine, name)),
+        (
+            "MfsEngine.description",
+            offset_of!(v2::MfsEngine, description),
+        ),
+        ("MfsEngine.open", offset_of!(v2::MfsEngine, open)),
+        ("MfsEngine.process", offset_of!(v2::MfsEngine, process)),
+        ("MfsEngine.close", offset_of!(v2::MfsEngine, close)),
+        ("MfsEngine.ready", offset_of!(v2::MfsEngine, ready)),
+        ("MfsPlugin", size_of::<MfsPlugin>()),
+        ("MfsPlugin.struct_size", offset_of!(MfsPlugin, struct_size)),
+        ("MfsPlugin.abi_version", offset_of!(MfsPlugin, abi_version)),
+        ("MfsPlugin.name", offset_of!(MfsPlugin, name)),
+        ("MfsPlugin.version", offset_of!(MfsPlugin, version)),
+        ("MfsPlugin.engines", offset_of!(MfsPlugin, engines)),
+        (
+            "MfsPlugin.engine_count",
+            offset_of!(MfsPlugin, engine_count),
+        ),
+        ("MFS_ABI_VERSION", 2),
+    ];
     let expected: String = rust.iter().map(|(k, v)| format!("{k} {v}\n")).collect();
     assert_eq!(c, expected);
+    // The host's callbacks are the same struct in both versions but for
+    // the pointee of `emit`.
+    assert_eq!(size_of::<v2::MfsHost>(), size_of::<MfsHost>());
+}
+
+#[tokio::test]
+async fn plugins_built_against_abi_versions_1_and_2_still_load_and_serve_numbers() {
+    let dir = TempDir::new("plugin-old-abi");
+    for (name, flags, version) in [
+        ("libcscale-v2.so", &[][..], 2),
+        ("libcscale-v1.so", &["-DMFS_TEST_ABI_1"][..], 1),
+    ] {
+        let library = c_plugin_of(&dir, "v2/scale.c", name, flags);
+        let registry = registry(&dir, &entry(&library));
+        let info = registry.engines().into_iter().find(|i| i.name == "cscale");
+        let info = info.expect("the old plugin's engine is listed");
+        assert_eq!(
+            (info.kind, info.ready),
+            (EngineKind::Plugin, true),
+            "{name}"
+        );
+        assert_eq!(info.abi_version, Some(version), "{name}");
+        assert_matches_local(&registry, "cscale").await;
+        let isolating = isolating_registry(&dir, &isolated(&library));
+        assert_matches_local(&isolating, "cscale").await;
+    }
 }
 
 #[tokio::test]

@@ -27,10 +27,52 @@ struct Subject {
 
 /// Every engine kind compared with `local`: add an entry to add one.
 fn subjects() -> Vec<Subject> {
-    vec![Subject {
-        name: "reference",
-        engine: reference_engine,
-    }]
+    vec![
+        Subject {
+            name: "reference",
+            engine: reference_engine,
+        },
+        Subject {
+            name: "meos",
+            engine: meos_engine,
+        },
+        Subject {
+            name: "meos (isolated)",
+            engine: isolated_meos_engine,
+        },
+    ]
+}
+
+/// The `meos` plugin (MEOS's tgeogpoint/tgeompoint functions behind plugin
+/// ABI version 3), in process; libmeos from `MFSTREAM_MEOS_LIB`.
+fn meos_engine(_: &Path) -> Arc<dyn StreamEngine> {
+    meos_of(false)
+}
+
+/// The same plugin out of process (`isolation = "process"`): the child
+/// answers in the bridge protocol's position pairing.
+fn isolated_meos_engine(_: &Path) -> Arc<dyn StreamEngine> {
+    meos_of(true)
+}
+
+fn meos_of(isolate: bool) -> Arc<dyn StreamEngine> {
+    meos_lib();
+    let dir = TempDir::new(if isolate {
+        "differential-meos-isolated"
+    } else {
+        "differential-meos"
+    });
+    let library = plugin_library("mfstream-plugin-meos");
+    let registry = if isolate {
+        isolating_registry(&dir, &isolated(&library))
+    } else {
+        registry(&dir, &entry(&library))
+    };
+    let engine = registry
+        .get("meos")
+        .expect("the meos plugin is ready: MFSTREAM_MEOS_LIB names libmeos");
+    assert!(engine.describe().serves.contains(Serves::POSITIONS));
+    engine
 }
 
 /// The shipped `engines.toml`'s `reference` entry, its command the Python

@@ -252,9 +252,16 @@ pub fn compile_c(source: &str, flags: &[&str], out: &Path) -> PathBuf {
 
 /// A C plugin compiled from `scale.c` with `flags` into `dir/name`.
 pub fn c_plugin(dir: &TempDir, name: &str, flags: &[&str]) -> PathBuf {
+    c_plugin_of(dir, "scale.c", name, flags)
+}
+
+/// A C plugin compiled from `tests/plugins/c/<source>` with `flags` into
+/// `dir/name`. A source in `v2/` includes the frozen version-2 header next
+/// to it (a quoted include looks in the source's folder first).
+pub fn c_plugin_of(dir: &TempDir, source: &str, name: &str, flags: &[&str]) -> PathBuf {
     let mut all = vec!["-shared", "-fPIC"];
     all.extend_from_slice(flags);
-    compile_c("scale.c", &all, &dir.join(name))
+    compile_c(source, &all, &dir.join(name))
 }
 
 /// Where libmeos is for the meos plugin's tests (marked

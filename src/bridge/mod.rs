@@ -323,6 +323,7 @@ impl StreamEngine for BridgeEngine {
 
     fn describe(&self) -> EngineInfo {
         EngineInfo {
+            abi_version: None,
             name: self.options.name.clone(),
             kind: EngineKind::Bridge,
             ready: true,

@@ -25,7 +25,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
     let width = infos.iter().map(|i| i.name.len()).max().unwrap_or(4).max(4) + 1;
     writeln!(
         out,
-        "{:width$} {:8} {:5} {:29} {:10} DESCRIPTION",
+        "{:width$} {:9} {:5} {:29} {:10} DESCRIPTION",
         "NAME", "KIND", "READY", "SERVES", "AGGREGATES"
     )?;
     for info in &infos {
@@ -36,10 +36,14 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
         };
         let ready = if info.ready { "yes" } else { "no" };
         let serves = info.serves.to_string();
+        // A plugin engine says which plugin ABI version it speaks.
+        let kind = match info.abi_version {
+            Some(version) => format!("{} v{version}", info.kind),
+            None => info.kind.to_string(),
+        };
         writeln!(
             out,
-            "{name:width$} {:8} {ready:5} {serves:29} {:10} {}",
-            info.kind.to_string(),
+            "{name:width$} {kind:9} {ready:5} {serves:29} {:10} {}",
             info.aggregates_in.as_str(),
             info.description
         )?;

@@ -169,6 +169,10 @@ impl Serialize for Serves {
 /// What the registry knows of an engine, as `mfstream engines` shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EngineInfo {
+    /// For a plugin engine, the plugin ABI version it speaks (1 to 3; only
+    /// 3 has positions); `None` for other kinds.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub abi_version: Option<u32>,
     /// The registry name.
     pub name: String,
     /// How it is provided.

@@ -10,13 +10,14 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use mfstream_plugin::abi::{
-    MFS_BOOL, MFS_ERROR, MFS_NUMBER, MFS_OK, MFS_STOP, MFS_TEXT, MfsEvent, MfsHost, MfsInstant,
-    MfsStr, MfsValue,
+    MFS_BOOL, MFS_DETECT, MFS_ERROR, MFS_HAS_Z, MFS_NO_TIME, MFS_NUMBER, MFS_OK, MFS_POINT,
+    MFS_STOP, MFS_TEXT, MfsEvent, MfsHost, MfsInstant, MfsPoint, MfsPositionSpec, MfsStr, MfsValue,
+    v2,
 };
 
-use super::load::{EngineFns, Library};
+use super::load::{EngineFns, Fns, Library};
 use crate::engine::BATCH;
-use crate::vocab::{Event, Instant, InstantEvent, Value};
+use crate::vocab::{DetectEvent, Event, Instant, InstantEvent, Point, Value};
 
 /// Where a collector hands full batches of events; `false` means the
 /// consumer has gone.
@@ -40,8 +41,39 @@ pub(crate) enum NoResult<'a> {
 pub(crate) struct State {
     ptr: *mut c_void,
     fns: EngineFns,
+    /// The ABI view of the batch being processed, of the plugin's version
+    /// (kept for its allocation).
+    raw: RawBatch,
+    /// Opened by `open_positions`: its instants are positions.
+    positions: bool,
     /// Keeps the plugin's code loaded while the state lives.
     _library: Arc<Library>,
+}
+
+/// A batch as the plugin's ABI version lays it out.
+enum RawBatch {
+    V2(Vec<v2::MfsInstant>),
+    V3(Vec<MfsInstant>),
+}
+
+/// (ABI version 3.) What a position query asks of a plugin engine, owned
+/// by the host: the ABI's `MfsPositionSpec` borrows from it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct PositionSpec {
+    /// `MFS_STEP_*`.
+    pub step: u32,
+    /// `MFS_DETECT_*` bits, for a fence.
+    pub detect: u32,
+    /// Geodetic (lon/lat on WGS84), else planar.
+    pub geodetic: bool,
+    /// The EPSG code.
+    pub srid: i32,
+    /// `EPSG:4326`.
+    pub crs: String,
+    /// The geometry as GeoJSON text, or empty.
+    pub geometry: String,
+    /// The whole query as JSON.
+    pub json: String,
 }
 
 // SAFETY: the ABI lets a query's state be used from any thread, one at a
@@ -63,6 +95,8 @@ pub(crate) struct Collector<'a> {
     skipped: u64,
     /// Skipped, to be carried by the next event (the one right after).
     carry: u64,
+    /// A position query's: points and detections are results.
+    pub positions: bool,
 }
 
 impl Collector<'_> {
@@ -73,6 +107,23 @@ impl Collector<'_> {
             fail: fail_callback,
             error: error_callback,
         }
+    }
+
+    /// The callbacks for a version-1 or version-2 plugin.
+    fn host_v2(&mut self) -> v2::MfsHost {
+        v2::MfsHost {
+            ctx: (self as *mut Collector<'_>).cast::<c_void>(),
+            emit: emit_callback_v2,
+            fail: fail_callback,
+            error: error_callback,
+        }
+    }
+
+    /// Counts a record the host skipped before the plugin saw it: the
+    /// next event carries it, as one the plugin found no result for.
+    pub(crate) fn skip_one(&mut self) {
+        self.skipped += 1;
+        self.carry += 1;
     }
 
     /// The records with no result skipped since the last call, for the
@@ -124,7 +175,45 @@ impl Collector<'_> {
         // SAFETY: the plugin's events are valid for the emit call.
         let datetime = unsafe { raw.datetime.as_bytes() };
         let datetime = std::str::from_utf8(datetime).map_err(|_| CallError::DatetimeNotUtf8)?;
+        // (Version 3.) An event at a time no instant had (a fence's
+        // crossing) gives its time in microseconds, which the host writes.
+        let written;
+        let datetime = match (datetime.is_empty(), raw.micros) {
+            (false, _) => datetime,
+            (true, MFS_NO_TIME) => return Err(CallError::NoDatetime),
+            (true, micros) => {
+                written = crate::datetime::format_micros(micros);
+                written.as_str()
+            }
+        };
+        let point = |v: &MfsValue| Point {
+            x: v.point.x,
+            y: v.point.y,
+            z: (v.flags & MFS_HAS_Z != 0).then_some(v.point.z),
+        };
         let value = match raw.value.kind {
+            MFS_POINT if self.positions => Value::Point(point(&raw.value)),
+            MFS_DETECT if self.positions => {
+                // SAFETY: as the datetime.
+                let text = unsafe { raw.value.text.as_bytes() };
+                let detect = std::str::from_utf8(text)
+                    .ok()
+                    .and_then(|t| crate::geo::Detect::parse(t).ok());
+                let Some(detect) = detect.map(crate::geo::Detect::name) else {
+                    return Err(CallError::UnknownDetect {
+                        datetime: datetime.to_owned(),
+                        detect: message(text),
+                    });
+                };
+                self.events.push(Event::Detect(DetectEvent {
+                    datetime: datetime.to_owned(),
+                    value: Value::Point(point(&raw.value)),
+                    detect,
+                    property: self.property.clone(),
+                    skipped: std::mem::take(&mut self.carry),
+                }));
+                return Ok(());
+            }
             // Not finite: taken as a record with no result before this.
             MFS_NUMBER => Value::Number(raw.value.number),
             MFS_BOOL => Value::Bool(raw.value.number != 0.0),
@@ -191,6 +280,37 @@ unsafe extern "C" fn emit_callback(ctx: *mut c_void, events: *const MfsEvent, n:
     result.unwrap_or(MFS_STOP)
 }
 
+/// The host's `emit` for a version-1 or version-2 plugin: its events, of
+/// that layout, as version 3's.
+unsafe extern "C" fn emit_callback_v2(
+    ctx: *mut c_void,
+    events: *const v2::MfsEvent,
+    n: usize,
+) -> i32 {
+    let raw = if n == 0 || events.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: the plugin passes `n` events valid for the call.
+        unsafe { std::slice::from_raw_parts(events, n) }
+    };
+    let events: Vec<MfsEvent> = raw
+        .iter()
+        .map(|e| MfsEvent {
+            datetime: e.datetime,
+            value: MfsValue {
+                kind: e.value.kind,
+                flags: 0,
+                number: e.value.number,
+                text: e.value.text,
+                point: MfsPoint::default(),
+            },
+            micros: MFS_NO_TIME,
+        })
+        .collect();
+    // SAFETY: `ctx` is the plugin's, passed on; the events are valid for the call.
+    unsafe { emit_callback(ctx, events.as_ptr(), events.len()) }
+}
+
 /// The host's `error` (ABI version 2): a record with no result.
 unsafe extern "C" fn error_callback(ctx: *mut c_void, datetime: MfsStr, why: MfsStr) -> i32 {
     // SAFETY: `ctx` is the `Collector` of the call in progress on this thread.
@@ -249,11 +369,32 @@ pub enum CallError {
         /// The event's datetime.
         datetime: String,
     },
-    /// An event whose value kind the ABI does not define.
+    /// An event whose value kind the ABI does not define, or a point in a
+    /// query that is not over positions.
     #[error("the plugin emitted a value of unknown kind {kind}")]
     UnknownKind {
         /// The `MfsValue::kind` emitted.
         kind: u32,
+    },
+    /// (Version 3.) An event with neither a datetime nor a time.
+    #[error("the plugin emitted an event with an empty datetime and no micros: set one of them")]
+    NoDatetime,
+    /// (Version 3.) A detection of a kind that does not exist.
+    #[error(
+        "the plugin emitted a detection {detect:?} at {datetime}: expected \"enter\", \"exit\", \
+         \"inside\", \"outside\" or \"cross\""
+    )]
+    UnknownDetect {
+        /// The event's datetime.
+        datetime: String,
+        /// What it said.
+        detect: String,
+    },
+    /// (Version 3.) A position query on an engine that does not serve them.
+    #[error("the {engine} plugin engine serves no position queries")]
+    NoPositions {
+        /// The engine.
+        engine: String,
     },
 }
 
@@ -274,13 +415,17 @@ fn outcome(engine: &str, status: i32, collector: &mut Collector<'_>) -> Result<(
 
 /// Asks the engine whether it can run queries now: `Err` says why not.
 pub(crate) fn ready(fns: &EngineFns) -> Result<(), CallError> {
-    let Some(ready) = fns.ready else {
-        return Ok(());
-    };
     let mut collector = Collector::detached();
-    let host = collector.host();
     // SAFETY: `ready` is called per the ABI with a host valid for the call.
-    let status = unsafe { ready(&host) };
+    let status = match fns.fns {
+        Fns::V2 {
+            ready: Some(ready), ..
+        } => unsafe { ready(&collector.host_v2()) },
+        Fns::V3 {
+            ready: Some(ready), ..
+        } => unsafe { ready(&collector.host()) },
+        _ => return Ok(()),
+    };
     outcome(&fns.name, status, &mut collector)
 }
 
@@ -292,27 +437,97 @@ impl State {
         spec: &str,
     ) -> Result<State, CallError> {
         let mut collector = Collector::detached();
-        let host = collector.host();
         let mut ptr = std::ptr::null_mut();
+        let spec = MfsStr::new(spec);
         // SAFETY: open is called per the ABI with a borrowed spec, a host
         // valid for the call and a place for the state.
-        let status = unsafe { (fns.open)(MfsStr::new(spec), &host, &mut ptr) };
+        let status = match fns.fns {
+            Fns::V2 { open, .. } => unsafe { open(spec, &collector.host_v2(), &mut ptr) },
+            Fns::V3 { open, .. } => unsafe { open(spec, &collector.host(), &mut ptr) },
+        };
         outcome(&fns.name, status, &mut collector)?;
-        Ok(State {
-            ptr,
-            fns,
-            _library: library,
-        })
+        Ok(State::new(ptr, fns, library))
     }
 
+    /// (ABI version 3.) Opens a position query with `spec`.
+    pub(crate) fn open_positions(
+        library: Arc<Library>,
+        fns: EngineFns,
+        spec: &PositionSpec,
+    ) -> Result<State, CallError> {
+        let no_positions = || CallError::NoPositions {
+            engine: fns.name.clone(),
+        };
+        let open = match fns.fns {
+            Fns::V3 {
+                open_positions: Some(open),
+                ..
+            } if fns.positions => open,
+            _ => return Err(no_positions()),
+        };
+        let raw = MfsPositionSpec {
+            struct_size: size_of::<MfsPositionSpec>() as u32,
+            step: spec.step,
+            detect: spec.detect,
+            geodetic: spec.geodetic.into(),
+            srid: spec.srid,
+            crs: MfsStr::new(&spec.crs),
+            geometry: MfsStr::new(&spec.geometry),
+            spec: MfsStr::new(&spec.json),
+        };
+        let mut collector = Collector::detached();
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: open_positions is called per the ABI with a spec borrowing
+        // `spec`'s strings, a host valid for the call and a place for the
+        // state.
+        let status = unsafe { open(&raw, &collector.host(), &mut ptr) };
+        outcome(&fns.name, status, &mut collector)?;
+        let mut state = State::new(ptr, fns, library);
+        state.positions = true;
+        Ok(state)
+    }
+
+    fn new(ptr: *mut c_void, fns: EngineFns, library: Arc<Library>) -> State {
+        let raw = match fns.fns {
+            Fns::V2 { .. } => RawBatch::V2(Vec::new()),
+            Fns::V3 { .. } => RawBatch::V3(Vec::new()),
+        };
+        State {
+            ptr,
+            fns,
+            raw,
+            positions: false,
+            _library: library,
+        }
+    }
+
+    /// Hands `batch` to the plugin, its events to `collector`.
     pub(crate) fn process(
         &mut self,
-        batch: &[MfsInstant],
+        batch: &[Instant],
         collector: &mut Collector<'_>,
     ) -> Result<(), CallError> {
-        let host = collector.host();
-        // SAFETY: the state is open; the batch and host are valid for the call.
-        let status = unsafe { (self.fns.process)(self.ptr, batch.as_ptr(), batch.len(), &host) };
+        let status = match (&mut self.raw, self.fns.fns) {
+            (RawBatch::V2(raw), Fns::V2 { process, .. }) => {
+                raw.extend(batch.iter().map(to_raw_v2));
+                let host = collector.host_v2();
+                // SAFETY: the state is open; the batch (of the plugin's
+                // layout) and host are valid for the call.
+                let status = unsafe { process(self.ptr, raw.as_ptr(), raw.len(), &host) };
+                raw.clear();
+                status
+            }
+            (RawBatch::V3(raw), Fns::V3 { process, .. }) => {
+                raw.extend(batch.iter().map(|i| to_raw(i, self.positions)));
+                let host = collector.host();
+                // SAFETY: as above.
+                let status = unsafe { process(self.ptr, raw.as_ptr(), raw.len(), &host) };
+                raw.clear();
+                status
+            }
+            // `State::new` pairs the buffer with the functions' version.
+            _ => MFS_ERROR,
+        };
         outcome(&self.fns.name, status, collector)
     }
 
@@ -321,10 +536,12 @@ impl State {
         if ptr.is_null() {
             return Ok(());
         }
-        let host = collector.host();
         // SAFETY: the state is open and closed only here, once (ptr is
         // nulled above).
-        let status = unsafe { (self.fns.close)(ptr, &host) };
+        let status = match self.fns.fns {
+            Fns::V2 { close, .. } => unsafe { close(ptr, &collector.host_v2()) },
+            Fns::V3 { close, .. } => unsafe { close(ptr, &collector.host()) },
+        };
         outcome(&self.fns.name, status, collector)
     }
 }
@@ -355,6 +572,7 @@ impl<'a> Collector<'a> {
             no_result,
             skipped: 0,
             carry: 0,
+            positions: false,
         }
     }
 
@@ -370,40 +588,86 @@ impl<'a> Collector<'a> {
             no_result: NoResult::Skip,
             skipped: 0,
             carry: 0,
+            positions: false,
         }
     }
 }
 
-/// The ABI view of an instant, borrowing its strings.
-pub(crate) fn to_raw(instant: &Instant) -> MfsInstant {
+/// The version-3 ABI view of an instant, borrowing its strings; with its
+/// time in microseconds for a position query's point.
+fn to_raw(instant: &Instant, positions: bool) -> MfsInstant {
+    let mut value = MfsValue {
+        kind: MFS_NUMBER,
+        flags: 0,
+        number: 0.0,
+        text: MfsStr::EMPTY,
+        point: MfsPoint::default(),
+    };
+    let mut micros = MFS_NO_TIME;
+    match &instant.value {
+        Value::Number(x) => value.number = *x,
+        Value::Bool(b) => {
+            value.kind = MFS_BOOL;
+            value.number = if *b { 1.0 } else { 0.0 };
+        }
+        Value::Text(s) => {
+            value.kind = MFS_TEXT;
+            value.text = MfsStr::new(s);
+        }
+        // The host checked a position query's instants (a point of the
+        // reference system, a datetime after the previous one) before
+        // handing them over.
+        Value::Point(p) if positions => {
+            value.kind = MFS_POINT;
+            value.flags = if p.z.is_some() { MFS_HAS_Z } else { 0 };
+            value.point = MfsPoint {
+                x: p.x,
+                y: p.y,
+                z: p.z.unwrap_or(0.0),
+            };
+            micros = crate::datetime::parse(&instant.datetime).map_or(MFS_NO_TIME, |t| t.micros());
+        }
+        // A numeric query never gets a position (the typed source ends a
+        // query on a scalar property at its first); were one to come, it
+        // reaches the plugin as a value it refuses (a NaN number), never as
+        // another record's value.
+        Value::Point(_) | Value::BBox(_) => value.number = f64::NAN,
+    }
+    MfsInstant {
+        datetime: MfsStr::new(&instant.datetime),
+        value,
+        micros,
+    }
+}
+
+/// The version-2 ABI view of an instant (numbers, texts, booleans only).
+fn to_raw_v2(instant: &Instant) -> v2::MfsInstant {
     let value = match &instant.value {
-        Value::Number(x) => MfsValue {
+        Value::Number(x) => v2::MfsValue {
             kind: MFS_NUMBER,
             number: *x,
             text: MfsStr::EMPTY,
         },
-        Value::Bool(b) => MfsValue {
+        Value::Bool(b) => v2::MfsValue {
             kind: MFS_BOOL,
             number: if *b { 1.0 } else { 0.0 },
             text: MfsStr::EMPTY,
         },
-        Value::Text(s) => MfsValue {
+        Value::Text(s) => v2::MfsValue {
             kind: MFS_TEXT,
             number: 0.0,
             text: MfsStr::new(s),
         },
-        // ABI version 1 has no position: a plugin is never planned a
-        // position query (`plan` refuses one), and the typed source ends a
-        // query on a scalar property at its first position. Were one to
-        // come, it reaches the plugin as a value it refuses (a NaN number),
-        // never as another record's value.
-        Value::Point(_) | Value::BBox(_) => MfsValue {
+        // Versions 1 and 2 have no position: such a plugin is never
+        // planned a position query. Were one to come, it reaches the plugin
+        // as a value it refuses (a NaN number).
+        Value::Point(_) | Value::BBox(_) => v2::MfsValue {
             kind: MFS_NUMBER,
             number: f64::NAN,
             text: MfsStr::EMPTY,
         },
     };
-    MfsInstant {
+    v2::MfsInstant {
         datetime: MfsStr::new(&instant.datetime),
         value,
     }

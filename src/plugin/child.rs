@@ -20,9 +20,7 @@ use std::cell::RefCell;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
-use mfstream_plugin::abi::MfsInstant;
-
-use super::call::{CallError, Collector, NoResult, State, to_raw};
+use super::call::{CallError, Collector, NoResult, State};
 use super::error::{PluginError, PluginErrorKind};
 use super::isolated::{DESCRIBE_PROTOCOL, Described, DescribedEngine};
 use super::load::load;
@@ -31,7 +29,7 @@ use crate::lines::{LineReader, LineTooLong, quote};
 use crate::plan::{Plan, engine_spec, plan};
 use crate::spec::QuerySpec;
 use crate::spec_error::SpecError;
-use crate::vocab::{Event, Instant, write_json_str};
+use crate::vocab::{Event, Instant, value_key, write_json_str};
 
 /// Why the child side of an isolated plugin stopped: its message goes to
 /// stderr, and the host puts it in the plugin's or the query's error.
@@ -113,7 +111,7 @@ pub fn describe(path: &Path) -> Result<String, PluginHostError> {
             .map(|e| DescribedEngine {
                 name: e.name.clone(),
                 description: e.description.clone(),
-                serves: super::serves::to_abi(e.serves),
+                serves: super::serves::to_abi(e.serves, e.positions),
                 not_ready: super::call::ready(e).err().map(|e| e.to_string()),
                 abi_version: e.abi_version,
             })
@@ -145,9 +143,15 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), PluginHostError> {
     let spec = match plan(&spec).map_err(PluginHostError::Plan)? {
         Plan::Engine { transform, .. } => engine_spec(&spec, transform).to_json(),
         Plan::Host(_) => return Err(PluginHostError::NoTransform),
-        // ABI versions 1 and 2 carry no position.
-        Plan::Position { .. } => {
+        // ABI versions 1 and 2 carry no position, and a version-3 engine
+        // may not serve them.
+        Plan::Position { .. } if !fns.positions => {
             return Err(PluginHostError::Plan(crate::plan::unserved(engine, &spec)));
+        }
+        Plan::Position { crs, step, .. } => {
+            let open = super::positions::spec_of(&spec, crs, &step);
+            let state = State::open_positions(loaded.library.clone(), fns, &open)?;
+            return serve_positions(state, super::positions::Checker::new(crs));
         }
     };
     let mut state = State::open(loaded.library.clone(), fns, &spec)?;
@@ -208,6 +212,99 @@ pub fn serve(path: &Path, engine: &str) -> Result<(), PluginHostError> {
     stdout.borrow_mut().flush().map_err(PluginHostError::Stdout)
 }
 
+/// Serves a position query (ABI version 3) in the bridge protocol's
+/// position pairing (`jobs/README.md`, "Positions"): one record at a time,
+/// its detections (`detect` lines), then exactly one line that ends it: its
+/// answer, an error line (a position the host's checks or the plugin
+/// refuse), or `{"datetime"}` alone (no answer).
+fn serve_positions(
+    mut state: State,
+    mut checker: super::positions::Checker,
+) -> Result<(), PluginHostError> {
+    let stdout = RefCell::new(BufWriter::with_capacity(
+        64 * 1024,
+        std::io::stdout().lock(),
+    ));
+    // Whether the record being served was ended (an answer, or an error).
+    let ended = std::cell::Cell::new(false);
+    let mut sink = |events: Vec<Event>| {
+        if events.iter().any(|e| !matches!(e, Event::Detect(_))) {
+            ended.set(true);
+        }
+        write_events(&stdout, &events).is_ok()
+    };
+    let mut report = |datetime: &str, why: &str| {
+        ended.set(true);
+        write_error(&stdout, datetime, why).is_ok()
+    };
+    let no_result = NoResult::Report(&mut report);
+    let mut collector = Collector::new(&mut sink, "".into(), "".into(), no_result);
+    collector.positions = true;
+    let mut stdin = std::io::stdin().lock();
+    let mut lines = LineReader::default();
+    let mut at_end = false;
+    while !at_end {
+        at_end = lines
+            .read_from(&mut stdin)
+            .map_err(PluginHostError::Stdin)?
+            == 0;
+        loop {
+            let next = match lines.next_line() {
+                Ok(Some(line)) => Some(line),
+                Ok(None) if at_end => lines.finish(),
+                Ok(None) => None,
+                Err(e) => return Err(PluginHostError::LineTooLong(e)),
+            };
+            let Some((line_no, line)) = next else {
+                break;
+            };
+            if line.is_empty() {
+                continue;
+            }
+            let instant =
+                Instant::from_json(line).map_err(|error| PluginHostError::NotInstant {
+                    line: line_no,
+                    error,
+                    text: quote(line),
+                })?;
+            ended.set(false);
+            match checker.admit(&instant) {
+                Err(reason) => {
+                    write_error(&stdout, &instant.datetime, &reason)
+                        .map_err(PluginHostError::Stdout)?;
+                }
+                Ok(()) => {
+                    let datetime = instant.datetime.clone();
+                    let mut batch = vec![instant];
+                    if !process(&mut state, &mut batch, &mut collector)? {
+                        return Ok(());
+                    }
+                    if !ended.get() {
+                        write_end(&stdout, &datetime).map_err(PluginHostError::Stdout)?;
+                    }
+                }
+            }
+        }
+        // Each read's answers reach the host before the next read blocks.
+        stdout
+            .borrow_mut()
+            .flush()
+            .map_err(PluginHostError::Stdout)?;
+    }
+    state.close(&mut collector)?;
+    collector.deliver();
+    stdout.borrow_mut().flush().map_err(PluginHostError::Stdout)
+}
+
+/// Writes `{"datetime"}` alone: the record at `datetime` has no answer.
+fn write_end(out: &RefCell<impl Write>, datetime: &str) -> std::io::Result<()> {
+    let mut line = Vec::with_capacity(48);
+    line.extend_from_slice(b"{\"datetime\":");
+    write_json_str(datetime, &mut line);
+    line.extend_from_slice(b"}\n");
+    out.borrow_mut().write_all(&line)
+}
+
 /// Hands `batch` to the plugin and delivers its events: `Ok(false)` when
 /// the host has gone.
 fn process(
@@ -218,9 +315,7 @@ fn process(
     if batch.is_empty() {
         return Ok(!collector.gone);
     }
-    let raw: Vec<MfsInstant> = batch.iter().map(to_raw).collect();
-    let result = state.process(&raw, collector);
-    drop(raw);
+    let result = state.process(batch, collector);
     batch.clear();
     // Results before a failing record are delivered, then the failure.
     collector.deliver();
@@ -239,7 +334,8 @@ fn write_error(out: &RefCell<impl Write>, datetime: &str, why: &str) -> std::io:
     out.borrow_mut().write_all(&line)
 }
 
-/// Writes events as json-framing lines.
+/// Writes events as json-framing lines: a number's `value`, a point's
+/// `coordinates`, a detection's `coordinates` and `detect`.
 fn write_events(out: &RefCell<impl Write>, events: &[Event]) -> std::io::Result<()> {
     let mut line = Vec::with_capacity(64);
     let mut out = out.borrow_mut();
@@ -247,8 +343,12 @@ fn write_events(out: &RefCell<impl Write>, events: &[Event]) -> std::io::Result<
         line.clear();
         line.extend_from_slice(b"{\"datetime\":");
         write_json_str(event.datetime(), &mut line);
-        line.extend_from_slice(b",\"value\":");
+        line.extend_from_slice(value_key(event.value()));
         event.value().write_json(&mut line);
+        if let Event::Detect(d) = event {
+            line.extend_from_slice(b",\"detect\":");
+            write_json_str(d.detect, &mut line);
+        }
         line.extend_from_slice(b"}\n");
         out.write_all(&line)?;
     }

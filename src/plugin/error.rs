@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mfstream_plugin::abi::{ABI_VERSION, MIN_ABI_VERSION};
+use mfstream_plugin::abi::MIN_ABI_VERSION;
 
 /// A plugin that could not be loaded or trusted: the file, and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -106,12 +106,14 @@ pub enum PluginErrorKind {
     },
     /// A struct of another size.
     #[error(
-        "the plugin's {what} is {found} bytes, but ABI version {ABI_VERSION} has {expected}: \
+        "the plugin's {what} is {found} bytes, but ABI version {version} has {expected}: \
          the plugin was built against a different mfstream_plugin.h or for another platform"
     )]
     StructSize {
         /// Which struct.
         what: &'static str,
+        /// The ABI version the plugin declares.
+        version: u32,
         /// The plugin's.
         found: u32,
         /// Ours.

@@ -32,6 +32,10 @@ pub struct IsolatedEngine {
     description: String,
     /// What the plugin declared it serves.
     serves: Serves,
+    /// Whether it runs position queries (ABI version 3).
+    positions: bool,
+    /// The plugin's ABI version.
+    abi_version: u32,
     /// Why the engine cannot run queries, as its `ready` said in the child.
     not_ready: Option<String>,
 }
@@ -44,12 +48,13 @@ impl StreamEngine for IsolatedEngine {
 
     fn describe(&self) -> EngineInfo {
         EngineInfo {
+            abi_version: Some(self.abi_version),
             name: self.bridge.name().to_owned(),
             kind: EngineKind::Plugin,
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.description.clone(),
-            serves: super::serves::engine_serves(self.serves),
+            serves: super::serves::engine_serves(self.serves, self.positions),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -103,10 +108,16 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             // host's guard keeps them from it, as from a version-1 job.
             options.protocol = if engine.abi_version >= 2 { 2 } else { 1 };
             options.description = engine.description.clone();
+            let declared = super::serves::from_abi(engine.serves, engine.abi_version);
+            // The child answers position queries in the bridge protocol's
+            // position pairing (`child::serve_positions`).
+            options.positions = declared.positions;
             IsolatedEngine {
                 bridge: BridgeEngine::new(options),
                 description: engine.description,
-                serves: super::serves::from_abi(engine.serves).known,
+                serves: declared.known,
+                positions: declared.positions,
+                abi_version: engine.abi_version,
                 not_ready: engine.not_ready,
             }
         })

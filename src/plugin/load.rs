@@ -11,11 +11,14 @@
 //!    the file (`file`), so a file cut short is an error, not a `SIGBUS`;
 //! 4. a private copy of it loads (`dlopen`): see `file` for why a copy;
 //! 5. it exports the entry symbol, `mfstream_plugin`;
-//! 6. the descriptor's first two fields, read before anything else, say ABI
-//!    version 1 and the struct size of this mfstream's `MfsPlugin`;
-//! 7. every engine has the expected struct size, all three functions, a
-//!    UTF-8 name of the form `[a-z][a-z0-9_-]{0,62}` unique in the plugin,
-//!    and a UTF-8 description.
+//! 6. the descriptor's first two fields, read before anything else, say an
+//!    ABI version this mfstream speaks (1 to 3) and the struct size of its
+//!    `MfsPlugin`;
+//! 7. every engine has the struct size of its version (`abi::v2::MfsEngine`
+//!    for versions 1 and 2), all three functions, a UTF-8 name of the form
+//!    `[a-z][a-z0-9_-]{0,62}` unique in the plugin, and a UTF-8
+//!    description; a version-3 engine that declares positions has
+//!    `open_positions`.
 //!
 //! Clashes with the names of other engines are checked by the registry,
 //! which knows them.
@@ -26,7 +29,7 @@ use std::sync::Arc;
 
 use mfstream_plugin::abi::{
     ABI_VERSION, CloseFn, ENTRY_SYMBOL, EntryFn, MIN_ABI_VERSION, MfsEngine, MfsPlugin, MfsStr,
-    OpenFn, ProcessFn, ReadyFn,
+    OpenFn, OpenPositionsFn, ProcessFn, ReadyFn, v2,
 };
 
 use super::error::{PluginError, PluginErrorKind};
@@ -65,12 +68,86 @@ pub(crate) struct EngineFns {
     pub description: String,
     /// What it declared it serves (bits this host does not know left out).
     pub serves: Serves,
+    /// Whether it runs position queries (version 3, `MFS_SERVES_POSITIONS`
+    /// with `open_positions`).
+    pub positions: bool,
     /// The plugin's ABI version: 1 has no per-record error (`MfsHost::error`).
     pub abi_version: u32,
-    pub open: OpenFn,
-    pub process: ProcessFn,
-    pub close: CloseFn,
-    pub ready: Option<ReadyFn>,
+    /// Its functions, of its version's types.
+    pub fns: Fns,
+}
+
+/// An engine's functions: a version-1 or version-2 plugin takes and gives
+/// the `abi::v2` layouts, a version-3 one this version's.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Fns {
+    V2 {
+        open: v2::OpenFn,
+        process: v2::ProcessFn,
+        close: v2::CloseFn,
+        ready: Option<v2::ReadyFn>,
+    },
+    V3 {
+        open: OpenFn,
+        process: ProcessFn,
+        close: CloseFn,
+        ready: Option<ReadyFn>,
+        open_positions: Option<OpenPositionsFn>,
+    },
+}
+
+/// The fields of an engine every version has, and its functions.
+struct RawEngine {
+    struct_size: (u32, u32),
+    serves: u32,
+    name: MfsStr,
+    description: MfsStr,
+    fns: Option<Fns>,
+    /// `open_positions` is set (version 3).
+    opens_positions: bool,
+}
+
+impl RawEngine {
+    fn v2(e: &v2::MfsEngine) -> RawEngine {
+        let fns = match (e.open, e.process, e.close) {
+            (Some(open), Some(process), Some(close)) => Some(Fns::V2 {
+                open,
+                process,
+                close,
+                ready: e.ready,
+            }),
+            _ => None,
+        };
+        RawEngine {
+            struct_size: (e.struct_size, size_of::<v2::MfsEngine>() as u32),
+            serves: e.serves,
+            name: e.name,
+            description: e.description,
+            fns,
+            opens_positions: false,
+        }
+    }
+
+    fn v3(e: &MfsEngine) -> RawEngine {
+        let fns = match (e.open, e.process, e.close) {
+            (Some(open), Some(process), Some(close)) => Some(Fns::V3 {
+                open,
+                process,
+                close,
+                ready: e.ready,
+                open_positions: e.open_positions,
+            }),
+            _ => None,
+        };
+        RawEngine {
+            struct_size: (e.struct_size, size_of::<MfsEngine>() as u32),
+            serves: e.serves,
+            name: e.name,
+            description: e.description,
+            fns,
+            opens_positions: e.open_positions.is_some(),
+        }
+    }
 }
 
 /// A loaded plugin: its library and its engines.
@@ -140,6 +217,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
     if struct_size != expected {
         return Err(error(PluginErrorKind::StructSize {
             what: "MfsPlugin",
+            version: abi_version,
             found: struct_size,
             expected,
         }));
@@ -148,7 +226,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
     // version spoken): the descriptor is an `MfsPlugin`, static while the
     // library is loaded (we hold it).
     let plugin = unsafe { &*descriptor };
-    let (name, version, engines) = read_descriptor(plugin).map_err(error)?;
+    let (name, version, engines) = read_descriptor(plugin, abi_version).map_err(error)?;
     Ok(Loaded {
         library: Arc::new(Library {
             _library: library,
@@ -162,7 +240,7 @@ pub(crate) fn load(path: &Path) -> Result<Loaded, PluginError> {
 
 type Descriptor = (String, String, Vec<EngineFns>);
 
-fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
+fn read_descriptor(plugin: &MfsPlugin, abi_version: u32) -> Result<Descriptor, PluginErrorKind> {
     let bad = |text: String| PluginErrorKind::Descriptor(text);
     // SAFETY: the descriptor's strings are static (ABI contract).
     let name =
@@ -180,16 +258,28 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
             plugin.engines
         )));
     }
-    // SAFETY: `engines` points to `engine_count` static engines (contract).
-    let raw = unsafe { std::slice::from_raw_parts(plugin.engines, count) };
+    // The engines of a plugin of version 1 or 2 have that version's
+    // layout, and so the array's stride.
+    let raw: Vec<RawEngine> = if abi_version < 3 {
+        let engines = plugin.engines.cast::<v2::MfsEngine>();
+        // SAFETY: `engines` points to `engine_count` static engines
+        // (contract), of the layout of the plugin's version.
+        let engines = unsafe { std::slice::from_raw_parts(engines, count) };
+        engines.iter().map(RawEngine::v2).collect()
+    } else {
+        // SAFETY: as above.
+        let engines = unsafe { std::slice::from_raw_parts(plugin.engines, count) };
+        engines.iter().map(RawEngine::v3).collect()
+    };
     let mut engines: Vec<EngineFns> = Vec::with_capacity(count);
     for (i, engine) in raw.iter().enumerate() {
         let at = |what: &str| bad(format!("engine #{} of the plugin: {what}", i + 1));
-        let expected = size_of::<MfsEngine>() as u32;
-        if engine.struct_size != expected {
+        let (found, expected) = engine.struct_size;
+        if found != expected {
             return Err(PluginErrorKind::StructSize {
                 what: "MfsEngine",
-                found: engine.struct_size,
+                version: abi_version,
+                found,
                 expected,
             });
         }
@@ -207,7 +297,7 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
         // SAFETY: static strings (contract).
         let description = unsafe { utf8(engine.description) }
             .ok_or_else(|| at("the description is not UTF-8"))?;
-        let declared = super::serves::from_abi(engine.serves);
+        let declared = super::serves::from_abi(engine.serves, abi_version);
         if !declared.known.contains(Serves::TRANSFORM) {
             return Err(at(&format!(
                 "engine {name:?} serves no transforms (serves = {}): this mfstream runs \
@@ -225,21 +315,30 @@ fn read_descriptor(plugin: &MfsPlugin) -> Result<Descriptor, PluginErrorKind> {
                 declared.unknown
             );
         }
-        let (Some(open), Some(process), Some(close)) = (engine.open, engine.process, engine.close)
-        else {
+        let Some(fns) = engine.fns else {
             return Err(at(&format!(
                 "engine {name:?} lacks one of its open, process and close functions"
             )));
         };
+        if declared.positions && !engine.opens_positions {
+            return Err(at(&format!(
+                "engine {name:?} declares MFS_SERVES_POSITIONS but has no open_positions \
+                 function: set it, or drop the bit"
+            )));
+        }
+        if engine.opens_positions && !declared.positions {
+            tracing::info!(
+                "plugin engine {name:?} has open_positions but does not declare \
+                 MFS_SERVES_POSITIONS: it is not asked for positions"
+            );
+        }
         engines.push(EngineFns {
             name,
             description,
             serves: declared.known,
-            abi_version: plugin.abi_version,
-            open,
-            process,
-            close,
-            ready: engine.ready,
+            positions: declared.positions,
+            abi_version,
+            fns,
         });
     }
     Ok((name, version, engines))

@@ -1,7 +1,7 @@
 //! Plugin engines: native engines from shared libraries named by the
 //! `[[plugin]]` entries of `engines.toml`.
 //!
-//! The ABI (version 2; version 1 still loads) is defined by the `mfstream-plugin` crate
+//! The ABI (version 3; versions 1 and 2 still load) is defined by the `mfstream-plugin` crate
 //! (`plugins/mfstream-plugin`), which plugin authors use too; its `abi`
 //! module is the reference, and `mfstream_plugin.h` its C twin. This module
 //! is the host's side:
@@ -17,6 +17,9 @@
 //!   its queries: a library is never unloaded under running code;
 //! - `query` runs each query on a thread of its own, off the async
 //!   runtime's workers;
+//! - `positions` turns the core's position step into the ABI's
+//!   `MfsPositionSpec` (version 3) and checks each position before a
+//!   plugin gets it;
 //! - with `isolation = "process"`, `isolated` runs each query in a child,
 //!   the `mfstream` binary itself as a bridge job (`child` is its side), so
 //!   a plugin that crashes fails its query and nothing else.
@@ -27,6 +30,7 @@ mod error;
 mod file;
 mod isolated;
 mod load;
+mod positions;
 mod query;
 mod serves;
 
@@ -91,12 +95,13 @@ impl StreamEngine for PluginEngine {
 
     fn describe(&self) -> EngineInfo {
         EngineInfo {
+            abi_version: Some(self.fns.abi_version),
             name: self.fns.name.clone(),
             kind: EngineKind::Plugin,
             ready: self.not_ready.is_none(),
             reason: self.not_ready.clone(),
             description: self.fns.description.clone(),
-            serves: serves::engine_serves(self.fns.serves),
+            serves: serves::engine_serves(self.fns.serves, self.fns.positions),
             aggregates_in: AggregatesIn::Host,
         }
     }
@@ -112,35 +117,57 @@ impl StreamEngine for PluginEngine {
             });
         }
         let property: Arc<str> = spec.property.as_str().into();
-        // The plugin transforms; windows are computed in the host, over the
-        // plugin's outputs, as for a bridge engine whose job transforms.
-        let (transform, windower) = match plan(&spec)? {
+        // The plugin transforms (or computes a position query's step);
+        // windows are computed in the host, over the plugin's outputs, as
+        // for a bridge engine whose job transforms.
+        let (open, operation, windower, guard, check) = match plan(&spec)? {
             Plan::Engine {
                 transform,
                 windower,
-            } => (transform, windower),
+            } => (
+                query::Open::Spec(engine_spec(&spec, transform).to_json()),
+                transform.op.name(),
+                windower,
+                // A version-1 plugin fails on a record with no result:
+                // under skip, the host keeps such records from it.
+                (self.fns.abi_version < 2).then_some(transform),
+                None,
+            ),
             // Nothing for the plugin to do: the host windows the instants.
             host @ Plan::Host(_) => {
                 return Ok(crate::local::submit_as(name, host, &spec, source)?);
             }
-            // ABI versions 1 and 2 carry no position.
-            Plan::Position { .. } => return Err(crate::plan::unserved(name, &spec).into()),
+            // ABI versions 1 and 2 carry no position, and a version-3
+            // engine may not serve them (the registry refuses such a query
+            // first, naming those that do).
+            Plan::Position { .. } if !self.fns.positions => {
+                return Err(crate::plan::unserved(name, &spec).into());
+            }
+            Plan::Position {
+                crs,
+                step,
+                windower,
+            } => (
+                query::Open::Positions(Box::new(positions::spec_of(&spec, crs, &step))),
+                step.name(),
+                windower,
+                None,
+                Some(positions::Checker::new(crs)),
+            ),
         };
-        let plugin_spec = engine_spec(&spec, transform);
         let (handle, output) = QueryHandle::new(&spec.id, name, crate::engine::EVENT_BUFFER);
         let (opened_tx, opened_rx) = tokio::sync::oneshot::channel();
         let start = query::Start {
             library: self.library.clone(),
             fns: self.fns.clone(),
-            spec: plugin_spec.to_json(),
+            open,
             property,
-            operation: transform.op.name().into(),
+            operation: operation.into(),
             windower,
             clock: spec.clock,
             on_error: spec.on_error,
-            // A version-1 plugin fails on a record with no result: under
-            // skip, the host keeps such records from it.
-            guard: (self.fns.abi_version < 2).then_some(transform),
+            guard,
+            check,
             source: source.typed(spec.property_type),
             output,
             runtime: tokio::runtime::Handle::current(),

@@ -9,26 +9,34 @@
 
 use std::sync::Arc;
 
-use mfstream_plugin::abi::MfsInstant;
 use tokio::runtime::Handle;
 
-use super::call::{CallError, Collector, NoResult, State, to_raw};
+use super::call::{CallError, Collector, NoResult, PositionSpec, State};
 use super::load::{EngineFns, Library};
+use super::positions::Checker;
 use std::cell::RefCell;
 
 use crate::aggregate::Windower;
 use crate::clock::WallClock;
-use crate::engine::{BATCH, QueryOutput, Source};
+use crate::engine::{QueryOutput, Source};
 use crate::on_error::OnError;
 use crate::ops::Transform;
 use crate::plan;
 use crate::vocab::{Event, Instant, QueryStatus};
 
+/// How a query is opened in the plugin.
+pub(crate) enum Open {
+    /// `open` with the spec as JSON.
+    Spec(String),
+    /// `open_positions` (ABI version 3).
+    Positions(Box<PositionSpec>),
+}
+
 /// A query to start on its own thread.
 pub(crate) struct Start {
     pub library: Arc<Library>,
     pub fns: EngineFns,
-    pub spec: String,
+    pub open: Open,
     pub property: Arc<str>,
     pub operation: Arc<str>,
     /// Windows over the plugin's outputs, for an aggregate query.
@@ -40,6 +48,9 @@ pub(crate) struct Start {
     /// For a version-1 plugin, the transform the host checks each record
     /// against before handing it over (`plan::guard`).
     pub guard: Option<Transform>,
+    /// For a position query, the host's checks of each position before
+    /// the plugin gets it.
+    pub check: Option<Checker>,
     pub source: Source,
     pub output: QueryOutput,
     pub runtime: Handle,
@@ -57,20 +68,26 @@ pub(crate) fn spawn(
         let Start {
             library,
             fns,
-            spec,
+            open,
             property,
             operation,
             windower,
             clock,
             on_error,
             guard,
+            check,
             source,
             output,
             runtime,
             span,
         } = start;
         let _entered = span.enter();
-        let state = match State::open(library, fns, &spec) {
+        let positions = matches!(open, Open::Positions(_));
+        let opened_state = match &open {
+            Open::Spec(spec) => State::open(library, fns, spec),
+            Open::Positions(spec) => State::open_positions(library, fns, spec),
+        };
+        let state = match opened_state {
             Ok(state) => state,
             Err(reason) => {
                 let _ = opened.send(Err(reason));
@@ -88,37 +105,56 @@ pub(crate) fn spawn(
         let mut sink = |events: Vec<Event>| match windower.borrow_mut().as_deref_mut() {
             None => runtime.block_on(output.emit(events)).is_ok(),
             Some(windower) => {
-                // What the plugin's events carried, the window events carry.
-                let carried = events.iter().map(Event::skipped).sum();
-                output.progress().carry_skipped(carried);
-                let answers = events.into_iter().filter_map(|event| match event {
-                    Event::Instant(e) => Some(Instant {
-                        datetime: e.datetime,
-                        value: e.value,
-                    }),
-                    _ => None,
-                });
-                match runtime.block_on(plan::window(windower, answers, &output)) {
-                    Ok(()) => true,
-                    Err(QueryStatus::Failed { reason }) => {
-                        *window_failure.borrow_mut() = Some(reason);
-                        false
+                // What an output carried (records skipped just before it),
+                // the next window event after the outputs before it carries:
+                // the outputs are windowed in runs, each run's carry set
+                // before it, as the `local` engine counts a skipped record.
+                let mut runs: Vec<(u64, Vec<Instant>)> = vec![(0, Vec::new())];
+                for event in events {
+                    let Event::Instant(e) = event else { continue };
+                    if e.skipped > 0 && runs.last().is_some_and(|(_, run)| !run.is_empty()) {
+                        runs.push((0, Vec::new()));
                     }
-                    Err(_) => false,
+                    if let Some((carried, run)) = runs.last_mut() {
+                        *carried += e.skipped;
+                        run.push(Instant {
+                            datetime: e.datetime,
+                            value: e.value,
+                        });
+                    }
                 }
+                for (carried, run) in runs {
+                    output.progress().carry_skipped(carried);
+                    match runtime.block_on(plan::window(windower, run, &output)) {
+                        Ok(()) => {}
+                        Err(QueryStatus::Failed { reason }) => {
+                            *window_failure.borrow_mut() = Some(reason);
+                            return false;
+                        }
+                        Err(_) => return false,
+                    }
+                }
+                true
             }
         };
         let no_result = match on_error {
             OnError::Skip => NoResult::Skip,
             OnError::Fail => NoResult::Fail,
         };
-        let collector = Collector::new(&mut sink, property, operation, no_result);
+        let mut collector = Collector::new(&mut sink, property, operation, no_result);
+        collector.positions = positions;
         let clocked = Clocked {
             windower: &windower,
             clock,
         };
-        let guard = guard.map(|t| (t, on_error));
-        let mut status = run(state, source, collector, &clocked, &output, &runtime, guard);
+        let checks = Checks {
+            guard: guard.map(|t| (t, on_error)),
+            positions: check,
+            on_error,
+        };
+        let mut status = run(
+            state, source, collector, &clocked, &output, &runtime, checks,
+        );
         if let Some(reason) = window_failure.into_inner() {
             status = QueryStatus::Failed { reason };
         }
@@ -155,6 +191,53 @@ impl Clocked<'_> {
     }
 }
 
+/// Hands the positions of `batch` the host's checks admit to the plugin,
+/// in runs between those they refuse: under `skip` each refused one is
+/// counted where it was (the event after it carries it, as on `local`);
+/// under `fail` the first ends the batch, and its reason is returned with
+/// the outcome of the runs before it.
+fn process_positions(
+    state: &mut State,
+    batch: Vec<Instant>,
+    checker: &mut Checker,
+    on_error: OnError,
+    collector: &mut Collector<'_>,
+) -> (Result<(), CallError>, Option<String>) {
+    let mut run: Vec<Instant> = Vec::with_capacity(batch.len());
+    for instant in batch {
+        let Err(reason) = checker.admit(&instant) else {
+            run.push(instant);
+            continue;
+        };
+        if !run.is_empty() {
+            if let Err(e) = state.process(&run, collector) {
+                return (Err(e), None);
+            }
+            run.clear();
+        }
+        if on_error == OnError::Fail {
+            return (Ok(()), Some(reason));
+        }
+        tracing::debug!(%reason, "position skipped");
+        collector.skip_one();
+    }
+    let result = if run.is_empty() {
+        Ok(())
+    } else {
+        state.process(&run, collector)
+    };
+    (result, None)
+}
+
+/// What the host checks of each batch before the plugin gets it.
+struct Checks {
+    /// A version-1 plugin's transform (`plan::guard`).
+    guard: Option<(Transform, OnError)>,
+    /// A position query's positions.
+    positions: Option<Checker>,
+    on_error: OnError,
+}
+
 fn run(
     mut state: State,
     mut source: Source,
@@ -162,9 +245,8 @@ fn run(
     clocked: &Clocked<'_>,
     output: &QueryOutput,
     runtime: &Handle,
-    guard: Option<(Transform, OnError)>,
+    mut checks: Checks,
 ) -> QueryStatus {
-    let mut raw: Vec<MfsInstant> = Vec::with_capacity(BATCH);
     let status = loop {
         let deadline = clocked.deadline();
         let next = runtime.block_on(async {
@@ -194,13 +276,17 @@ fn run(
             continue;
         }
         output.progress().add_in(batch.len());
-        if let Some((transform, on_error)) = &guard {
+        if let Some((transform, on_error)) = &checks.guard {
             plan::guard(transform, *on_error, &mut batch, output.progress());
         }
-        raw.extend(batch.iter().map(to_raw));
-        let result = state.process(&raw, &mut collector);
-        raw.clear();
-        drop(batch);
+        // A position that fails the host's checks under `fail` ends the
+        // query after the positions before it.
+        let (result, refused) = match &mut checks.positions {
+            Some(checker) => {
+                process_positions(&mut state, batch, checker, checks.on_error, &mut collector)
+            }
+            None => (state.process(&batch, &mut collector), None),
+        };
         output.progress().count_skipped(collector.take_skipped());
         // Results before a failing record are delivered, then the failure.
         collector.deliver();
@@ -208,6 +294,9 @@ fn run(
             break QueryStatus::Failed {
                 reason: reason.to_string(),
             };
+        }
+        if let Some(reason) = refused {
+            break QueryStatus::Failed { reason };
         }
         if collector.gone {
             break QueryStatus::Stopped;

@@ -467,6 +467,9 @@ pub(crate) struct Conformance {
 /// An engine of the registry, as `mfstream engines --json` prints it.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct Engine {
+    /// A plugin engine's plugin ABI version (1 to 3): absent for others.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    abi_version: Option<u32>,
     name: String,
     /// `builtin`, `bridge` or `plugin`.
     kind: String,

@@ -10,7 +10,8 @@ use mfstream_ops::{ArgError, CATALOGUE, Kind, Meos as Shape, Op};
 
 use crate::MEOS_LIB_VAR;
 
-type Temporal = c_void;
+/// A MEOS `Temporal`, opaque.
+pub type Temporal = c_void;
 type Unary = unsafe extern "C" fn(*const Temporal) -> *mut Temporal;
 type WithFloat = unsafe extern "C" fn(*const Temporal, f64) -> *mut Temporal;
 type WithBool = unsafe extern "C" fn(*const Temporal, bool) -> *mut Temporal;
@@ -58,8 +59,55 @@ enum Function {
     Tan { sin: Scalar, cos: Scalar },
 }
 
+/// A MEOS `GSERIALIZED` (a geometry or geography), opaque.
+pub type Gs = c_void;
+
+/// The MEOS functions on `tgeogpoint`/`tgeompoint` the position engine
+/// calls, with their MEOS 1.3 types (`TimestampTz` is µs since 2000-01-01).
+#[allow(missing_docs)]
+pub struct GeoFns {
+    pub geo_from_geojson: unsafe extern "C" fn(*const c_char) -> *mut Gs,
+    pub geo_set_srid: unsafe extern "C" fn(*const Gs, i32) -> *mut Gs,
+    pub geom_to_geog: unsafe extern "C" fn(*const Gs) -> *mut Gs,
+    pub geogpoint_make2d: unsafe extern "C" fn(i32, f64, f64) -> *mut Gs,
+    pub geompoint_make2d: unsafe extern "C" fn(i32, f64, f64) -> *mut Gs,
+    pub geom_covers: unsafe extern "C" fn(*const Gs, *const Gs) -> bool,
+    pub tpointinst_make: unsafe extern "C" fn(*const Gs, i64) -> *mut Temporal,
+    pub tsequence_make: unsafe extern "C" fn(
+        *const *const Temporal,
+        c_int,
+        bool,
+        bool,
+        c_int,
+        bool,
+    ) -> *mut Temporal,
+    pub tpoint_speed: unsafe extern "C" fn(*const Temporal) -> *mut Temporal,
+    pub tpoint_azimuth: unsafe extern "C" fn(*const Temporal) -> *mut Temporal,
+    pub tpoint_length: unsafe extern "C" fn(*const Temporal) -> f64,
+    pub tpoint_get_x: unsafe extern "C" fn(*const Temporal) -> *mut Temporal,
+    pub tpoint_get_y: unsafe extern "C" fn(*const Temporal) -> *mut Temporal,
+    pub nad_tgeo_geo: unsafe extern "C" fn(*const Temporal, *const Gs) -> f64,
+    pub tintersects_tgeo_geo:
+        unsafe extern "C" fn(*const Temporal, *const Gs, bool, bool) -> *mut Temporal,
+    pub temporal_num_instants: unsafe extern "C" fn(*const Temporal) -> c_int,
+    pub temporal_instant_n: unsafe extern "C" fn(*const Temporal, c_int) -> *mut Temporal,
+    pub temporal_start_timestamptz: unsafe extern "C" fn(*const Temporal) -> i64,
+    pub tbool_start_value: unsafe extern "C" fn(*const Temporal) -> bool,
+    pub tfloat_start_value: unsafe extern "C" fn(*const Temporal) -> f64,
+    pub tfloat_value_at_timestamptz:
+        unsafe extern "C" fn(*const Temporal, i64, bool, *mut f64) -> bool,
+    pub tpoint_trajectory: unsafe extern "C" fn(*const Temporal, bool) -> *mut Gs,
+    pub geom_boundary: unsafe extern "C" fn(*const Gs) -> *mut Gs,
+    pub geom_intersection2d: unsafe extern "C" fn(*const Gs, *const Gs) -> *mut Gs,
+    pub geo_num_geos: unsafe extern "C" fn(*const Gs) -> c_int,
+    pub geo_geo_n: unsafe extern "C" fn(*const Gs, c_int) -> *mut Gs,
+    pub geo_as_geojson: unsafe extern "C" fn(*const Gs, c_int, c_int, *const c_char) -> *mut c_char,
+}
+
 /// libmeos, initialised, with the functions the engine calls.
 pub struct Meos {
+    /// The functions on positions.
+    pub geo: GeoFns,
     tfloatinst_make: unsafe extern "C" fn(f64, i64) -> *mut Temporal,
     tfloat_start_value: unsafe extern "C" fn(*const Temporal) -> f64,
     /// Each operation's function, by its index in the catalogue; `None`
@@ -172,12 +220,63 @@ impl Meos {
                 }
             }));
         }
+        let geo = GeoFns {
+            geo_from_geojson: sym!("geo_from_geojson"),
+            geo_set_srid: sym!("geo_set_srid"),
+            geom_to_geog: sym!("geom_to_geog"),
+            geogpoint_make2d: sym!("geogpoint_make2d"),
+            geompoint_make2d: sym!("geompoint_make2d"),
+            geom_covers: sym!("geom_covers"),
+            tpointinst_make: sym!("tpointinst_make"),
+            tsequence_make: sym!("tsequence_make"),
+            tpoint_speed: sym!("tpoint_speed"),
+            tpoint_azimuth: sym!("tpoint_azimuth"),
+            tpoint_length: sym!("tpoint_length"),
+            tpoint_get_x: sym!("tpoint_get_x"),
+            tpoint_get_y: sym!("tpoint_get_y"),
+            nad_tgeo_geo: sym!("nad_tgeo_geo"),
+            tintersects_tgeo_geo: sym!("tintersects_tgeo_geo"),
+            temporal_num_instants: sym!("temporal_num_instants"),
+            temporal_instant_n: sym!("temporal_instant_n"),
+            temporal_start_timestamptz: sym!("temporal_start_timestamptz"),
+            tbool_start_value: sym!("tbool_start_value"),
+            tfloat_start_value: sym!("tfloat_start_value"),
+            tfloat_value_at_timestamptz: sym!("tfloat_value_at_timestamptz"),
+            tpoint_trajectory: sym!("tpoint_trajectory"),
+            geom_boundary: sym!("geom_boundary"),
+            geom_intersection2d: sym!("geom_intersection2d"),
+            geo_num_geos: sym!("geo_num_geos"),
+            geo_geo_n: sym!("geo_geo_n"),
+            geo_as_geojson: sym!("geo_as_geojson"),
+        };
         let meos = Meos {
+            geo,
             tfloatinst_make: sym!("tfloatinst_make"),
             tfloat_start_value: sym!("tfloat_start_value"),
             functions,
             lock: Mutex::new(()),
         };
+        // PROJ (which MEOS uses for reference systems) looks for its
+        // database where pymeos-cffi's wheel puts it, as pymeos points it
+        // there; without it MEOS says `Cannot find proj.db` on stderr.
+        if let Some(data) = proj_data(&file) {
+            // SAFETY: PROJ's C API: a null context is the default one, and
+            // the paths are C strings it copies.
+            let set: Result<
+                libloading::os::unix::Symbol<
+                    unsafe extern "C" fn(*mut c_void, c_int, *const *const c_char),
+                >,
+                _,
+            > = unsafe { library.get(b"proj_context_set_search_paths\0") };
+            if let (Ok(set), Ok(path)) = (
+                set,
+                std::ffi::CString::new(data.as_os_str().as_encoded_bytes()),
+            ) {
+                let paths = [path.as_ptr()];
+                // SAFETY: as above.
+                unsafe { set(std::ptr::null_mut(), 1, paths.as_ptr()) };
+            }
+        }
         // SAFETY: MEOS's initialisation, once per process (we are inside a
         // OnceLock). `meos_initialize` installs MEOS's own handler, which
         // exits the process; ours replaces it before any other call.
@@ -185,6 +284,20 @@ impl Meos {
             initialize();
             handler(on_error);
             timezone(c"UTC".as_ptr());
+        }
+        // Geographies need MEOS's table of reference systems, which a wheel
+        // ships beside its libraries (pymeos-cffi: pymeos_cffi/meos_data).
+        if let Some(csv) = spatial_ref_sys(&file) {
+            // SAFETY: the symbol has this type in MEOS 1.3's meos.h.
+            let set: Result<libloading::os::unix::Symbol<unsafe extern "C" fn(*const c_char)>, _> =
+                unsafe { library.get(b"meos_set_spatial_ref_sys_csv\0") };
+            if let (Ok(set), Ok(path)) = (
+                set,
+                std::ffi::CString::new(csv.as_os_str().as_encoded_bytes()),
+            ) {
+                // SAFETY: MEOS is initialised; the path is a C string it copies.
+                unsafe { set(path.as_ptr()) };
+            }
         }
         // The functions point into the library: it stays loaded for good.
         std::mem::forget(library);
@@ -266,11 +379,55 @@ impl Meos {
     }
 }
 
+/// Clears MEOS's last error on this thread.
+pub fn clear_error() {
+    LAST_ERROR.with(|e| e.borrow_mut().take());
+}
+
+/// MEOS's last error on this thread, if any, taken.
+pub fn take_error() -> Option<String> {
+    LAST_ERROR.with(|e| e.borrow_mut().take())
+}
+
+/// Frees what MEOS allocated (with the C library's malloc).
+///
+/// # Safety
+///
+/// `ptr` is null or MEOS's, not freed yet, and not used after.
+pub unsafe fn release(ptr: *mut c_void) {
+    if !ptr.is_null() {
+        // SAFETY: the caller's guarantee.
+        unsafe { free(ptr) }
+    }
+}
+
 /// MEOS's last error on this thread, or `otherwise`.
 fn last_error(otherwise: &str) -> String {
     LAST_ERROR
         .with(|e| e.borrow_mut().take())
         .unwrap_or_else(|| otherwise.to_owned())
+}
+
+/// PROJ's data folder for the libmeos at `file`, unless `PROJ_DATA` or
+/// `PROJ_LIB` names one: where pymeos-cffi's wheel puts it.
+fn proj_data(file: &Path) -> Option<PathBuf> {
+    if std::env::var_os("PROJ_DATA").is_some() || std::env::var_os("PROJ_LIB").is_some() {
+        return None;
+    }
+    let data = file.parent()?.join("../pymeos_cffi/proj_data");
+    data.join("proj.db").is_file().then_some(data)
+}
+
+/// MEOS's table of reference systems for the libmeos at `file`: next to
+/// it, or where pymeos-cffi's wheel puts it (`../pymeos_cffi/meos_data/`).
+fn spatial_ref_sys(file: &Path) -> Option<PathBuf> {
+    let folder = file.parent()?;
+    [
+        folder.join("spatial_ref_sys.csv"),
+        folder.join("../pymeos_cffi/meos_data/spatial_ref_sys.csv"),
+    ]
+    .into_iter()
+    .find(|p| p.is_file())
 }
 
 /// The libmeos file: `path` itself, or the `libmeos*.so*` in folder `path`.

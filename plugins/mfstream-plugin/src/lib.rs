@@ -5,10 +5,11 @@
 //! engines; the control plane gets them from `registry.get(name)` like the
 //! built-in ones. The roles:
 //!
-//! - [`abi`] is the C ABI (version 2), the one source of truth for the host
+//! - [`abi`] is the C ABI (version 3), the one source of truth for the host
 //!   and for plugin authors; `include/mfstream_plugin.h` is its C twin.
 //! - [`Engine`] is what a Rust author implements: `open` a query from its
-//!   spec, `process` batches of instants, `close` (flush) at the end.
+//!   spec, `process` batches of instants, `close` (flush) at the end; an
+//!   engine that serves positions also implements `open_positions`.
 //! - [`export_plugin!`] exports engines under the ABI, catching every panic
 //!   and turning it into the query's error, so nothing unwinds into the host.
 //!
@@ -62,10 +63,10 @@
 pub mod abi;
 mod export;
 
-pub use crate::export::{Batch, Emitter, Instant, Value};
+pub use crate::export::{Batch, Detect, Emitter, Instant, Point, PositionSpec, Step, Value};
 
 #[doc(hidden)]
-pub use crate::export::{__close, __open, __process, __ready};
+pub use crate::export::{__close, __open, __open_positions, __process, __ready};
 
 /// A stream engine written as an ordinary Rust type: one value per query.
 ///
@@ -77,7 +78,9 @@ pub trait Engine: Sized + Send + 'static {
     /// A line for people, shown by `mfstream engines`.
     const DESCRIPTION: &'static str;
     /// The kinds of query served: [`abi::MFS_SERVES_TRANSFORM`] (the host
-    /// computes windowed aggregates over the engine's outputs).
+    /// computes windowed aggregates over the engine's outputs), and
+    /// [`abi::MFS_SERVES_POSITIONS`] for an engine that implements
+    /// [`open_positions`](Engine::open_positions).
     const SERVES: u32 = abi::MFS_SERVES_TRANSFORM;
 
     /// Opens a query. `spec` is the query as JSON, the object bridge jobs get
@@ -85,6 +88,16 @@ pub trait Engine: Sized + Send + 'static {
     /// `{"id":"q1","property":"speed","type":"TReal","operation":"mul","arg":1.852}`.
     /// An `Err` refuses the query with that message.
     fn open(spec: &str) -> Result<Self, String>;
+
+    /// Opens a position query (ABI version 3): `process` then gets one
+    /// feature's positions ([`Value::Point`], with
+    /// [`Instant::micros`](crate::Instant::micros)) and emits, per instant,
+    /// what `spec.step` says ([`abi`]'s docs, "Positions"). Called only
+    /// when [`SERVES`](Engine::SERVES) has [`abi::MFS_SERVES_POSITIONS`].
+    fn open_positions(spec: &PositionSpec<'_>) -> Result<Self, String> {
+        let _ = spec;
+        Err(format!("engine {} serves no position queries", Self::NAME))
+    }
 
     /// Processes one batch of instants, emitting results to `out`. A record
     /// with no result (outside the operation's domain, or not finite) is
@@ -125,7 +138,7 @@ pub trait Engine: Sized + Send + 'static {
 #[macro_export]
 macro_rules! export_plugin {
     (name: $name:expr, version: $version:expr, engines: [$($engine:ty),+ $(,)?] $(,)?) => {
-        /// The mfstream plugin entry point (ABI v2).
+        /// The mfstream plugin entry point (ABI v3).
         #[unsafe(no_mangle)]
         pub extern "C" fn mfstream_plugin() -> *const $crate::abi::MfsPlugin {
             const COUNT: usize = [$(stringify!($engine)),+].len();
@@ -139,6 +152,14 @@ macro_rules! export_plugin {
                     process: Some($crate::__process::<$engine>),
                     close: Some($crate::__close::<$engine>),
                     ready: Some($crate::__ready::<$engine>),
+                    open_positions: if <$engine as $crate::Engine>::SERVES
+                        & $crate::abi::MFS_SERVES_POSITIONS
+                        != 0
+                    {
+                        Some($crate::__open_positions::<$engine>)
+                    } else {
+                        None
+                    },
                 }
             ),+];
             static PLUGIN: $crate::abi::MfsPlugin = $crate::abi::MfsPlugin {

@@ -9,9 +9,11 @@
  * A record with no result is reported with host->error (ABI version 2) and
  * the batch goes on.
  *
- * Test variants: -DMFS_TEST_ABI_1 is a version-1 plugin (it fails the call
- * on a record with no result, as plugins built before version 2 do);
- * -DMFS_TEST_WRONG_ABI claims ABI version 3;
+ * Test variants (a version-1 or version-2 plugin is built from the frozen
+ * copy in v2/, against the header of that release);
+ * -DMFS_TEST_WRONG_ABI claims ABI version MFS_ABI_VERSION + 1;
+ * -DMFS_TEST_POSITIONS_WITHOUT_OPEN declares MFS_SERVES_POSITIONS without
+ * an open_positions function;
  * -DMFS_TEST_NO_ENTRY exports no entry symbol; -DMFS_TEST_ENGINE_NAME=\"x\"
  * renames the engine; -DMFS_TEST_ABORT_ON_LOAD aborts as soon as the library
  * is loaded.
@@ -132,13 +134,6 @@ static int32_t cscale_process(void *state, const MfsInstant *batch, size_t n,
         }
         y = compute(q->op, x, q->arg);
         if (!isfinite(y)) {
-#ifdef MFS_TEST_ABI_1
-            snprintf(message, sizeof message, "record at %.*s: %s has no finite result, got %g",
-                     (int)batch[i].datetime.len, (const char *)batch[i].datetime.ptr,
-                     NAMES[q->op], x);
-            error = message;
-            break;
-#else
             /* The events before it first, in order; then the error. */
             if (out) host->emit(host->ctx, events, out);
             out = 0;
@@ -146,13 +141,10 @@ static int32_t cscale_process(void *state, const MfsInstant *batch, size_t n,
             MfsStr text = {(const uint8_t *)message, strlen(message)};
             if (host->error(host->ctx, batch[i].datetime, text) == MFS_STOP) break;
             continue;
-#endif
         }
         events[out].datetime = batch[i].datetime; /* borrowed: the host copies it */
-        events[out].value.kind = MFS_NUMBER;
-        events[out].value.number = y;
-        events[out].value.text.ptr = NULL;
-        events[out].value.text.len = 0;
+        events[out].value = (MfsValue){.kind = MFS_NUMBER, .number = y};
+        events[out].micros = MFS_NO_TIME;
         out++;
     }
     if (out) host->emit(host->ctx, events, out);
@@ -168,7 +160,11 @@ static int32_t cscale_close(void *state, const MfsHost *host) {
 
 static const MfsEngine ENGINES[] = {{
     .struct_size = sizeof(MfsEngine),
+#ifdef MFS_TEST_POSITIONS_WITHOUT_OPEN
+    .serves = MFS_SERVES_TRANSFORM | MFS_SERVES_POSITIONS,
+#else
     .serves = MFS_SERVES_TRANSFORM,
+#endif
     .name = MFS_STR(MFS_TEST_ENGINE_NAME),
     .description = MFS_STR("lifted operations in a C plugin (test fixture)"),
     .open = cscale_open,
@@ -179,9 +175,7 @@ static const MfsEngine ENGINES[] = {{
 static const MfsPlugin PLUGIN = {
     .struct_size = sizeof(MfsPlugin),
 #if defined(MFS_TEST_WRONG_ABI)
-    .abi_version = 3,
-#elif defined(MFS_TEST_ABI_1)
-    .abi_version = 1,
+    .abi_version = MFS_ABI_VERSION + 1,
 #else
     .abi_version = MFS_ABI_VERSION,
 #endif

@@ -12,9 +12,13 @@
 //!   with no result (skipped, or the query's failure under `onError: fail`);
 //! - `newer` answers records (value × 1) and declares, beside
 //!   `MFS_SERVES_TRANSFORM`, a `serves` bit no host knows yet, as a plugin
-//!   built for a newer ABI would.
+//!   built for a newer ABI would;
+//! - `tracker` serves positions (ABI version 3): for `position` it answers
+//!   each point, for a geofence an `enter` at the point with x and y
+//!   swapped, 1 µs after the instant, and for `speed` the point's x, but
+//!   it panics on a point whose x is 13.
 
-use mfstream_plugin::{Batch, Emitter, Engine, Value, abi};
+use mfstream_plugin::{Batch, Detect, Emitter, Engine, Point, PositionSpec, Step, Value, abi};
 
 /// What an engine does on a record of 13.
 fn process(
@@ -179,8 +183,51 @@ impl Engine for Newer {
     }
 }
 
+/// Serves positions, simply (and panics on x = 13).
+pub struct Tracker {
+    step: Step,
+}
+
+impl Engine for Tracker {
+    const NAME: &'static str = "tracker";
+    const DESCRIPTION: &'static str = "echoes positions, panics on x = 13 (test fixture)";
+    const SERVES: u32 = abi::MFS_SERVES_TRANSFORM | abi::MFS_SERVES_POSITIONS;
+
+    fn open(_spec: &str) -> Result<Self, String> {
+        Err("tracker serves positions only".into())
+    }
+
+    fn open_positions(spec: &PositionSpec<'_>) -> Result<Self, String> {
+        if spec.step == Step::Geofence && (spec.geometry.is_none() || spec.detect == 0) {
+            return Err("a fence without its geometry or detect set".into());
+        }
+        Ok(Tracker { step: spec.step })
+    }
+
+    fn process(&mut self, batch: Batch<'_>, out: &mut Emitter<'_>) -> Result<(), String> {
+        for instant in batch.iter() {
+            let Value::Point(p) = instant.value else {
+                return Err(format!("record at {} is not a point", instant.datetime));
+            };
+            if p.x == 13.0 {
+                panic!("unlucky position at {}", instant.datetime);
+            }
+            match self.step {
+                Step::Geofence => {
+                    let micros = instant.micros.ok_or("a position without micros")?;
+                    let swapped = Point::new(p.y, p.x);
+                    out.emit_at(micros + 1, Value::Detect(Detect::Enter, swapped));
+                }
+                Step::Speed => out.emit(instant.datetime, Value::Number(p.x)),
+                _ => out.emit(instant.datetime, Value::Point(p)),
+            }
+        }
+        Ok(())
+    }
+}
+
 mfstream_plugin::export_plugin!(
     name: "chaos",
     version: "0.0.0",
-    engines: [Panicky, Aborter, Segv, Refuser, WhereAmI, Nan, Newer],
+    engines: [Panicky, Aborter, Segv, Refuser, WhereAmI, Nan, Newer, Tracker],
 );
