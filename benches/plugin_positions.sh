@@ -5,7 +5,7 @@
 # per position) and a geofence (enter/exit). Figures are printed, with the
 # ratio local / meos; nothing is asserted (the goal: local >= 2x meos).
 #
-#   cargo build --release --bin mfstream -p mfstream-plugin-meos
+#   cargo build --release --bin mfstream && cargo build --release -p mfstream-plugin-meos
 #   eval "$(jobs/meos/setup.sh)"          # MFSTREAM_MEOS_LIB
 #   benches/plugin_positions.sh [N]       # N positions, 200,000 by default
 set -eu

@@ -76,7 +76,7 @@ pub struct KafkaIngest {
     pub group: Option<String>,
     /// Topic patterns (`--kafka-topic`); empty: `mfapi.{cid}.{fid}.{pname}`.
     pub topics: Vec<String>,
-    /// `--kafka-session-timeout-ms`; `None`: [`DEFAULT_SESSION_TIMEOUT`].
+    /// `--kafka-session-timeout-ms`; `None`: 10 seconds.
     pub session_timeout: Option<Duration>,
 }
 
