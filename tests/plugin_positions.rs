@@ -20,11 +20,11 @@ fn track(n: usize) -> Vec<Instant> {
     (0..n)
         .map(|i| Instant {
             datetime: format!("2026-01-01T00:00:{i:02}Z"),
-            value: Value::Point(Point {
-                x: i as f64 * 0.01,
-                y: 45.0,
-                z: (i % 2 == 0).then_some(i as f64),
-            }),
+            value: Value::Point(Point::with_z(
+                i as f64 * 0.01,
+                45.0,
+                (i % 2 == 0).then_some(i as f64),
+            )),
         })
         .collect()
 }

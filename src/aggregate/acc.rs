@@ -249,7 +249,7 @@ impl Acc {
                 match result {
                     AggregateValue::Number(v) => Value::Number(v),
                     AggregateValue::Point(p) => Value::Point(Point::new(p.x, p.y)),
-                    AggregateValue::BBox(b) => Value::BBox(b),
+                    AggregateValue::BBox(b) => Value::BBox(Box::new(b)),
                     // No value (a speed of one position): as an overflow,
                     // the window is skipped, or fails the query.
                     AggregateValue::None => Value::Number(f64::NAN),

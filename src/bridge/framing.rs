@@ -392,11 +392,7 @@ mod tests {
             end(br#"{"coordinates":[1,2,3],"datetime":"t"}"#),
             (
                 "t".into(),
-                Some(Value::Point(Point {
-                    x: 1.0,
-                    y: 2.0,
-                    z: Some(3.0)
-                }))
+                Some(Value::Point(Point::with_z(1.0, 2.0, Some(3.0))))
             )
         );
         assert_eq!(end(br#"{"datetime":"t"}"#), ("t".into(), None));

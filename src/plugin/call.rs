@@ -186,10 +186,12 @@ impl Collector<'_> {
                 written.as_str()
             }
         };
-        let point = |v: &MfsValue| Point {
-            x: v.point.x,
-            y: v.point.y,
-            z: (v.flags & MFS_HAS_Z != 0).then_some(v.point.z),
+        let point = |v: &MfsValue| {
+            Point::with_z(
+                v.point.x,
+                v.point.y,
+                (v.flags & MFS_HAS_Z != 0).then_some(v.point.z),
+            )
         };
         let value = match raw.value.kind {
             MFS_POINT if self.positions => Value::Point(point(&raw.value)),
@@ -619,11 +621,11 @@ fn to_raw(instant: &Instant, positions: bool) -> MfsInstant {
         // handing them over.
         Value::Point(p) if positions => {
             value.kind = MFS_POINT;
-            value.flags = if p.z.is_some() { MFS_HAS_Z } else { 0 };
+            value.flags = if p.z().is_some() { MFS_HAS_Z } else { 0 };
             value.point = MfsPoint {
                 x: p.x,
                 y: p.y,
-                z: p.z.unwrap_or(0.0),
+                z: p.z().unwrap_or(0.0),
             };
             micros = crate::datetime::parse(&instant.datetime).map_or(MFS_NO_TIME, |t| t.micros());
         }

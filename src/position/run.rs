@@ -192,10 +192,10 @@ impl Records for Work {
                 Ok(q) => {
                     // A height is kept, as `position` echoes it.
                     let z = match &instant.value {
-                        Value::Point(point) => point.z,
+                        Value::Point(point) => point.z(),
                         _ => None,
                     };
-                    Some(Value::Point(Point { x: q.x, y: q.y, z }))
+                    Some(Value::Point(Point::with_z(q.x, q.y, z)))
                 }
                 Err(error) if self.on_error == OnError::Skip => {
                     tracing::debug!(%error, "position not reprojected: skipped");

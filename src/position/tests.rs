@@ -271,11 +271,7 @@ async fn planar_speed_azimuth_and_length_follow_the_segments() {
 #[tokio::test]
 async fn position_echoes_the_instant_with_its_z() {
     let mut z = at(1, 4.35, 50.85);
-    z.value = Value::Point(Point {
-        x: 4.35,
-        y: 50.85,
-        z: Some(12.0),
-    });
+    z.value = Value::Point(Point::with_z(4.35, 50.85, Some(12.0)));
     let (events, _) = run(
         r#"{"operation":"position"}"#,
         PropertyType::TGeogPoint,

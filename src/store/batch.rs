@@ -75,7 +75,7 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
                 out.push(POINT);
                 out.extend_from_slice(&p.x.to_bits().to_le_bytes());
                 out.extend_from_slice(&p.y.to_bits().to_le_bytes());
-                match p.z {
+                match p.z() {
                     Some(z) => {
                         out.push(1);
                         out.extend_from_slice(&z.to_bits().to_le_bytes());
@@ -85,7 +85,7 @@ pub(crate) fn encode(instants: &[Instant], out: &mut Vec<u8>) {
             }
             Value::BBox(b) => {
                 out.push(BBOX);
-                for v in b {
+                for v in b.iter() {
                     out.extend_from_slice(&v.to_bits().to_le_bytes());
                 }
             }
@@ -115,14 +115,14 @@ pub(crate) fn decode(mut data: &[u8], mut each: impl FnMut(Instant)) -> Result<(
                         });
                     }
                 };
-                Value::Point(Point { x, y, z })
+                Value::Point(Point::with_z(x, y, z))
             }
-            BBOX => Value::BBox([
+            BBOX => Value::BBox(Box::new([
                 take_f64(&mut data)?,
                 take_f64(&mut data)?,
                 take_f64(&mut data)?,
                 take_f64(&mut data)?,
-            ]),
+            ])),
             tag => {
                 return Err(DecodeError::UnknownTag {
                     what: "value tag",
@@ -215,15 +215,11 @@ mod tests {
             },
             Instant {
                 datetime: "z".into(),
-                value: Value::Point(Point {
-                    x: 1.0,
-                    y: -0.0,
-                    z: Some(12.5),
-                }),
+                value: Value::Point(Point::with_z(1.0, -0.0, Some(12.5))),
             },
             Instant {
                 datetime: "b".into(),
-                value: Value::BBox([1.0, -2.0, 3.5, 4.0]),
+                value: Value::BBox(Box::new([1.0, -2.0, 3.5, 4.0])),
             },
         ];
         let mut data = Vec::new();

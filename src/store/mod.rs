@@ -612,7 +612,7 @@ impl Store {
                     }));
                 }
                 Value::Point(p)
-                    if ![Some(p.x), Some(p.y), p.z]
+                    if ![Some(p.x), Some(p.y), p.z()]
                         .into_iter()
                         .flatten()
                         .all(f64::is_finite) =>
