@@ -121,8 +121,8 @@ pub(crate) fn plan(spec: &QuerySpec) -> Result<Plan, SpecError> {
                     "engine",
                     SpecErrorKind::Unfit,
                     format!(
-                        "the position query {:?} runs on the local engine only: register it \
-                         with \"engine\":\"local\"",
+                        "a {:?} query that reprojects (its \"crs\" is not the feature's) runs \
+                         on the local engine only: register it with \"engine\":\"local\"",
                         query.operation_name()
                     ),
                 ));
@@ -522,6 +522,18 @@ mod tests {
             assert_eq!(query.split(), Some((step, None)), "{body}");
             assert_eq!(back.property_type, PropertyType::TGeogPoint);
         }
+    }
+
+    #[test]
+    fn a_reprojecting_position_query_is_refused_off_the_local_engine_naming_it() {
+        // No engine protocol carries the output's reference system.
+        let spec = position_spec(r#"{"operation":"position","crs":"EPSG:3857"}"#);
+        let e = plan(&spec).unwrap_err();
+        assert_eq!(e.field, "engine", "{e}");
+        assert!(
+            e.message.contains("reprojects") && e.message.contains("\"engine\":\"local\""),
+            "{e}"
+        );
     }
 
     #[test]
