@@ -276,7 +276,8 @@ async fn a_fences_hole_is_cut_out_and_a_distance_target_is_drawn() {
 
     let mut browser = Browser::start("map-hole-profile");
     browser.navigate(&format!("http://{}/?cid=ships&fid=h1&map=1", server.addr));
-    browser.evaluate("mapDrawn({tracks: 1, points: 5, fences: 1, detects: 1})");
+    // The distance query's layer may load after the others: wait for it too.
+    browser.evaluate("mapDrawn({tracks: 1, points: 5, fences: 1, targets: 1, detects: 1})");
     let fence = browser.evaluate(
         "(() => { const f = document.querySelector('#map .fence'); \
          return [f.getAttribute('d').split('M').length - 1, getComputedStyle(f).fillRule]; })()",
