@@ -24,11 +24,17 @@
  * from libm's tan (jobs/meos/README.md gives the measurements).
  *
  * Errors follow the protocol: bad usage exits 2 before reading; a line that
- * does not parse, or a domain error, exits 2 naming the line and the value,
- * with MEOS's own message (from the error handler installed below, which
- * records the message instead of exiting); answers to earlier lines are
- * flushed first. Some MEOS errors (an exp overflow) bypass the handler and
- * end the process from inside the library; an atexit hook then names the
+ * does not parse exits 2 naming the line. A record with no result (a domain
+ * error, MEOS's own message from the error handler installed below, which
+ * records the message instead of exiting; or a result that is not finite):
+ * under bridge protocol 2 (MFSTREAM_PROTOCOL=2, which the host sets for an
+ * engine with protocol = 2) an error line `!message` in the answer's place,
+ * and the job goes on; under protocol 1 it exits 2 naming the line and the
+ * value, answers to earlier lines flushed first. MEOS's exp ends the process
+ * from inside the library when the result overflows or underflows (it
+ * bypasses the handler): under protocol 2 the job asks libm first, as MEOS's
+ * dexp does (a finite x whose exp is inf or 0), and answers with an error
+ * line; under protocol 1 it lets MEOS end it, and an atexit hook names the
  * line and the value under MEOS's message and exits 2.
  */
 #define _GNU_SOURCE
@@ -116,6 +122,9 @@ static char current_value[64];
 static bool in_meos;
 static bool meos_failed;
 static char meos_message[1024];
+
+/* Bridge protocol 2: a record with no result is answered with `!message`. */
+static bool protocol2;
 
 static void die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 
@@ -213,6 +222,27 @@ static void write_number(double y) {
     out_len += (size_t)n + 1;
 }
 
+/* A record with no result: under protocol 2 the error line `!message` in
+ * its answer's place (the host keeps 200 bytes of a message), and the job
+ * goes on; under protocol 1 the end of the job, naming the line. */
+static void no_result(long line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void no_result(long line, const char *fmt, ...) {
+    char message[512];
+    va_list args;
+    va_start(args, fmt);
+    vsnprintf(message, sizeof message, fmt, args);
+    va_end(args);
+    if (!protocol2)
+        die(2, "line %ld: %s", line, message);
+    size_t n = strlen(message);
+    if (out_len + n + 2 > OUT_CAP)
+        flush_out();
+    out[out_len++] = '!';
+    memcpy(out + out_len, message, n);
+    out_len += n;
+    out[out_len++] = '\n';
+}
+
 int main(int argc, char **argv) {
     signal(SIGPIPE, SIG_IGN); /* a closed stdout is EPIPE, handled above */
     const char *framing = getenv("MFSTREAM_FRAMING");
@@ -220,6 +250,8 @@ int main(int argc, char **argv) {
         die(2, "MFSTREAM_FRAMING must be \"value\" (the MEOS job speaks value framing only), "
                "got \"%s\"",
             framing);
+    const char *protocol = getenv("MFSTREAM_PROTOCOL");
+    protocol2 = protocol && atoi(protocol) >= 2;
     if (argc < 2 || argc > 3) {
         fputs(USAGE, stderr);
         die(2, "expected an operation and at most one argument");
@@ -264,6 +296,8 @@ int main(int argc, char **argv) {
     meos_initialize_error_handler(on_meos_error);
     atexit(on_exit_hook);
     current_op = op;
+    /* MEOS's exp (PostgreSQL's dexp) ends the process on a range error. */
+    const bool is_exp = strcmp(op->name, "exp") == 0;
 
     /* Value framing carries no datetimes (the host keeps them); every
      * instant is made at MEOS's epoch, 2000-01-01 00:00:00 UTC. */
@@ -308,6 +342,14 @@ int main(int argc, char **argv) {
 
         current_line = line;
         snprintf(current_value, sizeof current_value, "%.17g", x);
+        if (protocol2 && is_exp && isfinite(x)) {
+            double e = exp(x);
+            if (isinf(e) || e == 0.0) {
+                no_result(line, "exp of %.200s: value out of range: %s (MEOS)", text,
+                          e == 0.0 ? "underflow" : "overflow");
+                continue;
+            }
+        }
         in_meos = true;
         meos_failed = false;
         double y;
@@ -317,8 +359,10 @@ int main(int argc, char **argv) {
             if (op->kind == TAN && !meos_failed)
                 y /= cosine(x);
             in_meos = false;
-            if (meos_failed)
-                die(2, "line %ld: %s of %s: %s", line, op->name, text, meos_message);
+            if (meos_failed) {
+                no_result(line, "%s of %.200s: %s", op->name, text, meos_message);
+                continue;
+            }
         } else {
             Temporal *inst = tfloatinst_make(x, at);
             Temporal *result = NULL;
@@ -342,12 +386,16 @@ int main(int argc, char **argv) {
             in_meos = false;
             free(result); /* MEOS allocates with malloc (palloc) */
             free(inst);
-            if (meos_failed || !result)
-                die(2, "line %ld: %s of %s: %s", line, op->name, text,
-                    meos_failed ? meos_message : "MEOS returned no result");
+            if (meos_failed || !result) {
+                no_result(line, "%s of %.200s: %s", op->name, text,
+                          meos_failed ? meos_message : "MEOS returned no result");
+                continue;
+            }
         }
-        if (!isfinite(y))
-            die(2, "line %ld: %s has no finite result, got %s", line, op->name, text);
+        if (!isfinite(y)) {
+            no_result(line, "%s has no finite result, got %.200s", op->name, text);
+            continue;
+        }
         write_number(y);
     }
     flush_out();

@@ -40,72 +40,109 @@ const DEGREES_ULPS: u64 = 1;
 /// `pg_dcos`) give libm's bits, as do the others but `degrees`.
 const TAN_ULPS: u64 = 2;
 
+/// Runs `op` over `input` on the meos engine three ways: skipped (the
+/// records at `kept` answered, the others counted), failing under bridge
+/// protocol 2 (the host names the bad record's datetime and the job's
+/// message, `v2`), and failing as a version-1 job, in its own words (`v1`,
+/// naming the line). `answered` answers arrive before each failure.
+async fn check_no_result(op: Op, input: &[Instant], kept: &[usize], v2: &str, v1: &str) {
+    let (options, _) = runtime("meos");
+    // The job speaks protocol 2 (engines.toml).
+    assert_eq!(options.protocol, 2);
+    let engine = mfstream::BridgeEngine::new(options.clone());
+    check_skipped(&engine, transform(op), input, kept).await;
+    let bad = (0..input.len())
+        .find(|i| !kept.contains(i))
+        .expect("a bad record");
+    let fail = transform(op).on_error(mfstream::OnError::Fail);
+    let (events, status) =
+        collect(submit(options.clone(), fail.clone(), input.to_vec()).await).await;
+    let reason = failure(&status);
+    let expected = format!(
+        "record at {}: the job found no result: {v2}",
+        input[bad].datetime
+    );
+    assert!(reason.contains(&expected), "{op}: {reason}");
+    assert_eq!(
+        events.len(),
+        bad,
+        "{op}: the answers before the bad record arrive"
+    );
+    // As a version-1 job (no error lines), it fails in its own words.
+    let mut old = options;
+    old.protocol = 1;
+    old.argv
+        .splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
+    let (events, status) = collect(submit(old, fail, input.to_vec()).await).await;
+    let reason = failure(&status);
+    assert!(reason.contains(v1), "{op} (version 1): {reason}");
+    assert_eq!(
+        events.len(),
+        bad,
+        "{op} (version 1): the answers before the bad line"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
-async fn sin_cos_and_tan_of_an_infinity_on_meos_fail_with_meos_message() {
+async fn sin_cos_and_tan_of_an_infinity_on_meos_have_no_result_with_meos_message() {
     for op in [Op::Sin, Op::Cos, Op::Tan] {
-        let (options, _) = runtime("meos");
         let input = values(&[0.5, f64::INFINITY, 2.0]);
-        let engine = mfstream::BridgeEngine::new(options.clone());
-        check_skipped(&engine, transform(op), &input, &[0, 2]).await;
-        let fail = transform(op).on_error(mfstream::OnError::Fail);
-        let handle = submit(options, fail, input).await;
-        let (events, status) = collect(handle).await;
-        let reason = failure(&status);
         let name = op.name();
-        assert!(
-            reason.contains(&format!(
-                "line 2: {name} of inf: input is out of range (MEOS error 3)"
-            )),
-            "{reason}"
-        );
-        assert_eq!(
-            events.len(),
-            1,
-            "{name}: the answer before the bad line arrives"
-        );
+        let message = format!("{name} of inf: input is out of range (MEOS error 3)");
+        check_no_result(op, &input, &[0, 2], &message, &format!("line 2: {message}")).await;
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
-async fn a_domain_error_on_meos_fails_the_query_with_meos_message() {
-    let (options, _) = runtime("meos");
+async fn a_domain_error_on_meos_has_no_result_with_meos_message() {
     let input = values(&[4.0, 1.0, -2.0, 2.0]);
-    // Skipped by default: the host keeps it from the version-1 job.
-    let engine = mfstream::BridgeEngine::new(options.clone());
-    check_skipped(&engine, transform(Op::Log10), &input, &[0, 1, 3]).await;
-    let fail = transform(Op::Log10).on_error(mfstream::OnError::Fail);
-    let handle = submit(options, fail, input).await;
-    let (events, status) = collect(handle).await;
-    let reason = failure(&status);
-    assert!(
-        reason
-            .contains("line 3: log10 of -2.0: Cannot take logarithm of zero or a negative number"),
-        "{reason}"
-    );
-    assert_eq!(events.len(), 2, "the answers before the bad line arrive");
+    let message = "log10 of -2.0: Cannot take logarithm of zero or a negative number";
+    check_no_result(
+        Op::Log10,
+        &input,
+        &[0, 1, 3],
+        message,
+        &format!("line 3: {message}"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs the meos job: eval \"$(jobs/meos/setup.sh)\""]
-async fn an_error_that_ends_meos_itself_still_names_the_line_under_meos_message() {
-    // MEOS's exp overflow bypasses the error handler and exits the process.
-    let (options, _) = runtime("meos");
+async fn an_exp_that_would_end_meos_itself_is_a_record_with_no_result() {
+    // MEOS's exp overflow bypasses the error handler and exits the process:
+    // under protocol 2 the job asks libm first; as a version-1 job MEOS ends
+    // it and the job names the line under MEOS's message.
     let input = values(&[1.0, 1000.0, 2.0]);
-    // Skipped by default: the host keeps it from the job, which would die.
-    let engine = mfstream::BridgeEngine::new(options.clone());
-    check_skipped(&engine, transform(Op::Exp), &input, &[0, 2]).await;
-    let fail = transform(Op::Exp).on_error(mfstream::OnError::Fail);
-    let handle = submit(options, fail, input).await;
-    let (events, status) = collect(handle).await;
+    check_no_result(
+        Op::Exp,
+        &input,
+        &[0, 2],
+        "exp of 1000.0: value out of range: overflow (MEOS)",
+        "line 2: MEOS ended the process computing exp of 1000",
+    )
+    .await;
+    // An underflow too (`local` gives 0 there): in the catalogue's domain,
+    // so a version-1 job's host guard let it through, and MEOS ended the job.
+    let input = values(&[1.0, -745.2, 2.0]);
+    check_no_result(
+        Op::Exp,
+        &input,
+        &[0, 2],
+        "exp of -745.2: value out of range: underflow (MEOS)",
+        "line 2: MEOS ended the process computing exp of -745.2",
+    )
+    .await;
+    let (options, _) = runtime("meos");
+    let mut old = options;
+    old.protocol = 1;
+    old.argv
+        .splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
+    let (_, status) = collect(submit(old, transform(Op::Exp), input).await).await;
     let reason = failure(&status);
-    assert!(
-        reason.contains("value out of range: overflow")
-            && reason.contains("line 2: MEOS ended the process computing exp of 1000"),
-        "{reason}"
-    );
-    assert_eq!(events.len(), 1, "the answer before the bad line arrives");
+    assert!(reason.contains("value out of range: underflow"), "{reason}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
