@@ -2,7 +2,7 @@
 // client (jobs/flink-cluster-client, `mfstream-flink-client`) submits with
 // POST /jars/<id>/run. It connects back to the client:
 //
-//     MfstreamClusterJob HOST IN_PORT OUT_PORT OP [ARG]
+//     MfstreamClusterJob [--protocol=N] HOST IN_PORT OUT_PORT OP [ARG]
 //
 //     socketTextStream(HOST, IN_PORT) -> map (the lifted operation) -> a sink
 //     writing one result per line to HOST:OUT_PORT
@@ -15,9 +15,13 @@
 // - The sink flushes after a short idle gap (200 us), or 5 ms after its
 //   oldest unflushed result, and whenever its 64 KiB buffer fills: a burst
 //   costs one write per 64 KiB, a lone live record comes out at once.
-// - A line that is not a number, or a domain error, fails the job with a
-//   JobError "line N: ..." (the client fetches it from /jobs/<id>/exceptions
-//   and prints it); the results before that line are flushed by close().
+// - A record with no result (a domain error: ln 0, exp 1000): under bridge
+//   protocol 2 (--protocol=2, which the client passes when the host sets
+//   MFSTREAM_PROTOCOL=2) an error line "!message" in the answer's place, and
+//   the job goes on. Under protocol 1, and for a line that is not a number,
+//   the job fails with a JobError "line N: ..." (the client fetches it from
+//   /jobs/<id>/exceptions and prints it); the results before that line are
+//   flushed by close().
 // - At the end of the input (the client shuts its side of IN_PORT) the
 //   source ends, the sink flushes and closes: the job FINISHES.
 // - close() never throws: a sink whose close() throws (a broken pipe when
@@ -36,28 +40,37 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.legacy.RichSinkFunction;
 
 public final class MfstreamClusterJob {
-    static final String USAGE = "usage: MfstreamClusterJob HOST IN_PORT OUT_PORT OP [ARG]";
+    static final String USAGE =
+            "usage: MfstreamClusterJob [--protocol=N] HOST IN_PORT OUT_PORT OP [ARG]";
     static final int BUFFER = 64 * 1024;
 
-    /** The lifted operation on one line; names the line on an error. */
+    /**
+     * The lifted operation on one line; names the line on an error, or
+     * answers a record with no result with an error line (protocol 2).
+     */
     static final class Apply extends RichMapFunction<String, String> {
         private final LiftedOperation operation;
+        private final boolean errorLines;
         private long number;
 
-        Apply(LiftedOperation operation) {
+        Apply(LiftedOperation operation, boolean errorLines) {
             this.operation = operation;
+            this.errorLines = errorLines;
         }
 
         @Override
         public String map(String line) {
             number++;
+            Double x = LiftedOperation.parseNumber(line);
+            if (x == null) {
+                throw new JobError("line " + number + ": not a number: " + LiftedOperation.quote(line));
+            }
             try {
-                Double x = LiftedOperation.parseNumber(line);
-                if (x == null) {
-                    throw new JobError("not a number: " + LiftedOperation.quote(line));
-                }
                 return Double.toString(operation.apply(x, line.strip()));
             } catch (JobError e) {
+                if (errorLines) {
+                    return "!" + e.getMessage().replace('\n', ' ');
+                }
                 throw new JobError("line " + number + ": " + e.getMessage());
             }
         }
@@ -195,6 +208,12 @@ public final class MfstreamClusterJob {
     }
 
     public static void main(String[] args) throws Exception {
+        // Bridge protocol 2: records with no result are error lines.
+        int protocol = 1;
+        if (args.length > 0 && args[0].startsWith("--protocol=")) {
+            protocol = Integer.parseInt(args[0].substring("--protocol=".length()));
+            args = java.util.Arrays.copyOfRange(args, 1, args.length);
+        }
         if (args.length < 4 || args.length > 5) {
             throw new JobError("expected HOST IN_PORT OUT_PORT OP [ARG], got " + args.length
                     + " arguments\n" + USAGE);
@@ -214,7 +233,7 @@ public final class MfstreamClusterJob {
         env.setParallelism(1);
         env.socketTextStream(host, inPort, "\n", 0)
                 .name("client " + host + ":" + inPort)
-                .map(new Apply(operation))
+                .map(new Apply(operation, protocol >= 2))
                 .name(operation.op)
                 .addSink(new ClientSink(host, outPort))
                 .name("client " + host + ":" + outPort);

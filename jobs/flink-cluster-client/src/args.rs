@@ -27,6 +27,8 @@ pub(crate) struct Options {
     pub schedule_timeout: Duration,
     pub op: String,
     pub arg: Option<String>,
+    /// The bridge protocol the host speaks (`MFSTREAM_PROTOCOL`, 1 when unset).
+    pub protocol: u32,
 }
 
 pub(crate) fn parse_args() -> Result<Options, Exit> {
@@ -72,6 +74,10 @@ pub(crate) fn parse_args() -> Result<Options, Exit> {
                 "the schedule timeout must be positive seconds, got '{timeout}'"
             ))
         })?;
+    // A version this client does not know reads as 1: no error lines.
+    let protocol = env("MFSTREAM_PROTOCOL")
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(1);
     Ok(Options {
         rest,
         jar,
@@ -79,6 +85,7 @@ pub(crate) fn parse_args() -> Result<Options, Exit> {
         schedule_timeout,
         op,
         arg,
+        protocol,
     })
 }
 

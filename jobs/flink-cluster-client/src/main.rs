@@ -14,8 +14,11 @@
 //!    job's source ends, the job FINISHES, its sink closes, and the client
 //!    exits 0 once `/jobs/overview` says FINISHED.
 //!
-//! A failed job's reason (`/jobs/<id>/exceptions`) goes to stderr: the job's
-//! own message and exit 2 for a bad line or a domain error, Flink's cause and
+//! Under bridge protocol 2 (`MFSTREAM_PROTOCOL=2`, passed on to the job) a
+//! record with no result (a domain error) is an error line `!message` from
+//! the job, copied through like any answer. A failed job's reason
+//! (`/jobs/<id>/exceptions`) goes to stderr: the job's own message and exit 2
+//! for a bad line (or, under protocol 1, a domain error), Flink's cause and
 //! exit 1 otherwise. SIGTERM, SIGINT and SIGHUP cancel the job
 //! (`PATCH /jobs/<id>?mode=cancel`). If the client dies, its connections
 //! close: the job's source ends or its sink fails, so no job outlives it; a
@@ -132,12 +135,18 @@ fn run(options: Options) -> Result<(), Exit> {
     };
     let (records, results) = (bind("source")?, bind("sink")?);
     let port = |l: &TcpListener| l.local_addr().map(|a| a.port()).unwrap_or(0);
-    let mut args = vec![
+    let mut args = Vec::new();
+    // Bridge protocol 2: the job answers a record with no result with an
+    // error line (older jars, without the flag, are named apart by hash).
+    if options.protocol >= 2 {
+        args.push(format!("--protocol={}", options.protocol));
+    }
+    args.extend([
         options.listen.clone(),
         port(&records).to_string(),
         port(&results).to_string(),
         options.op.clone(),
-    ];
+    ]);
     args.extend(options.arg.clone());
 
     let started = Instant::now();
