@@ -26,7 +26,9 @@ use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{OpenApi as Document, SecurityRequirement};
+use utoipa::openapi::{
+    Content, OpenApi as Document, Ref, RefOr, ResponseBuilder, SecurityRequirement,
+};
 use utoipa::{IntoParams, Modify, OpenApi, ToSchema};
 
 use super::App;
@@ -81,15 +83,76 @@ pub(crate) const MEDIA_TYPE: &str = "application/vnd.oai.openapi+json;version=3.
 )]
 struct Base;
 
-/// The document of a server: the routes' operations on the base, with the
-/// bearer token required everywhere but `/` when the server has one.
+/// The document of a server: the routes' operations on the base, the
+/// answers every route may give, and the bearer token required everywhere
+/// but `/` when the server has one.
 fn build(token: bool) -> Document {
     let (_, paths) = super::routes().split_for_parts();
     let mut document = Base::openapi().merge_from(paths);
+    Refusals { token }.modify(&mut document);
     if token {
         Bearer.modify(&mut document);
     }
     document
+}
+
+/// The refusals that come before any route's own work, declared once in
+/// `components.responses` and referenced by every operation (the routes'
+/// attributes leave them out): 403 for a `Host` or `Origin` the server does
+/// not answer, on every path; with a token, 401 for a request without it,
+/// on every path but `/`.
+struct Refusals {
+    token: bool,
+}
+
+/// The names of the refusals in `components.responses`.
+const FORBIDDEN: &str = "Forbidden";
+const UNAUTHORIZED: &str = "Unauthorized";
+
+impl Modify for Refusals {
+    fn modify(&self, document: &mut Document) {
+        let refusal = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/json",
+                        Content::new(Some(Ref::from_schema_name("Exception"))),
+                    )
+                    .build(),
+            )
+        };
+        let components = document.components.get_or_insert_with(Default::default);
+        components.responses.insert(
+            FORBIDDEN.into(),
+            refusal("a `Host` or `Origin` this server does not answer"),
+        );
+        if self.token {
+            components.responses.insert(
+                UNAUTHORIZED.into(),
+                refusal("no token, or not the server's"),
+            );
+        }
+        for (path, item) in document.paths.paths.iter_mut() {
+            let operations = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for operation in operations.into_iter().flatten() {
+                let answers = &mut operation.responses.responses;
+                answers.insert("403".into(), RefOr::Ref(Ref::from_response_name(FORBIDDEN)));
+                if self.token && path != "/" {
+                    answers.insert(
+                        "401".into(),
+                        RefOr::Ref(Ref::from_response_name(UNAUTHORIZED)),
+                    );
+                }
+            }
+        }
+    }
 }
 
 /// Adds the bearer scheme, required by every operation but those of `/`.
@@ -134,7 +197,6 @@ fn document(token: bool) -> &'static str {
     responses(
         (status = 200, description = "the API definition",
          content_type = "application/vnd.oai.openapi+json;version=3.1", body = Object),
-        (status = 401, description = "no token, or not the server's", body = Exception),
     ),
 )]
 pub(crate) async fn serve(State(app): State<Arc<App>>) -> Response {

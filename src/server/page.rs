@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
 use serde_json::json;
 
-use super::api::{Conformance, Exception, Landing, LandingParams};
+use super::api::{Conformance, Landing, LandingParams};
 use super::problem::Problem;
 use super::{App, ServeError};
 
@@ -158,7 +158,6 @@ fn page(tiles: Option<&Tiles>) -> Response {
             (String = "text/html"),
             (Landing = "application/json"),
         )),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
     ),
 )]
 pub(crate) async fn landing(State(app): State<Arc<App>>, uri: Uri, headers: HeaderMap) -> Response {
@@ -196,8 +195,6 @@ pub(crate) async fn landing(State(app): State<Arc<App>>, uri: Uri, headers: Head
     summary = "the conformance classes",
     responses(
         (status = 200, description = "the classes", body = Conformance),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
     ),
 )]
 pub(crate) async fn conformance() -> Response {

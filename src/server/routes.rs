@@ -57,8 +57,6 @@ const NDJSON: &str = "application/x-ndjson";
         (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
          headers(("Location" = String, description = "the query's path"))),
         (status = 400, description = "an invalid body or field (`field` names it), or an unknown engine", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 413, description = "a body over `--max-body`", body = Exception),
         (status = 415, description = "a body that is not `application/json`", body = Exception),
         (status = 422, description = "a valid body that does not fit the property", body = Exception),
@@ -346,8 +344,6 @@ fn link(query: &Query, origin: &str, geometry: Geometry) -> serde_json::Value {
     responses(
         (status = 200, description = "the queries", body = QueryList),
         (status = 400, description = "an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
     ),
 )]
 pub(crate) async fn list(
@@ -382,8 +378,6 @@ pub(crate) async fn list(
     responses(
         (status = 200, description = "the query", body = CQuery),
         (status = 400, description = "an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 404, description = "no such query on this property", body = Exception),
     ),
 )]
@@ -418,8 +412,6 @@ fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> 
     responses(
         (status = 204, description = "stopped and removed"),
         (status = 400, description = "an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 404, description = "no such query on this property", body = Exception),
         (status = 503, description = "the deletion could not be recorded (`--state`): the query still runs", body = Exception),
     ),
@@ -486,8 +478,6 @@ pub(crate) async fn delete(
         (status = 200, description = "the events: `instant` (InstantEvent), `window` (WindowEvent), `lagged` (LaggedEvent), `reset` (ResetEvent), `end` (EndEvent)",
          content_type = "text/event-stream", body = String),
         (status = 400, description = "a `Last-Event-ID` that is not an event id, or an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 404, description = "no such query on this property", body = Exception),
         (status = 429, description = "`--max-subscribers` reached", body = Exception),
         (status = 503, description = "`--max-streams` reached", body = Exception),
@@ -571,8 +561,6 @@ pub(crate) async fn stream(
     responses(
         (status = 202, description = "taken", body = IngestAnswer),
         (status = 400, description = "an invalid instant (`field` names it)", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 413, description = "a body over `--max-body`, or a text value over what `--state` keeps", body = Exception),
         (status = 415, description = "a body that is neither JSON nor JSON lines", body = Exception),
         (status = 503, description = "not taken in time (`accepted` says how many were), or shutting down", body = Exception),
@@ -636,8 +624,6 @@ async fn take_ingest(
     summary = "the registry's engines, as `mfstream engines --json` prints them",
     responses(
         (status = 200, description = "the engines", body = Vec<Engine>),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
     ),
 )]
 pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
@@ -662,8 +648,6 @@ pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
         (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
          headers(("Location" = String, description = "the query's path"))),
         (status = 400, description = "an invalid body or field (`field` names it)", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 413, description = "a body over `--max-body`", body = Exception),
         (status = 415, description = "a body that is not `application/json`", body = Exception),
         (status = 422, description = "a valid body that does not fit the feature (another `crs`), or an engine that does not serve positions (the description names those that do)", body = Exception),
@@ -690,8 +674,6 @@ pub(crate) async fn register_positions(
     responses(
         (status = 200, description = "the queries", body = QueryList),
         (status = 400, description = "an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
     ),
 )]
 pub(crate) async fn list_positions(
@@ -713,8 +695,6 @@ pub(crate) async fn list_positions(
     responses(
         (status = 200, description = "the query", body = CQuery),
         (status = 400, description = "an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 404, description = "no such query on this feature", body = Exception),
     ),
 )]
@@ -737,8 +717,6 @@ pub(crate) async fn get_positions_query(
     responses(
         (status = 204, description = "stopped and removed"),
         (status = 400, description = "an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 404, description = "no such query on this feature", body = Exception),
         (status = 503, description = "the deletion could not be recorded (`--state`): the query still runs", body = Exception),
     ),
@@ -767,8 +745,6 @@ pub(crate) async fn delete_positions_query(
         (status = 200, description = "the events: `instant` (InstantEvent), `window` (WindowEvent), `detect` (DetectEvent), `lagged` (LaggedEvent), `reset` (ResetEvent), `end` (EndEvent)",
          content_type = "text/event-stream", body = String),
         (status = 400, description = "a `Last-Event-ID` that is not an event id, or an invalid path segment", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 404, description = "no such query on this feature", body = Exception),
         (status = 429, description = "`--max-subscribers` reached", body = Exception),
         (status = 503, description = "`--max-streams` reached", body = Exception),
@@ -799,8 +775,6 @@ pub(crate) async fn stream_positions(
     responses(
         (status = 202, description = "taken", body = IngestAnswer),
         (status = 400, description = "an invalid position (`field` names it)", body = Exception),
-        (status = 401, description = "no token, or not the server's", body = Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = Exception),
         (status = 413, description = "a body over `--max-body`", body = Exception),
         (status = 415, description = "a body that is neither JSON nor JSON lines", body = Exception),
         (status = 503, description = "not taken in time (`accepted` says how many were), or shutting down", body = Exception),

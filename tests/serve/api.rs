@@ -156,6 +156,64 @@ async fn without_a_token_the_api_requires_none() {
     assert!(document["components"].get("securitySchemes").is_none());
 }
 
+/// The refusals every route may give before its own work are declared once,
+/// in `components.responses`, and each operation refers to them: 403 (a
+/// `Host` or `Origin` the server does not answer) everywhere; 401 only with
+/// a token, and not on the public `/`.
+#[tokio::test]
+async fn every_operation_refers_to_the_refusals_declared_once() {
+    for token in [false, true] {
+        let args: &[&str] = if token { &["--token", "s3cret"] } else { &[] };
+        let server = Serve::start("api-refusals", args, &[]);
+        let mut client = server.client().with_token("s3cret");
+        let document = client.get("/api").await.json();
+        let responses = &document["components"]["responses"];
+        assert_eq!(
+            responses["Forbidden"]["content"]["application/json"]["schema"]["$ref"],
+            "#/components/schemas/Exception",
+            "{responses}"
+        );
+        assert_eq!(
+            responses.get("Unauthorized").is_some(),
+            token,
+            "{responses}"
+        );
+        let mut operations = 0;
+        for (path, item) in document["paths"].as_object().expect("paths") {
+            for (method, operation) in item.as_object().expect("a path item") {
+                let answers = &operation["responses"];
+                let what = format!("{method} {path} (token: {token})");
+                assert_eq!(
+                    answers["403"],
+                    serde_json::json!({"$ref": "#/components/responses/Forbidden"}),
+                    "{what}"
+                );
+                let unauthorized = answers.get("401");
+                if token && path != "/" {
+                    assert_eq!(
+                        unauthorized,
+                        Some(&serde_json::json!({"$ref": "#/components/responses/Unauthorized"})),
+                        "{what}"
+                    );
+                } else {
+                    assert_eq!(unauthorized, None, "{what}");
+                }
+                operations += 1;
+            }
+        }
+        assert!(operations >= 19, "{operations} operations");
+        // Declared once: an inline 401 or 403 on a route would repeat it.
+        let text = document.to_string();
+        let once = |description: &str| text.matches(description).count();
+        assert_eq!(once("this server does not answer"), 1, "{text}");
+        assert_eq!(
+            once("no token, or not the server's"),
+            usize::from(token),
+            "{text}"
+        );
+    }
+}
+
 /// The Python that has `openapi_spec_validator` (and its `jsonschema`):
 /// `$OPENAPI_SPEC_VALIDATOR_PYTHON`, else the venv `.ci/run` makes.
 fn validator_python() -> PathBuf {
@@ -285,6 +343,14 @@ async fn the_api_validates_and_real_answers_fit_its_schemas() {
     assert_eq!(invalid.status, 400, "{invalid:?}");
     samples.push(("Exception", invalid.json()));
     samples.push(("Exception", client.get("/nowhere").await.json()));
+    // The shared refusals: no token (401), a Host the server does not answer (403).
+    let unauthorized = server.client().get("/engines").await;
+    assert_eq!(unauthorized.status, 401, "{unauthorized:?}");
+    samples.push(("Exception", unauthorized.json()));
+    let request = "GET /engines HTTP/1.1\r\nHost: evil.example\r\nAuthorization: Bearer s3cret\r\nConnection: close\r\n\r\n";
+    let forbidden = crate::client::raw(server.addr, request.as_bytes()).await;
+    assert_eq!(forbidden.status, 403, "{forbidden:?}");
+    samples.push(("Exception", forbidden.json()));
     samples.push(("Landing", client.get("/?f=json").await.json()));
     samples.push(("Conformance", client.get("/conformance").await.json()));
     for engine in client

@@ -281,8 +281,6 @@ impl Kafka {
     summary = "the Kafka ingest (`--kafka`): brokers, group, topics, partitions, counters, last bad records",
     responses(
         (status = 200, description = "the Kafka ingest's state", body = super::api::KafkaStatus),
-        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
         (status = 404, description = "the server runs without `--kafka`", body = super::api::Exception),
     ),
 )]

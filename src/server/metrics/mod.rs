@@ -65,8 +65,6 @@ const STATUSES: [&str; 4] = ["running", "completed", "stopped", "failed"];
     summary = "the server's metrics, in the Prometheus text format 0.0.4",
     responses(
         (status = 200, description = "the exposition", content_type = "text/plain; version=0.0.4; charset=utf-8", body = String),
-        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
     ),
 )]
 pub(crate) async fn serve(State(app): State<Arc<App>>) -> Result<Response, Problem> {

@@ -514,8 +514,6 @@ fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
     summary = "the MQTT ingest (`--mqtt`): broker, topics, connection, counters, last bad messages",
     responses(
         (status = 200, description = "the MQTT ingest's state", body = super::api::MqttStatus),
-        (status = 401, description = "no token, or not the server's", body = super::api::Exception),
-        (status = 403, description = "a `Host` or `Origin` this server does not answer", body = super::api::Exception),
         (status = 404, description = "the server runs without `--mqtt`", body = super::api::Exception),
     ),
 )]
