@@ -362,6 +362,30 @@ mod tests {
         assert!(taken > 50_000, "{taken}");
     }
 
+    #[test]
+    fn a_hostile_number_of_many_digits_reads_as_serde_reads_it() {
+        // 100,000 digits in the mantissa, the fraction or the exponent:
+        // past the exact fast path, read by `str::parse` to serde's bits.
+        let digits = "7".repeat(100_000);
+        for number in [
+            digits.clone(),
+            format!("0.{digits}"),
+            format!("1e-{digits}"),
+            format!("1.5e-0000000000000000000000000000001{}", &digits[..10]),
+        ] {
+            let line = format!(r#"{{"datetime":"t","value":{number}}}"#);
+            match (parse(line.as_bytes()), serde(&line)) {
+                (Some(fast), Some(slow)) => assert_eq!(bits(&fast), bits(&slow)),
+                (None, _) => {}
+                (Some(fast), None) => panic!("taken as {fast:?}, refused by serde"),
+            }
+        }
+        // Out of range: refused by both (serde: "number out of range").
+        let line = format!(r#"{{"datetime":"t","value":1e{digits}}}"#);
+        assert!(parse(line.as_bytes()).is_none());
+        assert!(serde(&line).is_none());
+    }
+
     /// A JSON number's text from its parts (and some that are no JSON).
     fn number_text() -> impl Strategy<Value = String> {
         let json = (
