@@ -139,6 +139,8 @@ struct Answers {
     /// Under `onError: fail`, the record the job found no result for: the
     /// query fails with this reason, and no later line is read.
     refused: Option<String>,
+    /// A position query: what a restart of its job needs.
+    resume: positions::Resume,
 }
 
 /// What a record in flight to a `value` job is counted as in its query's
@@ -192,6 +194,7 @@ impl Driver {
             skipped: 0,
             carry: 0,
             refused: None,
+            resume: positions::Resume::default(),
         };
         Driver {
             options,
@@ -255,7 +258,11 @@ impl Driver {
                 RunEnd::Done(status) => break status,
                 RunEnd::Died(reason) => reason,
             };
-            let Some(policy) = self.options.restart.clone() else {
+            // Only records paired with their answers can be sent again:
+            // with `json` framing, a position query's (jobs/README.md,
+            // "Restarts").
+            let policy = self.options.restart.clone().filter(|_| self.paired());
+            let Some(policy) = policy else {
                 break QueryStatus::Failed { reason };
             };
             if restarts >= policy.max_restarts {
@@ -274,6 +281,7 @@ impl Driver {
                 _ = self.output.stopping() => break QueryStatus::Stopped,
                 _ = tokio::time::sleep(backoff) => {}
             }
+            self.answers.restart_positions();
             job = match self.spawn() {
                 Ok(job) => job,
                 Err(e) => {
@@ -443,8 +451,10 @@ impl<'a> Run<'a> {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut wbuf = Vec::with_capacity(WRITE_HIGH * 2);
-        // A restarted job is fed the records its predecessor left unanswered.
-        for instant in &driver.answers.pending {
+        // A restarted job is fed the records its predecessor left
+        // unanswered; a position query's, after its primer.
+        let primer = driver.answers.resume.primer();
+        for instant in primer.into_iter().chain(&driver.answers.pending) {
             framing::encode(driver.options.framing, instant, &mut wbuf);
         }
         let mut run = Run {
@@ -948,9 +958,10 @@ impl Answers {
         if self.framing == Framing::Json && framing::is_error(line) {
             if let Ok(error) = framing::decode_error(line) {
                 if self.positions.is_some() {
-                    // It ends its record, as an answer would.
+                    // It ends its record, as an answer would (a primer's
+                    // is refused: it was measured before).
                     let datetime = error.datetime.clone().unwrap_or_default();
-                    self.next_record(datetime, line, line_no)?;
+                    self.end_record(datetime, false, line, line_no)?;
                 }
                 let why = format!("the job found no result: {}", error.error);
                 return self.no_result(&error.at(), &why, error.records());
