@@ -244,6 +244,7 @@ impl Answers {
                 text: quote(line),
             });
         };
+        self.ended += 1;
         if record.datetime != datetime {
             return Err(OutputError::NotItsRecord {
                 line: line_no,
