@@ -123,9 +123,9 @@ fn same_events(a: &[String], b: &[String]) -> bool {
 }
 
 /// The reference job's steps, crashing (`tests/jobs/positions_crash.py`):
-/// each of its first `runs` runs answers `after - 1` records, writes the
-/// detections of the next one and dies; restarts allowed.
-fn crashing_reference(count_file: &std::path::Path, after: usize, runs: usize) -> BridgeOptions {
+/// its i-th run answers `after[i] - 1` records, writes the detections of
+/// the next one and dies; restarts allowed.
+fn crashing_reference(count_file: &std::path::Path, after: &[usize]) -> BridgeOptions {
     let mut options = position_options(vec![
         "python3".into(),
         "-S".into(),
@@ -133,8 +133,14 @@ fn crashing_reference(count_file: &std::path::Path, after: usize, runs: usize) -
     ]);
     options.env.extend([
         ("CRASH_COUNT".into(), count_file.display().to_string()),
-        ("CRASH_AFTER".into(), after.to_string()),
-        ("CRASH_RUNS".into(), runs.to_string()),
+        (
+            "CRASH_AFTER".into(),
+            after
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
     ]);
     options.restart = Some(RestartPolicy {
         max_restarts: 3,
@@ -170,19 +176,21 @@ async fn a_position_query_restarted_after_its_job_crashes_gives_locals_events() 
         let (local, local_status) = on(&LocalEngine::new(), &body, track()).await;
         assert_eq!(local_status, QueryStatus::Completed, "{body}");
         // A crash before each record (after its detections, for a fence
-        // detecting inside and outside), then a second one in the next
-        // run, its primer included.
+        // detecting inside and outside), then one in the next run's primer
+        // (its first line), then one at the same line of the third run
+        // (a cumulativeLength offset twice).
         for after in 1..=track().len() {
             case += 1;
             let count = dir.join(&format!("runs-{case}"));
-            let handle = submit(crashing_reference(&count, after, 2), spec(&body), track()).await;
+            let options = crashing_reference(&count, &[after, 1, after]);
+            let handle = submit(options, spec(&body), track()).await;
             let progress = handle.progress_counters();
             let (events, status) = collect(handle).await;
             let events: Vec<String> = events.iter().map(Event::to_json).collect();
             assert_eq!(status, QueryStatus::Completed, "{body}, crash at {after}");
             let restarts = progress.snapshot().restarts;
             assert!(
-                (1..=2).contains(&restarts),
+                (2..=3).contains(&restarts),
                 "{body}, crash at {after}: {restarts} restarts"
             );
             assert!(
