@@ -106,7 +106,7 @@ pub(super) struct Resume {
     offset: Option<f64>,
     /// The detections of the record awaiting its answers, held until the
     /// line that ends it.
-    detections: Vec<Event>,
+    detections: Vec<DetectEvent>,
 }
 
 impl Resume {
@@ -146,32 +146,15 @@ impl Answers {
                     detect,
                 },
             ) => {
-                if self.resume.priming.is_some() {
-                    // The primer's: detected before the restart already.
-                    return Ok(());
-                }
-                if self.pending.is_empty() {
-                    return Err(OutputError::Unasked {
-                        line: line_no,
-                        text: quote(line),
-                    });
-                }
-                if self.resume.detections.len() >= max_detections {
-                    return Err(OutputError::TooManyDetections {
-                        line: line_no,
-                        max: max_detections,
-                        datetime: self.pending[0].datetime.clone(),
-                    });
-                }
-                // Its `skipped` is set when its record ends.
-                self.resume.detections.push(Event::Detect(DetectEvent {
+                let event = DetectEvent {
                     datetime,
                     value: Value::Point(point),
                     detect,
                     property: self.property.clone(),
+                    // Set when its record ends.
                     skipped: 0,
-                }));
-                Ok(())
+                };
+                self.hold_detection(event, max_detections, line, line_no)
             }
             (_, PositionLine::Detect { .. }) => Err(wrong()),
             (_, PositionLine::End { datetime, value }) => {
@@ -205,6 +188,35 @@ impl Answers {
                 }
             }
         }
+    }
+
+    /// A geofence's detection, held until its record ends: dropped if it
+    /// is the primer's (detected before the restart already).
+    fn hold_detection(
+        &mut self,
+        event: DetectEvent,
+        max_detections: usize,
+        line: &[u8],
+        line_no: u64,
+    ) -> Result<(), OutputError> {
+        if self.resume.priming.is_some() {
+            return Ok(());
+        }
+        let Some(record) = self.pending.front() else {
+            return Err(OutputError::Unasked {
+                line: line_no,
+                text: quote(line),
+            });
+        };
+        if self.resume.detections.len() >= max_detections {
+            return Err(OutputError::TooManyDetections {
+                line: line_no,
+                max: max_detections,
+                datetime: record.datetime.clone(),
+            });
+        }
+        self.resume.detections.push(event);
+        Ok(())
     }
 
     /// A position query's line at `datetime` that ends a record (`measured`
@@ -254,10 +266,8 @@ impl Answers {
             });
         }
         for mut event in self.resume.detections.drain(..) {
-            if let Event::Detect(detect) = &mut event {
-                detect.skipped = std::mem::take(&mut self.carry);
-            }
-            self.events.push(event);
+            event.skipped = std::mem::take(&mut self.carry);
+            self.events.push(Event::Detect(event));
         }
         if measured {
             self.resume.last_measured = Some(record);
