@@ -7,7 +7,7 @@ use std::time::Duration;
 use mfstream::engine::{Serves, Source, StreamEngine};
 use mfstream::{
     BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, Point, PropertyType,
-    QuerySpec, QueryStatus, Registration, Value,
+    QuerySpec, QueryStatus, Registration, RestartPolicy, Value,
 };
 
 use crate::util::*;
@@ -108,6 +108,186 @@ async fn the_reference_job_gives_locals_events_for_every_planar_step() {
             });
         assert!(same, "{body}:\nlocal {local:#?}\njob {job:#?}");
     }
+}
+
+/// Whether two runs' events are the same, numbers within the differential
+/// tolerance.
+fn same_events(a: &[String], b: &[String]) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(a, b)| {
+            same_json(
+                &serde_json::from_str(a).unwrap(),
+                &serde_json::from_str(b).unwrap(),
+            )
+        })
+}
+
+/// The reference job's steps, crashing (`tests/jobs/positions_crash.py`):
+/// its i-th run answers `after[i] - 1` records, writes the detections of
+/// the next one and dies; restarts allowed.
+fn crashing_reference(count_file: &std::path::Path, after: &[usize]) -> BridgeOptions {
+    let mut options = position_options(vec![
+        "python3".into(),
+        "-S".into(),
+        job("positions_crash.py"),
+    ]);
+    options.env.extend([
+        ("CRASH_COUNT".into(), count_file.display().to_string()),
+        (
+            "CRASH_AFTER".into(),
+            after
+                .iter()
+                .map(usize::to_string)
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+    ]);
+    options.restart = Some(RestartPolicy {
+        max_restarts: 3,
+        backoff: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(10),
+    });
+    options
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_position_query_restarted_after_its_job_crashes_gives_locals_events() {
+    // Every step, and host windows of positions and of a running length:
+    // each needs the feature's state before the crash (the previous
+    // position, the fence's side, the length so far, the datetime a
+    // record must follow).
+    let crs = r#""crs":"EPSG:3857""#;
+    let bodies = [
+        format!(r#"{{"operation":"speed",{crs}}}"#),
+        format!(r#"{{"operation":"azimuth",{crs}}}"#),
+        format!(r#"{{"operation":"cumulativeLength",{crs}}}"#),
+        format!(r#"{{"operation":"position",{crs}}}"#),
+        format!(r#"{{"operation":"distance","geometry":{SQUARE},{crs}}}"#),
+        format!(r#"{{"geofence":{SQUARE},{crs}}}"#),
+        format!(r#"{{"geofence":{SQUARE},"detect":["enter","exit","cross"],{crs}}}"#),
+        format!(r#"{{"aggregation":"LENGTH","window":{{"type":"COUNT","size":3}},{crs}}}"#),
+        format!(
+            r#"{{"operation":"cumulativeLength","aggregation":"MAX","window":{{"type":"TUMBLING","size":5,"unit":"SECONDS"}},{crs}}}"#
+        ),
+    ];
+    let dir = TempDir::new("positions-restart");
+    let mut case = 0;
+    for body in bodies {
+        let (local, local_status) = on(&LocalEngine::new(), &body, track()).await;
+        assert_eq!(local_status, QueryStatus::Completed, "{body}");
+        // A crash before each record (after its detections, for a fence
+        // detecting inside and outside), then one in the next run's primer
+        // (its first line), then one at the same line of the third run
+        // (a cumulativeLength offset twice).
+        for after in 1..=track().len() {
+            case += 1;
+            let count = dir.join(&format!("runs-{case}"));
+            let options = crashing_reference(&count, &[after, 1, after]);
+            let handle = submit(options, spec(&body), track()).await;
+            let progress = handle.progress_counters();
+            let (events, status) = collect(handle).await;
+            let events: Vec<String> = events.iter().map(Event::to_json).collect();
+            assert_eq!(status, QueryStatus::Completed, "{body}, crash at {after}");
+            let restarts = progress.snapshot().restarts;
+            assert!(
+                (2..=3).contains(&restarts),
+                "{body}, crash at {after}: {restarts} restarts"
+            );
+            assert!(
+                same_events(&local, &events),
+                "{body}, crash at {after}:\nlocal {local:#?}\nrestarted {events:#?}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_json_transform_on_a_position_engine_is_not_restarted() {
+    // Its answers do not pair with its records: a crash fails the query.
+    let mut options = position_options(vec!["sh".into(), job("crash_after.sh")]);
+    options.restart = Some(RestartPolicy {
+        max_restarts: 3,
+        backoff: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(10),
+    });
+    let spec = mfstream::QuerySpec::transform(
+        "speed",
+        mfstream::ops::Transform::new("abs", None).unwrap(),
+    );
+    let handle = submit(options, spec, instants(5)).await;
+    let progress = handle.progress_counters();
+    let (_, status) = collect(handle).await;
+    assert!(
+        failure(&status).contains("exited with status 1"),
+        "{status:?}"
+    );
+    assert_eq!(progress.snapshot().restarts, 0);
+}
+
+#[tokio::test]
+async fn a_restarted_job_that_cannot_measure_its_primer_fails_the_query() {
+    // The first run answers the first record and dies; the second answers
+    // everything with an error line, the primer (that first record) too.
+    let dir = TempDir::new("primer-refused");
+    let mut options = inline_job(
+        "import sys, json, os\nf = os.environ['RUNS_FILE']\nfirst = not os.path.exists(f)\n\
+         open(f, 'w').close()\nfor line in sys.stdin:\n    \
+         d = json.loads(line)['datetime']\n    \
+         if first:\n        print(json.dumps({'datetime': d}), flush=True)\n        sys.exit(1)\n    \
+         print(json.dumps({'datetime': d, 'error': 'cannot'}), flush=True)\n",
+    );
+    options
+        .env
+        .push(("RUNS_FILE".into(), dir.join("ran").display().to_string()));
+    options.restart = Some(RestartPolicy {
+        max_restarts: 3,
+        backoff: Duration::from_millis(1),
+        backoff_max: Duration::from_millis(10),
+    });
+    let handle = submit(
+        options,
+        spec(r#"{"operation":"speed","crs":"EPSG:3857"}"#),
+        track(),
+    )
+    .await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(
+            "job output line 1: the restarted job found no result for the record at \
+             2026-01-01T00:00:00Z, which it was sent again"
+        ),
+        "{reason}"
+    );
+    assert!(events.is_empty(), "{events:?}");
+}
+
+#[tokio::test]
+async fn a_record_with_more_detections_than_its_fence_allows_fails_the_query() {
+    // The square has 5 vertices: at most 12 detections a record.
+    let job = inline_job(
+        "import sys, json\nfor line in sys.stdin:\n    \
+         d = json.loads(line)['datetime']\n    \
+         for _ in range(13):\n        \
+         print(json.dumps({'datetime': d, 'coordinates': [0, 0], 'detect': 'inside'}))\n    \
+         print(json.dumps({'datetime': d}), flush=True)\n",
+    );
+    let handle = submit(
+        job,
+        spec(&format!(r#"{{"geofence":{SQUARE},"crs":"EPSG:3857"}}"#)),
+        track(),
+    )
+    .await;
+    let (events, status) = collect(handle).await;
+    let reason = failure(&status);
+    assert!(
+        reason.contains(
+            "job output line 13 is detection 13 of the record at 2026-01-01T00:00:00Z, over the \
+             12 a record can have on this fence"
+        ),
+        "{reason}"
+    );
+    assert!(events.is_empty(), "{events:?}");
 }
 
 #[tokio::test]

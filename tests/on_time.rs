@@ -388,3 +388,121 @@ async fn a_flink_job_closes_a_live_window_on_the_hosts_watermark_line() {
     let flink = BridgeEngine::new(options);
     closes_on_time(&flink, 1).await;
 }
+
+/// A value job's answer with no result (`!`, protocol 2) ends its record
+/// like an answer: the mark after it applies, and the window closes on the
+/// clock without a later record.
+#[tokio::test(start_paused = true)]
+async fn a_live_window_closes_on_the_clock_after_a_record_the_job_found_no_result_for() {
+    let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
+    options.protocol = 2;
+    options.no_progress_timeout = None;
+    let engine = BridgeEngine::new(options);
+    let body = r#"{"operation":"ln","aggregation":"SUM","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#;
+    let (sender, mut handle) = start(&engine, live_spec(body, clock_at(500))).await;
+    // ln 1 = 0, then ln 0: no result, skipped.
+    let two = vec![Instant::number(at(500), 1.0), Instant::number(at(700), 0.0)];
+    sender.send_batch(two).await.unwrap();
+    // Paused time runs ahead of the job's real start: the bound is real
+    // time, on a thread (only a bound: the test waits for the event).
+    let (bound, expired) = tokio::sync::oneshot::channel();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(60));
+        let _ = bound.send(());
+    });
+    let event = tokio::select! {
+        event = handle.next() => event.expect("an event"),
+        _ = expired => panic!("no window on the clock in 60 s: the mark after a record with no result never applied"),
+    };
+    let event = window(event);
+    assert_eq!(
+        (
+            event["value"].as_f64(),
+            &event["count"],
+            event.get("partial")
+        ),
+        (Some(0.0), &serde_json::json!(1), None),
+        "{event}"
+    );
+    tokio::time::resume();
+    drop(sender);
+    let (rest, _) = collect(handle).await;
+    assert!(rest.is_empty(), "{rest:?}");
+}
+
+/// A position job's answers pair with its records: the clock's mark
+/// waits for them however long the job holds one, where a settle rule
+/// would close the window without it and count it late. This job holds
+/// each record's answer until its next input line (or its end), and says
+/// when it holds the second record's through a FIFO; only then does the
+/// (paused) clock run.
+#[tokio::test(start_paused = true)]
+async fn a_live_window_over_a_position_jobs_answers_waits_for_an_answer_held_back() {
+    let dir = TempDir::new("on-time-held");
+    let fifo = dir.join("held");
+    let path = std::ffi::CString::new(fifo.display().to_string()).unwrap();
+    // SAFETY: mkfifo reads a NUL-terminated path we own.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    // The answer to `position` is the instant itself: the line echoed.
+    let job = "import os, sys\nheld = None\nfor n, line in enumerate(sys.stdin, 1):\n    \
+               if held:\n        sys.stdout.write(held)\n        sys.stdout.flush()\n    \
+               held = line\n    \
+               if n == 2:\n        with open(os.environ['HELD_FIFO'], 'w') as f:\n            \
+               f.write('held')\n\
+               if held:\n    sys.stdout.write(held)\n";
+    let mut options =
+        BridgeOptions::new("positions", vec!["python3".into(), "-c".into(), job.into()]);
+    options.framing = Framing::Json;
+    options.protocol = 2;
+    options.positions = true;
+    options.no_progress_timeout = None;
+    options
+        .env
+        .push(("HELD_FIFO".into(), fifo.display().to_string()));
+    let engine = BridgeEngine::new(options);
+    let body = r#"{"aggregation":"COUNT","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"},"crs":"EPSG:3857"}"#;
+    let mut spec = Registration::from_json(body)
+        .unwrap()
+        .into_spec("tgsequence", PropertyType::TGeomPoint)
+        .unwrap()
+        .live_on(clock_at(500));
+    spec.id = "q".into();
+    let (sender, mut handle) = start(&engine, spec).await;
+    let point = |millis, x| Instant {
+        datetime: at(millis),
+        value: mfstream::Value::Point(mfstream::Point::new(x, 0.0)),
+    };
+    sender
+        .send_batch(vec![point(500, 1.0), point(700, 2.0)])
+        .await
+        .unwrap();
+    // A blocking task holds the paused clock until the job holds.
+    let said = tokio::task::spawn_blocking(move || std::fs::read_to_string(fifo))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(said, "held");
+    // Seconds past the window's end: still open, the second answer held.
+    let waited = tokio::time::timeout(Duration::from_secs(5), handle.next()).await;
+    assert!(
+        waited.is_err(),
+        "the window closed without its held answer: {waited:?}"
+    );
+    // The end of its input releases it: the window, whole, none late.
+    tokio::time::resume();
+    drop(sender);
+    let (events, status) = collect(handle).await;
+    assert_eq!(status, mfstream::QueryStatus::Completed);
+    let events: Vec<_> = events.into_iter().map(window).collect();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(
+        (
+            &events[0]["count"],
+            events[0].get("late"),
+            events[0].get("partial")
+        ),
+        (&serde_json::json!(2), None, None),
+        "{}",
+        events[0]
+    );
+}

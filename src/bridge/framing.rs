@@ -165,6 +165,32 @@ pub(crate) enum OutputError {
         expected: String,
         text: String,
     },
+    /// A geofence job's detections of one record over what its fence
+    /// allows: held until the record ends, so bounded.
+    #[error(
+        "job output line {line} is detection {} of the record at {datetime}, over the {max} a \
+         record can have on this fence (two per vertex, and two more): a job writes a record's \
+         detections, then the line that ends it",
+        max + 1
+    )]
+    TooManyDetections {
+        line: u64,
+        max: usize,
+        datetime: String,
+    },
+    /// A restarted position job found no result for the record it was
+    /// primed with, which its predecessor had measured: its state would
+    /// not be its predecessor's.
+    #[error(
+        "job output line {line}: the restarted job found no result for the record at {datetime}, \
+         which it was sent again so as to resume where the job before it was, and which that job \
+         had measured; a job must answer the same records alike ({text})"
+    )]
+    PrimerRefused {
+        line: u64,
+        datetime: String,
+        text: String,
+    },
     /// A transformed instant where window results were expected.
     #[error("a transformed instant at {datetime} reached a query whose job aggregates")]
     InstantFromAggregatingJob { datetime: String },

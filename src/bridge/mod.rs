@@ -210,10 +210,7 @@ fn position_job(
         ));
     }
     let results = match windower {
-        Some(windower) => Results::HostWindows {
-            operation: operation.clone(),
-            windower,
-        },
+        Some(windower) => Results::HostWindows { windower },
         None => Results::Instants {
             operation: operation.clone(),
         },
@@ -279,13 +276,7 @@ impl BridgeEngine {
                     transform,
                     windower: Some(windower),
                 },
-            ) => job(
-                transform.job_args(),
-                Results::HostWindows {
-                    operation: transform.op.name().into(),
-                    windower,
-                },
-            ),
+            ) => job(transform.job_args(), Results::HostWindows { windower }),
             (_, plan @ Plan::Host(_)) => return Ok(Planned::Host(plan)),
             (_, Plan::Position { .. }) if !self.options.positions => {
                 return Err(crate::plan::unserved(&self.options.name, spec).into());
@@ -368,9 +359,11 @@ impl StreamEngine for BridgeEngine {
             (QueryKind::Aggregate { aggregate, .. }, Results::JobWindows { .. }, Some(clock)) => {
                 watermark::Watermarks::job(clock, aggregate)
             }
+            // A position job's answers pair with its records, as a
+            // `value` job's do: exact marks, not the settle rule.
             (_, Results::HostWindows { .. }, Some(clock)) => Some(watermark::Watermarks::host(
                 clock,
-                self.options.framing == Framing::Json,
+                self.options.framing == Framing::Value || positions.is_some(),
             )),
             _ => None,
         };

@@ -104,8 +104,6 @@ pub(crate) enum Results {
     },
     /// The job transforms; the host windows its answers.
     HostWindows {
-        /// The operation's name, for the answers before they are windowed.
-        operation: Arc<str>,
         /// The host's windows.
         windower: Box<Windower>,
     },
@@ -129,6 +127,13 @@ struct Answers {
     pending: VecDeque<Instant>,
     /// Events decoded and not yet delivered.
     events: Vec<Event>,
+    /// Host windows: the answers decoded and not yet windowed.
+    to_window: Vec<Answered>,
+    /// Records ended so far (`value` framing, a position query): answered,
+    /// with a result or not. An answer carries its record's number, so that
+    /// a live query's marks apply between answers exactly (`watermark`
+    /// module), a record with no result included.
+    ended: u64,
     /// What a record (or window) the job found no result for does.
     on_error: OnError,
     /// Records or windows skipped in the lines read, not yet counted in the
@@ -139,6 +144,17 @@ struct Answers {
     /// Under `onError: fail`, the record the job found no result for: the
     /// query fails with this reason, and no later line is read.
     refused: Option<String>,
+    /// A position query: what a restart of its job needs.
+    resume: positions::Resume,
+}
+
+/// An answer for the host's windows.
+struct Answered {
+    /// The number of its record among those ended (`Answers::ended`).
+    record: u64,
+    /// Records skipped just before it.
+    skipped: u64,
+    instant: Instant,
 }
 
 /// What a record in flight to a `value` job is counted as in its query's
@@ -188,10 +204,13 @@ impl Driver {
             results,
             pending: VecDeque::new(),
             events: Vec::new(),
+            to_window: Vec::new(),
+            ended: 0,
             on_error: OnError::Skip,
             skipped: 0,
             carry: 0,
             refused: None,
+            resume: positions::Resume::default(),
         };
         Driver {
             options,
@@ -255,7 +274,11 @@ impl Driver {
                 RunEnd::Done(status) => break status,
                 RunEnd::Died(reason) => reason,
             };
-            let Some(policy) = self.options.restart.clone() else {
+            // Only records paired with their answers can be sent again:
+            // with `json` framing, a position query's (jobs/README.md,
+            // "Restarts").
+            let policy = self.options.restart.clone().filter(|_| self.paired());
+            let Some(policy) = policy else {
                 break QueryStatus::Failed { reason };
             };
             if restarts >= policy.max_restarts {
@@ -274,6 +297,7 @@ impl Driver {
                 _ = self.output.stopping() => break QueryStatus::Stopped,
                 _ = tokio::time::sleep(backoff) => {}
             }
+            self.answers.restart_positions();
             job = match self.spawn() {
                 Ok(job) => job,
                 Err(e) => {
@@ -310,15 +334,15 @@ impl Driver {
                 .await
                 .map_err(|_| QueryStatus::Stopped);
         };
+        let answers = std::mem::take(&mut self.answers.to_window);
         // What an answer carried (records skipped just before it), the
         // next window event after the answers before it carries: the
         // answers are windowed in runs, each run's carry set before it, as
         // the `local` engine counts a skipped record in its windows.
         let mut run = Vec::new();
         let mut carried = 0;
-        for event in events {
-            let Event::Instant(e) = event else { continue };
-            if e.skipped > 0 && !run.is_empty() {
+        for answer in answers {
+            if answer.skipped > 0 && !run.is_empty() {
                 let answers = std::mem::take(&mut run);
                 window_run(
                     windower,
@@ -330,20 +354,28 @@ impl Driver {
                 .await?;
                 carried = 0;
             }
-            carried += e.skipped;
-            run.push(Instant {
-                datetime: e.datetime,
-                value: e.value,
-            });
+            carried += answer.skipped;
+            run.push((answer.record, answer.instant));
         }
-        window_run(windower, &mut self.watermarks, &self.output, carried, run).await
+        window_run(windower, &mut self.watermarks, &self.output, carried, run).await?;
+        // The marks after the records ended, those with no result too.
+        match &mut self.watermarks {
+            Some(watermarks) => {
+                watermarks
+                    .settle(windower, self.answers.ended, &self.output)
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 
     /// The host's windows advanced to the clock (a live query).
     async fn advance_windows(&mut self) -> Result<(), QueryStatus> {
         match (&mut self.answers.results, &mut self.watermarks) {
             (Results::HostWindows { windower, .. }, Some(watermarks)) => {
-                watermarks.advance_now(windower, &self.output).await
+                watermarks
+                    .advance_now(windower, self.answers.ended, &self.output)
+                    .await
             }
             _ => Ok(()),
         }
@@ -443,8 +475,10 @@ impl<'a> Run<'a> {
         let mut tick = tokio::time::interval(every);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut wbuf = Vec::with_capacity(WRITE_HIGH * 2);
-        // A restarted job is fed the records its predecessor left unanswered.
-        for instant in &driver.answers.pending {
+        // A restarted job is fed the records its predecessor left
+        // unanswered; a position query's, after its primer.
+        let primer = driver.answers.resume.primer();
+        for instant in primer.into_iter().chain(&driver.answers.pending) {
             framing::encode(driver.options.framing, instant, &mut wbuf);
         }
         let mut run = Run {
@@ -948,9 +982,10 @@ impl Answers {
         if self.framing == Framing::Json && framing::is_error(line) {
             if let Ok(error) = framing::decode_error(line) {
                 if self.positions.is_some() {
-                    // It ends its record, as an answer would.
+                    // It ends its record, as an answer would (a primer's
+                    // is refused: it was measured before).
                     let datetime = error.datetime.clone().unwrap_or_default();
-                    self.next_record(datetime, line, line_no)?;
+                    self.end_record(datetime, false, line, line_no)?;
                 }
                 let why = format!("the job found no result: {}", error.error);
                 return self.no_result(&error.at(), &why, error.records());
@@ -973,6 +1008,7 @@ impl Answers {
                         text: quote(line),
                     });
                 };
+                self.ended += 1;
                 match answer {
                     framing::ValueAnswer::Number(value) if value.is_finite() => {
                         self.answer(instant.datetime, Value::Number(value))
@@ -1048,9 +1084,16 @@ impl Answers {
     /// One transformed instant: an event, or a record for the host's windows.
     fn answer(&mut self, datetime: String, value: Value) -> Result<(), OutputError> {
         match &mut self.results {
-            // Host windows: windowed by `deliver`, which bounds the events
-            // held at once.
-            Results::Instants { operation } | Results::HostWindows { operation, .. } => {
+            // Windowed by `deliver`, which bounds the events held at once.
+            Results::HostWindows { .. } => {
+                self.to_window.push(Answered {
+                    record: self.ended,
+                    skipped: std::mem::take(&mut self.carry),
+                    instant: Instant { datetime, value },
+                });
+                Ok(())
+            }
+            Results::Instants { operation } => {
                 self.events.push(Event::Instant(InstantEvent {
                     datetime,
                     value,
@@ -1073,12 +1116,12 @@ async fn window_run(
     watermarks: &mut Option<Watermarks>,
     output: &QueryOutput,
     carried: u64,
-    answers: Vec<Instant>,
+    answers: Vec<(u64, Instant)>,
 ) -> Result<(), QueryStatus> {
     output.progress().carry_skipped(carried);
     match watermarks {
         Some(watermarks) => watermarks.window(windower, answers, output).await,
-        None => crate::plan::window(windower, answers, output).await,
+        None => crate::plan::window(windower, answers.into_iter().map(|(_, a)| a), output).await,
     }
 }
 

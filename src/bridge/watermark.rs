@@ -6,15 +6,18 @@
 //! the pipe would count that answer late. So each kind of query applies
 //! the clock in the input's order:
 //!
-//! - **Host windows, `value` framing**: answers pair with inputs, so a
-//!   watermark is a mark in the input order, "after the n-th record read":
-//!   one before each batch read from the source (so records the clock has
-//!   passed are late, as on `local`), and one at the deadline of the next
-//!   window holding records. A mark applies once the answers of the n
-//!   records before it are windowed. Exact.
-//! - **Host windows, `json` framing** (a transform job that may filter or
-//!   emit several lines per input, and isolated plugins): answers cannot be
-//!   paired. At the deadline, the watermark applies once the job has read
+//! - **Host windows, answers paired with records** (`value` framing, and a
+//!   position query's job: jobs/README.md, "Positions"): a watermark is a
+//!   mark in the input order, "after the n-th record read": one before
+//!   each batch read from the source (so records the clock has passed are
+//!   late, as on `local`), and one at the deadline of the next window
+//!   holding records. A mark applies once the n records before it have
+//!   ended (answered, with a result or none: an error line, a `speed` at
+//!   the first instant) and their answers are windowed, before the answer
+//!   of the next. Exact, however long the job holds an answer.
+//! - **Host windows, other `json` jobs** (a transform job that may filter
+//!   or emit several lines per input, and isolated plugins): answers cannot
+//!   be paired. At the deadline, the watermark applies once the job has read
 //!   every byte written to it (the pipe holds none: `FIONREAD`) and has
 //!   neither read nor written anything for [`SETTLE`]. A job that holds an
 //!   answer longer than that (a micro-batch, an answer that waits for the
@@ -55,17 +58,16 @@ pub(super) struct Watermarks {
 }
 
 enum Kind {
-    /// Host windows over a `value` job's answers.
+    /// Host windows over answers paired with records.
     Paired {
         /// Watermarks waiting for answers: (records read before it, the
         /// clock in seconds), in order.
         marks: VecDeque<(u64, i64)>,
         /// Records read from the source.
         read: u64,
-        /// Answers windowed.
-        windowed: u64,
     },
-    /// Host windows over a `json` job's lines.
+    /// Host windows over the lines of a `json` job that does not pair
+    /// them.
     Settled {
         /// The deadline passed: the watermark waits for the job to settle.
         due: bool,
@@ -101,20 +103,19 @@ pub(super) enum Due {
 }
 
 impl Watermarks {
-    /// For host windows over the answers of a job in `json` framing or
-    /// not.
-    pub(crate) fn host(clock: WallClock, json: bool) -> Watermarks {
-        let kind = if json {
+    /// For host windows over the answers of a job, `paired` with its
+    /// records or not.
+    pub(crate) fn host(clock: WallClock, paired: bool) -> Watermarks {
+        let kind = if paired {
+            Kind::Paired {
+                marks: VecDeque::new(),
+                read: 0,
+            }
+        } else {
             Kind::Settled {
                 due: false,
                 quiet_from: Clock::now(),
                 consumed: 0,
-            }
-        } else {
-            Kind::Paired {
-                marks: VecDeque::new(),
-                read: 0,
-                windowed: 0,
             }
         };
         Watermarks { clock, kind }
@@ -287,49 +288,63 @@ impl Watermarks {
         wbuf.extend_from_slice(b"\"}\n");
     }
 
-    /// Windows `answers` (value framing: the next ones in order), applying
-    /// each mark once the answers before it are windowed; or, after the
-    /// job settled, the clock now.
+    /// Windows `answers`, each with the number of its record (paired:
+    /// the next ones in order), applying each mark before the answer of
+    /// the first record after it.
     pub(crate) async fn window(
         &mut self,
         windower: &mut Windower,
-        answers: Vec<Instant>,
+        answers: Vec<(u64, Instant)>,
         output: &QueryOutput,
     ) -> Result<(), QueryStatus> {
-        let Kind::Paired {
-            marks, windowed, ..
-        } = &mut self.kind
-        else {
+        let Kind::Paired { marks, .. } = &mut self.kind else {
+            let answers = answers.into_iter().map(|(_, answer)| answer);
             return crate::plan::window(windower, answers, output).await;
         };
-        let mut left = answers.len() as u64;
-        let mut answers = answers.into_iter();
-        loop {
-            while let Some(&(_, secs)) = marks.front().filter(|(at, _)| *at <= *windowed) {
+        let mut answers = answers.into_iter().peekable();
+        while let Some(&(record, _)) = answers.peek() {
+            // The marks after fewer records than this one's number.
+            while let Some(&(_, secs)) = marks.front().filter(|(at, _)| *at < record) {
                 marks.pop_front();
                 crate::plan::advance(windower, secs, output).await?;
             }
-            if left == 0 {
-                return Ok(());
-            }
-            let take = marks
-                .front()
-                .map_or(left, |(at, _)| (at - *windowed).min(left));
-            crate::plan::window(windower, answers.by_ref().take(take as usize), output).await?;
-            *windowed += take;
-            left -= take;
+            // Then the answers up to the next mark.
+            let next = marks.front().map_or(u64::MAX, |(at, _)| *at);
+            let run = std::iter::from_fn(|| answers.next_if(|(record, _)| *record <= next));
+            crate::plan::window(windower, run.map(|(_, answer)| answer), output).await?;
         }
+        Ok(())
     }
 
-    /// Advances the host's windows to the clock now (after the job settled).
+    /// Paired: applies the marks after at most `ended` records, once
+    /// those records have ended and their answers are windowed.
+    pub(crate) async fn settle(
+        &mut self,
+        windower: &mut Windower,
+        ended: u64,
+        output: &QueryOutput,
+    ) -> Result<(), QueryStatus> {
+        let Kind::Paired { marks, .. } = &mut self.kind else {
+            return Ok(());
+        };
+        while let Some(&(_, secs)) = marks.front().filter(|(at, _)| *at <= ended) {
+            marks.pop_front();
+            crate::plan::advance(windower, secs, output).await?;
+        }
+        Ok(())
+    }
+
+    /// Advances the host's windows to the clock now: paired, once the
+    /// records before the deadline's mark have ended (`ended` so far);
+    /// otherwise the job has settled.
     pub(crate) async fn advance_now(
         &mut self,
         windower: &mut Windower,
+        ended: u64,
         output: &QueryOutput,
     ) -> Result<(), QueryStatus> {
         if matches!(self.kind, Kind::Paired { .. }) {
-            // The deadline's mark applies once the answers before it are in.
-            return self.window(windower, Vec::new(), output).await;
+            return self.settle(windower, ended, output).await;
         }
         crate::plan::advance(windower, self.clock.now_secs(), output).await
     }
@@ -448,8 +463,44 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_json_jobs_watermark_waits_until_it_has_read_everything_and_settled() {
+    async fn a_paired_mark_applies_after_its_records_ended_those_with_no_answer_too() {
+        let aggregate = tumbling(1, 0);
+        let mut windower = Windower::new(&aggregate, "p".into()).expect("a valid window");
+        let (mut handle, output) = crate::engine::QueryHandle::new("q", "test", 16);
         let mut marks = Watermarks::host(clock_at(0), true);
+        let r1 = Instant::number("1970-01-01T00:00:00.5Z", 1.0);
+        let r2 = Instant::number("1970-01-01T00:00:00.7Z", 2.0);
+        let r3 = Instant::number("1970-01-01T00:00:00.9Z", 4.0);
+        marks.before_batch(&[r1.clone(), r2], &mut Vec::new());
+        // At 1 s, after two records: [0 s, 1 s) closes once both ended.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(text(marks.on_deadline(0, 0, Clock::now())), "advance");
+        marks.before_batch(std::slice::from_ref(&r3), &mut Vec::new());
+        // The second record has no answer (an error line, a first speed):
+        // the third's answer comes after the mark, so it is late.
+        marks
+            .window(&mut windower, vec![(1, r1), (3, r3)], &output)
+            .await
+            .unwrap();
+        marks.settle(&mut windower, 3, &output).await.unwrap();
+        let window = handle.next().await.expect("the window").to_json();
+        assert!(window.ends_with(r#""count":1}"#), "{window}");
+        // The late record is counted in the next result.
+        let mut rest = Vec::new();
+        let r4 = Instant::number("1970-01-01T00:00:01.5Z", 8.0);
+        windower.push(r4, &mut rest).unwrap();
+        windower.finish(&mut rest).unwrap();
+        assert_eq!(rest.len(), 1, "{rest:?}");
+        assert!(
+            rest[0].to_json().contains(r#""late":1"#),
+            "{}",
+            rest[0].to_json()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_json_jobs_watermark_waits_until_it_has_read_everything_and_settled() {
+        let mut marks = Watermarks::host(clock_at(0), false);
         let start = Clock::now();
         assert_eq!(text(marks.on_deadline(0, 10, start)), "nothing");
         tokio::time::advance(SETTLE).await;

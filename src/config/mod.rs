@@ -34,8 +34,10 @@
 //! are `[A-Za-z_][A-Za-z0-9_]*`. `env` may not set `LD_LIBRARY_PATH`,
 //! `MFSTREAM_QUERY`, `MFSTREAM_FRAMING` or `MFSTREAM_PROTOCOL`: mfstream sets
 //! those for each job.
-//! `restart` needs `framing = "value"`: with json framing the records a
-//! crashed job had not answered cannot be replayed. `aggregates = true`
+//! `restart` needs `framing = "value"`, or `positions = true`: with json
+//! framing only a position query's answers pair with the records sent, so
+//! only its unanswered records can be replayed to a new job (its other
+//! queries are not restarted). `aggregates = true`
 //! needs `framing = "json"`: only a json job can write window events.
 //! `positions = true` needs `framing = "json"` too: positions travel as
 //! `coordinates`, which the value framing has no room for.
@@ -577,12 +579,13 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         );
     }
     let restart = raw.restart.as_ref().map(|restart| {
-        if raw.framing == Framing::Json {
+        if raw.framing == Framing::Json && !positions {
             p.at(
                 restart.span(),
                 ConfigProblemKind::Conflict,
-                "restart requires framing = \"value\": with json framing the records a crashed job \
-                 had not answered cannot be replayed",
+                "restart requires framing = \"value\" or positions = true: with json framing only \
+                 a position query's records pair with their answers, and the records a crashed job \
+                 had not answered cannot be replayed otherwise",
             );
         }
         validate_restart(restart.get_ref(), p)

@@ -370,11 +370,24 @@ fn restart_with_json_framing_is_refused_at_the_restart_table() {
     assert_eq!((line, column), (5, 1));
     assert_eq!(
         message,
-        "restart requires framing = \"value\": with json framing the records a crashed job \
-         had not answered cannot be replayed"
+        "restart requires framing = \"value\" or positions = true: with json framing only a \
+         position query's records pair with their answers, and the records a crashed job had \
+         not answered cannot be replayed otherwise"
     );
     let inline = entry("flink", "framing = \"json\"\nrestart = { max = 3 }\n");
     assert_eq!(problem(&inline).0, 5);
+}
+
+#[test]
+fn restart_with_json_framing_is_taken_for_an_engine_serving_positions() {
+    let text = entry(
+        "reference",
+        "framing = \"json\"\npositions = true\n[engine.restart]\nmax = 3\n",
+    );
+    let config = Config::parse(&text, None).unwrap();
+    let engine = &config.engines[0];
+    assert!(engine.positions);
+    assert_eq!(engine.restart.as_ref().map(|r| r.max_restarts), Some(3));
 }
 
 #[test]
