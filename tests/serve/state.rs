@@ -927,3 +927,86 @@ async fn skipped_records_move_the_checkpoint_and_the_policy_survives_a_restart()
     assert_eq!(end["status"], "failed", "{end}");
     assert!(end["reason"].as_str().unwrap().contains(&at(9)), "{end}");
 }
+
+#[tokio::test]
+async fn a_querys_skipped_total_survives_a_kill_and_counts_each_record_once() {
+    let state = TempDir::new("state-skipped");
+    let server = start("state-skipped-1", &state, &[]);
+    let mut client = server.client();
+    // ln on the local engine (its checkpoint moves past the records each
+    // result carries), a COUNT window over ln (likewise, by windows), and
+    // ln through a bridge job (replayed from its registration).
+    let queries = [
+        register(&mut client, P, r#"{"operation":"ln"}"#).await,
+        register(
+            &mut client,
+            P,
+            r#"{"operation":"ln","aggregation":"SUM","window":{"type":"COUNT","size":2}}"#,
+        )
+        .await,
+        register(&mut client, P, r#"{"operation":"ln","engine":"echo"}"#).await,
+    ];
+    // The last two are skipped after the last result: carried by no event
+    // when the server is killed, so computed again after the restart.
+    let before = ["1", "-1", "0", "2", "3", "-2", "4", "5", "0", "-7"];
+    let after = ["-1", "6", "0", "7", "8"];
+    let body = |from: usize, values: &[&str]| -> String {
+        let lines: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| instant(from + i, v))
+            .collect();
+        lines.join("\n")
+    };
+    // What ln has no result for, counted from the inputs alone.
+    let non_positive = |values: &[&str]| {
+        values
+            .iter()
+            .filter(|v| v.parse::<f64>().unwrap() <= 0.0)
+            .count()
+    };
+    let mut streams = Vec::new();
+    for query in &queries {
+        streams.push(server.subscribe(&format!("{query}/stream"), &[]).await);
+    }
+    client.post(&format!("{P}/ingest"), &body(1, &before)).await;
+    // ln gives a result per positive value, the COUNT window one per two.
+    let positive = before.len() - non_positive(&before);
+    let counts = [positive, positive / 2, positive];
+    for (sse, n) in streams.iter_mut().zip(counts) {
+        take(sse, n).await;
+    }
+    drop(streams);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-skipped-2", &state, &[]);
+    let mut client = server.client();
+    let mut streams = Vec::new();
+    for (query, n) in queries.iter().zip(counts) {
+        let last = n.to_string();
+        streams.push(
+            server
+                .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", &last)])
+                .await,
+        );
+    }
+    client
+        .post(&format!("{P}/ingest"), &body(before.len() + 1, &after))
+        .await;
+    let more = after.len() - non_positive(&after);
+    let windows = (positive + more) / 2 - positive / 2;
+    for ((query, sse), n) in queries.iter().zip(&mut streams).zip([more, windows, more]) {
+        let events = take(sse, n).await;
+        let last = events.last().unwrap().json();
+        let end = if query == &queries[1] {
+            &last["windowEnd"]
+        } else {
+            &last["datetime"]
+        };
+        assert_eq!(end, &at(before.len() + after.len()), "{query}: {events:?}");
+        let status = client.get(query).await.json();
+        let skipped = non_positive(&before) + non_positive(&after);
+        assert_eq!(status["skipped"], skipped, "{query}: {status}");
+    }
+}
