@@ -7,6 +7,7 @@ use super::*;
 mod crash;
 mod errors;
 mod journal;
+mod manifest;
 mod ownership;
 mod power;
 

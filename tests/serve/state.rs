@@ -1010,3 +1010,48 @@ async fn a_querys_skipped_total_survives_a_kill_and_counts_each_record_once() {
         assert_eq!(status["skipped"], skipped, "{query}: {status}");
     }
 }
+
+#[tokio::test]
+async fn a_journal_segment_deleted_by_hand_is_refused_at_start_naming_it_and_the_fix() {
+    let state = TempDir::new("state-segment-gone");
+    // A bridge query never moves its checkpoint: every instant stays in
+    // the journal. Each start begins a segment: three runs, three segments
+    // with instants in them.
+    let mut query = String::new();
+    for run in 0..3 {
+        let mut server = start(&format!("state-segment-gone-{run}"), &state, &[]);
+        let mut client = server.client();
+        if run == 0 {
+            query = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+        }
+        let response = client
+            .post(&format!("{P}/ingest"), &lines(run + 1, 1))
+            .await;
+        assert_eq!(response.status, 202, "{response:?}");
+        assert!(server.terminate().success());
+    }
+    let journal = state.path().join("journal");
+    let middle = journal.join(format!("{:020}.seg", 2));
+    assert!(
+        std::fs::metadata(&middle).unwrap().len() > 24,
+        "the second run's instant is in the second segment"
+    );
+    std::fs::remove_file(&middle).unwrap();
+    let output = serve_on_state_exits("state-segment-gone-refused", state.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let manifest = journal.join("MANIFEST");
+    assert!(
+        stderr.contains(middle.to_str().unwrap())
+            && stderr.contains("missing")
+            && stderr.contains(manifest.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+    // Removing the manifest accepts the loss: the server starts, with the
+    // query.
+    std::fs::remove_file(&manifest).unwrap();
+    let server = start("state-segment-gone-accepted", &state, &[]);
+    let mut client = server.client();
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+}

@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use super::super::error::{StoreError, StoreErrorKind};
 use super::super::schema::JOURNAL_DIR;
-use super::vfs::SegFile;
-use super::{io, segment};
+use super::vfs::{OsFs, SegFile};
+use super::{io, manifest, segment};
 
 /// A range of a segment that does not check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -300,12 +300,35 @@ pub fn repair(dir: &Path) -> Result<StateReport, StoreError> {
         ..super::super::StoreOptions::default()
     };
     let _lock = super::super::schema::lock_dir(dir, &options)?;
-    each_segment(dir, |path, file, read| {
+    let mut removed = Vec::new();
+    let report = each_segment(dir, |path, file, read| {
         if read.report.version.is_none() && !read.report.damage.is_empty() {
             rewrite(path, file, read)?;
+            if read.kept.is_empty() {
+                removed.extend(
+                    path.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(segment::number),
+                );
+            }
         }
         Ok(())
-    })
+    })?;
+    // A segment removed because nothing in it checks is no longer one the
+    // journal should have: unlisted, so that the server opens.
+    if !removed.is_empty() {
+        let journal = dir.join(JOURNAL_DIR);
+        let err = |kind| StoreError::new(dir, kind);
+        if let Some(listed) = manifest::read(&OsFs, &journal).map_err(err)? {
+            let kept: Vec<u64> = listed
+                .into_iter()
+                .filter(|n| !removed.contains(n))
+                .collect();
+            manifest::write(&OsFs, &journal, &kept)
+                .map_err(|e| err(io("write", &manifest::path(&journal), e)))?;
+        }
+    }
+    Ok(report)
 }
 
 /// Reads each journal segment of `dir` in order, hands it to `then` (which
