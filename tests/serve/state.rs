@@ -1048,6 +1048,22 @@ async fn a_journal_segment_deleted_by_hand_is_refused_at_start_naming_it_and_the
         "{stderr}"
     );
     assert!(output.stdout.is_empty(), "it never listened");
+    // `state check` says the same, with status 1 (damage found).
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["state", "check"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains(middle.to_str().unwrap()) && said.contains("to accept the loss"),
+        "{said}"
+    );
     // Removing the manifest accepts the loss: the server starts, with the
     // query.
     std::fs::remove_file(&manifest).unwrap();

@@ -196,3 +196,27 @@ async fn a_segment_repair_removes_because_nothing_in_it_checks_is_unlisted() {
     assert!(!middle.exists(), "nothing in it checked");
     assert_eq!(instants_back(&dir), 2);
 }
+
+#[tokio::test]
+async fn check_reports_a_missing_segment_and_a_damaged_manifest_as_refused() {
+    let dir = TempDir::new("manifest-check");
+    three_segments(&dir).await;
+    let clean = crate::store::check_state(dir.path()).unwrap();
+    assert!(!clean.damaged(), "{clean}");
+    let middle = segment(&dir, 2);
+    std::fs::remove_file(&middle).unwrap();
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert_eq!(report.missing, std::slice::from_ref(&middle));
+    assert!(
+        report.damaged() && report.refused() && report.lost(),
+        "{report}"
+    );
+    assert!(
+        report.to_string().contains(middle.to_str().unwrap()),
+        "{report}"
+    );
+    std::fs::write(manifest(&dir), b"x").unwrap();
+    let report = crate::store::check_state(dir.path()).unwrap();
+    assert!(report.missing.is_empty() && report.manifest_damaged.is_some());
+    assert!(report.refused(), "{report}");
+}
