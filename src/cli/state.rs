@@ -19,7 +19,14 @@ pub fn state(args: StateArgs) -> Result<Outcome> {
                 println!("clean");
                 return Ok(Outcome::Success);
             }
-            let what = if report.refused() {
+            let what = if report.lost() {
+                format!(
+                    "the server refuses to start on it: a segment its journal's manifest lists is \
+                     missing, or the manifest is damaged; restore it from a backup, or remove {} \
+                     to accept the loss",
+                    report.journal.join("MANIFEST").display()
+                )
+            } else if report.refused() {
                 format!(
                     "the server refuses to start on it: run `mfstream state repair {}` \
                      (it keeps every record that checks and moves the damaged bytes aside)",

@@ -226,8 +226,13 @@ async fn resume<'a>(
         Ok(handle) => handle,
         Err(e) => return Err((reservation, e.into())),
     };
+    // The records skipped before the checkpoint are not computed again:
+    // the query's total goes on from the checkpoint's.
+    let skipped = restored.checkpoint.skipped;
+    handle.progress_counters().count_skipped(skipped);
     let ledger = Arc::new(
-        Ledger::new(rule, restored.checkpoint.after_seq, resume).with_budget(budget.clone()),
+        Ledger::restored(rule, restored.checkpoint.after_seq, resume, skipped)
+            .with_budget(budget.clone()),
     );
     let keeper = Keeper {
         store: store.clone(),

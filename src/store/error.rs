@@ -285,6 +285,38 @@ pub enum StoreErrorKind {
         /// The version this build reads and writes.
         expected: u32,
     },
+    /// A segment the journal's manifest lists is not in its directory (it
+    /// was deleted by hand, or lost): opening without it would lose the
+    /// acknowledged instants and results it held without a word.
+    #[error(
+        "journal segment {} is missing: the journal's manifest {} lists it, and the instants and \
+         results it held were acknowledged; restore it from a backup of the state directory, or, \
+         to accept their loss, remove {} (the journal then opens with the segments present and \
+         lists them anew)",
+        segment.display(),
+        manifest.display(),
+        manifest.display()
+    )]
+    SegmentMissing {
+        /// The segment file that should be there.
+        segment: PathBuf,
+        /// The manifest that lists it.
+        manifest: PathBuf,
+    },
+    /// The journal's manifest does not check (cut short, overwritten): the
+    /// segments that should exist are not known.
+    #[error(
+        "the journal's manifest {} is damaged ({why}): restore it from a backup of the state \
+         directory, or remove it to open the journal with the segments present (a segment \
+         deleted by hand would then go unnoticed: check that none is missing first)",
+        manifest.display()
+    )]
+    ManifestDamaged {
+        /// The manifest file.
+        manifest: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// The open journal segment was deleted under the running store (the
     /// state directory removed): nothing more is acknowledged.
     #[error(

@@ -499,6 +499,7 @@ impl Store {
             after_seq: start_seq,
             last_event_id: 0,
             state: None,
+            skipped: 0,
         })
     }
 
@@ -676,6 +677,7 @@ impl Store {
                         after_seq: row.start_seq,
                         last_event_id: 0,
                         state: None,
+                        skipped: 0,
                     },
                 ),
             };

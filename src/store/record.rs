@@ -128,6 +128,10 @@ pub struct Checkpoint {
     /// The engine state at that point (open windows and watermark,
     /// serialised by the engine), or `None` for a fresh engine.
     pub state: Option<Vec<u8>>,
+    /// The records (or windows) the query skipped under `onError: skip`
+    /// whose count the events up to `last_event_id` carried: those not
+    /// computed again after a restart, so that its total goes on from here.
+    pub skipped: u64,
 }
 
 /// One ingested instant with its sequence number in the ingest log.

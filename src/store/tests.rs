@@ -7,6 +7,7 @@ use super::*;
 mod crash;
 mod errors;
 mod journal;
+mod manifest;
 mod ownership;
 mod power;
 
@@ -272,6 +273,7 @@ async fn instants_below_every_running_querys_checkpoint_are_trimmed() {
         after_seq,
         last_event_id,
         state: None,
+        skipped: 0,
     };
     store
         .append_events("q1", events(1..=6), Some(checkpoint(6, 6)))
@@ -323,6 +325,7 @@ async fn a_propertys_newest_instant_is_kept_past_every_checkpoint_and_a_reopen()
         after_seq: 3,
         last_event_id: 3,
         state: None,
+        skipped: 0,
     };
     store
         .append_events("q1", events(1..=3), Some(checkpoint))
@@ -357,6 +360,7 @@ async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
         after_seq: 8,
         last_event_id: 8,
         state: None,
+        skipped: 0,
     };
     store
         .append_events("q1", events(1..=8), Some(checkpoint))
@@ -373,6 +377,7 @@ async fn an_idle_query_on_another_property_does_not_hold_the_log_back() {
                 after_seq: 10,
                 last_event_id: 10,
                 state: None,
+                skipped: 0,
             }),
         )
         .await
@@ -466,6 +471,7 @@ async fn a_checkpoint_may_not_move_back_nor_past_its_events_or_the_log() {
             after_seq,
             last_event_id,
             state: Some(vec![1, 2, 3]),
+            skipped: 0,
         })
     };
     let past_events = store.append_events("q", events(1..=1), cp(2, 2)).await;
@@ -529,6 +535,7 @@ async fn a_resumed_query_gives_replayed_results_their_old_ids_and_drops_the_stor
         after_seq: 3,
         last_event_id: 3,
         state: None,
+        skipped: 0,
     };
     store.append_events("q", stored, Some(cp)).await.unwrap();
     store.close();
@@ -845,6 +852,7 @@ async fn oversized_and_invalid_records_are_refused_not_truncated() {
         after_seq: 0,
         last_event_id: 0,
         state: Some(vec![0; 5]),
+        skipped: 0,
     };
     assert!(too_large(
         store
@@ -893,6 +901,7 @@ async fn a_query_that_holds_its_property_back_does_not_hold_another_property_bac
         after_seq: last,
         last_event_id: 10,
         state: None,
+        skipped: 0,
     };
     store
         .append_events("q2", events(1..=10), Some(checkpoint))

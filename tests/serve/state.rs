@@ -927,3 +927,147 @@ async fn skipped_records_move_the_checkpoint_and_the_policy_survives_a_restart()
     assert_eq!(end["status"], "failed", "{end}");
     assert!(end["reason"].as_str().unwrap().contains(&at(9)), "{end}");
 }
+
+#[tokio::test]
+async fn a_querys_skipped_total_survives_a_kill_and_counts_each_record_once() {
+    let state = TempDir::new("state-skipped");
+    let server = start("state-skipped-1", &state, &[]);
+    let mut client = server.client();
+    // ln on the local engine (its checkpoint moves past the records each
+    // result carries), a COUNT window over ln (likewise, by windows), and
+    // ln through a bridge job (replayed from its registration).
+    let queries = [
+        register(&mut client, P, r#"{"operation":"ln"}"#).await,
+        register(
+            &mut client,
+            P,
+            r#"{"operation":"ln","aggregation":"SUM","window":{"type":"COUNT","size":2}}"#,
+        )
+        .await,
+        register(&mut client, P, r#"{"operation":"ln","engine":"echo"}"#).await,
+    ];
+    // The last two are skipped after the last result: carried by no event
+    // when the server is killed, so computed again after the restart.
+    let before = ["1", "-1", "0", "2", "3", "-2", "4", "5", "0", "-7"];
+    let after = ["-1", "6", "0", "7", "8"];
+    let body = |from: usize, values: &[&str]| -> String {
+        let lines: Vec<String> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| instant(from + i, v))
+            .collect();
+        lines.join("\n")
+    };
+    // What ln has no result for, counted from the inputs alone.
+    let non_positive = |values: &[&str]| {
+        values
+            .iter()
+            .filter(|v| v.parse::<f64>().unwrap() <= 0.0)
+            .count()
+    };
+    let mut streams = Vec::new();
+    for query in &queries {
+        streams.push(server.subscribe(&format!("{query}/stream"), &[]).await);
+    }
+    client.post(&format!("{P}/ingest"), &body(1, &before)).await;
+    // ln gives a result per positive value, the COUNT window one per two.
+    let positive = before.len() - non_positive(&before);
+    let counts = [positive, positive / 2, positive];
+    for (sse, n) in streams.iter_mut().zip(counts) {
+        take(sse, n).await;
+    }
+    drop(streams);
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start("state-skipped-2", &state, &[]);
+    let mut client = server.client();
+    let mut streams = Vec::new();
+    for (query, n) in queries.iter().zip(counts) {
+        let last = n.to_string();
+        streams.push(
+            server
+                .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", &last)])
+                .await,
+        );
+    }
+    client
+        .post(&format!("{P}/ingest"), &body(before.len() + 1, &after))
+        .await;
+    let more = after.len() - non_positive(&after);
+    let windows = (positive + more) / 2 - positive / 2;
+    for ((query, sse), n) in queries.iter().zip(&mut streams).zip([more, windows, more]) {
+        let events = take(sse, n).await;
+        let last = events.last().unwrap().json();
+        let end = if query == &queries[1] {
+            &last["windowEnd"]
+        } else {
+            &last["datetime"]
+        };
+        assert_eq!(end, &at(before.len() + after.len()), "{query}: {events:?}");
+        let status = client.get(query).await.json();
+        let skipped = non_positive(&before) + non_positive(&after);
+        assert_eq!(status["skipped"], skipped, "{query}: {status}");
+    }
+}
+
+#[tokio::test]
+async fn a_journal_segment_deleted_by_hand_is_refused_at_start_naming_it_and_the_fix() {
+    let state = TempDir::new("state-segment-gone");
+    // A bridge query never moves its checkpoint: every instant stays in
+    // the journal. Each start begins a segment: three runs, three segments
+    // with instants in them.
+    let mut query = String::new();
+    for run in 0..3 {
+        let mut server = start(&format!("state-segment-gone-{run}"), &state, &[]);
+        let mut client = server.client();
+        if run == 0 {
+            query = register(&mut client, P, r#"{"operation":"abs","engine":"echo"}"#).await;
+        }
+        let response = client
+            .post(&format!("{P}/ingest"), &lines(run + 1, 1))
+            .await;
+        assert_eq!(response.status, 202, "{response:?}");
+        assert!(server.terminate().success());
+    }
+    let journal = state.path().join("journal");
+    let middle = journal.join(format!("{:020}.seg", 2));
+    assert!(
+        std::fs::metadata(&middle).unwrap().len() > 24,
+        "the second run's instant is in the second segment"
+    );
+    std::fs::remove_file(&middle).unwrap();
+    let output = serve_on_state_exits("state-segment-gone-refused", state.path());
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let manifest = journal.join("MANIFEST");
+    assert!(
+        stderr.contains(middle.to_str().unwrap())
+            && stderr.contains("missing")
+            && stderr.contains(manifest.to_str().unwrap()),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "it never listened");
+    // `state check` says the same, with status 1 (damage found).
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_mfstream"))
+        .args(["state", "check"])
+        .arg(state.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{output:?}");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        said.contains(middle.to_str().unwrap()) && said.contains("to accept the loss"),
+        "{said}"
+    );
+    // Removing the manifest accepts the loss: the server starts, with the
+    // query.
+    std::fs::remove_file(&manifest).unwrap();
+    let server = start("state-segment-gone-accepted", &state, &[]);
+    let mut client = server.client();
+    assert_eq!(client.get(&query).await.json()["status"], "running");
+}

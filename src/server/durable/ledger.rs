@@ -96,6 +96,14 @@ struct LedgerInner {
     emitted: Option<i64>,
     /// The `after_seq` of the checkpoint last handed out.
     stored: u64,
+    /// The records skipped (`onError: skip`) that the results so far
+    /// carried, from the restored checkpoint's total on.
+    skipped: u64,
+    /// That total at the result that reached `covered`: the checkpoint's.
+    /// The records a result carries were fed before it, so none of them is
+    /// fed again after a restart from its checkpoint (a transform's or a
+    /// `COUNT` window's result covers the records it carries).
+    skipped_at: u64,
     /// Whether the results stopped matching the rule (more results than
     /// instants): the checkpoint stays where it is from then on.
     lost: bool,
@@ -106,8 +114,20 @@ struct LedgerInner {
 
 impl Ledger {
     /// The ledger of a query whose checkpoint is at `after_seq`, with the
-    /// resume point `resume` ([`Rule::resume_point`]).
+    /// resume point `resume` ([`Rule::resume_point`]) and no record skipped
+    /// before it.
     pub(crate) fn new(rule: Rule, after_seq: u64, resume: Option<i64>) -> Ledger {
+        Ledger::restored(rule, after_seq, resume, 0)
+    }
+
+    /// The ledger of a query resumed from a checkpoint whose skipped total
+    /// is `skipped`.
+    pub(crate) fn restored(
+        rule: Rule,
+        after_seq: u64,
+        resume: Option<i64>,
+        skipped: u64,
+    ) -> Ledger {
         Ledger {
             inner: Mutex::new(LedgerInner {
                 rule,
@@ -118,6 +138,8 @@ impl Ledger {
                 resume,
                 emitted: resume,
                 stored: after_seq,
+                skipped,
+                skipped_at: skipped,
                 lost: false,
                 unchecked: 0,
             }),
@@ -197,6 +219,7 @@ impl Ledger {
             after_seq: inner.covered,
             last_event_id: last_event_id.saturating_sub(inner.since),
             state: inner.resume.map(resume::encode),
+            skipped: inner.skipped_at,
         })
     }
 }
@@ -204,6 +227,7 @@ impl Ledger {
 impl LedgerInner {
     /// Moves past the instants the next result covers.
     fn result(&mut self, event: &Event) {
+        self.skipped = self.skipped.saturating_add(event.skipped());
         if self.lost {
             return;
         }
@@ -226,6 +250,7 @@ impl LedgerInner {
                 }
                 self.counted = 0;
                 self.since = 0;
+                self.skipped_at = self.skipped;
             }
             Rule::Windows(grid) => {
                 let closed = match event {
@@ -267,6 +292,7 @@ impl LedgerInner {
                     self.fed.drain(..covered);
                     self.resume = Some(end);
                     self.since = 0;
+                    self.skipped_at = self.skipped;
                 }
             }
         }
@@ -377,6 +403,34 @@ mod tests {
         second.add_skipped(2);
         ledger.result(&second);
         assert_eq!(ledger.checkpoint(1).unwrap().after_seq, 4);
+    }
+
+    #[test]
+    fn a_checkpoint_keeps_the_skipped_total_its_results_carried_and_no_later_one() {
+        // Restored with 5 skipped; ln over 1, -1, 0, 2, -3: the second
+        // result carries 2, the last record is skipped after every result.
+        let ledger = Ledger::restored(Rule::Instants(1), 0, None, 5);
+        feed(&ledger, &[1, 2, 3, 4, 5], &[0, 1, 2, 3, 4]);
+        ledger.result(&result());
+        assert_eq!(ledger.checkpoint(1).unwrap().skipped, 5);
+        let mut after = result();
+        after.add_skipped(2);
+        ledger.result(&after);
+        let cp = ledger.checkpoint(2).unwrap();
+        assert_eq!((cp.after_seq, cp.skipped), (4, 7));
+        // A time window: a result that does not move the checkpoint does
+        // not move its total either.
+        let ledger = Ledger::new(TUMBLING_10, 0, None);
+        feed(&ledger, &[1, 2, 3, 4], &[1, 12, 3, 15]);
+        let mut first = window(1);
+        first.add_skipped(1);
+        ledger.result(&first);
+        assert_eq!(ledger.checkpoint(1), None, "3 s came after 12 s");
+        feed(&ledger, &[5], &[21]);
+        let mut second = window(12);
+        second.add_skipped(2);
+        ledger.result(&second);
+        assert_eq!(ledger.checkpoint(2).unwrap().skipped, 3);
     }
 
     #[test]

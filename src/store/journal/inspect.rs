@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 
 use super::super::error::{StoreError, StoreErrorKind};
 use super::super::schema::JOURNAL_DIR;
-use super::vfs::SegFile;
-use super::{io, segment};
+use super::vfs::{OsFs, SegFile};
+use super::{io, manifest, segment};
 
 /// A range of a segment that does not check.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,24 +62,39 @@ pub struct StateReport {
     pub journal: PathBuf,
     /// Every segment, oldest first.
     pub segments: Vec<SegmentReport>,
+    /// The segments the journal's manifest lists that are not there: the
+    /// server refuses to start until they are restored, or the manifest
+    /// removed (accepting their loss). `repair` cannot bring them back.
+    pub missing: Vec<PathBuf>,
+    /// Why the journal's manifest does not check, when it does not.
+    pub manifest_damaged: Option<String>,
 }
 
 impl StateReport {
     /// Whether anything does not check.
     pub fn damaged(&self) -> bool {
-        self.segments
-            .iter()
-            .any(|s| !s.damage.is_empty() || s.bad_header.is_some() || s.version.is_some())
+        self.lost()
+            || self
+                .segments
+                .iter()
+                .any(|s| !s.damage.is_empty() || s.bad_header.is_some() || s.version.is_some())
+    }
+
+    /// Whether a segment the manifest lists is missing, or the manifest
+    /// does not check: what `repair` cannot mend.
+    pub fn lost(&self) -> bool {
+        !self.missing.is_empty() || self.manifest_damaged.is_some()
     }
 
     /// Whether the server refuses to start on it as it is.
     pub fn refused(&self) -> bool {
         let last = self.segments.len().saturating_sub(1);
-        self.segments.iter().enumerate().any(|(i, s)| {
-            s.version.is_some()
-                || (s.bad_header.is_some() && (s.records > 0 || i != last))
-                || s.damage.iter().any(|d| !d.tail || i != last)
-        })
+        self.lost()
+            || self.segments.iter().enumerate().any(|(i, s)| {
+                s.version.is_some()
+                    || (s.bad_header.is_some() && (s.records > 0 || i != last))
+                    || s.damage.iter().any(|d| !d.tail || i != last)
+            })
     }
 
     /// The records that check, in every segment.
@@ -140,6 +155,23 @@ impl fmt::Display for StateReport {
                 }
                 writeln!(f)?;
             }
+        }
+        let manifest = manifest::path(&self.journal);
+        for path in &self.missing {
+            writeln!(
+                f,
+                "{}: missing, and the manifest {} lists it: restore it from a backup, or remove \
+                 the manifest to accept the loss",
+                path.display(),
+                manifest.display()
+            )?;
+        }
+        if let Some(why) = &self.manifest_damaged {
+            writeln!(
+                f,
+                "{}: damaged ({why}): restore it from a backup, or remove it",
+                manifest.display()
+            )?;
         }
         let ranges: usize = self.segments.iter().map(|s| s.damage.len()).sum();
         write!(
@@ -300,12 +332,35 @@ pub fn repair(dir: &Path) -> Result<StateReport, StoreError> {
         ..super::super::StoreOptions::default()
     };
     let _lock = super::super::schema::lock_dir(dir, &options)?;
-    each_segment(dir, |path, file, read| {
+    let mut removed = Vec::new();
+    let report = each_segment(dir, |path, file, read| {
         if read.report.version.is_none() && !read.report.damage.is_empty() {
             rewrite(path, file, read)?;
+            if read.kept.is_empty() {
+                removed.extend(
+                    path.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(segment::number),
+                );
+            }
         }
         Ok(())
-    })
+    })?;
+    // A segment removed because nothing in it checks is no longer one the
+    // journal should have: unlisted, so that the server opens.
+    if !removed.is_empty() {
+        let journal = dir.join(JOURNAL_DIR);
+        let err = |kind| StoreError::new(dir, kind);
+        if let Some(listed) = manifest::read(&OsFs, &journal).map_err(err)? {
+            let kept: Vec<u64> = listed
+                .into_iter()
+                .filter(|n| !removed.contains(n))
+                .collect();
+            manifest::write(&OsFs, &journal, &kept)
+                .map_err(|e| err(io("write", &manifest::path(&journal), e)))?;
+        }
+    }
+    Ok(report)
 }
 
 /// Reads each journal segment of `dir` in order, hands it to `then` (which
@@ -319,8 +374,23 @@ fn each_segment(
     let mut report = StateReport {
         journal: journal.clone(),
         segments: Vec::new(),
+        missing: Vec::new(),
+        manifest_damaged: None,
     };
-    for path in segments(&journal).map_err(err)? {
+    let paths = segments(&journal).map_err(err)?;
+    match manifest::read(&OsFs, &journal) {
+        Ok(Some(listed)) => {
+            report.missing = listed
+                .into_iter()
+                .map(|n| segment::path(&journal, n))
+                .filter(|p| !paths.contains(p))
+                .collect();
+        }
+        Ok(None) => {}
+        Err(StoreErrorKind::ManifestDamaged { why, .. }) => report.manifest_damaged = Some(why),
+        Err(e) => return Err(err(e)),
+    }
+    for path in paths {
         let file = File::open(&path).map_err(|e| err(io("open", &path, e)))?;
         let mut read = read_segment(&path, &file).map_err(err)?;
         then(&path, &file, &mut read).map_err(err)?;

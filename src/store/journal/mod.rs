@@ -67,8 +67,14 @@
 //! every record that checks. A record may be read twice (compaction copies
 //! before it deletes): each instants record is kept once by its first
 //! sequence number, each events record once by its first event id.
+//!
+//! Compaction leaves gaps in the segments' numbering, so a segment deleted
+//! by hand could not be told from one compacted away: the [`manifest`]
+//! lists the segments the journal should have, and an open refuses one
+//! listed and missing ([`StoreErrorKind::SegmentMissing`]).
 
 pub(crate) mod inspect;
+mod manifest;
 mod open;
 mod retention;
 mod ring;

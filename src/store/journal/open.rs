@@ -11,7 +11,7 @@ use super::super::frame::DecodeError;
 use super::super::record::{Checkpoint, PropertyPath};
 use super::ring::push_row;
 use super::vfs::Vfs;
-use super::{Inner, Kept, Loc, QueryLog, Registered, Row, Segment, io, segment};
+use super::{Inner, Kept, Loc, QueryLog, Registered, Row, Segment, io, manifest, segment};
 
 /// What a scan of the segments found.
 #[derive(Default)]
@@ -54,6 +54,19 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
         .filter_map(|name| segment::number(name))
         .collect();
     numbers.sort_unstable();
+    // Before anything is read or cut: a listed segment missing is refused
+    // (an unfinished one is present, and removed below as holding nothing).
+    let mut listed = manifest::read(vfs, dir)?;
+    if let Some(listed) = &listed {
+        manifest::check(dir, listed, &numbers)?;
+    } else if !numbers.is_empty() {
+        tracing::info!(
+            journal = %dir.display(),
+            "the journal has no manifest (written by an earlier mfstream): it is made from the \
+             {} segments present",
+            numbers.len()
+        );
+    }
     let mut found = Found::default();
     let newest = numbers.last().copied();
     for number in numbers {
@@ -89,6 +102,13 @@ pub(super) fn scan(vfs: &dyn Vfs, dir: &Path) -> Result<Found, StoreErrorKind> {
                     bytes = size,
                     "removing an unfinished journal segment ({why}): nothing in it checks"
                 );
+                // Unlisted before it is removed, as compaction does: a
+                // power cut in between must not leave it listed and absent.
+                if let Some(numbers) = listed.as_mut().filter(|l| l.contains(&number)) {
+                    numbers.retain(|&n| n != number);
+                    manifest::write(vfs, dir, numbers)
+                        .map_err(|e| io("write", &manifest::path(dir), e))?;
+                }
                 vfs.remove(&path)
                     .and_then(|()| vfs.sync_dir(dir))
                     .map_err(|e| io("remove", &path, e))?;

@@ -3,7 +3,7 @@
 
 use super::super::error::StoreErrorKind;
 use super::super::record::PropertyPath;
-use super::{Inner, Kept, Segment, io, segment};
+use super::{Inner, Kept, Segment, io, manifest, segment};
 
 impl Inner {
     /// Whether a record is still needed.
@@ -57,6 +57,7 @@ impl Inner {
             .range(..self.active.number)
             .map(|(&n, _)| n)
             .collect();
+        let mut gone = Vec::new();
         for number in older {
             let Some(segment) = self.segments.get(&number) else {
                 continue;
@@ -86,6 +87,23 @@ impl Inner {
                 continue;
             }
             self.count_compaction();
+            gone.push(number);
+        }
+        if gone.is_empty() {
+            return;
+        }
+        // Unlisted before they are deleted: a crash in between leaves them
+        // present and unlisted, read again as any segment (their live
+        // records were copied and synced), never listed and absent.
+        let numbers: Vec<u64> = self.segments.keys().copied().collect();
+        if let Err(e) = manifest::write(&*self.vfs, &self.dir, &numbers) {
+            tracing::warn!(
+                "cannot write the journal's manifest {}: {e}; the compacted segments stay",
+                manifest::path(&self.dir).display()
+            );
+            return;
+        }
+        for number in gone {
             let path = segment::path(&self.dir, number);
             if let Err(e) = self.vfs.remove(&path) {
                 tracing::warn!("cannot remove journal segment {}: {e}", path.display());

@@ -97,6 +97,7 @@ impl QueryLog {
                 after_seq: start_seq,
                 last_event_id: 0,
                 state: None,
+                skipped: 0,
             },
             checkpoint_loc: None,
             ring: VecDeque::new(),

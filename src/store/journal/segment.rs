@@ -20,8 +20,9 @@
 //! - [`TAG_EVENTS`]: the query id, `first_id: u64`, `count: u32`,
 //!   `bytes: u64` (the events' kinds and data, for the ring's byte bound),
 //!   a checkpoint (`0`, or `1`, `after_seq: u64`, `last_event_id: u64` and
-//!   the state: `0`, or `1` and its bytes), then the events, encoded as the
-//!   batch module says.
+//!   the state: `0`, or `1` and its bytes; or `2`, the same and then
+//!   `skipped: u64`, the query's skipped total at that point, when it is
+//!   not 0), then the events, encoded as the batch module says.
 //!
 //! A record's payload carries no position, so a record copied into a newer
 //! segment (compaction) is the same record: reading it twice is harmless,
@@ -430,7 +431,9 @@ pub(crate) fn events_record(out: &mut Vec<u8>, head: &EventsHead<'_>, data: &[u8
     match head.checkpoint {
         None => out.push(0),
         Some(cp) => {
-            out.push(1);
+            // Flag 2 adds the skipped total: a checkpoint with none is
+            // written as before, so that an older build still reads it.
+            out.push(if cp.skipped > 0 { 2 } else { 1 });
             out.extend_from_slice(&cp.after_seq.to_le_bytes());
             out.extend_from_slice(&cp.last_event_id.to_le_bytes());
             match &cp.state {
@@ -439,6 +442,9 @@ pub(crate) fn events_record(out: &mut Vec<u8>, head: &EventsHead<'_>, data: &[u8
                     out.push(1);
                     put_bytes(state, out);
                 }
+            }
+            if cp.skipped > 0 {
+                out.extend_from_slice(&cp.skipped.to_le_bytes());
             }
         }
     }
@@ -499,7 +505,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, DecodeError> {
             let bytes = u64_of(&mut data)?;
             let checkpoint = match take(&mut data, 1)?[0] {
                 0 => None,
-                1 => Some(Checkpoint {
+                flag @ (1 | 2) => Some(Checkpoint {
                     after_seq: u64_of(&mut data)?,
                     last_event_id: u64_of(&mut data)?,
                     state: match take(&mut data, 1)?[0] {
@@ -512,6 +518,7 @@ pub(crate) fn decode(payload: &[u8]) -> Result<Record<'_>, DecodeError> {
                             });
                         }
                     },
+                    skipped: if flag == 2 { u64_of(&mut data)? } else { 0 },
                 }),
                 tag => {
                     return Err(DecodeError::UnknownTag {
@@ -692,6 +699,7 @@ mod tests {
             after_seq: 9,
             last_event_id: 3,
             state: Some(vec![1, 2]),
+            skipped: 0,
         };
         let mut bytes = header(5).to_vec();
         bytes.extend(instants(7));
@@ -713,9 +721,26 @@ mod tests {
                 ..
             } => {
                 assert_eq!((query.as_str(), first_id), ("q", 2));
-                assert_eq!(checkpoint, Some(cp));
+                assert_eq!(checkpoint, Some(cp.clone()));
             }
             Record::Instants { .. } => panic!("an events record"),
+        }
+        // A checkpoint with a skipped total (flag 2) reads back with it;
+        // one without is written as an older build wrote it (flag 1).
+        for skipped in [0, 7] {
+            let cp = Checkpoint {
+                skipped,
+                ..cp.clone()
+            };
+            let record = events_with(Some(&cp));
+            let payload = &record[FRAME as usize..];
+            // tag, query "q", first_id, count, bytes
+            let flag = 1 + 4 + 1 + 8 + 4 + 8;
+            assert_eq!(payload[flag], if skipped == 0 { 1 } else { 2 });
+            match decode(payload).unwrap() {
+                Record::Events { checkpoint, .. } => assert_eq!(checkpoint, Some(cp)),
+                Record::Instants { .. } => panic!("an events record"),
+            }
         }
         // A flipped bit in the last record, zeros after it: a torn end.
         let mut torn = bytes.clone();

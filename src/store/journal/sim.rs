@@ -299,6 +299,14 @@ impl Vfs for SimFs {
             .ok_or_else(|| io::ErrorKind::NotFound.into())
     }
 
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.op()?;
+        let mut s = lock(&self.state);
+        let data = s.names.remove(from).ok_or(io::ErrorKind::NotFound)?;
+        s.names.insert(to.to_owned(), data);
+        Ok(())
+    }
+
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {
         self.op()?;
         let mut s = lock(&self.state);

@@ -41,6 +41,8 @@ pub(crate) trait Vfs: Send + Sync + Debug {
     /// (an error if it exists), readable and writable by its owner only.
     fn open(&self, path: &Path, create: bool) -> io::Result<Arc<dyn SegFile>>;
     fn remove(&self, path: &Path) -> io::Result<()>;
+    /// Renames `from` to `to`, replacing it.
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Syncs `dir`'s entries: a file created or removed stays so.
     fn sync_dir(&self, dir: &Path) -> io::Result<()>;
     /// What identifies the directory at `dir` (device and inode): another
@@ -130,6 +132,10 @@ impl Vfs for OsFs {
 
     fn remove(&self, path: &Path) -> io::Result<()> {
         std::fs::remove_file(path)
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        std::fs::rename(from, to)
     }
 
     fn sync_dir(&self, dir: &Path) -> io::Result<()> {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::super::Durability;
 use super::super::error::StoreErrorKind;
-use super::{Active, Inner, Loc, Segment, WRITEBACK_BYTES, io, segment};
+use super::{Active, Inner, Loc, Segment, WRITEBACK_BYTES, io, manifest, segment};
 
 impl Inner {
     /// Appends a group's records to the newest segment (starting a new one
@@ -155,6 +155,12 @@ impl Inner {
                 records: Vec::new(),
             },
         );
+        // Listed once it exists (and with its name synced with the
+        // manifest's): a crash before leaves it present and unlisted, which
+        // is read as any other segment.
+        let numbers: Vec<u64> = self.segments.keys().copied().collect();
+        manifest::write(&*self.vfs, &self.dir, &numbers)
+            .map_err(|e| io("write", &manifest::path(&self.dir), e))?;
         Ok(())
     }
 }

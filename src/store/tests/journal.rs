@@ -69,6 +69,7 @@ async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_
             after_seq: seqs.start,
             last_event_id: i + 1,
             state: None,
+            skipped: 0,
         };
         store
             .append_events("q1", events(i + 1..=i + 1), Some(cp))
@@ -115,6 +116,7 @@ async fn old_segments_are_deleted_or_compacted_while_a_held_back_property_keeps_
             after_seq: seqs.start,
             last_event_id: i,
             state: None,
+            skipped: 0,
         };
         store
             .append_events("q1", events(i..=i), Some(cp))
