@@ -81,6 +81,13 @@ fn parse_utc(b: &[u8]) -> Option<Timestamp> {
         ];
         nanos *= SCALE[digits.len()];
     }
+    moment([year, month, day, hour, minute, second], 0, nanos)
+}
+
+/// The moment of a civil date and time at `offset` seconds east of UTC;
+/// `None` when a field is out of its range (a leap second, 60, is taken).
+fn moment(fields: [i64; 6], offset: i64, nanos: u32) -> Option<Timestamp> {
+    let [year, month, day, hour, minute, second] = fields;
     if !(1..=12).contains(&month)
         || day == 0
         || day > days_in_month(year, month)
@@ -90,7 +97,8 @@ fn parse_utc(b: &[u8]) -> Option<Timestamp> {
     {
         return None;
     }
-    let secs = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second;
+    let secs =
+        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
     Some(Timestamp { secs, nanos })
 }
 
@@ -127,18 +135,7 @@ fn parse_any(text: &str) -> Option<Timestamp> {
         nanos *= 10u32.pow(9u32.saturating_sub((i - start) as u32));
     }
     let offset = offset(&b[i..])?;
-    if !(1..=12).contains(&month)
-        || day == 0
-        || day > days_in_month(year, month)
-        || hour > 23
-        || minute > 59
-        || second > 60
-    {
-        return None;
-    }
-    let secs =
-        days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
-    Some(Timestamp { secs, nanos })
+    moment([year, month, day, hour, minute, second], offset, nanos)
 }
 
 /// The zone at the end of a datetime, as seconds east of UTC: nothing (UTC),
