@@ -533,7 +533,9 @@ pub struct ServeArgs {
     pub kafka_topic: Vec<String>,
     /// How long the group waits for a member gone silent (a killed server)
     /// before its partitions go to another member, or to it restarted:
-    /// 1000 to 3600000 (the broker may narrow it).
+    /// 1000 to 3600000 (the broker may narrow it). Also the longest a
+    /// commit is waited for: past it, lastError says so and reading goes
+    /// on.
     #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "kafka")]
     pub kafka_session_timeout_ms: u64,
 }

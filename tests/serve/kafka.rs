@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -32,6 +32,8 @@ const REBALANCE: Duration = Duration::from_secs(60);
 struct Broker {
     child: Option<Child>,
     port: u16,
+    /// The port clients are told to use: `port`, or a proxy's before it.
+    advertised: u16,
     /// `--storage-engine`, and the environment that reaches it.
     storage: String,
     env: Vec<(&'static str, String)>,
@@ -60,11 +62,28 @@ impl Broker {
     }
 
     fn start_with(storage: String, env: Vec<(&'static str, String)>) -> Broker {
+        let port = free_port();
         let mut broker = Broker {
             child: None,
-            port: free_port(),
+            port,
+            advertised: port,
             storage,
             env,
+        };
+        broker.run();
+        broker
+    }
+
+    /// A broker in memory whose clients all go through `proxy` (it
+    /// advertises the proxy's port, and listens on the one the proxy
+    /// forwards to).
+    fn start_behind(proxy: &CommitHold) -> Broker {
+        let mut broker = Broker {
+            child: None,
+            port: proxy.upstream,
+            advertised: proxy.port,
+            storage: "memory://tansu/".into(),
+            env: Vec::new(),
         };
         broker.run();
         broker
@@ -76,13 +95,14 @@ impl Broker {
         assert!(self.child.is_none(), "one tansu at a time");
         let program = std::env::var("MFSTREAM_TANSU").unwrap_or_else(|_| "tansu".into());
         let url = format!("tcp://127.0.0.1:{}", self.port);
+        let advertised = format!("tcp://127.0.0.1:{}", self.advertised);
         let mut child = Command::new(&program)
             .args([
                 "broker",
                 "--listener-url",
                 &url,
                 "--advertised-listener-url",
-                &url,
+                &advertised,
             ])
             .args(["--storage-engine", &self.storage])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -126,7 +146,7 @@ impl Broker {
     }
 
     fn brokers(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        format!("127.0.0.1:{}", self.advertised)
     }
 
     fn config(&self) -> ClientConfig {
@@ -838,4 +858,171 @@ fn kafka_a_bad_broker_list_or_pattern_exits_2_naming_it() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
+}
+
+/// A loopback TCP proxy before the broker that can hold the consumer
+/// group's commits (Kafka `OffsetCommit` requests, API key 8) and pass
+/// everything else (heartbeats, fetches): a group coordinator that does
+/// not answer a commit, and nothing else wrong. Released, it sends the
+/// held requests on, and the broker answers them.
+struct CommitHold {
+    /// Where clients connect.
+    port: u16,
+    /// Where the broker listens.
+    upstream: u16,
+    hold: tokio::sync::watch::Sender<bool>,
+    /// Commits held so far.
+    held: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl CommitHold {
+    async fn start() -> CommitHold {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let upstream = free_port();
+        let (hold, holding) = tokio::sync::watch::channel(false);
+        let held = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = held.clone();
+        tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let Ok(broker) = tokio::net::TcpStream::connect(("127.0.0.1", upstream)).await
+                else {
+                    continue;
+                };
+                let (client_read, mut client_write) = client.into_split();
+                let (mut broker_read, broker_write) = broker.into_split();
+                tokio::spawn(async move {
+                    let _ = tokio::io::copy(&mut broker_read, &mut client_write).await;
+                });
+                tokio::spawn(forward_requests(
+                    client_read,
+                    broker_write,
+                    holding.clone(),
+                    count.clone(),
+                ));
+            }
+        });
+        CommitHold {
+            port,
+            upstream,
+            hold,
+            held,
+        }
+    }
+
+    fn hold(&self, on: bool) {
+        self.hold.send_replace(on);
+    }
+
+    fn held(&self) -> usize {
+        self.held.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// Client to broker, a request at a time (a 4-byte size, then the request,
+/// whose first two bytes are its API key): a commit is held while
+/// `holding`, and sent on when it ends.
+async fn forward_requests(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mut holding: tokio::sync::watch::Receiver<bool>,
+    held: Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const OFFSET_COMMIT: i16 = 8;
+    let (frames, mut read) = tokio::sync::mpsc::channel::<Vec<u8>>(64);
+    tokio::spawn(async move {
+        loop {
+            let mut size = [0u8; 4];
+            if from.read_exact(&mut size).await.is_err() {
+                return;
+            }
+            let n = u32::from_be_bytes(size) as usize;
+            assert!(n <= 64 << 20, "a request of {n} bytes");
+            let mut frame = size.to_vec();
+            frame.resize(4 + n, 0);
+            if from.read_exact(&mut frame[4..]).await.is_err() || frames.send(frame).await.is_err()
+            {
+                return;
+            }
+        }
+    });
+    let mut waiting = Vec::new();
+    loop {
+        tokio::select! {
+            frame = read.recv() => {
+                let Some(frame) = frame else { return };
+                let key = frame.get(4..6).map(|k| i16::from_be_bytes([k[0], k[1]]));
+                if key == Some(OFFSET_COMMIT) && *holding.borrow() {
+                    held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    waiting.push(frame);
+                } else if to.write_all(&frame).await.is_err() {
+                    return;
+                }
+            }
+            changed = holding.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                if !*holding.borrow() {
+                    for frame in waiting.drain(..) {
+                        if to.write_all(&frame).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// Multi-threaded: the proxy's tasks run while the test waits for the
+// server's lines (a blocking read).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
+async fn kafka_a_commit_the_broker_does_not_answer_neither_stops_the_reading_nor_hides_in_the_status()
+ {
+    let proxy = CommitHold::start().await;
+    let broker = Broker::start_behind(&proxy);
+    broker.create(TOPIC).await;
+    // The bound on a commit's wait is the session timeout: 2 s here.
+    let group = ["--kafka-group", "commit-held"];
+    let server = serve_on("kafka-commit-held", &broker, &group);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    proxy.hold(true);
+    broker
+        .produce(TOPIC, records(0, 10))
+        .await
+        .expect("every record produced");
+    assert_each_once(&until_value(&mut sse, 9.0).await, 10);
+    // Its commit is held: past the bound, the status says so.
+    let status = status_until(&mut client, "the held commit reported", |s| {
+        s["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("no answer from the group coordinator"))
+    })
+    .await;
+    assert!(proxy.held() >= 1, "a commit was held");
+    assert_eq!(status["committed"], 0, "{status}");
+    // And the reading goes on meanwhile.
+    broker
+        .produce(TOPIC, records(10, 10))
+        .await
+        .expect("every record produced");
+    let seen = until_value(&mut sse, 19.0).await;
+    assert_eq!(seen, (10..20).map(f64::from).collect::<Vec<_>>());
+    let status = client.get("/ingest/kafka").await.json();
+    assert_eq!(status["records"], 20, "{status}");
+    assert_eq!(status["committed"], 0, "{status}");
+    // Released: the commit is answered, then the offsets read meanwhile
+    // are committed after it; the error is cleared.
+    proxy.hold(false);
+    let status = status_until(&mut client, "every offset committed", |s| {
+        s["committed"] == 20
+    })
+    .await;
+    assert!(status["lastError"].is_null(), "{status}");
+    assert_eq!(broker.committed("commit-held", TOPIC), Some(20));
 }

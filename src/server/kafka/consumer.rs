@@ -123,12 +123,13 @@ pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
     }
     let consumer = Arc::new(consumer);
     let mut marks = Marks::new();
+    let mut commits = Commits::new(kafka.session_timeout);
     loop {
         let batch = tokio::select! {
-            batch = read(&app, &kafka, &consumer) => batch,
+            batch = read(&app, &kafka, &consumer, &mut commits) => batch,
             () = stop.cancelled() => break,
         };
-        let complete = ingest(&app, &kafka, &consumer, &mut marks, batch).await;
+        let complete = ingest(&app, &kafka, &consumer, &mut marks, &mut commits, batch).await;
         if !complete {
             // Shutting down (or an ingest task failed, a bug, logged):
             // what was not taken is read again at the next start, from the
@@ -141,16 +142,43 @@ pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
             marks.retain(|key, _| app.table.property(key).is_some());
         }
     }
+    commits.finish(&kafka, &consumer).await;
 }
 
 /// The next batch: waits for one record, then takes what is already
 /// fetched, up to [`BATCH`] records and `--max-inflight-bytes`.
-async fn read(app: &App, kafka: &Kafka, consumer: &StreamConsumer<Context>) -> Vec<Record> {
+///
+/// While it waits for the first, a commit still in flight (one that took
+/// longer than [`Commits`]' bound) is seen to its end, and the offsets
+/// taken meanwhile are committed after it.
+async fn read(
+    app: &App,
+    kafka: &Arc<Kafka>,
+    consumer: &Arc<StreamConsumer<Context>>,
+    commits: &mut Commits,
+) -> Vec<Record> {
     let mut batch = Vec::new();
     let mut bytes = 0;
     loop {
         let next = if batch.is_empty() {
-            consumer.recv().await
+            loop {
+                let Some(in_flight) = commits.in_flight.as_mut() else {
+                    break consumer.recv().await;
+                };
+                // All cancellation safe: `recv`, a join handle, a sleep.
+                let late = !in_flight.reported;
+                tokio::select! {
+                    next = consumer.recv() => break next,
+                    ended = &mut in_flight.task => {
+                        let in_flight = commits.in_flight.take().expect("the commit just awaited");
+                        settle(kafka, &in_flight, ended);
+                        commits.start(consumer);
+                    }
+                    () = tokio::time::sleep_until(in_flight.deadline), if late => {
+                        in_flight.report(kafka, commits.bound);
+                    }
+                }
+            }
         } else {
             // Already fetched, or none: `recv` is cancellation safe.
             match tokio::time::timeout(Duration::ZERO, consumer.recv()).await {
@@ -193,6 +221,7 @@ async fn ingest(
     kafka: &Arc<Kafka>,
     consumer: &Arc<StreamConsumer<Context>>,
     marks: &mut Marks,
+    commits: &mut Commits,
     batch: Vec<Record>,
 ) -> bool {
     // Each partition's offsets, in the order read.
@@ -254,53 +283,167 @@ async fn ingest(
         }
     }
     let complete = done.len() == order.len();
-    commit(kafka, consumer, &order, &done).await;
+    commits.add(&order, &done);
+    commits.commit(kafka, consumer).await;
     complete
 }
 
-/// Commits, for each partition of the batch, the offset after the last
-/// record taken with every record before it.
-async fn commit(
-    kafka: &Arc<Kafka>,
-    consumer: &Arc<StreamConsumer<Context>>,
-    order: &[(String, i32, i64)],
-    done: &HashSet<(String, i32, i64)>,
+/// The offsets to commit, and the one commit in flight.
+///
+/// A batch's offsets are committed before the next batch is read, waited
+/// for up to the bound (the group's session timeout): librdkafka's commit
+/// has no bound of its own, and a broker that dies with a commit in flight
+/// could hold it (and, with it, the reading and the status) until it is
+/// back. Past the bound the commit is left to finish on its own,
+/// `lastError` says so, and reading goes on; the offsets taken meanwhile
+/// are committed after it ends (one commit at a time, so that a later
+/// offset is never overwritten by an earlier one). Nothing is lost either
+/// way: a record is committed only after the ingest path took it, and one
+/// read again is a duplicate.
+struct Commits {
+    /// Per partition, the next offset to read, not yet committed.
+    pending: HashMap<(String, i32), i64>,
+    /// The records those offsets cover.
+    pending_records: u64,
+    in_flight: Option<InFlight>,
+    bound: Duration,
+}
+
+/// A commit handed to librdkafka and not yet answered.
+struct InFlight {
+    task: tokio::task::JoinHandle<rdkafka::error::KafkaResult<()>>,
+    records: u64,
+    /// When its wait passes the bound.
+    deadline: tokio::time::Instant,
+    /// Whether `lastError` says it is late.
+    reported: bool,
+}
+
+impl InFlight {
+    /// Says, once, that the commit is late.
+    fn report(&mut self, kafka: &Kafka, bound: Duration) {
+        if std::mem::replace(&mut self.reported, true) {
+            return;
+        }
+        tracing::warn!(
+            group = %kafka.group,
+            "kafka: a commit has had no answer for {bound:?}; reading on"
+        );
+        kafka.stats.set_error(Some(format!(
+            "commit: no answer from the group coordinator within {} ms (the session timeout); \
+             reading on, the offsets are committed once it answers",
+            bound.as_millis()
+        )));
+    }
+}
+
+impl Commits {
+    fn new(bound: Duration) -> Commits {
+        Commits {
+            pending: HashMap::new(),
+            pending_records: 0,
+            in_flight: None,
+            bound,
+        }
+    }
+
+    /// Takes a batch's offsets: for each partition, the offset after the
+    /// last record taken with every record before it.
+    fn add(&mut self, order: &[(String, i32, i64)], done: &HashSet<(String, i32, i64)>) {
+        // Per partition: the next offset to read, and whether a record not
+        // taken stopped it.
+        let mut next: HashMap<(&str, i32), (i64, bool)> = HashMap::new();
+        for (topic, partition, offset) in order {
+            let entry = next
+                .entry((topic.as_str(), *partition))
+                .or_insert((-1, false));
+            if entry.1 {
+                continue;
+            }
+            if done.contains(&(topic.clone(), *partition, *offset)) {
+                entry.0 = offset + 1;
+                self.pending_records += 1;
+            } else {
+                entry.1 = true;
+            }
+        }
+        for ((topic, partition), (offset, _)) in next {
+            if offset >= 0 {
+                let at = self
+                    .pending
+                    .entry((topic.to_owned(), partition))
+                    .or_insert(offset);
+                *at = (*at).max(offset);
+            }
+        }
+    }
+
+    /// Hands the pending offsets to librdkafka, unless a commit is in
+    /// flight (they go after it).
+    fn start(&mut self, consumer: &Arc<StreamConsumer<Context>>) {
+        if self.in_flight.is_some() || self.pending.is_empty() {
+            return;
+        }
+        let mut list = TopicPartitionList::new();
+        for ((topic, partition), offset) in self.pending.drain() {
+            if let Err(e) = list.add_partition_offset(&topic, partition, Offset::Offset(offset)) {
+                tracing::warn!("kafka: cannot commit {topic}[{partition}]: {e}");
+            }
+        }
+        let records = std::mem::take(&mut self.pending_records);
+        let consumer = consumer.clone();
+        let task = tokio::task::spawn_blocking(move || consumer.commit(&list, CommitMode::Sync));
+        self.in_flight = Some(InFlight {
+            task,
+            records,
+            deadline: tokio::time::Instant::now() + self.bound,
+            reported: false,
+        });
+    }
+
+    /// Starts the commit of what is pending and waits for the one in
+    /// flight, up to the bound.
+    async fn commit(&mut self, kafka: &Arc<Kafka>, consumer: &Arc<StreamConsumer<Context>>) {
+        self.start(consumer);
+        let Some(in_flight) = self.in_flight.as_mut() else {
+            return;
+        };
+        match tokio::time::timeout_at(in_flight.deadline, &mut in_flight.task).await {
+            Ok(ended) => {
+                let in_flight = self.in_flight.take().expect("the commit just awaited");
+                settle(kafka, &in_flight, ended);
+                // Offsets taken while an earlier commit was in flight.
+                self.start(consumer);
+            }
+            Err(_) => in_flight.report(kafka, self.bound),
+        }
+    }
+
+    /// At the end of the ingest: the commit in flight, then what is
+    /// pending, each waited for up to the bound.
+    async fn finish(&mut self, kafka: &Arc<Kafka>, consumer: &Arc<StreamConsumer<Context>>) {
+        for _ in 0..2 {
+            if self.in_flight.is_none() && self.pending.is_empty() {
+                return;
+            }
+            self.commit(kafka, consumer).await;
+        }
+    }
+}
+
+/// Counts a commit's end: its records committed (and a late commit's
+/// `lastError` cleared), or its error.
+fn settle(
+    kafka: &Kafka,
+    commit: &InFlight,
+    ended: Result<rdkafka::error::KafkaResult<()>, tokio::task::JoinError>,
 ) {
-    // Per partition: the next offset to read, and whether a record not
-    // taken stopped it.
-    let mut next: HashMap<(&str, i32), (i64, bool)> = HashMap::new();
-    let mut committed = 0u64;
-    for (topic, partition, offset) in order {
-        let entry = next
-            .entry((topic.as_str(), *partition))
-            .or_insert((-1, false));
-        if entry.1 {
-            continue;
-        }
-        if done.contains(&(topic.clone(), *partition, *offset)) {
-            entry.0 = offset + 1;
-            committed += 1;
-        } else {
-            entry.1 = true;
-        }
-    }
-    let mut list = TopicPartitionList::new();
-    for ((topic, partition), (offset, _)) in &next {
-        if *offset >= 0
-            && let Err(e) = list.add_partition_offset(topic, *partition, Offset::Offset(*offset))
-        {
-            tracing::warn!("kafka: cannot commit {topic}[{partition}]: {e}");
-        }
-    }
-    if list.count() == 0 {
-        return;
-    }
-    let consumer = consumer.clone();
-    let result =
-        tokio::task::spawn_blocking(move || consumer.commit(&list, CommitMode::Sync)).await;
-    match result {
+    match ended {
         Ok(Ok(())) => {
-            kafka.stats.acked.fetch_add(committed, Relaxed);
+            kafka.stats.acked.fetch_add(commit.records, Relaxed);
+            if commit.reported {
+                kafka.stats.set_error(None);
+            }
         }
         // The partitions moved to another member (a rebalance), or the
         // broker is gone: the records are read again from the last

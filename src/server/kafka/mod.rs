@@ -21,7 +21,8 @@
 //!   `--max-inflight-bytes`; the next batch is read only once the last is
 //!   ingested and committed. Meanwhile librdkafka pre-fetches at most
 //!   `--max-inflight-bytes` (`queued.max.messages.kbytes`) and then stops
-//!   fetching.
+//!   fetching. A commit is waited for up to the session timeout: past it,
+//!   `lastError` says so and reading goes on, one commit at a time.
 //!
 //! librdkafka (through rdkafka) is the client: the most used Kafka client
 //! outside the JVM, with consumer groups, manual commits and a bounded
