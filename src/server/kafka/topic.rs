@@ -5,8 +5,7 @@
 //! subscription is a regular expression (librdkafka's `^…`) matching
 //! every topic of the pattern, so topics created later are read too.
 
-use super::super::mqtt::topic::{POSITIONS, Route};
-use crate::vocab::PropertyPath;
+use super::super::mqtt::topic::{Level, Route, check_placeholders, route_levels};
 
 /// The MQTT tier's `mfapi/{cid}/{fid}/{pname}`, with Kafka's separator.
 pub(crate) const DEFAULT: &str = "mfapi.{cid}.{fid}.{pname}";
@@ -16,13 +15,6 @@ pub(crate) const MAX_PATTERNS: usize = 64;
 
 /// Kafka's longest topic name.
 const MAX_TOPIC: usize = 249;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
-    Collection,
-    Feature,
-    Property,
-}
 
 /// One pattern, checked.
 #[derive(Debug, Clone)]
@@ -53,10 +45,11 @@ impl Pattern {
         }
         let mut levels = Vec::new();
         for level in text.split('.') {
+            if let Some(placeholder) = Level::placeholder(level) {
+                levels.push(Ok(placeholder));
+                continue;
+            }
             levels.push(match level {
-                "{cid}" => Ok(Level::Collection),
-                "{fid}" => Ok(Level::Feature),
-                "{pname}" => Ok(Level::Property),
                 "" => return Err(format!("--kafka-topic {text:?} has an empty level: {hint}")),
                 _ if !is_level(level) => {
                     return Err(format!(
@@ -67,16 +60,7 @@ impl Pattern {
                 _ => Err(level.to_owned()),
             });
         }
-        for (wanted, name) in [
-            (Level::Collection, "{cid}"),
-            (Level::Feature, "{fid}"),
-            (Level::Property, "{pname}"),
-        ] {
-            let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
-            if n != 1 {
-                return Err(format!("--kafka-topic {text:?} has {n} {name}: {hint}"));
-            }
-        }
+        check_placeholders(&levels, "--kafka-topic", text, hint)?;
         Ok(Pattern {
             text: text.to_owned(),
             levels,
@@ -105,34 +89,7 @@ impl Pattern {
 
     /// The property `topic` names, if it matches.
     fn route(&self, topic: &str) -> Option<Route> {
-        let mut key = PropertyPath {
-            collection: String::new(),
-            feature: String::new(),
-            property: String::new(),
-        };
-        let mut parts = topic.split('.');
-        for level in &self.levels {
-            let part = parts.next()?;
-            let slot = match level {
-                Err(literal) if literal == part => continue,
-                Err(_) => return None,
-                Ok(Level::Collection) => &mut key.collection,
-                Ok(Level::Feature) => &mut key.feature,
-                Ok(Level::Property) => &mut key.property,
-            };
-            if !is_level(part) {
-                return None;
-            }
-            *slot = part.to_owned();
-        }
-        if parts.next().is_some() {
-            return None;
-        }
-        Some(if key.property == POSITIONS {
-            Route::Positions(key)
-        } else {
-            Route::Property(key)
-        })
+        route_levels(&self.levels, topic.split('.'), is_level)
     }
 }
 
@@ -144,6 +101,7 @@ pub(crate) fn route(patterns: &[Pattern], topic: &str) -> Option<Route> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::vocab::PropertyPath;
 
     fn key(c: &str, f: &str, p: &str) -> PropertyPath {
         PropertyPath {

@@ -16,11 +16,89 @@ pub(crate) const MAX_PATTERNS: usize = 64;
 /// (`mfapi/{cid}/{fid}/tgsequence`): the moving-point ingest takes them.
 pub(crate) const POSITIONS: &str = "tgsequence";
 
+/// A placeholder level of a topic pattern: the part of the property it
+/// names. MQTT's and Kafka's patterns share it (and [`check_placeholders`]
+/// and [`route_levels`]); they differ in the separator and in what a level
+/// may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Level {
+pub(crate) enum Level {
     Collection,
     Feature,
     Property,
+}
+
+impl Level {
+    /// The placeholder `text` is, if it is one.
+    pub(crate) fn placeholder(text: &str) -> Option<Level> {
+        match text {
+            "{cid}" => Some(Level::Collection),
+            "{fid}" => Some(Level::Feature),
+            "{pname}" => Some(Level::Property),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Collection => "{cid}",
+            Level::Feature => "{fid}",
+            Level::Property => "{pname}",
+        }
+    }
+}
+
+/// Each placeholder exactly once among `levels`; else the error, for the
+/// `flag`'s pattern `text`, ending with `hint`.
+pub(crate) fn check_placeholders(
+    levels: &[Result<Level, String>],
+    flag: &str,
+    text: &str,
+    hint: &str,
+) -> Result<(), String> {
+    for wanted in [Level::Collection, Level::Feature, Level::Property] {
+        let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
+        if n != 1 {
+            return Err(format!("{flag} {text:?} has {n} {}: {hint}", wanted.name()));
+        }
+    }
+    Ok(())
+}
+
+/// The property the topic's `parts` name under `levels`, if they match:
+/// each literal level equal, each placeholder's part an id `valid` takes,
+/// no part left over.
+pub(crate) fn route_levels<'a>(
+    levels: &[Result<Level, String>],
+    mut parts: impl Iterator<Item = &'a str>,
+    valid: impl Fn(&str) -> bool,
+) -> Option<Route> {
+    let mut key = PropertyPath {
+        collection: String::new(),
+        feature: String::new(),
+        property: String::new(),
+    };
+    for level in levels {
+        let part = parts.next()?;
+        let slot = match level {
+            Err(literal) if literal == part => continue,
+            Err(_) => return None,
+            Ok(Level::Collection) => &mut key.collection,
+            Ok(Level::Feature) => &mut key.feature,
+            Ok(Level::Property) => &mut key.property,
+        };
+        if !valid(part) {
+            return None;
+        }
+        *slot = part.to_owned();
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(if key.property == POSITIONS {
+        Route::Positions(key)
+    } else {
+        Route::Property(key)
+    })
 }
 
 /// One pattern, checked.
@@ -48,10 +126,11 @@ impl Pattern {
                     whole level, such as mfapi/{cid}/{fid}/{pname}";
         let mut levels = Vec::new();
         for level in text.split('/') {
+            if let Some(placeholder) = Level::placeholder(level) {
+                levels.push(Ok(placeholder));
+                continue;
+            }
             levels.push(match level {
-                "{cid}" => Ok(Level::Collection),
-                "{fid}" => Ok(Level::Feature),
-                "{pname}" => Ok(Level::Property),
                 "" => return Err(format!("--mqtt-topic {text:?} has an empty level: {hint}")),
                 _ if level.contains(['+', '#', '{', '}', '\0']) => {
                     return Err(format!(
@@ -62,19 +141,7 @@ impl Pattern {
                 _ => Err(level.to_owned()),
             });
         }
-        for wanted in [Level::Collection, Level::Feature, Level::Property] {
-            let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
-            if n != 1 {
-                return Err(format!(
-                    "--mqtt-topic {text:?} has {n} {}: {hint}",
-                    match wanted {
-                        Level::Collection => "{cid}",
-                        Level::Feature => "{fid}",
-                        Level::Property => "{pname}",
-                    }
-                ));
-            }
-        }
+        check_placeholders(&levels, "--mqtt-topic", text, hint)?;
         Ok(Pattern {
             text: text.to_owned(),
             levels,
@@ -102,33 +169,8 @@ impl Pattern {
     /// The property `topic` names, if it matches; an empty id or one over
     /// the path limit does not.
     fn route(&self, topic: &str) -> Option<Route> {
-        let mut key = PropertyPath {
-            collection: String::new(),
-            feature: String::new(),
-            property: String::new(),
-        };
-        let mut parts = topic.split('/');
-        for level in &self.levels {
-            let part = parts.next()?;
-            let slot = match level {
-                Err(literal) if literal == part => continue,
-                Err(_) => return None,
-                Ok(Level::Collection) => &mut key.collection,
-                Ok(Level::Feature) => &mut key.feature,
-                Ok(Level::Property) => &mut key.property,
-            };
-            if part.is_empty() || part.len() > MAX_ID {
-                return None;
-            }
-            *slot = part.to_owned();
-        }
-        if parts.next().is_some() {
-            return None;
-        }
-        Some(if key.property == POSITIONS {
-            Route::Positions(key)
-        } else {
-            Route::Property(key)
+        route_levels(&self.levels, topic.split('/'), |part| {
+            !part.is_empty() && part.len() <= MAX_ID
         })
     }
 }
