@@ -148,22 +148,13 @@ impl Kafka {
         addr: std::net::SocketAddr,
     ) -> Result<Kafka, String> {
         check_brokers(&options.brokers)?;
-        if options.topics.len() > topic::MAX_PATTERNS {
-            return Err(format!(
-                "{} --kafka-topic patterns; at most {} are taken",
-                options.topics.len(),
-                topic::MAX_PATTERNS
-            ));
-        }
-        let patterns = if options.topics.is_empty() {
-            vec![Pattern::parse(topic::DEFAULT)?]
-        } else {
-            options
-                .topics
-                .iter()
-                .map(|t| Pattern::parse(t))
-                .collect::<Result<_, _>>()?
-        };
+        let patterns = super::mqtt::topic::parse_patterns(
+            &options.topics,
+            "--kafka-topic",
+            topic::MAX_PATTERNS,
+            topic::DEFAULT,
+            Pattern::parse,
+        )?;
         let group = match &options.group {
             Some(g) if g.is_empty() || g.len() > 255 => {
                 return Err(format!("--kafka-group {g:?}: give 1 to 255 bytes"));

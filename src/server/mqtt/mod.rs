@@ -239,22 +239,13 @@ impl Mqtt {
             }
             (false, None) => None,
         };
-        if options.topics.len() > topic::MAX_PATTERNS {
-            return Err(format!(
-                "{} --mqtt-topic patterns; at most {} are taken",
-                options.topics.len(),
-                topic::MAX_PATTERNS
-            ));
-        }
-        let patterns = if options.topics.is_empty() {
-            vec![Pattern::parse(topic::DEFAULT)?]
-        } else {
-            options
-                .topics
-                .iter()
-                .map(|t| Pattern::parse(t))
-                .collect::<Result<_, _>>()?
-        };
+        let patterns = topic::parse_patterns(
+            &options.topics,
+            "--mqtt-topic",
+            topic::MAX_PATTERNS,
+            topic::DEFAULT,
+            Pattern::parse,
+        )?;
         let client_id = match &options.client_id {
             Some(id) if id.is_empty() || id.len() > 65_535 => {
                 return Err(format!(

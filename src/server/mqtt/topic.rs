@@ -47,6 +47,27 @@ impl Level {
     }
 }
 
+/// The `flag`'s patterns, each parsed by `parse`: at most `max`, and
+/// `default` when none is given.
+pub(crate) fn parse_patterns<P>(
+    topics: &[String],
+    flag: &str,
+    max: usize,
+    default: &str,
+    parse: impl Fn(&str) -> Result<P, String>,
+) -> Result<Vec<P>, String> {
+    if topics.len() > max {
+        return Err(format!(
+            "{} {flag} patterns; at most {max} are taken",
+            topics.len()
+        ));
+    }
+    if topics.is_empty() {
+        return Ok(vec![parse(default)?]);
+    }
+    topics.iter().map(|t| parse(t)).collect()
+}
+
 /// Each placeholder exactly once among `levels`; else the error, for the
 /// `flag`'s pattern `text`, ending with `hint`.
 pub(crate) fn check_placeholders(
