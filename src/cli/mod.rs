@@ -421,6 +421,23 @@ pub struct ServeArgs {
     /// queries) fails, with a reason naming this limit; smaller ones go on.
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_TOTAL_QUERY_STATE)]
     pub max_total_query_state: u64,
+    /// The threads that compute queries' records (transforms, windows,
+    /// position measures and fences, the replay at start-up), apart from
+    /// those that serve requests, run MQTT and Kafka and write SSE; the
+    /// queries share them fairly, in slices of about half a millisecond.
+    /// Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub compute_threads: Option<u16>,
+    /// The most CPU one query may spend: this share of one core (0.5: half
+    /// a core) over any --query-cpu-window. Past it the query fails alone,
+    /// with a reason naming this limit; the replay at start-up is not
+    /// counted. Default: none (the queries still share the compute threads
+    /// fairly).
+    #[arg(long, value_name = "SHARE")]
+    pub max_query_cpu: Option<f64>,
+    /// The window --max-query-cpu is measured over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub query_cpu_window: u64,
     /// The most bytes of request bodies being received or ingested at once,
     /// server-wide: a body holds its Content-Length (or its chunks as they
     /// come) until its call is done; past it, 503 with Retry-After.

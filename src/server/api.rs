@@ -390,6 +390,12 @@ pub(crate) struct CQuery {
     /// The records skipped (no finite result, `onError: skip`).
     #[schema(minimum = 0)]
     skipped: u64,
+    /// CPU time spent on the query's in-process work, in seconds, since it
+    /// started (or resumed after a restart): its task on the compute
+    /// threads, or an in-process plugin's thread; a bridge job's own
+    /// process is not counted.
+    #[schema(minimum = 0)]
+    cpu_seconds: f64,
     /// Why a failed query failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
