@@ -206,7 +206,10 @@ async fn alone(addr: SocketAddr, n: usize) -> f64 {
     let start = Clock::now();
     feed(addr, "alone", &body).await;
     let done = tokio::time::timeout(DEADLINE, drain(&mut sse, n)).await;
-    assert!(matches!(done, Ok(true)), "the lone query delivered every event");
+    assert!(
+        matches!(done, Ok(true)),
+        "the lone query delivered every event"
+    );
     n as f64 / start.elapsed().as_secs_f64()
 }
 

@@ -7,8 +7,8 @@ use serde::Deserialize;
 
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::budget::StateBudget;
-use crate::compute::Compute;
 use crate::clock::WallClock;
+use crate::compute::Compute;
 use crate::on_error::OnError;
 use crate::ops::{Kind, Op, OpError, Transform};
 use crate::position::{self, PositionQuery};

@@ -39,7 +39,9 @@ pub struct CpuLimit {
 #[non_exhaustive]
 pub enum CpuLimitError {
     /// The share is not a number above 0.
-    #[error("a query's CPU share must be a number above 0 (a share of one core, such as 0.5), not {0}")]
+    #[error(
+        "a query's CPU share must be a number above 0 (a share of one core, such as 0.5), not {0}"
+    )]
     Share(f64),
     /// The window is zero, or too long to count in.
     #[error("a CPU window must be between 1 s and 1 day, not {0:?}")]
@@ -220,7 +222,11 @@ mod tests {
         );
         // Live again: 0.9 s within the allowance of 1 s, then past it.
         assert_eq!(
-            window.charge_at(20 * SECOND + 9 * SECOND / 10, true, t0 + Duration::from_secs(3)),
+            window.charge_at(
+                20 * SECOND + 9 * SECOND / 10,
+                true,
+                t0 + Duration::from_secs(3)
+            ),
             None
         );
         assert!(

@@ -4,6 +4,7 @@
 
 mod api;
 mod bounds;
+mod compute;
 mod errors;
 mod fuzz;
 mod journal;
