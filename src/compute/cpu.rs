@@ -184,15 +184,16 @@ mod tests {
         let limit = CpuLimit::new(0.5, Duration::from_secs(10)).unwrap();
         let mut window = CpuWindow::new(limit, 0);
         let t0 = window.origin;
-        // Half a core for 30 s: 0.5 s of CPU each second, never more than
-        // 5 s in a window.
+        // A quarter of a core for 30 s: 2.5 s of CPU in any window, within
+        // the 5 s allowed.
         let mut total = 0;
         for s in 1..=30u64 {
-            total += SECOND / 2;
+            total += SECOND / 4;
             let now = t0 + Duration::from_secs(s);
             assert_eq!(window.charge_at(total, true, now), None, "at {s} s");
         }
-        // Then a whole core: the window's sum passes 5 s within 10 s.
+        // Then a whole core: the window holds 2.5 s + 0.75 s for each
+        // second of it, past 5 s in the fourth.
         let mut failed = None;
         for s in 31..=45u64 {
             total += SECOND;
@@ -203,7 +204,7 @@ mod tests {
             }
         }
         let (at, reason) = failed.expect("the query fails");
-        assert!((36..=41).contains(&at), "failed at {at} s");
+        assert_eq!(at, 34, "failed at {at} s");
         assert!(
             reason.contains("--max-query-cpu (0.5 of a core over 10 s)"),
             "{reason}"
