@@ -232,6 +232,10 @@ struct Inner {
     /// be undone, the directory is gone): shared with the [`Journal`], so
     /// that a caller learns it without a round trip.
     broken: Arc<OnceLock<StoreErrorKind>>,
+    /// Whether the directory could not be looked at for want of permission
+    /// at the last look: said once in the log when it starts, once when it
+    /// ends.
+    unreachable: bool,
     /// What `GET /metrics` reads ([`Journal::stats`]).
     tally: stats::Tally,
 }
@@ -417,6 +421,7 @@ impl Journal {
             properties: HashMap::new(),
             queries: HashMap::new(),
             broken: Arc::new(OnceLock::new()),
+            unreachable: false,
             tally: stats::Tally::default(),
         };
         let broken = inner.broken.clone();
