@@ -301,6 +301,9 @@ pub struct Store {
     /// error does to a query (never compiled outside tests).
     #[cfg(test)]
     fault: Mutex<Option<StoreErrorKind>>,
+    /// Told each time the fault fails a call.
+    #[cfg(test)]
+    fault_hit: tokio::sync::Notify,
 }
 
 impl Store {
@@ -366,6 +369,8 @@ impl Store {
             _lock: lock,
             #[cfg(test)]
             fault: Mutex::new(None),
+            #[cfg(test)]
+            fault_hit: tokio::sync::Notify::new(),
         })
     }
 
@@ -558,6 +563,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         #[cfg(test)]
         if let Some(kind) = self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            self.fault_hit.notify_one();
             return Err(self.error(kind));
         }
         let o = &self.options;
@@ -650,6 +656,13 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn inject_fault(&self, kind: Option<StoreErrorKind>) {
         *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = kind;
+    }
+
+    /// Waits until the injected fault fails a call (one that failed since
+    /// the last wait counts).
+    #[cfg(test)]
+    pub(crate) async fn fault_hit(&self) {
+        self.fault_hit.notified().await;
     }
 
     fn reader(&self) -> MutexGuard<'_, Connection> {
