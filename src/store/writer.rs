@@ -89,10 +89,7 @@ enum Trouble {
     Unreachable(StoreErrorKind),
     /// A file was deleted or replaced, for good; `rescued` when everything
     /// committed so far is in the database as named all the same.
-    Lost {
-        kind: StoreErrorKind,
-        rescued: bool,
-    },
+    Lost { kind: StoreErrorKind, rescued: bool },
 }
 
 /// The catalog's database and its `-wal`, as opened (device, inode).
@@ -108,6 +105,11 @@ pub(crate) struct CatalogFiles {
     db_id: Option<(u64, u64)>,
     /// `None` until the log exists.
     wal_id: Option<(u64, u64)>,
+    /// While set, looking at a file is refused with `EACCES`, as the
+    /// kernel does for anyone but root after a `chmod 000` of the
+    /// directory (tests run as root).
+    #[cfg(test)]
+    denied: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl CatalogFiles {
@@ -121,18 +123,29 @@ impl CatalogFiles {
             wal_id: file_id(&wal).ok(),
             db,
             wal,
+            #[cfg(test)]
+            denied: Default::default(),
         }
+    }
+
+    /// The identity of `path`, as it is now.
+    fn id(&self, path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+        #[cfg(test)]
+        if self.denied.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ErrorKind::PermissionDenied.into());
+        }
+        file_id(path)
     }
 
     /// The file no longer the one opened, if any (`Ok`), or the file that
     /// cannot be looked at for want of permission and why (`Err`).
     fn lost(&mut self) -> Result<Option<&PathBuf>, (&PathBuf, std::io::Error)> {
-        match file_id(&self.db) {
+        match self.id(&self.db) {
             Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err((&self.db, e)),
             now if now.as_ref().ok() != self.db_id.as_ref() => return Ok(Some(&self.db)),
             _ => {}
         }
-        match (self.wal_id, file_id(&self.wal)) {
+        match (self.wal_id, self.id(&self.wal)) {
             (_, Err(e)) if e.kind() == ErrorKind::PermissionDenied => return Err((&self.wal, e)),
             (None, now) => self.wal_id = now.ok(),
             (Some(then), now) if now.as_ref().ok() != Some(&then) => return Ok(Some(&self.wal)),
@@ -412,5 +425,65 @@ impl Writer {
             .map_err(db)?;
         self.queries.remove(id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::store::StoreOptions;
+    use crate::store::schema;
+    use crate::store::tests::{TempDir, query};
+
+    /// Commits one job and gives its answer.
+    fn commit(writer: &mut Writer, job: impl FnOnce(Ack<()>) -> Job) -> Result<(), StoreErrorKind> {
+        let (ack, mut answer) = oneshot::channel();
+        writer.commit(&mut vec![job(ack)]);
+        answer.try_recv().expect("answered at the commit")
+    }
+
+    fn status(writer: &Writer) -> String {
+        writer
+            .conn
+            .query_row("SELECT status FROM queries WHERE id = 'q'", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_catalog_that_cannot_be_looked_at_refuses_jobs_until_it_can_and_is_not_taken_for_lost() {
+        let dir = TempDir::new("writer-unreachable");
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let conn = schema::open_writer(dir.path(), &StoreOptions::default()).unwrap();
+        let files = CatalogFiles::new(dir.path().join(schema::DB_FILE));
+        let denied = files.denied.clone();
+        let mut writer = Writer::new(conn, files).unwrap();
+        commit(&mut writer, |ack| Job::Register {
+            query: query("q"),
+            start_seq: 0,
+            ack,
+        })
+        .unwrap();
+
+        denied.store(true, Ordering::Relaxed);
+        let stopped = |ack| Job::Status {
+            id: "q".into(),
+            status: QueryStatus::Stopped,
+            ack,
+        };
+        let err = commit(&mut writer, stopped).unwrap_err();
+        assert!(
+            matches!(&err, StoreErrorKind::Unreachable { path, .. } if path.ends_with(schema::DB_FILE)),
+            "{err}"
+        );
+        assert_eq!(status(&writer), "running", "nothing was written");
+
+        denied.store(false, Ordering::Relaxed);
+        commit(&mut writer, stopped).unwrap();
+        assert_eq!(status(&writer), "stopped");
+        assert!(writer.gone.is_none());
     }
 }

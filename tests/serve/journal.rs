@@ -349,5 +349,8 @@ async fn once_the_state_directory_is_writable_again_the_server_takes_writes_with
         "{log}"
     );
     assert!(log.contains("writes resume"), "{log}");
-    assert!(!log.contains("is gone") && !log.contains("deleted"), "{log}");
+    assert!(
+        !log.contains("is gone") && !log.contains("deleted"),
+        "{log}"
+    );
 }
