@@ -68,6 +68,12 @@ impl Inner {
         let file = &self.active.file;
         match file.set_len(offset).and_then(|()| file.sync()) {
             Ok(()) => {
+                tracing::warn!(
+                    "journal segment {}: {} bytes from byte {offset} cut off again: their writes \
+                     were answered with an error",
+                    path.display(),
+                    self.active.len - offset
+                );
                 self.active.len = offset;
                 self.active.flushed = self.active.flushed.min(offset);
                 if let Some(segment) = self.segments.get_mut(&self.active.number) {
