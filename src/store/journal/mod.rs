@@ -21,11 +21,11 @@
 //! still has a name and its directory is still the one opened (a state
 //! directory deleted or replaced under the server fails the writes: no
 //! write to an unlinked file is acknowledged), updates the index and
-//! answers every caller. The directory is looked at before the write too,
-//! and a group whose look after it fails is cut off again (synced) before
-//! anyone is answered: a write answered with an error is never read back.
-//! A directory that cannot be looked at for want of permission fails the
-//! writes meanwhile ([`StoreErrorKind::Unreachable`]), not for good. The bytes queued are bounded (`queue_bytes`):
+//! answers every caller. A group whose look after it fails is cut off
+//! again (synced) before anyone is answered: a write answered with an
+//! error is never read back. A directory that cannot be looked at for want
+//! of permission fails the writes meanwhile, each looked at before it is
+//! written ([`StoreErrorKind::Unreachable`]), not for good. The bytes queued are bounded (`queue_bytes`):
 //! callers wait their turn rather than memory growing.
 //!
 //! # Durability

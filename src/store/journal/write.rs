@@ -14,17 +14,23 @@ impl Inner {
     /// where the group starts.
     ///
     /// Every caller of the group gets an error or none does, and a group
-    /// answered with an error is never read back: the directory is checked
-    /// before the write (nothing is written while it cannot be looked at),
-    /// and a check that fails after the write cuts the group off again, and
-    /// syncs the cut, before anyone is answered (the descriptor still takes
-    /// writes when the directory's permissions no longer let it be looked
-    /// at: without the cut, a write answered 503 would be replayed after a
-    /// restart). A write that fails is cut off too; if a cut fails, or the
-    /// directory is gone, the journal takes no more.
+    /// answered with an error is never read back: a check that fails after
+    /// the write cuts the group off again, and syncs the cut, before anyone
+    /// is answered (the descriptor still takes writes when the directory's
+    /// permissions no longer let it be looked at: without the cut, a write
+    /// answered 503 would be replayed after a restart). Once a look failed
+    /// so, the directory is looked at before each write too, and nothing is
+    /// written until it can be looked at again. A write that fails is cut
+    /// off too; if a cut fails, or the directory is gone, the journal takes
+    /// no more.
     pub(super) fn write_group(&mut self, records: &[u8]) -> Result<u64, StoreErrorKind> {
         self.check()?;
-        self.check_owned()?;
+        // The look before the write only while the last one failed: the
+        // look after it is what keeps an error's write out of the log, and
+        // one look per group is what the hot path pays.
+        if self.unreachable {
+            self.check_owned()?;
+        }
         if self.active.len >= self.active.roll_at
             && let Err(e) = self.roll()
         {

@@ -10,7 +10,8 @@
 
 use std::io;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::super::journal::{Journal, OsFs, Registered, SegFile, Vfs};
 use super::super::{StoreErrorKind, StoreOptions};
@@ -19,27 +20,21 @@ use crate::store::batch;
 use crate::vocab::Instant;
 
 /// The real file system, except that looking at a directory
-/// ([`Vfs::id`]) is refused with `EACCES` once the calls allowed are used.
+/// ([`Vfs::id`]) is refused with `EACCES` while denied.
 #[derive(Debug, Clone, Default)]
 struct Denying {
-    /// The looks still allowed; `None`: every one.
-    allowed: Arc<Mutex<Option<u64>>>,
+    denied: Arc<AtomicBool>,
 }
 
 impl Denying {
     /// Refuses every look from now on.
     fn deny(&self) {
-        self.deny_after(0);
-    }
-
-    /// Allows the next `n` looks, then refuses.
-    fn deny_after(&self, n: u64) {
-        *self.allowed.lock().unwrap() = Some(n);
+        self.denied.store(true, Ordering::Relaxed);
     }
 
     /// Allows every look again.
     fn allow(&self) {
-        *self.allowed.lock().unwrap() = None;
+        self.denied.store(false, Ordering::Relaxed);
     }
 }
 
@@ -63,15 +58,10 @@ impl Vfs for Denying {
         OsFs.sync_dir(dir)
     }
     fn id(&self, dir: &Path) -> io::Result<(u64, u64)> {
-        let mut allowed = self.allowed.lock().unwrap();
-        match &mut *allowed {
-            Some(0) => Err(io::ErrorKind::PermissionDenied.into()),
-            Some(n) => {
-                *n -= 1;
-                OsFs.id(dir)
-            }
-            None => OsFs.id(dir),
+        if self.denied.load(Ordering::Relaxed) {
+            return Err(io::ErrorKind::PermissionDenied.into());
         }
+        OsFs.id(dir)
     }
 }
 
@@ -162,12 +152,14 @@ async fn a_write_whose_check_after_it_fails_is_cut_off_before_anyone_is_answered
         std::fs::metadata(newest).unwrap().len()
     };
     let before = segment(&dir);
-    // The look before the write passes, the one after it is refused: the
-    // chmod came while the group was being written, through a descriptor
-    // that still takes writes.
-    fs.deny_after(1);
+    // The first write after the chmod goes through the segment's open
+    // descriptor, which still takes writes; the look after it is refused.
+    fs.deny();
     assert_unreachable(append(&journal, 2).await);
     assert_eq!(segment(&dir), before, "the refused write is cut off");
+    // From then on the directory is looked at first: nothing is written.
+    assert_unreachable(append(&journal, 2).await);
+    assert_eq!(segment(&dir), before);
     fs.allow();
     append(&journal, 3).await.unwrap();
     journal.close();
