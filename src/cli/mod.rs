@@ -387,7 +387,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub body_timeout_ms: u64,
     /// The most queries registered at once (and so the per-query series
-    /// of GET /metrics: 12 each).
+    /// of GET /metrics: 13 each).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_queries: usize,
     /// The most SSE subscribers of one query.

@@ -171,3 +171,45 @@ fn a_bad_cpu_bound_or_thread_count_is_refused_naming_it() {
         assert!(stderr.contains(needle), "{args:?}: {stderr}");
     }
 }
+
+#[tokio::test]
+async fn a_heavy_querys_replay_after_a_kill_runs_off_the_serving_path_exactly_once() {
+    let state = TempDir::new("serve-compute-replay");
+    let dir = state.path().to_str().unwrap();
+    let args = ["--compute-threads", "1", "--state", dir];
+    let server = Serve::start("serve-compute-replay-1", &args, &[]);
+    let mut client = server.client();
+    let (heavy_query, mut heavy_events) = heavy(&server, &mut client).await;
+    feed_heavy(&mut client).await;
+    // Killed mid-batch: the rest of the positions are replayed from the
+    // log at the restart, the cost of their records with them.
+    take(&mut heavy_events, 1).await;
+    server.signal(libc::SIGKILL);
+    drop(server);
+    let server = Serve::start("serve-compute-replay-2", &args, &[]);
+    let mut client = server.client();
+    let mut all = server
+        .subscribe(&format!("{heavy_query}/stream"), &[("Last-Event-ID", "0")])
+        .await;
+    let first = take(&mut all, 1).await;
+    let engines = client.get("/engines").await;
+    assert_eq!(engines.status, 200, "{engines:?}");
+    let light = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let mut light_events = server.subscribe(&format!("{light}/stream"), &[]).await;
+    let fed = client.post(&format!("{P}/ingest"), &instant(1, "-3")).await;
+    assert_eq!(fed.status, 202, "{fed:?}");
+    assert_eq!(values(&take(&mut light_events, 1).await), [3.0]);
+    let busy = client.get(&heavy_query).await.json();
+    assert!(
+        busy["events"].as_u64().unwrap() < POSITIONS as u64,
+        "the replay had ended before the light query's event ({})",
+        busy["events"]
+    );
+    // Every position's event once, in order, across the kill.
+    let mut ids = Vec::new();
+    for event in first.into_iter().chain(take(&mut all, POSITIONS - 1).await) {
+        assert_eq!(event.event, "instant", "{event:?}");
+        ids.push(event.id.unwrap().parse::<u64>().unwrap());
+    }
+    assert_eq!(ids, (1..=POSITIONS as u64).collect::<Vec<_>>());
+}

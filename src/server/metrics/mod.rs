@@ -19,7 +19,7 @@
 //! and `engine`) one per query registered, at most `--max-queries` (1,024
 //! by default; a deleted query's series go with it); `engine` the
 //! registry's engines; `source`, `reason` and `status` fixed lists (MQTT's
-//! `reason` too). So a scrape holds 12 series per query plus a few dozen.
+//! `reason` too). So a scrape holds 13 series per query plus a few dozen.
 //! The README's "Metrics" section lists every metric.
 
 mod tally;
