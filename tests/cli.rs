@@ -1028,7 +1028,10 @@ fn an_operators_variable_wins_over_the_engines_env_in_engines_toml() {
     // Set where mfstream runs: the operator's value reaches the job.
     run(Some(&from_operator));
     assert!(from_operator.exists(), "the job used the operator's value");
-    assert!(!from_file.exists(), "engines.toml's env did not override it");
+    assert!(
+        !from_file.exists(),
+        "engines.toml's env did not override it"
+    );
     // Unset: engines.toml's value is the default.
     run(None);
     assert!(from_file.exists(), "the job used engines.toml's value");

@@ -63,7 +63,11 @@ impl Drop for StopOnDrop<'_> {
 /// The running cluster's JobManager pid, from `cluster.sh status`.
 fn jobmanager_pid(rest: &str, client: &str) -> u32 {
     let port = rest.rsplit(':').next().unwrap().trim_end_matches('/');
-    let status = script("status", client, &[("MFSTREAM_FLINK_REST_PORT", port.into())]);
+    let status = script(
+        "status",
+        client,
+        &[("MFSTREAM_FLINK_REST_PORT", port.into())],
+    );
     let text = String::from_utf8(status.stdout).unwrap();
     assert!(status.status.success(), "the cluster is ready: {text}");
     text.lines()
@@ -327,7 +331,12 @@ async fn a_job_that_cannot_connect_back_to_the_client_fails_naming_the_address()
     assert_eq!(String::from_utf8_lossy(&out.stdout), "2.0\n");
     let jar = flink_cache(&argv).join("cluster-job");
     let name = argv[argv.iter().position(|a| a == "--jar").unwrap() + 1].clone();
-    let name = Path::new(&name).file_name().unwrap().to_str().unwrap().to_owned();
+    let name = Path::new(&name)
+        .file_name()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_owned();
     assert!(jar.join(&name).exists());
     let jars = rest_get(&rest, "/jars");
     let id = jars["files"]

@@ -412,8 +412,7 @@ mod tests {
     fn an_address_it_cannot_listen_on_is_named_with_where_it_came_from() {
         // TEST-NET-1 (RFC 5737): no interface here has it.
         let rest = format!("http://127.0.0.1:{}", closed_port());
-        let Err(Exit(status, message)) =
-            run(options(&rest, "192.0.2.1", "MFSTREAM_FLINK_LISTEN"))
+        let Err(Exit(status, message)) = run(options(&rest, "192.0.2.1", "MFSTREAM_FLINK_LISTEN"))
         else {
             panic!("listening on 192.0.2.1 succeeded");
         };
@@ -437,6 +436,9 @@ mod tests {
             message.contains(&format!("127.0.0.1:{port}")) && message.contains("refused"),
             "{message}"
         );
-        assert!(message.ends_with("(the REST address from --rest)"), "{message}");
+        assert!(
+            message.ends_with("(the REST address from --rest)"),
+            "{message}"
+        );
     }
 }
