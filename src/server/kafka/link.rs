@@ -59,7 +59,7 @@ pub(crate) struct Link {
 struct State {
     /// `None` until the first connection succeeds or every one failed.
     reachable: Option<bool>,
-    /// When `reachable` took its value (the server's start while `None`).
+    /// When `reachable` took its value; `None` while it is.
     since: Option<(Instant, SystemTime)>,
     /// The last transport failure since the brokers were last reachable:
     /// the cause an all-brokers-down line names.
@@ -145,8 +145,8 @@ impl Link {
     }
 
     /// Takes librdkafka's statistics: a broker `UP` means the brokers are
-    /// reachable. `true` when that is news (they were not, or not known):
-    /// the caller clears a `lastError` that said they were not.
+    /// reachable. `true` when they were known unreachable: the caller
+    /// clears the `lastError` that said why.
     pub(crate) fn statistics(&self, brokers: &str, json: &[u8]) -> bool {
         let up = match serde_json::from_slice::<Statistics>(json) {
             Ok(statistics) => statistics.any_up(),
@@ -307,7 +307,7 @@ mod tests {
     }
 
     #[test]
-    fn another_error_is_reported_each_time_and_its_repeats_are_not_news() {
+    fn another_error_is_the_last_error_each_time_and_no_broker_failure() {
         let link = Link::default();
         let denied = global(RDKafkaErrorCode::TopicAuthorizationFailed);
         for _ in 0..3 {
