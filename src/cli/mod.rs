@@ -533,7 +533,9 @@ pub struct ServeArgs {
     /// property's records must be in one partition. Batches of at most
     /// 1024 records and --max-inflight-bytes; librdkafka pre-fetches at
     /// most --max-inflight-bytes. A new matching topic is read within
-    /// about 10 s. Counters and the last bad records: GET /ingest/kafka.
+    /// about 10 s. Brokers that cannot be reached are logged once per
+    /// change; counters, the brokers' reachability and the last bad records:
+    /// GET /ingest/kafka.
     #[arg(long, value_name = "BROKERS")]
     pub kafka: Option<String>,
     /// The consumer group, which keeps the committed offsets.

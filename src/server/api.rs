@@ -638,6 +638,15 @@ pub(crate) struct KafkaStatus {
     assigned_partitions: u64,
     /// Rebalances that assigned this server partitions.
     assignments: u64,
+    /// Whether the brokers can be reached: `null` until a connection
+    /// succeeded or every one failed. A change is logged once; the
+    /// failures in between are counted in `brokerErrors`.
+    reachable: Option<bool>,
+    /// When `reachable` took its value (RFC 3339); `null` with it.
+    reachable_since: Option<String>,
+    /// Errors librdkafka reported about reaching the brokers (a refused
+    /// connection, every broker down), since the start.
+    broker_errors: u64,
     last_error: Option<String>,
     /// Records read, those read again included.
     records: u64,
