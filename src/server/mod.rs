@@ -484,7 +484,7 @@ impl Server {
             tracing::info!(
                 running = restored.running,
                 ended = restored.ended,
-                replayed = restored.replayed,
+                replaying = restored.replaying,
                 dir = %store.dir().display(),
                 "state restored"
             );

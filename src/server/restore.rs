@@ -1,7 +1,16 @@
 //! Start-up with `--state DIR`: every query of the store back in the
 //! table, with its replay ring; each running one resubmitted to its engine
-//! and fed the logged instants after its checkpoint, before anything new is
-//! served.
+//! and fed the logged instants after its checkpoint before any new instant
+//! of its property.
+//!
+//! The server answers while the log is replayed: [`restore`] puts every
+//! query back, then each property's replay runs as a task of its own that
+//! holds the property's lock from before the server serves until the last
+//! of its queries has been fed its log. An ingest to that property waits
+//! for it (up to `--ingest-wait-ms`, then 503 as for a busy query); every
+//! other request is answered, and the replayed records are computed on the
+//! compute threads, in slices, as live ones. The log says `log replayed`,
+//! with the instants fed again, once every replay has ended.
 //!
 //! A resumed query is live, as every query of the server, but its clock is
 //! held while the log is replayed ([`WallClock::held`]): the logged instants
@@ -11,19 +20,22 @@
 //! the wall clock has passed then close at once.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use crate::aggregate::resume::StateError;
-use crate::clock::WallClock;
+use crate::clock::{ClockRelease, WallClock};
 use crate::engine::{BATCH, EngineError, Source, SourceSender};
 use crate::registry::RegistryError;
 use crate::spec::{QuerySpec, Registration, RegistrationError};
-use crate::store::{EventIds, RestoredQuery, Store, StoreError, StoreErrorKind};
-use crate::vocab::{PropertyPath, PropertyType, QueryStatus};
+use crate::store::{
+    EventIds, OwnedPropertyGuard, RestoredQuery, Store, StoreError, StoreErrorKind,
+};
+use crate::vocab::{PropertyPath, QueryStatus};
 
 use super::App;
 use super::durable::{Keeper, Ledger, Rule};
 use super::fanout::Fanout;
-use super::table::{About, Kind, Query, Reservation, Started};
+use super::table::{About, Kind, Property, PropertyState, Query, Reservation, Started};
 
 /// The logged instants read at once while replaying.
 const PAGE: usize = 16 * 1024;
@@ -36,18 +48,144 @@ pub(crate) struct Restored {
     /// Queries that had ended (or could not be resumed), kept with their
     /// results and status.
     pub(crate) ended: usize,
-    /// Instants fed again from the log.
-    pub(crate) replayed: u64,
+    /// Properties whose queries are being fed their log, each by a task of
+    /// its own.
+    pub(crate) replaying: usize,
 }
 
-/// Puts every query of `store` back into `app`'s table.
+/// Puts every query of `store` back into `app`'s table and starts the
+/// replay of the log to those that run (see the module's docs): it returns
+/// once every query is back, before the replays end.
 pub(crate) async fn restore(app: &App, store: &Arc<Store>) -> Result<Restored, StoreError> {
     let queries = blocking(store, |s| s.queries()).await?;
-    let mut restored = Restored::default();
+    // A property's queries together, in the order of their first: one
+    // hold of its lock covers their replays.
+    let mut by_property: Vec<(PropertyPath, Vec<RestoredQuery>)> = Vec::new();
     for query in queries {
-        one(app, store, query, &mut restored).await?;
+        match by_property
+            .iter_mut()
+            .find(|(key, _)| *key == query.property)
+        {
+            Some((_, group)) => group.push(query),
+            None => by_property.push((query.property.clone(), vec![query])),
+        }
     }
+    let mut restored = Restored::default();
+    let tally = Arc::new(ReplayTally::default());
+    for (_, group) in by_property {
+        let mut held = Held::default();
+        for query in group {
+            one(app, store, query, &mut restored, &mut held).await?;
+        }
+        if let Some(replays) = held.into_replays() {
+            restored.replaying += 1;
+            tally.groups.fetch_add(1, Ordering::Relaxed);
+            tokio::spawn(replays.run(store.clone(), tally.clone()));
+        }
+    }
+    // The start-up's own count: the last to end says the total.
+    tally.done();
     Ok(restored)
+}
+
+/// The instants every replay fed, said in the log once the last ends.
+#[derive(Debug)]
+struct ReplayTally {
+    /// Replays still running, and the start-up itself until it has
+    /// started them all.
+    groups: AtomicUsize,
+    instants: AtomicU64,
+}
+
+impl Default for ReplayTally {
+    fn default() -> ReplayTally {
+        ReplayTally {
+            groups: AtomicUsize::new(1),
+            instants: AtomicU64::new(0),
+        }
+    }
+}
+
+impl ReplayTally {
+    fn done(&self) {
+        if self.groups.fetch_sub(1, Ordering::AcqRel) == 1 {
+            tracing::info!(
+                replayed = self.instants.load(Ordering::Relaxed),
+                "log replayed"
+            );
+        }
+    }
+}
+
+/// One property's lock while its queries are put back, and the replays
+/// its running queries are owed.
+#[derive(Default)]
+struct Held {
+    guard: Option<OwnedPropertyGuard<PropertyState>>,
+    feeds: Vec<Feed>,
+}
+
+impl Held {
+    /// The property's state, its lock taken at the first call.
+    async fn state(&mut self, property: &Property) -> &mut PropertyState {
+        let guard = match self.guard.take() {
+            Some(guard) => guard,
+            None => property.state.lock_owned().await,
+        };
+        self.guard.insert(guard)
+    }
+
+    /// The replays to run, with the lock, if any query is owed one.
+    fn into_replays(self) -> Option<Replays> {
+        let guard = self.guard?;
+        (!self.feeds.is_empty()).then_some(Replays {
+            guard,
+            feeds: self.feeds,
+        })
+    }
+}
+
+/// What one running query is fed again: its property's instants logged
+/// after `after`.
+struct Feed {
+    property: PropertyPath,
+    after: u64,
+    sender: SourceSender,
+    ledger: Arc<Ledger>,
+    release: ClockRelease,
+}
+
+/// A property's replays, holding its lock: no ingest reaches its queries
+/// before their log.
+struct Replays {
+    guard: OwnedPropertyGuard<PropertyState>,
+    feeds: Vec<Feed>,
+}
+
+impl Replays {
+    async fn run(self, store: Arc<Store>, tally: Arc<ReplayTally>) {
+        for feed in self.feeds {
+            match replay(&store, &feed).await {
+                Ok(n) => {
+                    tally.instants.fetch_add(n, Ordering::Relaxed);
+                    // Before any new ingest: the clock applies from the
+                    // first instant after the log's.
+                    let _ = feed.sender.release_clock(feed.release).await;
+                }
+                // The query is in the table: it fails on its own, with the
+                // reason, and its status is stored by its pump.
+                Err(e) => {
+                    feed.sender
+                        .fail(crate::engine::SourceError(format!(
+                            "cannot replay the log: {e}"
+                        )))
+                        .await
+                }
+            }
+        }
+        tally.done();
+        drop(self.guard);
+    }
 }
 
 /// Runs a blocking read of the store off the async threads.
@@ -103,6 +241,7 @@ async fn one(
     store: &Arc<Store>,
     restored: RestoredQuery,
     counts: &mut Restored,
+    held: &mut Held,
 ) -> Result<(), StoreError> {
     let key = restored.property.clone();
     // Whatever the bounds now, what was registered comes back.
@@ -120,10 +259,9 @@ async fn one(
     let spec = spec_of(&restored);
     let mut status = restored.status.clone();
     if status == QueryStatus::Running {
-        match resume(app, store, &restored, &key, reservation, &fanout).await {
-            Ok(replayed) => {
+        match resume(app, store, &restored, &key, reservation, &fanout, held).await {
+            Ok(()) => {
                 counts.running += 1;
-                counts.replayed += replayed;
                 return Ok(());
             }
             Err((returned, reason)) => {
@@ -145,6 +283,7 @@ async fn one(
         spec,
         status,
         counts,
+        held,
     )
     .await
 }
@@ -159,10 +298,13 @@ async fn ended(
     spec: Result<QuerySpec, RegistrationError>,
     status: QueryStatus,
     counts: &mut Restored,
+    held: &mut Held,
 ) -> Result<(), StoreError> {
     let about = match &spec {
         Ok(spec) => {
-            set_type(&reservation, spec.property_type, spec.crs()).await;
+            let state = held.state(&reservation.property).await;
+            state.property_type = Some(spec.property_type);
+            state.crs = state.crs.or(spec.crs());
             About::of(spec, key, &restored.engine)
         }
         Err(_) => About {
@@ -181,18 +323,9 @@ async fn ended(
     Ok(())
 }
 
-async fn set_type(
-    reservation: &Reservation<'_>,
-    property_type: PropertyType,
-    crs: Option<crate::geo::Crs>,
-) {
-    let mut state = reservation.property.state.lock().await;
-    state.property_type = Some(property_type);
-    state.crs = state.crs.or(crs);
-}
-
-/// Resubmits a running query and feeds it the instants after its
-/// checkpoint; the number fed, or why it could not be resumed.
+/// Resubmits a running query, with its property's lock (`held`), and
+/// adds the replay of the instants after its checkpoint to those `held`
+/// runs; or why it could not be resumed.
 async fn resume<'a>(
     app: &'a App,
     store: &Arc<Store>,
@@ -200,7 +333,8 @@ async fn resume<'a>(
     key: &PropertyPath,
     reservation: Reservation<'a>,
     fanout: &Arc<Fanout>,
-) -> Result<u64, (Reservation<'a>, ResumeError)> {
+    held: &mut Held,
+) -> Result<(), (Reservation<'a>, ResumeError)> {
     let (clock, release) = WallClock::system().held();
     let budget = app.query_budget();
     let mut spec = match spec_of(restored) {
@@ -253,43 +387,28 @@ async fn resume<'a>(
         keeper: Some(keeper),
     };
     let property = reservation.property.clone();
-    // Held while replaying: no ingest reaches the query before its log.
-    let mut state = property.state.lock().await;
-    app.table.start(reservation, &mut state, started);
-    let replayed = replay(store, restored, &sender, &ledger).await;
-    if replayed.is_ok() {
-        // Before any new ingest: the clock applies from the first instant
-        // after the log's. A query that has ended needs no clock.
-        let _ = sender.release_clock(release).await;
-    }
-    drop(state);
-    match replayed {
-        Ok(n) => Ok(n),
-        Err(e) => {
-            // The query is in the table: it fails on its own, with the
-            // reason, and its status is stored by its pump.
-            sender
-                .fail(crate::engine::SourceError(format!(
-                    "cannot replay the log: {e}"
-                )))
-                .await;
-            Ok(0)
-        }
-    }
+    // Held until its replay has ended: no ingest reaches the query before
+    // its log.
+    let state = held.state(&property).await;
+    app.table.start(reservation, state, started);
+    held.feeds.push(Feed {
+        property: restored.property.clone(),
+        after: restored.checkpoint.after_seq,
+        sender,
+        ledger,
+        release,
+    });
+    Ok(())
 }
 
 /// Feeds `sender` the instants of the query's property logged after its
 /// checkpoint, in log order, page by page.
-async fn replay(
-    store: &Arc<Store>,
-    restored: &RestoredQuery,
-    sender: &SourceSender,
-    ledger: &Ledger,
-) -> Result<u64, StoreError> {
-    let mut after = restored.checkpoint.after_seq;
+async fn replay(store: &Arc<Store>, feed: &Feed) -> Result<u64, StoreError> {
+    let Feed { sender, ledger, .. } = feed;
+    let mut after = feed.after;
     let mut fed = 0;
     loop {
-        let property = restored.property.clone();
+        let property = feed.property.clone();
         let page = blocking(store, move |s| s.instants(&property, after, PAGE)).await?;
         let Some(last) = page.last() else {
             return Ok(fed);

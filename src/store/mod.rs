@@ -203,7 +203,7 @@ pub use self::journal::inspect::{
 };
 use self::journal::{Journal, Registered};
 pub(crate) use self::journal::{JournalStats, SYNC_BUCKETS};
-pub use self::property_lock::{PropertyGuard, PropertyLock};
+pub use self::property_lock::{OwnedPropertyGuard, PropertyGuard, PropertyLock};
 pub use self::record::{
     Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
     RestoredQuery, StoredEvent,

@@ -12,6 +12,7 @@
 //! [`Store::register`]: super::Store::register
 
 use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use super::record::PropertyPath;
 
@@ -20,7 +21,7 @@ use super::record::PropertyPath;
 #[derive(Debug)]
 pub struct PropertyLock<T> {
     property: PropertyPath,
-    value: tokio::sync::Mutex<T>,
+    value: Arc<tokio::sync::Mutex<T>>,
 }
 
 impl<T> PropertyLock<T> {
@@ -28,7 +29,7 @@ impl<T> PropertyLock<T> {
     pub fn new(property: PropertyPath, value: T) -> PropertyLock<T> {
         PropertyLock {
             property,
-            value: tokio::sync::Mutex::new(value),
+            value: Arc::new(tokio::sync::Mutex::new(value)),
         }
     }
 
@@ -48,6 +49,43 @@ impl<T> PropertyLock<T> {
             property: &self.property,
             value: self.value.lock().await,
         }
+    }
+}
+
+impl<T> PropertyLock<T> {
+    /// Waits for the lock, and holds it until the guard is dropped,
+    /// wherever the guard goes: a task that outlives the caller (the
+    /// replay of the log at start-up) keeps the property's ingests waiting
+    /// until it is done.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`lock`](PropertyLock::lock).
+    pub async fn lock_owned(&self) -> OwnedPropertyGuard<T> {
+        OwnedPropertyGuard {
+            value: self.value.clone().lock_owned().await,
+        }
+    }
+}
+
+/// A held [`PropertyLock`] that is not tied to the lock's lifetime
+/// ([`PropertyLock::lock_owned`]).
+#[derive(Debug)]
+pub struct OwnedPropertyGuard<T> {
+    value: tokio::sync::OwnedMutexGuard<T>,
+}
+
+impl<T> Deref for OwnedPropertyGuard<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> DerefMut for OwnedPropertyGuard<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.value
     }
 }
 
