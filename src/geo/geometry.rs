@@ -12,6 +12,52 @@ pub(crate) const MAX_GEOMETRY_VERTICES: usize = 10_000;
 /// The most bytes a geometry's JSON text may have.
 pub(crate) const MAX_GEOMETRY_BYTES: usize = 1 << 20;
 
+/// What one allocation costs beyond the bytes asked for: glibc's malloc
+/// keeps an 8-byte header and rounds each chunk up to 16 bytes.
+pub(crate) const ALLOCATION_OVERHEAD: u64 = 16;
+
+/// The heap `n` values of `T` in one allocation hold.
+pub(super) fn array_bytes<T>(n: usize) -> u64 {
+    match n {
+        0 => 0,
+        n => (n * std::mem::size_of::<T>()) as u64 + ALLOCATION_OVERHEAD,
+    }
+}
+
+/// The heap a vector holds: its capacity, and the allocation's overhead.
+pub(super) fn vec_bytes<T>(v: &Vec<T>) -> u64 {
+    array_bytes::<T>(v.capacity())
+}
+
+/// The heap a copy of `v` holds, as a query keeps its GeoJSON for `GET`
+/// (a clone: arrays and texts exactly their length). A number is held
+/// inline; an object is a B-tree of leaves of 11 entries, about half full
+/// past one leaf.
+pub(crate) fn json_heap_bytes(v: &Value) -> u64 {
+    const VALUE: usize = std::mem::size_of::<Value>();
+    /// A leaf of `serde_json::Map`: its header and 11 keys and values.
+    const LEAF: u64 = (16 + 11 * (std::mem::size_of::<String>() + VALUE)) as u64;
+    match v {
+        Value::String(text) => array_bytes::<u8>(text.len()),
+        Value::Array(items) => {
+            array_bytes::<Value>(items.len()) + items.iter().map(json_heap_bytes).sum::<u64>()
+        }
+        Value::Object(map) => {
+            let leaves = match map.len() {
+                0 => 0,
+                n if n <= 11 => 1,
+                n => n.div_ceil(6) as u64,
+            };
+            leaves * (LEAF + ALLOCATION_OVERHEAD)
+                + map
+                    .iter()
+                    .map(|(key, value)| array_bytes::<u8>(key.len()) + json_heap_bytes(value))
+                    .sum::<u64>()
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
 /// A static geometry: Point, MultiPoint, LineString, MultiLineString,
 /// Polygon or MultiPolygon.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +150,22 @@ impl Geometry {
             Shape::Polygons(ps) => ps.iter().flatten().flatten().for_each(&mut grow),
         }
         Ok(Geometry { shape, bbox })
+    }
+
+    /// The heap its parts hold, and the geometry itself, boxed (as a query
+    /// keeps it).
+    pub(crate) fn bytes_boxed(&self) -> u64 {
+        let parts = match &self.shape {
+            Shape::Points(ps) => vec_bytes(ps),
+            Shape::Lines(ls) => vec_bytes(ls) + ls.iter().map(vec_bytes).sum::<u64>(),
+            Shape::Polygons(ps) => {
+                vec_bytes(ps)
+                    + ps.iter()
+                        .map(|rings| vec_bytes(rings) + rings.iter().map(vec_bytes).sum::<u64>())
+                        .sum::<u64>()
+            }
+        };
+        array_bytes::<Geometry>(1) + parts
     }
 
     /// The GeoJSON type's name.
