@@ -13,7 +13,8 @@
 //! `Motion::push` (one ellipsoidal geodesic per position: speed, azimuth,
 //! cumulative length), `Fence::step` (all five detect kinds; and against a
 //! 9,999-vertex star, the size bound, through the strip index), the
-//! planar `Motion::push`, `Geometry::distance` to a line, and
+//! planar `Motion::push`, `Geometry::distance` to a 3-vertex line and to a
+//! 9,999-vertex one (geodetic: every edge measured), and
 //! `PositionAcc::push`. Then, with `MFSTREAM_PYMEOS_PYTHON` set,
 //! tests/oracle/geo_bench.py times pymeos's `speed()` over the same
 //! trajectory (parsed and computed in C) and a vectorised shapely

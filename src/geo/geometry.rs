@@ -1,6 +1,8 @@
 //! A static GeoJSON geometry (RFC 7946): what a position's `distance` is
 //! measured to, and the shape of a geofence.
 
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
 use super::planar::{self, Loc};
@@ -60,11 +62,21 @@ pub(crate) fn json_heap_bytes(v: &Value) -> u64 {
 
 /// A static geometry: Point, MultiPoint, LineString, MultiLineString,
 /// Polygon or MultiPolygon.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Geometry {
     pub(super) shape: Shape,
     /// `[minx, miny, maxx, maxy]` of every vertex.
     pub(super) bbox: [f64; 4],
+    /// Its lines or rings on the unit sphere, built by the first geodetic
+    /// distance.
+    sphere: OnceLock<sphere::Lines>,
+}
+
+/// Two geometries are equal when their parts are.
+impl PartialEq for Geometry {
+    fn eq(&self, other: &Geometry) -> bool {
+        self.shape == other.shape && self.bbox == other.bbox
+    }
 }
 
 /// The parts of a geometry, by dimension.
@@ -149,12 +161,42 @@ impl Geometry {
             Shape::Lines(ls) => ls.iter().flatten().for_each(&mut grow),
             Shape::Polygons(ps) => ps.iter().flatten().flatten().for_each(&mut grow),
         }
-        Ok(Geometry { shape, bbox })
+        Ok(Geometry {
+            shape,
+            bbox,
+            sphere: OnceLock::new(),
+        })
     }
 
-    /// The heap its parts hold, and the geometry itself, boxed (as a query
-    /// keeps it).
-    pub(crate) fn bytes_boxed(&self) -> u64 {
+    /// Its lines, or its polygons' rings.
+    fn lines(&self) -> impl Iterator<Item = &[Point]> {
+        let (lines, rings) = match &self.shape {
+            Shape::Points(_) => (None, None),
+            Shape::Lines(ls) => (Some(ls), None),
+            Shape::Polygons(ps) => (None, Some(ps)),
+        };
+        lines
+            .into_iter()
+            .flatten()
+            .chain(rings.into_iter().flatten().flatten())
+            .map(Vec::as_slice)
+    }
+
+    /// Its lines or rings on the unit sphere, built once.
+    fn sphere(&self) -> &sphere::Lines {
+        self.sphere.get_or_init(|| sphere::Lines::new(self.lines()))
+    }
+
+    /// The heap its parts hold, and the geometry itself, boxed, as a query
+    /// measuring distances in `crs` keeps it: geodetic, with its lines on
+    /// the sphere (built by the first position).
+    pub(crate) fn bytes_boxed(&self, crs: Crs) -> u64 {
+        let sphere = match (crs, &self.shape) {
+            (Crs::Geodetic, Shape::Lines(_) | Shape::Polygons(_)) => {
+                sphere::Lines::heap_bytes_for(self.lines())
+            }
+            _ => 0,
+        };
         let parts = match &self.shape {
             Shape::Points(ps) => vec_bytes(ps),
             Shape::Lines(ls) => vec_bytes(ls) + ls.iter().map(vec_bytes).sum::<u64>(),
@@ -165,7 +207,7 @@ impl Geometry {
                         .sum::<u64>()
             }
         };
-        array_bytes::<Geometry>(1) + parts
+        array_bytes::<Geometry>(1) + parts + sphere
     }
 
     /// The GeoJSON type's name.
@@ -192,9 +234,7 @@ impl Geometry {
                 .map(|&q| distance(crs, p, q))
                 .fold(f64::INFINITY, f64::min),
             (Shape::Lines(ls), Crs::Planar(_)) => planar_lines(p, ls.iter().map(Vec::as_slice)),
-            (Shape::Lines(ls), Crs::Geodetic) => {
-                sphere::lines_distance(p, ls.iter().map(Vec::as_slice))
-            }
+            (Shape::Lines(_), Crs::Geodetic) => self.sphere().distance(p),
             (Shape::Polygons(ps), Crs::Planar(_)) => {
                 if ps
                     .iter()
@@ -208,7 +248,7 @@ impl Geometry {
                 if ps.iter().any(|rings| sphere::polygon_covers(rings, p)) {
                     return 0.0;
                 }
-                sphere::lines_distance(p, ps.iter().flatten().map(Vec::as_slice))
+                self.sphere().distance(p)
             }
         }
     }

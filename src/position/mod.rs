@@ -269,9 +269,9 @@ impl PositionQuery {
     /// its state budget when it is registered
     /// ([`StateBudget::hold_geometry`](crate::budget::StateBudget::hold_geometry)):
     /// the GeoJSON kept for `GET` (a copy of the body's), and what the
-    /// `local` engine builds from it (a `distance` target's parts, a
-    /// fence's edges and strip index), estimated from the parsed geometry
-    /// without building the index. The same figure on every engine (a
+    /// `local` engine builds from it (a `distance` target's parts, and
+    /// geodetic, its lines on the sphere; a fence's edges and strip
+    /// index), estimated from the parsed geometry without building them. The same figure on every engine (a
     /// plugin builds its own in the server's process, and a bridge host
     /// keeps the query's text for its job). 0 without a geometry.
     pub(crate) fn geometry_bytes(&self) -> u64 {
@@ -280,7 +280,7 @@ impl PositionQuery {
             What::Measure {
                 measure: Measure::Distance(json),
                 ..
-            } => geo::json_heap_bytes(json) + parsed(json).map_or(0, |g| g.bytes_boxed()),
+            } => geo::json_heap_bytes(json) + parsed(json).map_or(0, |g| g.bytes_boxed(self.crs)),
             What::Geofence { geometry, .. } => {
                 geo::json_heap_bytes(geometry)
                     + parsed(geometry).map_or(0, |g| geo::Fence::bytes_for(&g))

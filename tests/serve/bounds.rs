@@ -546,8 +546,6 @@ async fn a_resumed_querys_geometry_counts_again_whatever_the_limits_now() {
     let mut client = server.client();
     assert_eq!(client.get(&fence).await.json()["status"], "running");
     assert_eq!(total_state(&mut client).await, one);
-    let response = client
-        .post(&format!("{}/queries", seq("b")), &circle)
-        .await;
+    let response = client.post(&format!("{}/queries", seq("b")), &circle).await;
     assert_eq!(response.status, 503, "{response:?}");
 }
