@@ -13,7 +13,8 @@
 //! `Motion::push` (one ellipsoidal geodesic per position: speed, azimuth,
 //! cumulative length), `Fence::step` (all five detect kinds; and against a
 //! 9,999-vertex star, the size bound, through the strip index), the
-//! planar `Motion::push`, `Geometry::distance` to a line, and
+//! planar `Motion::push`, `Geometry::distance` to a 3-vertex line and to a
+//! 9,999-vertex one (geodetic: every edge measured), and
 //! `PositionAcc::push`. Then, with `MFSTREAM_PYMEOS_PYTHON` set,
 //! tests/oracle/geo_bench.py times pymeos's `speed()` over the same
 //! trajectory (parsed and computed in C) and a vectorised shapely
@@ -98,7 +99,11 @@ fn rate(name: &str, n: usize, mut f: impl FnMut() -> usize) -> f64 {
     }
     black_box(sink);
     let per_s = n as f64 / best;
-    println!("{name:<48} {:>8.2} M positions/s", per_s / 1e6);
+    println!(
+        "{name:<52} {:>8.3} M positions/s {:>10.3} µs each",
+        per_s / 1e6,
+        1e6 / per_s
+    );
     per_s
 }
 
@@ -142,7 +147,7 @@ fn main() {
         }
         events
     });
-    println!("{:<48} {events} events", "  (fence events per run)");
+    println!("{:<52} {events} events", "  (fence events per run)");
     // The vertex bound's fence: a 9,999-spike star around the walk.
     let spikes: Vec<serde_json::Value> = (0..=9_998)
         .map(|i| {
@@ -152,6 +157,10 @@ fn main() {
         })
         .collect();
     let big = json!({"type": "Polygon", "coordinates": [spikes]});
+    // The star's ring as a line: every position is measured to all its
+    // edges (inside the polygon, the distance is 0 at once).
+    let star_line = Geometry::from_geojson(&json!({"type": "LineString", "coordinates": spikes}))
+        .expect("a valid line");
     let big =
         Fence::new(Geometry::from_geojson(&big).expect("a valid star"), &all).expect("a fence");
     rate("Fence::step (9,999 vertices, all detects)", n, || {
@@ -177,6 +186,17 @@ fn main() {
             .map(|&(_, p)| (line.distance(Crs::Geodetic, p) > 0.0) as usize)
             .sum()
     });
+    // 9,998 edges a position: a thousandth of the positions.
+    let few = &track[..(n / 1000).max(1)];
+    rate(
+        "Geometry::distance geodetic to a 9,999-vertex line",
+        few.len(),
+        || {
+            few.iter()
+                .map(|&(_, p)| (star_line.distance(Crs::Geodetic, p) > 0.0) as usize)
+                .sum()
+        },
+    );
     rate("PositionAcc::push geodetic", n, || {
         let mut acc = PositionAcc::new(Crs::Geodetic);
         track.iter().for_each(|&(t, p)| acc.push(t, p));

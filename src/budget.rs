@@ -2,8 +2,14 @@
 //! state grows and shrinks, so that one query over it fails alone instead
 //! of taking the process down.
 //!
-//! A query holds three kinds of state, each counted by its owner:
+//! A query holds four kinds of state, each counted by its owner:
 //!
+//! - its **geometry**: a position query's static GeoJSON (kept for `GET`)
+//!   and what is built from it (a `distance` target's parts, a fence's
+//!   edges and strip index), counted once when the query is registered,
+//!   before it is built ([`StateBudget::hold_geometry`]): a registration
+//!   whose geometry would pass its own limit or the server's total is
+//!   refused;
 //! - its **windows**: the open windows and buckets of its [`Windower`],
 //!   with the distinct texts of `COUNT_DISTINCT` (the attacker's lever: a
 //!   day-long window of distinct texts grows without end otherwise);
@@ -84,6 +90,9 @@ pub struct StateBudget {
     limit: u64,
     /// How the limit is named in a failure: the option that sets it.
     option: &'static str,
+    /// A position query's static geometry, counted once at registration
+    /// ([`StateBudget::hold_geometry`]).
+    geometry: AtomicU64,
     windows: AtomicU64,
     pending: AtomicU64,
     in_flight: AtomicU64,
@@ -118,6 +127,7 @@ impl StateBudget {
         StateBudget {
             limit,
             option: "--max-query-state",
+            geometry: AtomicU64::new(0),
             windows: AtomicU64::new(0),
             pending: AtomicU64::new(0),
             in_flight: AtomicU64::new(0),
@@ -137,8 +147,9 @@ impl StateBudget {
 
     /// What counts in the total: every part but the replay buffer.
     fn counted(&self) -> u64 {
-        self.windows
+        self.geometry
             .load(Ordering::Relaxed)
+            .saturating_add(self.windows.load(Ordering::Relaxed))
             .saturating_add(self.waiting())
             .saturating_add(self.ledger.load(Ordering::Relaxed))
     }
@@ -174,8 +185,9 @@ impl StateBudget {
 
     /// The bytes held now, all parts together.
     pub fn used(&self) -> u64 {
-        self.windows
+        self.geometry
             .load(Ordering::Relaxed)
+            .saturating_add(self.windows.load(Ordering::Relaxed))
             .saturating_add(self.waiting())
             .saturating_add(self.ledger.load(Ordering::Relaxed))
             .saturating_add(self.replay.load(Ordering::Relaxed))
@@ -221,6 +233,48 @@ impl StateBudget {
         self.report();
     }
 
+    /// Counts a query's static geometry, `bytes`, before the query is
+    /// built: refused when they alone pass this budget's limit, or would
+    /// take the server's total past its limit (the total is moved at once,
+    /// not by [`REPORT_STEP`]s, so concurrent registrations cannot pass
+    /// it together).
+    pub(crate) fn hold_geometry(&self, bytes: u64) -> Result<(), GeometryRefused> {
+        if bytes > self.limit {
+            return Err(GeometryRefused::Query {
+                bytes,
+                limit: self.limit,
+                option: self.option,
+            });
+        }
+        if let Some(total) = &self.total {
+            total
+                .used
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                    let now = used.saturating_add(bytes);
+                    (now <= total.limit).then_some(now)
+                })
+                .map_err(|used| GeometryRefused::Total {
+                    bytes,
+                    used,
+                    limit: total.limit,
+                })?;
+            self.reported.fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.geometry.fetch_add(bytes, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Counts a query's static geometry whatever the limits: a query
+    /// registered before a restart is resumed, and its geometry counted,
+    /// even when the limits were lowered meanwhile.
+    pub(crate) fn count_geometry(&self, bytes: u64) {
+        if let Some(total) = &self.total {
+            total.used.fetch_add(bytes, Ordering::Relaxed);
+            self.reported.fetch_add(bytes, Ordering::Relaxed);
+        }
+        self.geometry.fetch_add(bytes, Ordering::Relaxed);
+    }
+
     /// Why the query must fail, when it holds more than its limit: the
     /// reason names the limit, the option that sets it, and what holds the
     /// bytes.
@@ -233,9 +287,13 @@ impl StateBudget {
             0 => String::new(),
             n => format!(", instants remembered since its checkpoint {}", Bytes(n)),
         };
+        let geometry = match self.geometry.load(Ordering::Relaxed) {
+            0 => String::new(),
+            n => format!(", its geometry {}", Bytes(n)),
+        };
         Some(format!(
-            "query state reached {} ({}): its windows hold {}, instants not yet answered {}{ledger} \
-             and its replay buffer {}; raise {} or use a shorter window",
+            "query state reached {} ({}): its windows hold {}, instants not yet answered \
+             {}{ledger}{geometry} and its replay buffer {}; raise {} or use a shorter window",
             self.option,
             Bytes(self.limit),
             Bytes(self.windows.load(Ordering::Relaxed)),
@@ -268,6 +326,43 @@ impl StateBudget {
             Bytes(share),
         ))
     }
+}
+
+/// Why a query's geometry was refused at registration.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum GeometryRefused {
+    /// The geometry alone passes the query's own budget.
+    #[error(
+        "the geometry holds {} once parsed and indexed, more than the query's state may hold \
+         ({option}, {}): simplify the geometry, or raise {option}",
+        Bytes(*bytes),
+        Bytes(*limit)
+    )]
+    Query {
+        /// The geometry's bytes.
+        bytes: u64,
+        /// The query's limit.
+        limit: u64,
+        /// The option that sets it.
+        option: &'static str,
+    },
+    /// The geometry would take the queries' state past the server's total.
+    #[error(
+        "the queries' state together would pass --max-total-query-state ({}): they hold {} and \
+         this query's geometry {} once parsed and indexed; delete queries, or raise \
+         --max-total-query-state",
+        Bytes(*limit),
+        Bytes(*used),
+        Bytes(*bytes)
+    )]
+    Total {
+        /// The geometry's bytes.
+        bytes: u64,
+        /// What the queries hold now.
+        used: u64,
+        /// The server's total.
+        limit: u64,
+    },
 }
 
 impl Drop for StateBudget {
@@ -354,6 +449,48 @@ mod tests {
         drop(big);
         assert_eq!(total.used(), 100 << 10);
         assert_eq!(small.exceeded(), None);
+    }
+
+    #[test]
+    fn a_geometry_is_refused_past_its_budget_or_the_total_and_given_back_with_its_query() {
+        let total = Arc::new(StateTotal::new(3 << 20));
+        let small = StateBudget::new(1 << 20).within(total.clone());
+        let refused = small.hold_geometry(2 << 20).expect_err("2 MiB of 1 MiB");
+        assert_eq!(
+            refused.to_string(),
+            "the geometry holds 2 MiB once parsed and indexed, more than the query's state may \
+             hold (--max-query-state, 1 MiB): simplify the geometry, or raise --max-query-state"
+        );
+        assert_eq!((small.used(), total.used()), (0, 0), "nothing counted");
+        let first = StateBudget::new(u64::MAX).within(total.clone());
+        first.hold_geometry(2 << 20).expect("2 MiB of 3");
+        assert_eq!((first.used(), total.used()), (2 << 20, 2 << 20));
+        let second = StateBudget::new(u64::MAX).within(total.clone());
+        let refused = second.hold_geometry(2 << 20).expect_err("4 MiB of 3");
+        assert!(
+            refused
+                .to_string()
+                .starts_with("the queries' state together would pass --max-total-query-state (3 MiB): they hold 2 MiB and this query's geometry 2 MiB"),
+            "{refused}"
+        );
+        // Counted like any state: a small change later is not reported
+        // twice, and the bytes go with the query.
+        first.add(Part::Windows, 100);
+        assert_eq!(first.used(), (2 << 20) + 100);
+        drop(first);
+        assert_eq!(total.used(), 0);
+        second
+            .hold_geometry(2 << 20)
+            .expect("2 MiB of 3, the first gone");
+        // A resumed query's geometry counts whatever the limits.
+        let resumed = StateBudget::new(1).within(total.clone());
+        resumed.count_geometry(2 << 20);
+        assert_eq!(total.used(), 4 << 20);
+        assert!(
+            resumed
+                .exceeded()
+                .is_some_and(|r| r.contains("its geometry 2 MiB"))
+        );
     }
 
     #[test]

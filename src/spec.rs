@@ -152,6 +152,19 @@ impl QuerySpec {
         }
     }
 
+    /// A position query's static geometry: the bytes it holds once the
+    /// query runs, counted in its state (`PositionQuery::geometry_bytes`),
+    /// and the body's field that holds it; `None` without one.
+    pub(crate) fn geometry_bytes(&self) -> Option<(u64, &'static str)> {
+        match &self.kind {
+            QueryKind::Position(q) => match q.geometry_bytes() {
+                0 => None,
+                bytes => Some((bytes, q.geometry_field())),
+            },
+            _ => None,
+        }
+    }
+
     /// The reference system a query's registration names as its `crs`:
     /// the feature's, or for a `position` that reprojects, its output's.
     pub(crate) fn registered_crs(&self) -> Option<crate::geo::Crs> {

@@ -9,16 +9,18 @@
 set -euo pipefail
 
 PYMEOS_CFFI_VERSION=1.3.0
-# The geometric oracle (tests/oracle/geo_oracle.py, src/geo/oracle/):
-# pymeos over the same libmeos, shapely for fences, GeographicLib.
+# The geometric oracles (tests/oracle/geo_oracle.py and edge_oracle.py,
+# src/geo/oracle/): pymeos over the same libmeos, shapely for fences,
+# GeographicLib, and mpmath for distances in extended precision.
 PYMEOS_VERSION=1.3.0
 SHAPELY_VERSION=2.2.0
 GEOGRAPHICLIB_VERSION=2.1
+MPMATH_VERSION=1.4.1
 here="$(cd "$(dirname "$0")" && pwd)"
 home="${MFSTREAM_RUNTIMES:-$HOME/.cache/mfstream/runtimes}/meos"
 venv="$home/venv"
 stamp="$venv/.mfstream-pymeos-cffi-$PYMEOS_CFFI_VERSION"
-oracle_stamp="$venv/.mfstream-pymeos-$PYMEOS_VERSION-shapely-$SHAPELY_VERSION-geographiclib-$GEOGRAPHICLIB_VERSION"
+oracle_stamp="$venv/.mfstream-pymeos-$PYMEOS_VERSION-shapely-$SHAPELY_VERSION-geographiclib-$GEOGRAPHICLIB_VERSION-mpmath-$MPMATH_VERSION"
 
 exec 3>&1 1>&2 # stdout is for the export lines only
 
@@ -30,10 +32,11 @@ if [ ! -e "$stamp" ]; then
     touch "$stamp"
 fi
 if [ ! -e "$oracle_stamp" ]; then
-    echo "meos: installing pymeos==$PYMEOS_VERSION, shapely, geographiclib into $venv (about 10 s)"
+    echo "meos: installing pymeos==$PYMEOS_VERSION, shapely, geographiclib, mpmath into $venv (about 10 s)"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "pymeos==$PYMEOS_VERSION" \
         "pymeos-cffi==$PYMEOS_CFFI_VERSION" \
-        "shapely==$SHAPELY_VERSION" "geographiclib==$GEOGRAPHICLIB_VERSION"
+        "shapely==$SHAPELY_VERSION" "geographiclib==$GEOGRAPHICLIB_VERSION" \
+        "mpmath==$MPMATH_VERSION"
     touch "$oracle_stamp"
 fi
 
@@ -60,5 +63,5 @@ echo "export MFAPI_MEOS_CMD=$(q "$job")" >&3
 echo "export MFAPI_MEOS_LIBPATH=$(q "$libs")" >&3
 # The meos plugin (plugins/meos) loads the same libmeos, from this variable.
 echo "export MFSTREAM_MEOS_LIB=$(q "$libs")" >&3
-# The geometric oracle's Python (pymeos, shapely, geographiclib).
+# The geometric oracles' Python (pymeos, shapely, geographiclib, mpmath).
 echo "export MFSTREAM_PYMEOS_PYTHON=$(q "$venv/bin/python")" >&3

@@ -16,7 +16,7 @@
 //!
 //! Only the kinds in the fence's detect set are emitted.
 
-use super::geometry::{Geometry, Shape};
+use super::geometry::{Geometry, Shape, array_bytes};
 use super::planar::{self, Hit, Loc, StripIndex};
 use super::{GeoError, Micros, Point};
 
@@ -100,6 +100,21 @@ pub(crate) struct FenceEvent {
 }
 
 impl Fence {
+    /// The bytes the fence of `geometry` holds, boxed as a query keeps it
+    /// ([`Fence::new`]): each polygon's edges and strip index, counted
+    /// without building them. 0 for a geometry that is no fence.
+    pub(crate) fn bytes_for(geometry: &Geometry) -> u64 {
+        let Shape::Polygons(polygons) = &geometry.shape else {
+            return 0;
+        };
+        array_bytes::<Fence>(1)
+            + array_bytes::<StripIndex>(polygons.len())
+            + polygons
+                .iter()
+                .map(|rings| StripIndex::heap_bytes_for(rings))
+                .sum::<u64>()
+    }
+
     /// A fence of a Polygon or MultiPolygon, detecting `detect` (not empty).
     pub(crate) fn new(geometry: Geometry, detect: &[Detect]) -> Result<Fence, GeoError> {
         if detect.is_empty() {

@@ -1,6 +1,8 @@
 //! A static GeoJSON geometry (RFC 7946): what a position's `distance` is
 //! measured to, and the shape of a geofence.
 
+use std::sync::OnceLock;
+
 use serde_json::Value;
 
 use super::planar::{self, Loc};
@@ -12,13 +14,69 @@ pub(crate) const MAX_GEOMETRY_VERTICES: usize = 10_000;
 /// The most bytes a geometry's JSON text may have.
 pub(crate) const MAX_GEOMETRY_BYTES: usize = 1 << 20;
 
+/// What one allocation costs beyond the bytes asked for: glibc's malloc
+/// keeps an 8-byte header and rounds each chunk up to 16 bytes.
+pub(crate) const ALLOCATION_OVERHEAD: u64 = 16;
+
+/// The heap `n` values of `T` in one allocation hold.
+pub(super) fn array_bytes<T>(n: usize) -> u64 {
+    match n {
+        0 => 0,
+        n => (n * std::mem::size_of::<T>()) as u64 + ALLOCATION_OVERHEAD,
+    }
+}
+
+/// The heap a vector holds: its capacity, and the allocation's overhead.
+pub(super) fn vec_bytes<T>(v: &Vec<T>) -> u64 {
+    array_bytes::<T>(v.capacity())
+}
+
+/// The heap a copy of `v` holds, as a query keeps its GeoJSON for `GET`
+/// (a clone: arrays and texts exactly their length). A number is held
+/// inline; an object is a B-tree of leaves of 11 entries, about half full
+/// past one leaf.
+pub(crate) fn json_heap_bytes(v: &Value) -> u64 {
+    const VALUE: usize = std::mem::size_of::<Value>();
+    /// A leaf of `serde_json::Map`: its header and 11 keys and values.
+    const LEAF: u64 = (16 + 11 * (std::mem::size_of::<String>() + VALUE)) as u64;
+    match v {
+        Value::String(text) => array_bytes::<u8>(text.len()),
+        Value::Array(items) => {
+            array_bytes::<Value>(items.len()) + items.iter().map(json_heap_bytes).sum::<u64>()
+        }
+        Value::Object(map) => {
+            let leaves = match map.len() {
+                0 => 0,
+                n if n <= 11 => 1,
+                n => n.div_ceil(6) as u64,
+            };
+            leaves * (LEAF + ALLOCATION_OVERHEAD)
+                + map
+                    .iter()
+                    .map(|(key, value)| array_bytes::<u8>(key.len()) + json_heap_bytes(value))
+                    .sum::<u64>()
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+    }
+}
+
 /// A static geometry: Point, MultiPoint, LineString, MultiLineString,
 /// Polygon or MultiPolygon.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub(crate) struct Geometry {
     pub(super) shape: Shape,
     /// `[minx, miny, maxx, maxy]` of every vertex.
     pub(super) bbox: [f64; 4],
+    /// Its lines or rings on the unit sphere, built by the first geodetic
+    /// distance.
+    sphere: OnceLock<sphere::Lines>,
+}
+
+/// Two geometries are equal when their parts are.
+impl PartialEq for Geometry {
+    fn eq(&self, other: &Geometry) -> bool {
+        self.shape == other.shape && self.bbox == other.bbox
+    }
 }
 
 /// The parts of a geometry, by dimension.
@@ -103,7 +161,53 @@ impl Geometry {
             Shape::Lines(ls) => ls.iter().flatten().for_each(&mut grow),
             Shape::Polygons(ps) => ps.iter().flatten().flatten().for_each(&mut grow),
         }
-        Ok(Geometry { shape, bbox })
+        Ok(Geometry {
+            shape,
+            bbox,
+            sphere: OnceLock::new(),
+        })
+    }
+
+    /// Its lines, or its polygons' rings.
+    fn lines(&self) -> impl Iterator<Item = &[Point]> {
+        let (lines, rings) = match &self.shape {
+            Shape::Points(_) => (None, None),
+            Shape::Lines(ls) => (Some(ls), None),
+            Shape::Polygons(ps) => (None, Some(ps)),
+        };
+        lines
+            .into_iter()
+            .flatten()
+            .chain(rings.into_iter().flatten().flatten())
+            .map(Vec::as_slice)
+    }
+
+    /// Its lines or rings on the unit sphere, built once.
+    fn sphere(&self) -> &sphere::Lines {
+        self.sphere.get_or_init(|| sphere::Lines::new(self.lines()))
+    }
+
+    /// The heap its parts hold, and the geometry itself, boxed, as a query
+    /// measuring distances in `crs` keeps it: geodetic, with its lines on
+    /// the sphere (built by the first position).
+    pub(crate) fn bytes_boxed(&self, crs: Crs) -> u64 {
+        let sphere = match (crs, &self.shape) {
+            (Crs::Geodetic, Shape::Lines(_) | Shape::Polygons(_)) => {
+                sphere::Lines::heap_bytes_for(self.lines())
+            }
+            _ => 0,
+        };
+        let parts = match &self.shape {
+            Shape::Points(ps) => vec_bytes(ps),
+            Shape::Lines(ls) => vec_bytes(ls) + ls.iter().map(vec_bytes).sum::<u64>(),
+            Shape::Polygons(ps) => {
+                vec_bytes(ps)
+                    + ps.iter()
+                        .map(|rings| vec_bytes(rings) + rings.iter().map(vec_bytes).sum::<u64>())
+                        .sum::<u64>()
+            }
+        };
+        array_bytes::<Geometry>(1) + parts + sphere
     }
 
     /// The GeoJSON type's name.
@@ -130,9 +234,7 @@ impl Geometry {
                 .map(|&q| distance(crs, p, q))
                 .fold(f64::INFINITY, f64::min),
             (Shape::Lines(ls), Crs::Planar(_)) => planar_lines(p, ls.iter().map(Vec::as_slice)),
-            (Shape::Lines(ls), Crs::Geodetic) => {
-                sphere::lines_distance(p, ls.iter().map(Vec::as_slice))
-            }
+            (Shape::Lines(_), Crs::Geodetic) => self.sphere().distance(p),
             (Shape::Polygons(ps), Crs::Planar(_)) => {
                 if ps
                     .iter()
@@ -146,7 +248,7 @@ impl Geometry {
                 if ps.iter().any(|rings| sphere::polygon_covers(rings, p)) {
                     return 0.0;
                 }
-                sphere::lines_distance(p, ps.iter().flatten().map(Vec::as_slice))
+                self.sphere().distance(p)
             }
         }
     }

@@ -37,6 +37,7 @@ pub(crate) use geometry::Geometry;
 pub(crate) use geometry::MAX_GEOMETRY_BYTES;
 #[cfg(test)]
 pub(crate) use geometry::MAX_GEOMETRY_VERTICES;
+pub(crate) use geometry::json_heap_bytes;
 pub(crate) use motion::Motion;
 #[cfg(test)]
 pub(crate) use motion::Step;

@@ -9,6 +9,7 @@
 //! would bring a dozen crates for about sixty lines.
 
 use super::Point;
+use super::geometry::array_bytes;
 
 /// Where a point lies against a closed ring or polygon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -163,35 +164,97 @@ pub(super) struct StripIndex {
     strips: Vec<Vec<u32>>,
 }
 
+/// How a polygon's edges fall into strips: computed before the index is
+/// built, to size it exactly (and to count its bytes without building it).
+struct Layout {
+    edges: usize,
+    y0: f64,
+    per_y: f64,
+    /// The edges each strip holds.
+    counts: Vec<usize>,
+}
+
+impl Layout {
+    fn of(rings: &[Vec<Point>]) -> Layout {
+        let edges = || {
+            rings
+                .iter()
+                .flat_map(|r| r.windows(2).map(|e| (e[0], e[1])))
+        };
+        let (lo, hi) = edges().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| {
+            (lo.min(e.0.y).min(e.1.y), hi.max(e.0.y).max(e.1.y))
+        });
+        let count = edges().count();
+        let n = (count as f64).sqrt().ceil().max(1.0) as usize;
+        let mut layout = Layout {
+            edges: count,
+            y0: lo,
+            per_y: if hi > lo { n as f64 / (hi - lo) } else { 0.0 },
+            counts: vec![0; n],
+        };
+        for (a, b) in edges() {
+            let (s0, s1) = layout.span(a, b);
+            for c in &mut layout.counts[s0..=s1] {
+                *c += 1;
+            }
+        }
+        layout
+    }
+
+    fn strip(&self, y: f64) -> usize {
+        let s = ((y - self.y0) * self.per_y).floor();
+        // Clamped: y outside the polygon's range maps to the end strips.
+        (s.max(0.0) as usize).min(self.counts.len() - 1)
+    }
+
+    /// The strips the edge a→b spans.
+    fn span(&self, a: Point, b: Point) -> (usize, usize) {
+        (self.strip(a.y.min(b.y)), self.strip(a.y.max(b.y)))
+    }
+}
+
 impl StripIndex {
     /// Indexes every edge of `rings` (a polygon's exterior and holes). With
     /// √n strips an edge spans few of them, and at worst (every edge
     /// spanning all) the index holds n·√n entries: 10⁶ at the vertex bound.
     pub(super) fn new(rings: &[Vec<Point>]) -> StripIndex {
-        let edges: Vec<(Point, Point)> = rings
+        let layout = Layout::of(rings);
+        let mut edges = Vec::with_capacity(layout.edges);
+        edges.extend(
+            rings
+                .iter()
+                .flat_map(|r| r.windows(2).map(|e| (e[0], e[1]))),
+        );
+        let mut strips: Vec<Vec<u32>> = layout
+            .counts
             .iter()
-            .flat_map(|r| r.windows(2).map(|e| (e[0], e[1])))
+            .map(|&c| Vec::with_capacity(c))
             .collect();
-        let (lo, hi) = edges
-            .iter()
-            .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), e| {
-                (lo.min(e.0.y).min(e.1.y), hi.max(e.0.y).max(e.1.y))
-            });
-        let n = (edges.len() as f64).sqrt().ceil().max(1.0) as usize;
-        let per_y = if hi > lo { n as f64 / (hi - lo) } else { 0.0 };
-        let mut index = StripIndex {
-            edges,
-            y0: lo,
-            per_y,
-            strips: vec![Vec::new(); n],
-        };
-        for (i, &(a, b)) in index.edges.iter().enumerate() {
-            let (s0, s1) = (index.strip(a.y.min(b.y)), index.strip(a.y.max(b.y)));
-            for strip in &mut index.strips[s0..=s1] {
+        for (i, &(a, b)) in edges.iter().enumerate() {
+            let (s0, s1) = layout.span(a, b);
+            for strip in &mut strips[s0..=s1] {
                 strip.push(i as u32);
             }
         }
-        index
+        StripIndex {
+            edges,
+            y0: layout.y0,
+            per_y: layout.per_y,
+            strips,
+        }
+    }
+
+    /// The heap the index of `rings` holds ([`StripIndex::new`]), counted
+    /// without building it: its edges, its strips and their entries.
+    pub(super) fn heap_bytes_for(rings: &[Vec<Point>]) -> u64 {
+        let layout = Layout::of(rings);
+        array_bytes::<(Point, Point)>(layout.edges)
+            + array_bytes::<Vec<u32>>(layout.counts.len())
+            + layout
+                .counts
+                .iter()
+                .map(|&c| array_bytes::<u32>(c))
+                .sum::<u64>()
     }
 
     fn strip(&self, y: f64) -> usize {

@@ -265,6 +265,39 @@ impl PositionQuery {
         self.crs.name()
     }
 
+    /// The bytes its static geometry holds once the query runs, counted in
+    /// its state budget when it is registered
+    /// ([`StateBudget::hold_geometry`](crate::budget::StateBudget::hold_geometry)):
+    /// the GeoJSON kept for `GET` (a copy of the body's), and what the
+    /// `local` engine builds from it (a `distance` target's parts, and
+    /// geodetic, its lines on the sphere; a fence's edges and strip
+    /// index), estimated from the parsed geometry without building them. The same figure on every engine (a
+    /// plugin builds its own in the server's process, and a bridge host
+    /// keeps the query's text for its job). 0 without a geometry.
+    pub(crate) fn geometry_bytes(&self) -> u64 {
+        let parsed = |json: &serde_json::Value| geo::Geometry::from_geojson(json).ok();
+        match &self.what {
+            What::Measure {
+                measure: Measure::Distance(json),
+                ..
+            } => geo::json_heap_bytes(json) + parsed(json).map_or(0, |g| g.bytes_boxed(self.crs)),
+            What::Geofence { geometry, .. } => {
+                geo::json_heap_bytes(geometry)
+                    + parsed(geometry).map_or(0, |g| geo::Fence::bytes_for(&g))
+            }
+            _ => 0,
+        }
+    }
+
+    /// The body's field that holds its geometry: `geofence`, or
+    /// `geometry` (`distance`'s target).
+    pub(crate) fn geometry_field(&self) -> &'static str {
+        match &self.what {
+            What::Geofence { .. } => "geofence",
+            _ => "geometry",
+        }
+    }
+
     /// The static geometry it measures against, as GeoJSON: a geofence's
     /// fence or `distance`'s target (the page draws it on its map).
     pub(crate) fn geometry(&self) -> Option<&serde_json::Value> {

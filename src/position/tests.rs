@@ -616,3 +616,132 @@ async fn position_with_another_crs_reprojects_between_4326_and_3857_only() {
         "{v}"
     );
 }
+
+/// The heap each thread holds, counted by the test binary's allocator: what
+/// a test allocates and frees on its own thread while others run.
+mod heap {
+    use std::alloc::{GlobalAlloc, Layout, System};
+    use std::cell::Cell;
+
+    pub(super) struct Counting;
+
+    thread_local! {
+        /// Bytes asked for and allocations, live on this thread.
+        static LIVE: Cell<(i64, i64)> = const { Cell::new((0, 0)) };
+    }
+
+    fn track(bytes: i64, allocations: i64) {
+        // No destructor and a const initialiser: no allocation here.
+        let _ = LIVE.try_with(|live| {
+            let (b, a) = live.get();
+            live.set((b + bytes, a + allocations));
+        });
+    }
+
+    /// The bytes and allocations live on this thread.
+    pub(super) fn live() -> (i64, i64) {
+        LIVE.with(Cell::get)
+    }
+
+    // SAFETY: every call is System's, with the caller's arguments.
+    unsafe impl GlobalAlloc for Counting {
+        unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc(layout) };
+            if !p.is_null() {
+                track(layout.size() as i64, 1);
+            }
+            p
+        }
+
+        unsafe fn alloc_zeroed(&self, layout: Layout) -> *mut u8 {
+            let p = unsafe { System.alloc_zeroed(layout) };
+            if !p.is_null() {
+                track(layout.size() as i64, 1);
+            }
+            p
+        }
+
+        unsafe fn dealloc(&self, p: *mut u8, layout: Layout) {
+            unsafe { System.dealloc(p, layout) };
+            track(-(layout.size() as i64), -1);
+        }
+
+        unsafe fn realloc(&self, p: *mut u8, layout: Layout, size: usize) -> *mut u8 {
+            let q = unsafe { System.realloc(p, layout, size) };
+            if !q.is_null() {
+                track(size as i64 - layout.size() as i64, 0);
+            }
+            q
+        }
+    }
+}
+
+#[global_allocator]
+static HEAP: heap::Counting = heap::Counting;
+
+#[test]
+fn a_geometrys_count_matches_the_heap_its_query_holds() {
+    let ring = |n: usize, vertex: &dyn Fn(usize) -> [f64; 2]| -> String {
+        let mut points: Vec<[f64; 2]> = (0..n).map(vertex).collect();
+        points.push(points[0]);
+        serde_json::to_string(&points).unwrap()
+    };
+    let circle = ring(9_999, &|i| {
+        let a = i as f64 / 9_999.0 * std::f64::consts::TAU;
+        [10.0 + 0.5 * a.cos(), 45.0 + 0.5 * a.sin()]
+    });
+    // Every tooth spans the fence's height: every edge in every strip.
+    let zigzag = ring(9_999, &|i| match i {
+        0 => [0.0, -1.0],
+        9_998 => [1.0, -1.0],
+        i => [i as f64 / 9_998.0, if i % 2 == 0 { 0.0 } else { 10.0 }],
+    });
+    for (what, body) in [
+        (
+            "distance to a 9,999-vertex circle",
+            format!(
+                r#"{{"operation":"distance","geometry":{{"type":"Polygon","coordinates":[{circle}]}}}}"#
+            ),
+        ),
+        (
+            "a 9,999-vertex circle fence",
+            format!(r#"{{"geofence":{{"type":"Polygon","coordinates":[{circle}]}}}}"#),
+        ),
+        (
+            "a 9,999-vertex zigzag fence",
+            format!(r#"{{"geofence":{{"type":"Polygon","coordinates":[{zigzag}]}}}}"#),
+        ),
+    ] {
+        let spec = spec(&body, PropertyType::TGeogPoint).unwrap();
+        let QueryKind::Position(query) = &spec.kind else {
+            panic!("{what}: a position query");
+        };
+        let counted = query.geometry_bytes();
+        // What a running query keeps: the copy for GET, and what the local
+        // engine builds (position::run).
+        let json = query.geometry().unwrap();
+        let before = heap::live();
+        let kept_json = std::sync::Arc::new(json.clone());
+        let parsed = geo::Geometry::from_geojson(json).unwrap();
+        let built: Box<dyn std::any::Any> = match &query.what {
+            What::Geofence { detect, .. } => Box::new(geo::Fence::new(parsed, detect).unwrap()),
+            _ => {
+                // The first position puts its lines on the sphere.
+                assert!(parsed.distance(query.crs, geo::Point::new(0.0, 0.0)) > 0.0);
+                Box::new(parsed)
+            }
+        };
+        let after = heap::live();
+        let asked = (after.0 - before.0) as f64;
+        let real = asked + 16.0 * (after.1 - before.1) as f64;
+        eprintln!(
+            "{what}: counted {counted} bytes, the heap {real} ({asked} asked for in {} allocations)",
+            after.1 - before.1
+        );
+        assert!(
+            (counted as f64 - real).abs() <= 0.05 * real,
+            "{what}: counted {counted}, held {real}"
+        );
+        drop((kept_json, built));
+    }
+}

@@ -348,6 +348,10 @@ async fn resume<'a>(
         Ok(engine) => engine,
         Err(e) => return Err((reservation, e.into())),
     };
+    // Its geometry counts as at registration, whatever the limits now.
+    if let Some((bytes, _)) = spec.geometry_bytes() {
+        budget.count_geometry(bytes);
+    }
     let rule = Rule::of(&spec, &engine.describe());
     // A time window resumes after the last window it emitted.
     spec.resume = match rule.resume_point(restored.checkpoint.state.as_deref()) {

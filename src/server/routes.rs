@@ -11,7 +11,7 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use crate::budget::StateBudget;
+use crate::budget::{GeometryRefused, StateBudget};
 use crate::engine::Source;
 use crate::spec::Registration;
 use crate::store::{EventIds, NewQuery, PropertyGuard};
@@ -57,11 +57,11 @@ const NDJSON: &str = "application/x-ndjson";
         (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
          headers(("Location" = String, description = "the query's path"))),
         (status = 400, description = "an invalid body or field (`field` names it), or an unknown engine", body = Exception),
-        (status = 413, description = "a body over `--max-body`", body = Exception),
+        (status = 413, description = "a body over `--max-body`, or a position query's geometry that alone holds more than `--max-query-state` (`field` names it)", body = Exception),
         (status = 415, description = "a body that is not `application/json`", body = Exception),
         (status = 422, description = "a valid body that does not fit the property", body = Exception),
         (status = 501, description = "an engine that is not ready", body = Exception),
-        (status = 503, description = "`--max-queries` or `--max-properties` reached, or shutting down", body = Exception),
+        (status = 503, description = "`--max-queries` or `--max-properties` reached, a position query's geometry that would take the queries' state past `--max-total-query-state`, or shutting down", body = Exception),
     ),
 )]
 pub(crate) async fn register(
@@ -92,6 +92,13 @@ pub(crate) async fn register(
         .with_budget(budget.clone())
         .with_compute(app.query_compute());
     app.registry.check_serves(engine.as_ref(), &spec)?;
+    // A position query's geometry counts in its state and the total
+    // before anything is built from it.
+    if let Some((bytes, field)) = spec.geometry_bytes() {
+        budget
+            .hold_geometry(bytes)
+            .map_err(|refused| geometry_refused(field, refused))?;
+    }
     spec.id = query_id()?;
     let about = About::of(&spec, key, engine.name());
     let property_type = spec.property_type;
@@ -152,6 +159,17 @@ fn spec_on(
         ));
     }
     Ok(registration.into_spec_on(key.name(), state.property_type)?)
+}
+
+/// A geometry the query's budget refused: 413 naming the field when it
+/// alone passes the query's own budget (no server takes it without a
+/// larger `--max-query-state`), 503 when the queries together would pass
+/// `--max-total-query-state` (it may fit once others are deleted).
+fn geometry_refused(field: &'static str, refused: GeometryRefused) -> Problem {
+    match refused {
+        GeometryRefused::Query { .. } => Problem::too_large(field, refused),
+        GeometryRefused::Total { .. } => Problem::unavailable(refused.to_string()),
+    }
 }
 
 /// Reserves a query slot on `key` (`--max-queries`, `--max-properties`).

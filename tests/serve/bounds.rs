@@ -429,3 +429,123 @@ async fn queries_each_within_budget_cannot_together_pass_max_total_query_state()
     assert_eq!(response.status, 202, "{response:?}");
     assert_eq!(values(&take(&mut events, 3).await), [0.0, 1.0, 2.0]);
 }
+
+/// `mfstream_server_query_state_bytes` of `GET /metrics`.
+async fn total_state(client: &mut Client) -> f64 {
+    let response = client.get("/metrics").await;
+    assert_eq!(response.status, 200, "{response:?}");
+    response
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("mfstream_server_query_state_bytes "))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a mfstream_server_query_state_bytes line")
+}
+
+/// A geofence body of `n` vertices: a circle, or a zigzag whose every edge
+/// spans its height (the largest strip index).
+fn fence_body(n: usize, zigzag: bool) -> String {
+    let mut ring: Vec<[f64; 2]> = (0..n)
+        .map(|i| {
+            if zigzag {
+                match i {
+                    0 => [0.0, -1.0],
+                    i if i == n - 1 => [1.0, -1.0],
+                    i => [i as f64 / n as f64, if i % 2 == 0 { 0.0 } else { 10.0 }],
+                }
+            } else {
+                let a = i as f64 / n as f64 * std::f64::consts::TAU;
+                [10.0 + 0.5 * a.cos(), 45.0 + 0.5 * a.sin()]
+            }
+        })
+        .collect();
+    ring.push(ring[0]);
+    serde_json::json!({"geofence": {"type": "Polygon", "coordinates": [ring]}}).to_string()
+}
+
+#[tokio::test]
+async fn a_position_querys_geometry_counts_in_its_state_and_the_total_before_it_is_built() {
+    // A 9,999-vertex circle holds about 1.5 MB once parsed and indexed
+    // (src/position/tests.rs measures it): two fit in 4 MB, not three.
+    let server = Serve::start(
+        "serve-geometry-state",
+        &[
+            "--max-query-state",
+            "2000000",
+            "--max-total-query-state",
+            "4000000",
+        ],
+        &[],
+    );
+    let mut client = server.client();
+    let seq = |feature: &str| format!("/collections/ships/items/{feature}/tgsequence");
+    let circle = fence_body(9_999, false);
+    // Alone over its own budget (a zigzag's index: about 5 MB): 413.
+    let response = client
+        .post(&format!("{}/queries", seq("z")), &fence_body(9_999, true))
+        .await;
+    assert_eq!(response.status, 413, "{response:?}");
+    assert_eq!(response.json()["field"], "geofence", "{response:?}");
+    let text = response.json()["description"].to_string();
+    assert!(
+        text.contains("more than the query's state may hold (--max-query-state, 1.9 MiB)"),
+        "{text}"
+    );
+    assert_eq!(total_state(&mut client).await, 0.0, "nothing was kept");
+    let first = register(&mut client, &seq("a"), &circle).await;
+    let one = total_state(&mut client).await;
+    assert!((1.4e6..1.6e6).contains(&one), "{one} bytes for one circle");
+    register(&mut client, &seq("b"), &circle).await;
+    assert_eq!(total_state(&mut client).await, 2.0 * one);
+    // The third would take the queries past the total: 503, and nothing
+    // of it kept.
+    let response = client.post(&format!("{}/queries", seq("c")), &circle).await;
+    assert_eq!(response.status, 503, "{response:?}");
+    let text = response.json()["description"].to_string();
+    assert!(
+        text.contains("the queries' state together would pass --max-total-query-state (3.8 MiB)"),
+        "{text}"
+    );
+    assert_eq!(total_state(&mut client).await, 2.0 * one);
+    let queries = client.get(&format!("{}/queries", seq("c"))).await;
+    assert!(
+        queries.status == 404 || queries.json()["queries"] == serde_json::json!([]),
+        "{queries:?}"
+    );
+    // A query deleted gives its geometry back: the third fits then.
+    assert_eq!(client.delete(&first).await.status, 204);
+    // Given back when its last part is dropped, just after the 204.
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while total_state(&mut client).await != one {
+        assert!(tokio::time::Instant::now() < deadline, "not given back");
+        tokio::task::yield_now().await;
+    }
+    register(&mut client, &seq("c"), &circle).await;
+    assert_eq!(total_state(&mut client).await, 2.0 * one);
+}
+
+#[tokio::test]
+async fn a_resumed_querys_geometry_counts_again_whatever_the_limits_now() {
+    let state = TempDir::new("serve-geometry-resumed");
+    let dir = state.path().to_str().unwrap().to_owned();
+    let seq = |feature: &str| format!("/collections/ships/items/{feature}/tgsequence");
+    let circle = fence_body(9_999, false);
+    let mut server = Serve::start("serve-geometry-resumed-1", &["--state", &dir], &[]);
+    let mut client = server.client();
+    let fence = register(&mut client, &seq("a"), &circle).await;
+    let one = total_state(&mut client).await;
+    assert!(one > 1.4e6, "{one}");
+    assert!(server.terminate().success());
+    // Restarted with a total below it: the query runs, its geometry
+    // counted; a new one does not fit.
+    let server = Serve::start(
+        "serve-geometry-resumed-2",
+        &["--state", &dir, "--max-total-query-state", "1000000"],
+        &[],
+    );
+    let mut client = server.client();
+    assert_eq!(client.get(&fence).await.json()["status"], "running");
+    assert_eq!(total_state(&mut client).await, one);
+    let response = client.post(&format!("{}/queries", seq("b")), &circle).await;
+    assert_eq!(response.status, 503, "{response:?}");
+}

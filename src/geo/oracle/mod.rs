@@ -14,6 +14,7 @@
 //! shapely and geographiclib: `eval "$(jobs/meos/setup.sh)"`.
 
 mod compare;
+mod edges;
 mod tracks;
 
 use std::collections::HashMap;

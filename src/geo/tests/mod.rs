@@ -319,6 +319,32 @@ fn geodetic_polygon_edges_are_great_circles_for_distance_but_straight_for_fences
 }
 
 #[test]
+fn geodetic_distance_near_a_short_edge_keeps_its_digits() {
+    // Exact values of the semantics (tests/oracle/edge_oracle.py, in 50
+    // digits). The plain cross product of the ends' unit vectors erred by
+    // 4e-6 m (4e-7) on the first, a 72 m edge in Manhattan with the
+    // position 10 m from it.
+    let cases = [
+        (
+            [[-73.9857, 40.7484], [-73.9849543551864, 40.74871432979316]],
+            Point::new(-73.98534433826714, 40.7484469725695),
+            10.000053527933158,
+        ),
+        // A 20 m edge across the antimeridian, 3 m away.
+        (
+            [[179.99995, 10.0], [-179.99987035506024, 10.000031398864133]],
+            Point::new(-179.99995542610492, 9.99998898863052),
+            3.000007530553812,
+        ),
+    ];
+    for (line, p, exact) in cases {
+        let g = Geometry::from_geojson(&json!({"type": "LineString", "coordinates": line}))
+            .expect("a valid line");
+        let d = g.distance(Crs::Geodetic, p);
+        assert!(close(d, exact, 1e-9), "{d}, exact {exact}");
+    }
+}
+#[test]
 fn extreme_timestamps_do_not_panic() {
     let (a, b) = (Point::new(0.0, 0.0), Point::new(20.0, 0.0));
     let mut m = Motion::new(Crs::Planar(3857));
