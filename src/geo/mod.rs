@@ -161,16 +161,21 @@ pub(crate) type Micros = i64;
 #[non_exhaustive]
 pub(crate) enum GeoError {
     /// A coordinate is NaN or infinite.
-    #[error("coordinates: {0} is not a finite number; send two finite numbers [x, y]")]
+    #[error(
+        "coordinates: {} is not a finite number; send two finite numbers [x, y]",
+        crate::vocab::number(*.0)
+    )]
     NotFinite(f64),
     /// A geodetic longitude outside [-180, 180].
     #[error(
-        "coordinates: longitude {0} is outside [-180, 180]; send [longitude, latitude] in degrees, or name a projected \"crs\""
+        "coordinates: longitude {} is outside [-180, 180]; send [longitude, latitude] in degrees, or name a projected \"crs\"",
+        crate::vocab::number(*.0)
     )]
     Longitude(f64),
     /// A geodetic latitude outside [-90, 90].
     #[error(
-        "coordinates: latitude {0} is outside [-90, 90]; send [longitude, latitude] in degrees, longitude first"
+        "coordinates: latitude {} is outside [-90, 90]; send [longitude, latitude] in degrees, longitude first",
+        crate::vocab::number(*.0)
     )]
     Latitude(f64),
     /// An unknown reference system.
@@ -198,7 +203,8 @@ pub(crate) enum GeoError {
     },
     /// A pole, which has no Web Mercator northing.
     #[error(
-        "coordinates: latitude {0} has no Web Mercator (EPSG:3857) northing; poles cannot be reprojected"
+        "coordinates: latitude {} has no Web Mercator (EPSG:3857) northing; poles cannot be reprojected",
+        crate::vocab::number(*.0)
     )]
     Pole(f64),
     /// A GeoJSON geometry that is not well formed; `path` names the member.
