@@ -357,13 +357,21 @@ mod tests {
         assert!(e.contains("longitude 200"), "{e}");
         // A longitude of 1e308 is quoted briefly.
         let e = field(&at("00", "[1e308,0]"), geodetic);
-        assert!(e.contains("longitude 1e+308 is outside") && e.len() < 300, "{e}");
+        assert!(
+            e.contains("longitude 1e+308 is outside") && e.len() < 300,
+            "{e}"
+        );
         // A datetime past the horizon, in a MovingPoint too.
         let e = field(
             r#"{"type":"MovingPoint","coordinates":[[1,2],[1,3]],"datetimes":["2026-01-01T00:00:00Z","9999-12-31T00:00:00Z"]}"#,
             None,
         );
-        assert!(e.contains("datetime") && e.contains("instant 2") && e.contains("--max-datetime-ahead-ms"), "{e}");
+        assert!(
+            e.contains("datetime")
+                && e.contains("instant 2")
+                && e.contains("--max-datetime-ahead-ms"),
+            "{e}"
+        );
         let e = field(&at("00", "[1e308,1e309]"), None);
         assert!(e.contains("out of range") || e.contains("finite"), "{e}");
         // Planar: any finite coordinates.

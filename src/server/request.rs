@@ -276,10 +276,7 @@ fn check_id(name: &str, id: &str) -> Result<(), Problem> {
 /// them: encoding cannot help.
 pub(crate) fn id_fault(id: &str) -> Option<String> {
     if id.len() > MAX_ID {
-        return Some(format!(
-            "is {} bytes; ids are at most {MAX_ID}",
-            id.len()
-        ));
+        return Some(format!("is {} bytes; ids are at most {MAX_ID}", id.len()));
     }
     if id == "." || id == ".." {
         return Some(format!(

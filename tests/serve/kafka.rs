@@ -573,6 +573,43 @@ async fn kafka_bad_records_are_committed_and_counted_per_reason() {
     assert_eq!(refused("value"), 1.0);
 }
 
+/// One record stamped 9999-12-31 (a device with a broken clock) is a bad
+/// record, `badDatetime`, and moves no duplicate mark: the records after
+/// it are taken. (Before, it was taken, and every later record of its
+/// property was dropped as a duplicate until a restart.)
+#[tokio::test]
+#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
+async fn kafka_a_record_stamped_past_the_servers_horizon_is_bad_and_later_ones_are_taken() {
+    let broker = Broker::start();
+    broker.create(TOPIC).await;
+    let server = serve_on("kafka-horizon", &broker, &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let far = "9999-12-31T00:00:00Z";
+    let payloads = vec![
+        format!(r#"{{"datetime":"{far}","value":1}}"#),
+        instant(2, "3"),
+    ];
+    broker
+        .produce(TOPIC, payloads)
+        .await
+        .expect("every record produced");
+    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
+    let status = status_until(&mut client, "both records committed", |s| {
+        s["committed"] == 2
+    })
+    .await;
+    assert_eq!(status["bad"]["badDatetime"], 1, "{status}");
+    assert_eq!(status["duplicates"], 0, "{status}");
+    let detail = status["badSamples"][0]["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("instant 1: \"{far}\" is after"))
+            && detail.contains("--max-datetime-ahead-ms (86400000)"),
+        "{detail}"
+    );
+}
+
 #[tokio::test]
 #[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
 async fn kafka_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_are_counted() {
