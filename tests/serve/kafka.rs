@@ -680,13 +680,10 @@ async fn kafka_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dr
         .produce(TOPIC, records(0, n))
         .await
         .expect("every record produced");
-    let status = loop {
-        let status = client.get("/ingest/kafka").await.json();
-        if status["retries"].as_u64().unwrap() > 0 {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = status_until(&mut client, "an ingest tried again", |status| {
+        status["retries"].as_u64().unwrap() > 0
+    })
+    .await;
     // Read but not committed: one batch at most, the rest waits at the
     // broker (or in librdkafka's bounded pre-fetch).
     let held = status["records"].as_u64().unwrap() - status["committed"].as_u64().unwrap();
@@ -698,40 +695,24 @@ async fn kafka_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dr
     // Once the query is gone, the property has none: every record is
     // taken (checked alone) and committed, none lost on the way.
     assert_eq!(client.delete(&query).await.status, 204);
-    let status = loop {
-        let status = client.get("/ingest/kafka").await.json();
-        if status["committed"].as_u64().unwrap() >= n as u64 {
-            break status;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let status = status_until(&mut client, "every record committed", |status| {
+        status["committed"].as_u64().unwrap() >= n as u64
+    })
+    .await;
     assert_eq!(status["committed"], n, "{status}");
     assert_eq!(status["records"], n, "{status}");
     assert_eq!(status["instants"], n, "{status}");
 }
 
-/// `GET /ingest/kafka` until `done` holds (a bounded wait: it panics
-/// naming `what` after [`REBALANCE`]).
+/// `GET /ingest/kafka` until `done` holds ([`eventually`], within
+/// [`REBALANCE`]).
 async fn status_until(
     client: &mut Client,
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let deadline = tokio::time::Instant::now() + REBALANCE;
-    loop {
-        let status = tokio::time::timeout(PATIENCE, client.get("/ingest/kafka"))
-            .await
-            .unwrap_or_else(|_| panic!("GET /ingest/kafka answers in time (waiting for {what})"))
-            .json();
-        if done(&status) {
-            return status;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{what}: not within {REBALANCE:?}: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let probe = async || client.get("/ingest/kafka").await.json();
+    eventually(what, REBALANCE, probe, done).await
 }
 
 /// The resident memory of process `pid`, in bytes.
@@ -857,19 +838,13 @@ async fn kafka_a_broker_sigkilled_and_restarted_keeps_topics_and_offsets_and_ser
     // The group's offset at the broker: past the last record, so the
     // next start reads nothing again.
     let group = status["group"].as_str().unwrap().to_owned();
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let committed = broker.committed(&group, TOPIC);
-        if committed == Some(n as i64 + 1) {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the group's offset is {committed:?}, not {}",
-            n + 1
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(
+        &format!("the group's offset at {}", n + 1),
+        PATIENCE,
+        async || broker.committed(&group, TOPIC),
+        |committed| *committed == Some(n as i64 + 1),
+    )
+    .await;
     assert!(server.terminate().success());
 }
 

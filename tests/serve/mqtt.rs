@@ -801,13 +801,13 @@ async fn mqtt_over_tls_with_a_user_from_the_environment() {
         &wrong,
     );
     let mut client = refused.client();
-    let status = loop {
-        let status = client.get("/ingest/mqtt").await.json();
-        if !status["lastError"].is_null() {
-            break status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = eventually(
+        "the broker's refusal in lastError",
+        PATIENCE,
+        async || client.get("/ingest/mqtt").await.json(),
+        |status| !status["lastError"].is_null(),
+    )
+    .await;
     assert_eq!(status["connected"], false, "{status}");
     let error = status["lastError"].as_str().unwrap();
     assert!(
@@ -854,13 +854,13 @@ async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dra
         .publish_lines(TOPIC, instant_lines(0, n))
         .await
         .unwrap();
-    let status = loop {
-        let status = client.get("/ingest/mqtt").await.json();
-        if status["retries"].as_u64().unwrap() > 0 {
-            break status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = eventually(
+        "an ingest tried again",
+        PATIENCE,
+        async || client.get("/ingest/mqtt").await.json(),
+        |status| status["retries"].as_u64().unwrap() > 0,
+    )
+    .await;
     // Held between the socket and their acknowledgement: at most the
     // channel (4,096), a batch (1,024) and the one being sent.
     let held = status["messages"].as_u64().unwrap() - status["acknowledged"].as_u64().unwrap();
@@ -872,13 +872,13 @@ async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dra
     // Once the query is gone, the property has none: every message is
     // taken (checked alone) and acknowledged, none lost on the way.
     assert_eq!(client.delete(&query).await.status, 204);
-    let status = loop {
-        let status = client.get("/ingest/mqtt").await.json();
-        if status["acknowledged"].as_u64().unwrap() >= n as u64 {
-            break status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = eventually(
+        "every message acknowledged",
+        PATIENCE,
+        async || client.get("/ingest/mqtt").await.json(),
+        |status| status["acknowledged"].as_u64().unwrap() >= n as u64,
+    )
+    .await;
     assert_eq!(status["acknowledged"], n, "{status}");
     assert_eq!(status["messages"], n, "{status}");
     assert_eq!(status["instants"], n, "{status}");
