@@ -88,6 +88,7 @@ pub mod aggregate;
 mod bridge;
 mod budget;
 mod clock;
+mod compute;
 pub mod config;
 mod datetime;
 pub mod engine;
@@ -114,6 +115,7 @@ pub use crate::budget::{
     DEFAULT_MAX_QUERY_STATE, DEFAULT_MAX_TOTAL_QUERY_STATE, StateBudget, StateTotal,
 };
 pub use crate::clock::{ClockRelease, WallClock};
+pub use crate::compute::{Compute, ComputePool, CpuLimit, CpuLimitError};
 pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::on_error::OnError;
 pub use crate::position::PositionQuery;

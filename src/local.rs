@@ -23,7 +23,8 @@ pub const LOCAL: &str = "local";
 
 /// The in-process engine.
 ///
-/// Runs each query on a task of the async runtime: a transform is applied
+/// Runs each query as a task of its [`Compute`](crate::Compute) (a compute
+/// pool, or the caller's runtime), in slices: a transform is applied
 /// to each instant in order, passing the datetime through verbatim; a
 /// windowed aggregate feeds the instants (transformed first, when the query
 /// composes both) to a [`Windower`].
@@ -102,7 +103,11 @@ pub(crate) fn submit_as(
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
-    tokio::spawn(plan::drive(work, source, output).instrument(span));
+    let limit = spec.compute.limit();
+    spec.compute.spawn(
+        handle.progress_counters(),
+        plan::drive(work, source, output, limit).instrument(span),
+    );
     Ok(handle)
 }
 

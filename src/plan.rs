@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::aggregate::{Aggregate, Windower};
 use crate::clock::WallClock;
+use crate::compute::{self, CpuLimit, CpuWindow};
 use crate::engine::{BATCH, Progress, QueryOutput, Source};
 use crate::geo::Crs;
 use crate::on_error::OnError;
@@ -345,7 +346,13 @@ pub(crate) trait Records {
 /// are late), and at the deadline of the next window holding records,
 /// without a later record; a held clock from its release on (an empty
 /// batch: see [`WallClock::held`]).
-pub(crate) async fn drive(mut work: impl Records, mut source: Source, output: QueryOutput) {
+pub(crate) async fn drive(
+    mut work: impl Records,
+    mut source: Source,
+    output: QueryOutput,
+    limit: Option<CpuLimit>,
+) {
+    let mut cpu = limit.map(|limit| CpuWindow::new(limit, output.progress().cpu_nanos()));
     let status = loop {
         let (windower, clock) = work.windows();
         let deadline = deadline(windower.as_deref(), clock);
@@ -370,7 +377,7 @@ pub(crate) async fn drive(mut work: impl Records, mut source: Source, output: Qu
                 if let Err(status) = tick(windower, clock, &output).await {
                     break status;
                 }
-                if let Some(status) = apply(&mut work, batch, &output).await {
+                if let Some(status) = apply(&mut work, batch, &output, &mut cpu).await {
                     break status;
                 }
             }
@@ -385,11 +392,14 @@ pub(crate) async fn drive(mut work: impl Records, mut source: Source, output: Qu
 /// events of records that close many windows are never all held at once.
 /// Results before a failing record are delivered, then the failure. A
 /// skipped record is counted in the query's total; the next event carries
-/// it.
+/// it. Once the query has worked its slice it delivers what it has and
+/// gives its thread back (`compute`), and its CPU is checked against its
+/// bound, if it has one (`cpu`).
 async fn apply(
     work: &mut impl Records,
     batch: Vec<Instant>,
     output: &QueryOutput,
+    cpu: &mut Option<CpuWindow>,
 ) -> Option<QueryStatus> {
     let mut events = Vec::with_capacity(batch.len().min(BATCH));
     for instant in batch {
@@ -402,7 +412,8 @@ async fn apply(
             None if skipped => output.progress().count_skipped(1),
             None => {}
         }
-        if events.len() >= BATCH || failure.is_some() {
+        let slice_done = compute::record_done();
+        if events.len() >= BATCH || failure.is_some() || slice_done {
             let chunk = std::mem::replace(&mut events, Vec::with_capacity(BATCH));
             if output.emit(chunk).await.is_err() {
                 return Some(QueryStatus::Stopped);
@@ -413,12 +424,31 @@ async fn apply(
                 reason: reason.to_string(),
             });
         }
+        if slice_done {
+            compute::yield_slice().await;
+            if let Some(status) = charge(work, output, cpu) {
+                return Some(status);
+            }
+        }
     }
-    output
-        .emit(events)
-        .await
-        .is_err()
-        .then_some(QueryStatus::Stopped)
+    if output.emit(events).await.is_err() {
+        return Some(QueryStatus::Stopped);
+    }
+    charge(work, output, cpu)
+}
+
+/// Checks the query's CPU against its bound, if it has one: a query past
+/// it fails. A replay (the clock held) is accounted, not bounded.
+fn charge(
+    work: &mut impl Records,
+    output: &QueryOutput,
+    cpu: &mut Option<CpuWindow>,
+) -> Option<QueryStatus> {
+    let window = cpu.as_mut()?;
+    let bounded = !work.windows().1.is_some_and(WallClock::is_held);
+    window
+        .charge(output.progress().cpu_nanos(), bounded)
+        .map(|reason| QueryStatus::Failed { reason })
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::budget::StateBudget;
 use crate::clock::WallClock;
+use crate::compute::Compute;
 use crate::on_error::OnError;
 use crate::ops::{Kind, Op, OpError, Transform};
 use crate::position::{self, PositionQuery};
@@ -63,6 +64,10 @@ pub struct QuerySpec {
     /// The bytes of state the query may hold ([`QuerySpec::with_budget`]):
     /// none by default. How a query is run, not part of its body.
     pub(crate) budget: Option<Arc<StateBudget>>,
+    /// Where its in-process work runs, and its CPU bound
+    /// ([`QuerySpec::with_compute`]): the caller's runtime, unbounded, by
+    /// default. How a query is run, not part of its body.
+    pub(crate) compute: Compute,
 }
 
 impl QuerySpec {
@@ -77,6 +82,7 @@ impl QuerySpec {
             clock: None,
             resume: None,
             budget: None,
+            compute: Compute::default(),
         }
     }
 
@@ -85,6 +91,14 @@ impl QuerySpec {
     /// naming the limit ([`StateBudget::exceeded`]).
     pub fn with_budget(mut self, budget: Arc<StateBudget>) -> QuerySpec {
         self.budget = Some(budget);
+        self
+    }
+
+    /// The same query, its in-process work run by `compute`: on a
+    /// [`ComputePool`](crate::ComputePool), in slices, within its
+    /// [`CpuLimit`](crate::CpuLimit) if it has one.
+    pub fn with_compute(mut self, compute: Compute) -> QuerySpec {
+        self.compute = compute;
         self
     }
 
@@ -126,6 +140,7 @@ impl QuerySpec {
             clock: None,
             resume: None,
             budget: None,
+            compute: Compute::default(),
         }
     }
 
@@ -414,6 +429,7 @@ impl Registration {
             clock: None,
             resume: None,
             budget: None,
+            compute: Compute::default(),
         };
         spec.validate()?;
         Ok(spec)
@@ -570,6 +586,7 @@ impl Registration {
             clock: None,
             resume: None,
             budget: None,
+            compute: Compute::default(),
         };
         spec.validate().map_err(RegistrationError::Invalid)?;
         Ok(spec)
@@ -697,6 +714,7 @@ impl Registration {
             clock: None,
             resume: None,
             budget: None,
+            compute: Compute::default(),
         };
         spec.validate().map_err(RegistrationError::Invalid)?;
         Ok(spec)

@@ -1014,3 +1014,54 @@ fn help_help_exits_0_and_help_command_is_command_help() {
         stderr(&unknown).starts_with("mfstream: no command \"nope\": the commands are engines,")
     );
 }
+
+#[test]
+fn an_operators_variable_wins_over_the_engines_env_in_engines_toml() {
+    let dir = TempDir::new("cli-env-rule");
+    let config = dir.join("engines.toml");
+    let from_file = dir.join("from-file");
+    let from_operator = dir.join("from-operator");
+    std::fs::write(
+        &config,
+        format!(
+            "[[engine]]\nname = \"job\"\ncmd_env = \"TEST_JOB_CMD\"\n\
+             env = {{ ENV_DUMP_FILE = {:?} }}\n",
+            from_file.display().to_string()
+        ),
+    )
+    .unwrap();
+    let run = |operator: Option<&std::path::Path>| {
+        let mut cmd = mfstream_command(dir.path());
+        cmd.args(["run", "--engine", "job", "--op", "abs", "--config"])
+            .arg(&config)
+            .env("TEST_JOB_CMD", format!("sh {}", job("env_dump.sh")))
+            .env_remove("ENV_DUMP_FILE");
+        if let Some(path) = operator {
+            cmd.env("ENV_DUMP_FILE", path);
+        }
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(b"{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":-1}\n")
+            .unwrap();
+        let output = child.wait_with_output().unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    // Set where mfstream runs: the operator's value reaches the job.
+    run(Some(&from_operator));
+    assert!(from_operator.exists(), "the job used the operator's value");
+    assert!(
+        !from_file.exists(),
+        "engines.toml's env did not override it"
+    );
+    // Unset: engines.toml's value is the default.
+    run(None);
+    assert!(from_file.exists(), "the job used engines.toml's value");
+}

@@ -26,23 +26,80 @@
 //   source ends, the sink flushes and closes: the job FINISHES.
 // - close() never throws: a sink whose close() throws (a broken pipe when
 //   the client died) takes the whole TaskManager down.
+// - A connection back to the client that fails (the client listens on an
+//   address this TaskManager cannot reach: --listen / MFSTREAM_FLINK_LISTEN on
+//   mfstream's machine) fails the job with a ConnectException naming the
+//   address, the port and that setting, not Java's bare "Connection
+//   refused". It has no cause: the client prints the deepest cause.
 
 import java.io.IOException;
 import java.io.OutputStream;
+import java.net.ConnectException;
+import java.net.InetAddress;
 import java.net.InetSocketAddress;
+import java.net.NoRouteToHostException;
 import java.net.Socket;
+import java.net.SocketTimeoutException;
+import java.net.UnknownHostException;
 import java.util.concurrent.locks.LockSupport;
 
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.functions.RichMapFunction;
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.streaming.api.functions.sink.legacy.RichSinkFunction;
+import org.apache.flink.streaming.api.functions.source.legacy.SocketTextStreamFunction;
 
 public final class MfstreamClusterJob {
     static final String USAGE =
             "usage: MfstreamClusterJob [--protocol=N] HOST IN_PORT OUT_PORT OP [ARG]";
     static final int BUFFER = 64 * 1024;
+
+    /**
+     * Why the job cannot connect back to the client at host:port, for
+     * `what` (its records, its results): the address, the port, this
+     * TaskManager and the setting to change. No cause, so that it is the
+     * deepest cause the client prints.
+     */
+    static ConnectException unreachable(String what, String host, int port, IOException e) {
+        String here;
+        try {
+            here = InetAddress.getLocalHost().getHostName();
+        } catch (IOException unknown) {
+            here = "this host";
+        }
+        return new ConnectException("cannot connect to mfstream-flink-client at " + host + ":" + port
+                + " for the job's " + what + " from TaskManager " + here + ": " + e.getMessage()
+                + "; the client listens on --listen, else MFSTREAM_FLINK_LISTEN, where mfstream runs:"
+                + " set it to an address of that machine this TaskManager can reach");
+    }
+
+    /**
+     * Flink's socket source on the client's IN_PORT; a failed connection
+     * names the address (a connection lost later is Flink's own error).
+     */
+    static final class ClientSource extends SocketTextStreamFunction {
+        private final String host;
+        private final int port;
+
+        ClientSource(String host, int port) {
+            super(host, port, "\n", 0);
+            this.host = host;
+            this.port = port;
+        }
+
+        @Override
+        public void run(SourceContext<String> context) throws Exception {
+            try {
+                super.run(context);
+            } catch (ConnectException | NoRouteToHostException | SocketTimeoutException
+                    | UnknownHostException e) {
+                // Only connecting throws these: the source sets no read timeout.
+                throw unreachable("records", host, port, e);
+            }
+        }
+    }
 
     /**
      * The lifted operation on one line; names the line on an error, or
@@ -108,7 +165,12 @@ public final class MfstreamClusterJob {
             buf = new byte[BUFFER];
             socket = new Socket();
             socket.setTcpNoDelay(true);
-            socket.connect(new InetSocketAddress(host, port), 10_000);
+            try {
+                socket.connect(new InetSocketAddress(host, port), 10_000);
+            } catch (IOException e) {
+                socket.close();
+                throw unreachable("results", host, port, e);
+            }
             out = socket.getOutputStream();
             flusher = new Thread(this::flushLoop, "mfstream-sink-flusher");
             flusher.setDaemon(true);
@@ -231,8 +293,7 @@ public final class MfstreamClusterJob {
         conf.setString("pipeline.object-reuse", "true");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment(conf);
         env.setParallelism(1);
-        env.socketTextStream(host, inPort, "\n", 0)
-                .name("client " + host + ":" + inPort)
+        env.addSource(new ClientSource(host, inPort), "client " + host + ":" + inPort, Types.STRING)
                 .map(new Apply(operation, protocol >= 2))
                 .name(operation.op)
                 .addSink(new ClientSink(host, outPort))

@@ -400,7 +400,8 @@ impl StreamEngine for BridgeEngine {
             ),
         })?;
         let span = tracing::info_span!("query", engine = %name, id = %spec.id);
-        tokio::spawn(driver.run(job).instrument(span));
+        spec.compute
+            .spawn(handle.progress_counters(), driver.run(job).instrument(span));
         Ok(handle)
     }
 }

@@ -387,7 +387,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     pub body_timeout_ms: u64,
     /// The most queries registered at once (and so the per-query series
-    /// of GET /metrics: 12 each).
+    /// of GET /metrics: 13 each).
     #[arg(long, value_name = "N", default_value_t = 1024)]
     pub max_queries: usize,
     /// The most SSE subscribers of one query.
@@ -421,6 +421,23 @@ pub struct ServeArgs {
     /// queries) fails, with a reason naming this limit; smaller ones go on.
     #[arg(long, value_name = "BYTES", default_value_t = mfstream::DEFAULT_MAX_TOTAL_QUERY_STATE)]
     pub max_total_query_state: u64,
+    /// The threads that compute queries' records (transforms, windows,
+    /// position measures and fences, the replay at start-up), apart from
+    /// those that serve requests, run MQTT and Kafka and write SSE; the
+    /// queries share them fairly, in slices of about half a millisecond.
+    /// Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub compute_threads: Option<u16>,
+    /// The most CPU one query may spend: this share of one core (0.5: half
+    /// a core) over any --query-cpu-window. Past it the query fails alone,
+    /// with a reason naming this limit; the replay at start-up is not
+    /// counted. Default: none (the queries still share the compute threads
+    /// fairly).
+    #[arg(long, value_name = "SHARE")]
+    pub max_query_cpu: Option<f64>,
+    /// The window --max-query-cpu is measured over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub query_cpu_window: u64,
     /// The most bytes of request bodies being received or ingested at once,
     /// server-wide: a body holds its Content-Length (or its chunks as they
     /// come) until its call is done; past it, 503 with Retry-After.
@@ -524,7 +541,9 @@ pub struct ServeArgs {
     /// property's records must be in one partition. Batches of at most
     /// 1024 records and --max-inflight-bytes; librdkafka pre-fetches at
     /// most --max-inflight-bytes. A new matching topic is read within
-    /// about 10 s. Counters and the last bad records: GET /ingest/kafka.
+    /// about 10 s. Brokers that cannot be reached are logged once per
+    /// change; counters, the brokers' reachability and the last bad records:
+    /// GET /ingest/kafka.
     #[arg(long, value_name = "BROKERS")]
     pub kafka: Option<String>,
     /// The consumer group, which keeps the committed offsets.

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use mfstream::{KafkaIngest, MqttIngest, Registry, ServeOptions, Server};
+use mfstream::{CpuLimit, KafkaIngest, MqttIngest, Registry, ServeOptions, Server};
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::ServeArgs;
@@ -31,6 +31,12 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         replay_bytes: args.replay_bytes,
         max_query_state: args.max_query_state,
         max_total_query_state: args.max_total_query_state,
+        compute_threads: args.compute_threads.map(usize::from),
+        max_query_cpu: args
+            .max_query_cpu
+            .map(|share| CpuLimit::new(share, Duration::from_secs(args.query_cpu_window)))
+            .transpose()
+            .context("--max-query-cpu")?,
         max_inflight_bytes: args.max_inflight_bytes,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),

@@ -18,7 +18,7 @@
 //! stop_grace_ms = 5000                 # optional, default 5000, 0 to 600000
 //! max_in_flight = 65536                # optional, default 65536, 1 to 16777216
 //! no_progress_timeout_ms = 120000      # optional, default 120000, 1 to 86400000
-//! env = { JAVA_OPTS = "-Xmx512m" }     # optional; extra environment for the job
+//! env = { JAVA_OPTS = "-Xmx512m" }     # optional; the job's environment where mfstream's does not set it
 //!
 //! [engine.restart]                     # optional; restarts are off when absent
 //! max = 3                              # required here, 1 to 1000
@@ -52,6 +52,14 @@
 //! The environment is read only by [`EngineDef::resolve`], when an engine is
 //! built: a file is valid whether or not its variables are set, and an engine
 //! whose command variable is unset is reported as not ready, not as a bad file.
+//!
+//! One rule for `env` and the environment mfstream runs in, as cargo's
+//! (its environment variables override its config files): **the process
+//! environment wins**. A key of `env` is a default, given to the job only
+//! where mfstream's own environment does not set that variable (set empty
+//! counts as set). So an operator sets a site's value (an address, a
+//! timeout) where mfstream starts, and the shipped file needs no edit; it
+//! never silently undoes what the operator exported.
 
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
@@ -199,7 +207,8 @@ pub struct EngineDef {
     pub no_progress_timeout: Option<Duration>,
     /// Restarting a job that dies; off when `None`.
     pub restart: Option<RestartPolicy>,
-    /// Extra environment for the job, sorted by name.
+    /// The job's environment where the process environment does not set
+    /// it (the module's rule), sorted by name.
     pub env: Vec<(String, String)>,
     /// The 1-based line of the entry's `name`, for messages.
     pub line: usize,
@@ -207,7 +216,9 @@ pub struct EngineDef {
 
 impl EngineDef {
     /// The options of a bridge engine, with the command and library path read
-    /// through `env` (usually `&|name| std::env::var(name).ok()`).
+    /// through `env` (usually `&|name| std::env::var(name).ok()`), and each
+    /// key of the entry's `env` taken from `env` where it is set there (the
+    /// process environment wins; the entry's value is the default).
     ///
     /// `Err` says why the engine is not ready, naming the variable: it is
     /// unset or empty, or its value does not split into words.
@@ -253,7 +264,11 @@ impl EngineDef {
             max_in_flight: self.max_in_flight,
             no_progress_timeout: self.no_progress_timeout,
             restart: self.restart.clone(),
-            env: self.env.clone(),
+            env: self
+                .env
+                .iter()
+                .map(|(key, default)| (key.clone(), env(key).unwrap_or_else(|| default.clone())))
+                .collect(),
         })
     }
 }

@@ -619,6 +619,44 @@ fn resolve_splits_the_command_honouring_quotes() {
 }
 
 #[test]
+fn resolve_lets_the_process_environment_win_over_the_entrys_env() {
+    let text = entry(
+        "flink",
+        "env = { MFSTREAM_FLINK_LISTEN = \"127.0.0.1\", TIMEOUT = \"60\", EMPTY = \"x\" }\n",
+    );
+    let engine = Config::parse(&text, None).unwrap().engines.remove(0);
+    // Unset where mfstream runs: the entry's values.
+    let unset = env_of(&[("MFAPI_X_CMD", "job")]);
+    let options = engine.resolve(&unset).unwrap();
+    let pairs = |v: &[(&str, &str)]| -> Vec<(String, String)> {
+        v.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect()
+    };
+    assert_eq!(
+        options.env,
+        pairs(&[
+            ("EMPTY", "x"),
+            ("MFSTREAM_FLINK_LISTEN", "127.0.0.1"),
+            ("TIMEOUT", "60")
+        ])
+    );
+    // Set by the operator, even empty: the operator's.
+    let set = env_of(&[
+        ("MFAPI_X_CMD", "job"),
+        ("MFSTREAM_FLINK_LISTEN", "10.0.0.7"),
+        ("EMPTY", ""),
+    ]);
+    let options = engine.resolve(&set).unwrap();
+    assert_eq!(
+        options.env,
+        pairs(&[
+            ("EMPTY", ""),
+            ("MFSTREAM_FLINK_LISTEN", "10.0.0.7"),
+            ("TIMEOUT", "60")
+        ])
+    );
+}
+
+#[test]
 fn resolve_fills_the_library_path_unless_it_is_empty() {
     let set = env_of(&[("MFAPI_X_CMD", "job"), ("MFAPI_X_LIB", "/opt/meos/lib")]);
     assert_eq!(

@@ -11,6 +11,9 @@ pub struct Progress {
     records_out: AtomicU64,
     restarts: AtomicU64,
     skipped: AtomicU64,
+    /// CPU time spent on the query's in-process work, in nanoseconds
+    /// (`compute`: its task's polls on the thread's CPU clock).
+    cpu_nanos: AtomicU64,
     /// Skipped and not yet carried by an event: the next batch delivered
     /// carries them ([`QueryOutput::emit`]).
     ///
@@ -38,6 +41,18 @@ pub struct ProgressSnapshot {
     /// Records (or windows) skipped under `onError: skip`: with no result
     /// in their operation's domain, or no finite one.
     pub skipped: u64,
+    /// CPU time spent on the query's in-process work, in nanoseconds: its
+    /// task on the compute pool (transforms, windows, position measures,
+    /// a bridge job's relay), or an in-process plugin's query thread. A
+    /// bridge job's own process is not counted.
+    pub cpu_nanos: u64,
+}
+
+impl ProgressSnapshot {
+    /// [`cpu_nanos`](ProgressSnapshot::cpu_nanos) in seconds.
+    pub fn cpu_seconds(&self) -> f64 {
+        self.cpu_nanos as f64 / 1e9
+    }
 }
 
 impl Progress {
@@ -76,6 +91,18 @@ impl Progress {
         }
     }
 
+    /// Counts `nanos` of CPU time spent on the query.
+    pub fn add_cpu(&self, nanos: u64) {
+        if nanos > 0 {
+            saturating_add(&self.cpu_nanos, nanos);
+        }
+    }
+
+    /// The CPU time spent on the query so far, in nanoseconds.
+    pub fn cpu_nanos(&self) -> u64 {
+        self.cpu_nanos.load(Ordering::Relaxed)
+    }
+
     /// Counts one restart.
     pub fn add_restart(&self) {
         self.restarts.fetch_add(1, Ordering::Relaxed);
@@ -88,6 +115,7 @@ impl Progress {
             records_out: self.records_out.load(Ordering::Relaxed),
             restarts: self.restarts.load(Ordering::Relaxed),
             skipped: self.skipped.load(Ordering::Relaxed),
+            cpu_nanos: self.cpu_nanos.load(Ordering::Relaxed),
         }
     }
 }

@@ -166,6 +166,7 @@ impl StreamEngine for PluginEngine {
             windower,
             clock: spec.clock,
             on_error: spec.on_error,
+            cpu_limit: spec.compute.limit(),
             guard,
             check,
             source: source.typed(spec.property_type),

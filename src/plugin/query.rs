@@ -18,6 +18,7 @@ use std::cell::RefCell;
 
 use crate::aggregate::Windower;
 use crate::clock::WallClock;
+use crate::compute::{self, CpuLimit, CpuWindow};
 use crate::engine::{QueryOutput, Source};
 use crate::on_error::OnError;
 use crate::ops::Transform;
@@ -45,6 +46,9 @@ pub(crate) struct Start {
     pub clock: Option<WallClock>,
     /// What a record with no result does.
     pub on_error: OnError,
+    /// The query's CPU bound, if any: the query's thread is accounted
+    /// after each batch.
+    pub cpu_limit: Option<CpuLimit>,
     /// For a version-1 plugin, the transform the host checks each record
     /// against before handing it over (`plan::guard`).
     pub guard: Option<Transform>,
@@ -74,6 +78,7 @@ pub(crate) fn spawn(
             windower,
             clock,
             on_error,
+            cpu_limit,
             guard,
             check,
             source,
@@ -151,6 +156,10 @@ pub(crate) fn spawn(
             guard: guard.map(|t| (t, on_error)),
             positions: check,
             on_error,
+            cpu: Cpu {
+                seen: compute::thread_cpu_nanos(),
+                window: cpu_limit.map(|limit| CpuWindow::new(limit, 0)),
+            },
         };
         let mut status = run(
             state, source, collector, &clocked, &output, &runtime, checks,
@@ -236,6 +245,29 @@ struct Checks {
     /// A position query's positions.
     positions: Option<Checker>,
     on_error: OnError,
+    /// The query thread's CPU, accounted after each batch.
+    cpu: Cpu,
+}
+
+/// The CPU of a plugin query's thread: its own thread, so its CPU clock is
+/// the query's.
+struct Cpu {
+    /// The thread's CPU clock when last accounted.
+    seen: u64,
+    /// The query's bound, if any.
+    window: Option<CpuWindow>,
+}
+
+impl Cpu {
+    /// Adds the CPU spent since the last call to the query's; the reason
+    /// to fail it, when past its bound (`bounded`: not in a replay).
+    fn charge(&mut self, output: &QueryOutput, bounded: bool) -> Option<String> {
+        let now = compute::thread_cpu_nanos();
+        output.progress().add_cpu(now.saturating_sub(self.seen));
+        self.seen = now;
+        let total = output.progress().cpu_nanos();
+        self.window.as_mut()?.charge(total, bounded)
+    }
 }
 
 fn run(
@@ -296,6 +328,10 @@ fn run(
             };
         }
         if let Some(reason) = refused {
+            break QueryStatus::Failed { reason };
+        }
+        let held = clocked.clock.as_ref().is_some_and(WallClock::is_held);
+        if let Some(reason) = checks.cpu.charge(output, !held) {
             break QueryStatus::Failed { reason };
         }
         if collector.gone {

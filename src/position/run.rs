@@ -30,7 +30,11 @@ pub(crate) fn submit(
     let (handle, output) = QueryHandle::new(&spec.id, engine, crate::engine::EVENT_BUFFER);
     let span = tracing::info_span!("query", engine, id = %spec.id);
     let source = source.typed(spec.property_type);
-    tokio::spawn(plan::drive(work, source, output).instrument(span));
+    let limit = spec.compute.limit();
+    spec.compute.spawn(
+        handle.progress_counters(),
+        plan::drive(work, source, output, limit).instrument(span),
+    );
     Ok(handle)
 }
 

@@ -390,6 +390,12 @@ pub(crate) struct CQuery {
     /// The records skipped (no finite result, `onError: skip`).
     #[schema(minimum = 0)]
     skipped: u64,
+    /// CPU time spent on the query's in-process work, in seconds, since it
+    /// started (or resumed after a restart): its task on the compute
+    /// threads, or an in-process plugin's thread; a bridge job's own
+    /// process is not counted.
+    #[schema(minimum = 0)]
+    cpu_seconds: f64,
     /// Why a failed query failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
@@ -632,6 +638,15 @@ pub(crate) struct KafkaStatus {
     assigned_partitions: u64,
     /// Rebalances that assigned this server partitions.
     assignments: u64,
+    /// Whether the brokers can be reached: `null` until a connection
+    /// succeeded or every one failed. A change is logged once; the
+    /// failures in between are counted in `brokerErrors`.
+    reachable: Option<bool>,
+    /// When `reachable` took its value (RFC 3339); `null` with it.
+    reachable_since: Option<String>,
+    /// Errors librdkafka reported about reaching the brokers (a refused
+    /// connection, every broker down), since the start.
+    broker_errors: u64,
     last_error: Option<String>,
     /// Records read, those read again included.
     records: u64,

@@ -15,7 +15,7 @@ use tokio::time::Instant as Clock;
 
 use crate::datetime::Timestamp;
 use crate::engine::{SourceError, SourcePermit};
-use crate::store::{PropertyPath, Store};
+use crate::store::{PropertyPath, Store, StoreErrorKind};
 use crate::vocab::{Instant, PropertyType, Value};
 
 use super::App;
@@ -384,7 +384,13 @@ async fn append(
     match store.append_instants(path, rest).await {
         Ok(seqs) => Ok(seqs.start),
         Err(e) => {
-            tracing::error!(accepted, total, "ingest gave up: {e}");
+            // A directory that cannot be reached is logged by the store
+            // once when it starts and once when it ends, not per ingest.
+            if matches!(e.kind(), StoreErrorKind::Unreachable { .. }) {
+                tracing::debug!(accepted, total, "ingest gave up: {e}");
+            } else {
+                tracing::error!(accepted, total, "ingest gave up: {e}");
+            }
             Err(unavailable(
                 &format!("accepted {accepted} of {total} instants: the rest could not be logged"),
                 &e,

@@ -68,6 +68,7 @@ use tokio::net::TcpListener;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+use crate::compute::{Compute, ComputePool, CpuLimit};
 use crate::registry::Registry;
 
 pub use self::ingest::DEFAULT_MAX_DATETIME_AHEAD;
@@ -128,6 +129,15 @@ pub struct ServeOptions {
     /// while holding at least its share (this over the queries) fails,
     /// naming the limit; smaller ones go on.
     pub max_total_query_state: u64,
+    /// The threads that compute queries' records (`--compute-threads`),
+    /// apart from those that serve requests, run the sources and write
+    /// SSE: `None` (the default), one per core.
+    pub compute_threads: Option<usize>,
+    /// The most CPU one query may spend (`--max-query-cpu`,
+    /// `--query-cpu-window`): past it the query fails alone, naming the
+    /// option. `None` (the default): unbounded, the queries sharing the
+    /// compute threads fairly all the same.
+    pub max_query_cpu: Option<CpuLimit>,
     /// The most bytes of request bodies being received or ingested at once,
     /// server-wide (`--max-inflight-bytes`): a body holds its bytes from
     /// its first (its `Content-Length` at once) until its call is done; a
@@ -205,6 +215,8 @@ impl Default for ServeOptions {
             replay_bytes: 4 * 1024 * 1024,
             max_query_state: crate::budget::DEFAULT_MAX_QUERY_STATE,
             max_total_query_state: crate::budget::DEFAULT_MAX_TOTAL_QUERY_STATE,
+            compute_threads: None,
+            max_query_cpu: None,
             max_inflight_bytes: 256 * 1024 * 1024,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
@@ -252,6 +264,9 @@ pub enum ServeError {
     /// The state directory could not be opened or restored from.
     #[error(transparent)]
     State(#[from] StoreError),
+    /// The compute threads (`--compute-threads`) could not be started.
+    #[error("cannot start the compute threads (--compute-threads)")]
+    Compute(#[source] std::io::Error),
     /// A token was given, but empty: it would protect nothing.
     #[error("the token is empty: give a non-empty --token (or MFSTREAM_TOKEN), or none")]
     EmptyToken,
@@ -313,6 +328,8 @@ pub(crate) struct App {
     pub(crate) streams: connections::Streams,
     /// The state of every query together (`--max-total-query-state`).
     pub(crate) state_total: Arc<crate::budget::StateTotal>,
+    /// The threads that compute queries' records (`--compute-threads`).
+    pub(crate) compute: ComputePool,
     /// The connections being served (and counted for `GET /metrics`).
     pub(crate) connections: Arc<Connections>,
     /// Instants accepted and bodies refused, per source (`GET /metrics`).
@@ -332,6 +349,14 @@ impl App {
             crate::budget::StateBudget::new(self.options.max_query_state)
                 .within(self.state_total.clone()),
         )
+    }
+
+    /// Where a new query's work runs: the compute pool, within
+    /// `--max-query-cpu`.
+    pub(crate) fn query_compute(&self) -> Compute {
+        self.compute
+            .compute()
+            .with_limit(self.options.max_query_cpu)
     }
 }
 
@@ -442,7 +467,12 @@ impl Server {
                 options.max_connections
             );
         }
+        let threads = options
+            .compute_threads
+            .unwrap_or_else(ComputePool::default_threads);
+        let compute = ComputePool::new(threads).map_err(ServeError::Compute)?;
         let app = Arc::new(App {
+            compute,
             browsers,
             tiles,
             registry,

@@ -204,7 +204,10 @@ async fn resume<'a>(
     let (clock, release) = WallClock::system().held();
     let budget = app.query_budget();
     let mut spec = match spec_of(restored) {
-        Ok(spec) => spec.live_on(clock).with_budget(budget.clone()),
+        Ok(spec) => spec
+            .live_on(clock)
+            .with_budget(budget.clone())
+            .with_compute(app.query_compute()),
         Err(reason) => return Err((reservation, reason.into())),
     };
     let engine = match app.registry.get(&restored.engine) {

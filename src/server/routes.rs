@@ -89,7 +89,8 @@ pub(crate) async fn register(
     let budget = app.query_budget();
     let mut spec = spec_on(&key, registration, &state)?
         .live()
-        .with_budget(budget.clone());
+        .with_budget(budget.clone())
+        .with_compute(app.query_compute());
     app.registry.check_serves(engine.as_ref(), &spec)?;
     spec.id = query_id()?;
     let about = About::of(&spec, key, engine.name());
@@ -303,6 +304,7 @@ fn link(query: &Query, origin: &str, geometry: Geometry) -> serde_json::Value {
     let this = format!("{origin}{path}");
     let stream = format!("{this}/stream");
     let status = query.status();
+    let progress = query.progress.snapshot();
     let mut link = json!({
         "rel": "cquery",
         "queryId": query.id,
@@ -315,7 +317,8 @@ fn link(query: &Query, origin: &str, geometry: Geometry) -> serde_json::Value {
         "engine": query.engine,
         "property": query.key.name(),
         "events": query.fanout.events(),
-        "skipped": query.progress.snapshot().skipped,
+        "skipped": progress.skipped,
+        "cpuSeconds": progress.cpu_seconds(),
         "links": [
             {"rel": "self", "href": this, "type": "application/json"},
             {"rel": "stream", "href": stream, "type": "text/event-stream"},

@@ -352,6 +352,24 @@ pub enum StoreErrorKind {
         /// Why it cannot be looked at.
         message: String,
     },
+    /// The journal directory or a catalog file cannot be looked at for
+    /// want of permission (a `chmod` of the state directory or one above
+    /// it): whether it is still the one opened is unknown, so nothing is
+    /// written (or acknowledged) until it can be looked at again. Not for
+    /// good: once it can, and it is the directory opened (same device and
+    /// inode), writes resume without a restart.
+    #[error(
+        "{} cannot be reached ({message}): nothing is written meanwhile; give the server's user \
+         access to the state directory again (chmod/chown it), and writes resume without a \
+         restart",
+        path.display()
+    )]
+    Unreachable {
+        /// The directory or file that cannot be looked at.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
     /// A thread of the store could not be started or stopped before
     /// finishing its work.
     #[error("the store's {name} thread could not run: {message}")]

@@ -123,7 +123,7 @@
 //! |---|---|
 //! | start-up | [`Store::open`]; [`Store::queries`]; per running query: submit its spec with the checkpoint's state, feed it [`Store::instants`] after `checkpoint.after_seq` page by page, number its results with [`EventIds::resume`]; seed its fan-out ring from `ring` with next id `last_event_id + 1` |
 //! | `POST …/queries` accepted | [`Store::register`] (status `running`) before answering 201, with the property's lock held (it takes the [`PropertyGuard`]); keep the returned [`Checkpoint`] |
-//! | `POST …/ingest` | once every feed's permit for the first chunk is reserved and before any is used: [`Store::append_instants`] of the whole body, one record (the property's lock is held), then send chunk by chunk; answer 202 only after the call returned `Ok` and every chunk was sent (a 503 before the call: nothing logged) |
+//! | `POST …/ingest` | once every feed's permit for the first chunk is reserved and before any is used: [`Store::append_instants`] of the whole body, one record (the property's lock is held), then send chunk by chunk; answer 202 only after the call returned `Ok` and every chunk was sent (a 503 before the call, or an error from it: nothing logged, nothing replayed) |
 //! | a query's pump gets a batch of results | [`EventIds::assign`] each; [`Store::append_batch`] the new ones, encoded once into an [`EventBatch`] (with a checkpoint when it moved: `server::durable`), then `Fanout::push_frames` |
 //! | a query ends (completed, stopped, failed) | [`Store::set_status`] before its `end` event is sent |
 //! | `DELETE …/queries/{id}` | [`Store::delete`] before the query is stopped and answered 204; an error leaves it registered and running (503) |
@@ -301,6 +301,9 @@ pub struct Store {
     /// error does to a query (never compiled outside tests).
     #[cfg(test)]
     fault: Mutex<Option<StoreErrorKind>>,
+    /// Told each time the fault fails a call.
+    #[cfg(test)]
+    fault_hit: tokio::sync::Notify,
 }
 
 impl Store {
@@ -366,6 +369,8 @@ impl Store {
             _lock: lock,
             #[cfg(test)]
             fault: Mutex::new(None),
+            #[cfg(test)]
+            fault_hit: tokio::sync::Notify::new(),
         })
     }
 
@@ -558,6 +563,7 @@ impl Store {
     ) -> Result<(), StoreError> {
         #[cfg(test)]
         if let Some(kind) = self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone() {
+            self.fault_hit.notify_one();
             return Err(self.error(kind));
         }
         let o = &self.options;
@@ -650,6 +656,13 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn inject_fault(&self, kind: Option<StoreErrorKind>) {
         *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = kind;
+    }
+
+    /// Waits until the injected fault fails a call (one that failed since
+    /// the last wait counts).
+    #[cfg(test)]
+    pub(crate) async fn fault_hit(&self) {
+        self.fault_hit.notified().await;
     }
 
     fn reader(&self) -> MutexGuard<'_, Connection> {

@@ -10,6 +10,7 @@ mod journal;
 mod manifest;
 mod ownership;
 mod power;
+mod unreachable;
 
 /// A fresh directory under the system's temporary one, removed on drop.
 pub(super) struct TempDir(PathBuf);

@@ -12,9 +12,14 @@
 //!
 //! A commit is acknowledged only while the catalog's files are still the
 //! ones opened ([`CatalogFiles`]): one deleted or replaced under the store
-//! would take every later commit along, unseen.
+//! would take every later commit along, unseen. A file that cannot be
+//! looked at for want of permission (a `chmod` of the state directory) is
+//! not taken for lost: the batch is refused before anything is written
+//! ([`StoreErrorKind::Unreachable`]), and the writer takes jobs again once
+//! the files can be looked at and are the ones opened.
 
 use std::collections::HashSet;
+use std::io::ErrorKind;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 
@@ -73,6 +78,18 @@ pub(crate) struct Writer {
     files: CatalogFiles,
     /// Set once a file of the catalog is lost: every later job fails.
     gone: Option<StoreErrorKind>,
+    /// Whether a file could not be looked at, at the last look: said in
+    /// the log once when it starts, once when it ends.
+    unreachable: bool,
+}
+
+/// Why the catalog's files are not, or not known to be, the ones opened.
+enum Trouble {
+    /// A file cannot be looked at for now: nothing is written meanwhile.
+    Unreachable(StoreErrorKind),
+    /// A file was deleted or replaced, for good; `rescued` when everything
+    /// committed so far is in the database as named all the same.
+    Lost { kind: StoreErrorKind, rescued: bool },
 }
 
 /// The catalog's database and its `-wal`, as opened (device, inode).
@@ -88,6 +105,11 @@ pub(crate) struct CatalogFiles {
     db_id: Option<(u64, u64)>,
     /// `None` until the log exists.
     wal_id: Option<(u64, u64)>,
+    /// While set, looking at a file is refused with `EACCES`, as the
+    /// kernel does for anyone but root after a `chmod 000` of the
+    /// directory (tests run as root).
+    #[cfg(test)]
+    denied: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl CatalogFiles {
@@ -97,29 +119,44 @@ impl CatalogFiles {
         wal.push("-wal");
         let wal = PathBuf::from(wal);
         CatalogFiles {
-            db_id: file_id(&db),
-            wal_id: file_id(&wal),
+            db_id: file_id(&db).ok(),
+            wal_id: file_id(&wal).ok(),
             db,
             wal,
+            #[cfg(test)]
+            denied: Default::default(),
         }
     }
 
-    /// The file no longer the one opened, if any.
-    fn lost(&mut self) -> Option<&PathBuf> {
-        if file_id(&self.db) != self.db_id {
-            return Some(&self.db);
+    /// The identity of `path`, as it is now.
+    fn id(&self, path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+        #[cfg(test)]
+        if self.denied.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err(ErrorKind::PermissionDenied.into());
         }
-        match (self.wal_id, file_id(&self.wal)) {
-            (None, now) => self.wal_id = now,
-            (Some(then), now) if now != Some(then) => return Some(&self.wal),
+        file_id(path)
+    }
+
+    /// The file no longer the one opened, if any (`Ok`), or the file that
+    /// cannot be looked at for want of permission and why (`Err`).
+    fn lost(&mut self) -> Result<Option<&PathBuf>, (&PathBuf, std::io::Error)> {
+        match self.id(&self.db) {
+            Err(e) if e.kind() == ErrorKind::PermissionDenied => return Err((&self.db, e)),
+            now if now.as_ref().ok() != self.db_id.as_ref() => return Ok(Some(&self.db)),
             _ => {}
         }
-        None
+        match (self.wal_id, self.id(&self.wal)) {
+            (_, Err(e)) if e.kind() == ErrorKind::PermissionDenied => return Err((&self.wal, e)),
+            (None, now) => self.wal_id = now.ok(),
+            (Some(then), now) if now.as_ref().ok() != Some(&then) => return Ok(Some(&self.wal)),
+            _ => {}
+        }
+        Ok(None)
     }
 }
 
-fn file_id(path: &std::path::Path) -> Option<(u64, u64)> {
-    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+fn file_id(path: &std::path::Path) -> std::io::Result<(u64, u64)> {
+    std::fs::metadata(path).map(|m| (m.dev(), m.ino()))
 }
 
 fn db(e: rusqlite::Error) -> StoreErrorKind {
@@ -135,6 +172,7 @@ impl Writer {
             queries: HashSet::new(),
             files,
             gone: None,
+            unreachable: false,
         };
         writer.load()?;
         Ok(writer)
@@ -171,13 +209,34 @@ impl Writer {
         }
     }
 
-    /// Whether a file of the catalog was lost since the last look; if so,
+    /// Looks at the catalog's files. When one was lost since the last look,
     /// the writer is done for good, and when the database itself is still
     /// the one opened (the log alone was lost), a checkpoint copies what was
-    /// committed into it. Returns the error, and whether everything
-    /// committed so far is in the database as named (`rescued`).
-    fn lose(&mut self) -> Option<(StoreErrorKind, bool)> {
-        let path = self.files.lost()?.clone();
+    /// committed into it. A file that cannot be looked at is reported, not
+    /// taken for lost.
+    fn look(&mut self) -> Result<(), Trouble> {
+        let path = match self.files.lost() {
+            Ok(None) => {
+                if std::mem::take(&mut self.unreachable) {
+                    tracing::warn!(
+                        "the catalog {} can be reached again and is the one opened: writes resume",
+                        self.files.db.display()
+                    );
+                }
+                return Ok(());
+            }
+            Ok(Some(path)) => path.clone(),
+            Err((path, e)) => {
+                let kind = StoreErrorKind::Unreachable {
+                    path: path.clone(),
+                    message: e.to_string(),
+                };
+                if !std::mem::replace(&mut self.unreachable, true) {
+                    tracing::error!("the state directory's permissions changed: {kind}");
+                }
+                return Err(Trouble::Unreachable(kind));
+            }
+        };
         let db_kept = path != self.files.db;
         let kind = StoreErrorKind::CatalogGone { path };
         tracing::error!("the state store: {kind}");
@@ -200,12 +259,16 @@ impl Writer {
             );
         }
         self.gone = Some(kind.clone());
-        Some((kind, rescued))
+        Err(Trouble::Lost { kind, rescued })
     }
 
     /// Writes `batch` in one transaction, then answers every job.
     fn commit(&mut self, batch: &mut Vec<Job>) {
-        if let Some(e) = self.gone.clone().or_else(|| self.lose().map(|(e, _)| e)) {
+        let refused = self.gone.clone().or_else(|| match self.look() {
+            Ok(()) => None,
+            Err(Trouble::Unreachable(e) | Trouble::Lost { kind: e, .. }) => Some(e),
+        });
+        if let Some(e) = refused {
             for job in batch.drain(..) {
                 let _ = job.ack().send(Err(e.clone()));
             }
@@ -225,10 +288,18 @@ impl Writer {
         match self.conn.execute_batch("COMMIT").map_err(db) {
             Ok(()) => {
                 // Lost during the commit: acknowledged only if the commit
-                // still reached the database as named.
-                let lost = match self.lose() {
-                    Some((e, false)) => Some(e),
-                    Some((_, true)) | None => None,
+                // still reached the database as named. One that cannot be
+                // looked at now was the one opened just before `BEGIN`: the
+                // commit went to it, and is acknowledged (answering an
+                // error would be untrue: it is read back at the next start).
+                let lost = match self.look() {
+                    Err(Trouble::Lost {
+                        kind,
+                        rescued: false,
+                    }) => Some(kind),
+                    Err(Trouble::Lost { rescued: true, .. } | Trouble::Unreachable(_)) | Ok(()) => {
+                        None
+                    }
                 };
                 for (ack, result) in answers {
                     let result = match &lost {
@@ -354,5 +425,65 @@ impl Writer {
             .map_err(db)?;
         self.queries.remove(id);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::store::StoreOptions;
+    use crate::store::schema;
+    use crate::store::tests::{TempDir, query};
+
+    /// Commits one job and gives its answer.
+    fn commit(writer: &mut Writer, job: impl FnOnce(Ack<()>) -> Job) -> Result<(), StoreErrorKind> {
+        let (ack, mut answer) = oneshot::channel();
+        writer.commit(&mut vec![job(ack)]);
+        answer.try_recv().expect("answered at the commit")
+    }
+
+    fn status(writer: &Writer) -> String {
+        writer
+            .conn
+            .query_row("SELECT status FROM queries WHERE id = 'q'", [], |r| {
+                r.get(0)
+            })
+            .unwrap()
+    }
+
+    #[test]
+    fn a_catalog_that_cannot_be_looked_at_refuses_jobs_until_it_can_and_is_not_taken_for_lost() {
+        let dir = TempDir::new("writer-unreachable");
+        std::fs::create_dir_all(dir.path()).unwrap();
+        let conn = schema::open_writer(dir.path(), &StoreOptions::default()).unwrap();
+        let files = CatalogFiles::new(dir.path().join(schema::DB_FILE));
+        let denied = files.denied.clone();
+        let mut writer = Writer::new(conn, files).unwrap();
+        commit(&mut writer, |ack| Job::Register {
+            query: query("q"),
+            start_seq: 0,
+            ack,
+        })
+        .unwrap();
+
+        denied.store(true, Ordering::Relaxed);
+        let stopped = |ack| Job::Status {
+            id: "q".into(),
+            status: QueryStatus::Stopped,
+            ack,
+        };
+        let err = commit(&mut writer, stopped).unwrap_err();
+        assert!(
+            matches!(&err, StoreErrorKind::Unreachable { path, .. } if path.ends_with(schema::DB_FILE)),
+            "{err}"
+        );
+        assert_eq!(status(&writer), "running", "nothing was written");
+
+        denied.store(false, Ordering::Relaxed);
+        commit(&mut writer, stopped).unwrap();
+        assert_eq!(status(&writer), "stopped");
+        assert!(writer.gone.is_none());
     }
 }

@@ -18,11 +18,11 @@ const VAR: &str = "MFAPI_FLINK_CLUSTER_CMD";
 const SETUP: &str = "jobs/flink/cluster.sh start";
 
 /// One test at a time on the cluster.
-static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+pub(super) static CLUSTER: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
 /// The client's command and the cluster's REST address (its `--rest`, else
 /// `MFSTREAM_FLINK_REST`).
-fn cluster() -> (Vec<String>, String) {
+pub(super) fn cluster() -> (Vec<String>, String) {
     let argv = runtime_command(VAR, SETUP);
     let rest = argv
         .iter()
@@ -34,7 +34,7 @@ fn cluster() -> (Vec<String>, String) {
 }
 
 /// `GET rest/path` as JSON.
-fn rest_get(rest: &str, path: &str) -> serde_json::Value {
+pub(super) fn rest_get(rest: &str, path: &str) -> serde_json::Value {
     let authority = rest.trim_start_matches("http://").trim_end_matches('/');
     let mut stream = TcpStream::connect(authority).unwrap_or_else(|e| panic!("{rest}: {e}"));
     write!(
@@ -65,7 +65,7 @@ fn live_jobs(rest: &str) -> Vec<String> {
 }
 
 /// The state of job `jid` in the cluster's (current) overview.
-fn job_state(rest: &str, jid: &str) -> Option<String> {
+pub(super) fn job_state(rest: &str, jid: &str) -> Option<String> {
     rest_get(rest, "/jobs/overview")["jobs"]
         .as_array()
         .unwrap()
@@ -87,7 +87,7 @@ async fn assert_no_live_job(rest: &str) {
 
 /// `jobs/flink/cluster.sh VERB` for the cluster at `rest`, with `client` as
 /// the client (no build); its stdout.
-fn cluster_script(verb: &str, rest: &str, client: &str) -> String {
+pub(super) fn cluster_script(verb: &str, rest: &str, client: &str) -> String {
     let port = rest.rsplit(':').next().unwrap().trim_end_matches('/');
     let out = Command::new(root().join("jobs/flink/cluster.sh"))
         .arg(verb)

@@ -8,6 +8,7 @@
 mod beam;
 mod flink;
 mod flink_cluster;
+mod flink_cluster_script;
 mod meos;
 mod spark;
 

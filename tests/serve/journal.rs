@@ -226,3 +226,135 @@ async fn damage_with_records_after_it_is_refused_checked_and_repaired() {
     let mut client = server.client();
     assert_eq!(client.get(&query).await.json()["status"], "running");
 }
+
+/// What runs the server so that a `chmod` of its state directory stops it.
+/// Root passes `chmod 000` (`CAP_DAC_OVERRIDE`), and tests and CI run as
+/// root: there `setpriv` (util-linux) starts the server with every
+/// capability dropped, still uid 0 and so still the owner of the
+/// directory. Anyone else needs nothing.
+fn unprivileged() -> Vec<&'static str> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        return Vec::new();
+    }
+    let found = Command::new("setpriv").arg("--version").output().ok();
+    require(
+        found.filter(|o| o.status.success()),
+        "setpriv, to run the server as root without its capabilities",
+        "install util-linux",
+    );
+    vec!["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
+}
+
+fn start_unprivileged(name: &str, state: &Path, env: &[(&str, String)]) -> Serve {
+    let dir = state.to_str().unwrap().to_owned();
+    Serve::start_through(name, &unprivileged(), &["--state", dir.as_str()], env)
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
+}
+
+/// A 503 that says the state directory cannot be reached, and that
+/// nothing of the ingest was taken.
+fn assert_refused_unreachable(response: &crate::client::Response) {
+    assert_eq!(response.status, 503, "{response:?}");
+    assert_eq!(response.json()["accepted"], 0, "{response:?}");
+    assert!(
+        response.body.contains("cannot be reached") && !response.body.contains("is gone"),
+        "{response:?}"
+    );
+}
+
+/// SUM over one hour: its checkpoint stays at the registration until the
+/// hour closes, so a restart replays every instant logged for it.
+const HOUR: &str = r#"{"aggregation":"SUM","window":{"type":"TUMBLING","size":1,"unit":"HOURS"}}"#;
+
+#[tokio::test]
+async fn an_ingest_refused_while_the_state_directory_is_unwritable_never_comes_back_after_a_restart()
+ {
+    let dir = TempDir::new("journal-e2e-chmod-dir");
+    let state = dir.join("state");
+    let server = start_unprivileged("journal-e2e-chmod-1", &state, &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, HOUR).await;
+    let ingest = format!("{P}/ingest");
+    let response = client.post(&ingest, &lines(0, 1000)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+
+    chmod(&state, 0o000);
+    // The client sends its next 1,000 and retries each refusal.
+    for _ in 0..3 {
+        assert_refused_unreachable(&client.post(&ingest, &lines(1000, 1000)).await);
+    }
+    chmod(&state, 0o700);
+    let response = client.post(&ingest, &lines(1000, 1000)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    let response = client.post(&ingest, &lines(2000, 500)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    server.signal(libc::SIGKILL);
+    drop(server);
+
+    let server = start_unprivileged("journal-e2e-chmod-2", &state, &[]);
+    let mut client = server.client();
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    // The next hour closes the first: it holds each instant answered 202
+    // once (0 to 2,499), and none of the three refused ingests.
+    let next = r#"{"datetime":"2026-01-01T01:00:00Z","value":0}"#;
+    let response = client.post(&ingest, next).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    let window = take(&mut sse, 1).await[0].json();
+    assert_eq!(window["count"], 2500, "{window}");
+    assert_eq!(
+        window["value"].as_f64(),
+        Some((0..2500).sum::<usize>() as f64),
+        "{window}"
+    );
+}
+
+#[tokio::test]
+async fn once_the_state_directory_is_writable_again_the_server_takes_writes_without_a_restart() {
+    let dir = TempDir::new("journal-e2e-chmod-resume-dir");
+    let state = dir.join("state");
+    let server = start_unprivileged("journal-e2e-chmod-resume", &state, &warnings());
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let ingest = format!("{P}/ingest");
+    let response = client.post(&ingest, &lines(1, 1)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(values(&take(&mut sse, 1).await), [2.0]);
+
+    chmod(&state, 0o000);
+    for _ in 0..3 {
+        assert_refused_unreachable(&client.post(&ingest, &lines(2, 1)).await);
+    }
+    let response = client
+        .post(&format!("{P}/queries"), r#"{"operation":"abs"}"#)
+        .await;
+    assert_eq!(response.status, 503, "{response:?}");
+    assert!(response.body.contains("cannot be reached"), "{response:?}");
+    chmod(&state, 0o700);
+
+    // The same directory: taken again, and delivered.
+    let response = client.post(&ingest, &lines(3, 1)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+    let events = take(&mut sse, 1).await;
+    assert_eq!(events[0].id.as_deref(), Some("2"));
+    assert_eq!(values(&events), [6.0]);
+    register(&mut client, P, r#"{"operation":"abs"}"#).await;
+
+    let log = server.stderr();
+    // Once when it starts, not once per refusal.
+    assert_eq!(log.matches("permissions changed").count(), 1, "{log}");
+    assert!(
+        log.contains("cannot be reached") && !log.contains("ingest gave up"),
+        "{log}"
+    );
+    assert!(log.contains("writes resume"), "{log}");
+    assert!(
+        !log.contains("is gone") && !log.contains("deleted"),
+        "{log}"
+    );
+}

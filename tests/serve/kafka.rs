@@ -1044,3 +1044,69 @@ async fn kafka_a_commit_the_broker_does_not_answer_neither_stops_the_reading_nor
     assert!(status["lastError"].is_null(), "{status}");
     assert_eq!(broker.committed("commit-held", TOPIC), Some(20));
 }
+
+/// The lines of `log` that contain `what`.
+fn log_lines<'a>(log: &'a str, what: &str) -> Vec<&'a str> {
+    log.lines().filter(|l| l.contains(what)).collect()
+}
+
+#[tokio::test]
+#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
+async fn kafka_an_unreachable_broker_is_one_log_line_and_its_coming_up_one_more() {
+    // A closed port: librdkafka retries it on its own, failing each time.
+    let port = free_port();
+    let brokers = format!("127.0.0.1:{port}");
+    let env = [
+        ("RUST_LOG", "info".to_owned()),
+        ("NO_COLOR", "1".to_owned()),
+    ];
+    let server = Serve::start("kafka-unreachable", &["--kafka", &brokers], &env);
+    let mut client = server.client();
+    // Synchronised on the failures counted: before the fix each one was
+    // two or three lines.
+    let down = status_until(&mut client, "40 failures counted", |s| {
+        s["reachable"] == false && s["brokerErrors"].as_u64().unwrap_or(0) >= 40
+    })
+    .await;
+    let error = down["lastError"].as_str().unwrap_or_default();
+    assert!(
+        error.contains(&brokers) && error.contains("Connection refused"),
+        "{down}"
+    );
+    assert!(down["reachableSince"].is_string(), "{down}");
+    let log = server.stderr();
+    let about = log_lines(&log, "kafka");
+    assert_eq!(about.len(), 1, "one line about the broker: {about:#?}");
+    assert!(
+        about[0].contains("cannot reach the brokers") && about[0].contains("Connection refused"),
+        "{about:#?}"
+    );
+
+    // A broker comes up on that port: one line more.
+    let mut broker = Broker {
+        child: None,
+        port,
+        advertised: port,
+        storage: "memory://tansu/".into(),
+        env: Vec::new(),
+    };
+    broker.run();
+    let up = status_until(&mut client, "the broker reachable", |s| {
+        s["reachable"] == true
+    })
+    .await;
+    // The refusal is past (a pattern no topic matches yet may be the last
+    // error now).
+    assert!(
+        !up["lastError"]
+            .as_str()
+            .is_some_and(|e| e.contains("Connection refused")),
+        "{up}"
+    );
+    assert_ne!(up["reachableSince"], down["reachableSince"], "{up}");
+    let log = server.stderr();
+    let reachable = log_lines(&log, "kafka: brokers reachable");
+    assert_eq!(reachable.len(), 1, "{log}");
+    assert!(reachable[0].contains("again, after"), "{reachable:#?}");
+    assert_eq!(log_lines(&log, "cannot reach").len(), 1, "{log}");
+}

@@ -360,7 +360,7 @@ async fn query_and_engine_series_follow_a_query_from_registration_to_deletion() 
     // As many series per query as README says `--max-queries` bounds.
     let id = format!("query=\"{}\"", labels[0].1);
     let per_query = before.series.keys().filter(|k| k.contains(&id)).count();
-    assert_eq!(per_query, 12, "{}", before.text);
+    assert_eq!(per_query, 13, "{}", before.text);
 
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
     assert_eq!(

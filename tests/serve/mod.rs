@@ -4,6 +4,7 @@
 
 mod api;
 mod bounds;
+mod compute;
 mod errors;
 mod fuzz;
 mod journal;
@@ -77,10 +78,30 @@ impl Serve {
     /// Starts the server with `args`, an engines.toml of test engines, and
     /// `env`, and waits for the line that says where it listens.
     pub fn start(name: &str, args: &[&str], env: &[(&str, String)]) -> Serve {
+        Serve::start_through(name, &[], args, env)
+    }
+
+    /// [`Serve::start`] with the binary run through `wrapper`, a command
+    /// and its arguments that end with the program to run (`setpriv … --`);
+    /// none when empty.
+    pub fn start_through(
+        name: &str,
+        wrapper: &[&str],
+        args: &[&str],
+        env: &[(&str, String)],
+    ) -> Serve {
         let dir = TempDir::new(name);
         let config = dir.join("engines.toml");
         std::fs::write(&config, TEST_ENGINES).unwrap();
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_mfstream"));
+        let binary = env!("CARGO_BIN_EXE_mfstream");
+        let mut cmd = match wrapper {
+            [] => Command::new(binary),
+            [program, rest @ ..] => {
+                let mut cmd = Command::new(program);
+                cmd.args(rest).arg(binary);
+                cmd
+            }
+        };
         cmd.current_dir(dir.path())
             .env_remove("MFSTREAM_CONFIG")
             .env_remove("MFAPI_STREAM_ENGINE")

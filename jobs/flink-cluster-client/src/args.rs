@@ -22,8 +22,13 @@ pub(crate) fn usage(message: String) -> Exit {
 /// What the command line and the environment ask for.
 pub(crate) struct Options {
     pub rest: String,
+    /// Where `rest` came from (`--rest`, `MFSTREAM_FLINK_REST`), for errors.
+    pub rest_from: &'static str,
     pub jar: PathBuf,
     pub listen: String,
+    /// Where `listen` came from (`--listen`, `MFSTREAM_FLINK_LISTEN`, the
+    /// default), for errors.
+    pub listen_from: &'static str,
     pub schedule_timeout: Duration,
     pub op: String,
     pub arg: Option<String>,
@@ -34,9 +39,12 @@ pub(crate) struct Options {
 pub(crate) fn parse_args() -> Result<Options, Exit> {
     let mut args = std::env::args().skip(1);
     let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-    let mut rest = env("MFSTREAM_FLINK_REST");
+    let mut rest = env("MFSTREAM_FLINK_REST").map(|r| (r, "MFSTREAM_FLINK_REST"));
     let mut jar = None;
-    let mut listen = env("MFSTREAM_FLINK_LISTEN").unwrap_or_else(|| "127.0.0.1".to_owned());
+    let mut listen = match env("MFSTREAM_FLINK_LISTEN") {
+        Some(listen) => (listen, "MFSTREAM_FLINK_LISTEN"),
+        None => ("127.0.0.1".to_owned(), "the default"),
+    };
     let mut timeout = env("MFSTREAM_FLINK_SCHEDULE_TIMEOUT").unwrap_or_else(|| "60".to_owned());
     let mut positional = Vec::new();
     while let Some(arg) = args.next() {
@@ -45,9 +53,9 @@ pub(crate) fn parse_args() -> Result<Options, Exit> {
                 .ok_or_else(|| usage(format!("{flag} needs a value")))
         };
         match arg.as_str() {
-            "--rest" => rest = Some(value("--rest")?),
+            "--rest" => rest = Some((value("--rest")?, "--rest")),
             "--jar" => jar = Some(PathBuf::from(value("--jar")?)),
-            "--listen" => listen = value("--listen")?,
+            "--listen" => listen = (value("--listen")?, "--listen"),
             "--schedule-timeout" => timeout = value("--schedule-timeout")?,
             "-h" | "--help" => return Err(Exit(0, USAGE.to_owned())),
             _ => positional.push(arg),
@@ -60,7 +68,7 @@ pub(crate) fn parse_args() -> Result<Options, Exit> {
         )));
     }
     let (op, arg) = check_operation(&positional).map_err(usage)?;
-    let rest = rest.ok_or_else(|| {
+    let (rest, rest_from) = rest.ok_or_else(|| {
         usage("no REST address: pass --rest or set MFSTREAM_FLINK_REST".to_owned())
     })?;
     let jar = jar.ok_or_else(|| usage("no job jar: pass --jar".to_owned()))?;
@@ -78,10 +86,13 @@ pub(crate) fn parse_args() -> Result<Options, Exit> {
     let protocol = env("MFSTREAM_PROTOCOL")
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(1);
+    let (listen, listen_from) = listen;
     Ok(Options {
         rest,
+        rest_from,
         jar,
         listen,
+        listen_from,
         schedule_timeout,
         op,
         arg,

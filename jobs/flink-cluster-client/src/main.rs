@@ -128,8 +128,9 @@ fn run(options: Options) -> Result<(), Exit> {
     let bind = |what: &str| {
         TcpListener::bind((options.listen.as_str(), 0)).map_err(|e| {
             fail(format!(
-                "listening on {} for the job's {what}: {e}",
-                options.listen
+                "cannot listen on {} (from {}) for the job's {what}: {e}; give --listen, else \
+                 MFSTREAM_FLINK_LISTEN, an address of this machine the TaskManagers can reach",
+                options.listen, options.listen_from
             ))
         })
     };
@@ -152,7 +153,9 @@ fn run(options: Options) -> Result<(), Exit> {
     let started = Instant::now();
     let deadline = started + options.schedule_timeout;
     let mut told = false;
-    let jar_id = cluster.jar_id(&options.jar).map_err(fail)?;
+    let jar_id = cluster
+        .jar_id(&options.jar)
+        .map_err(|e| fail(format!("{e} (the REST address from {})", options.rest_from)))?;
     // A job that finds no free slot, or no TaskManager at all, may fail at
     // once (NoResourceAvailableException) rather than wait: submit it again,
     // backing off, until the schedule timeout.
@@ -378,5 +381,64 @@ fn failed(cluster: &Cluster, jid: &str, state: &str) -> Exit {
             }
             Err(e) => return Exit(1, format!("job {jid} failed on the cluster; {e}")),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(rest: &str, listen: &str, listen_from: &'static str) -> Options {
+        Options {
+            rest: rest.to_owned(),
+            rest_from: "--rest",
+            jar: "mfstream-cluster-job.jar".into(),
+            listen: listen.to_owned(),
+            listen_from,
+            schedule_timeout: Duration::from_secs(1),
+            op: "mul".to_owned(),
+            arg: Some("2".to_owned()),
+            protocol: 2,
+        }
+    }
+
+    /// A loopback port nothing listens on.
+    fn closed_port() -> u16 {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    }
+
+    #[test]
+    fn an_address_it_cannot_listen_on_is_named_with_where_it_came_from() {
+        // TEST-NET-1 (RFC 5737): no interface here has it.
+        let rest = format!("http://127.0.0.1:{}", closed_port());
+        let Err(Exit(status, message)) = run(options(&rest, "192.0.2.1", "MFSTREAM_FLINK_LISTEN"))
+        else {
+            panic!("listening on 192.0.2.1 succeeded");
+        };
+        assert_eq!(status, 1);
+        assert!(
+            message.starts_with("cannot listen on 192.0.2.1 (from MFSTREAM_FLINK_LISTEN)"),
+            "{message}"
+        );
+        assert!(message.contains("the TaskManagers can reach"), "{message}");
+    }
+
+    #[test]
+    fn a_rest_port_it_cannot_reach_is_named_with_its_address() {
+        let port = closed_port();
+        let rest = format!("http://127.0.0.1:{port}");
+        let Err(Exit(status, message)) = run(options(&rest, "127.0.0.1", "the default")) else {
+            panic!("a closed REST port answered");
+        };
+        assert_eq!(status, 1);
+        assert!(
+            message.contains(&format!("127.0.0.1:{port}")) && message.contains("refused"),
+            "{message}"
+        );
+        assert!(
+            message.ends_with("(the REST address from --rest)"),
+            "{message}"
+        );
     }
 }

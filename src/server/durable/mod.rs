@@ -61,12 +61,13 @@ mod ledger;
 mod tests;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::StatusCode;
 use bytes::BytesMut;
 
 use crate::budget::Bytes;
-use crate::store::{Assigned, EventBatch, EventIds, Store, StoreError};
+use crate::store::{Assigned, EventBatch, EventIds, Store, StoreError, StoreErrorKind};
 use crate::vocab::{Event, Instant};
 
 use super::fanout::Fanout;
@@ -90,7 +91,9 @@ pub(crate) fn is_unknown(e: &StoreError) -> bool {
 impl Keeper {
     /// Numbers a batch of results, drops those stored before a restart,
     /// stores the rest (with the checkpoint they reach), and only then hands
-    /// them to the fan-out.
+    /// them to the fan-out. While the state directory cannot be reached
+    /// ([`StoreErrorKind::Unreachable`]: its permissions changed) it waits,
+    /// offering them again now and then; any other error is the caller's.
     pub(crate) async fn keep(
         &mut self,
         query: &str,
@@ -121,11 +124,43 @@ impl Keeper {
             return Ok(());
         };
         let checkpoint = self.ledger.checkpoint(self.ids.last());
-        self.store.append_batch(query, new, checkpoint).await?;
+        let mut pause = FIRST_PAUSE;
+        let mut waiting = false;
+        // A state directory that cannot be reached for now (its permissions
+        // changed) is waited for: the results are stored, then sent, once
+        // it can be (the journal wrote nothing of them meanwhile). The
+        // query's buffers fill meanwhile, and ingests on its property get
+        // 503 once `--ingest-wait-ms` is up, as with a slow query.
+        loop {
+            match self
+                .store
+                .append_batch(query, new.clone(), checkpoint.clone())
+                .await
+            {
+                Ok(()) => break,
+                Err(e) if matches!(e.kind(), StoreErrorKind::Unreachable { .. }) => {
+                    if !std::mem::replace(&mut waiting, true) {
+                        tracing::warn!("the query's results wait for the state directory: {e}");
+                    }
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(LAST_PAUSE);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if waiting {
+            tracing::info!("the query's results are stored again");
+        }
         fanout.push_frames(frames);
         Ok(())
     }
 }
+
+/// The first pause before a query's results are offered again to a state
+/// directory that cannot be reached; it doubles up to [`LAST_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(10);
+/// The longest pause between two offers.
+const LAST_PAUSE: Duration = Duration::from_secs(1);
 
 /// The journal bytes one query may keep from being released
 /// (`--max-query-log`): the instants of its property logged after its

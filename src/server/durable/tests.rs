@@ -107,3 +107,50 @@ async fn a_query_whose_results_the_store_refuses_is_failed_with_the_reason_even_
     server.shut_down().await;
     std::fs::remove_dir_all(&state).unwrap();
 }
+
+#[tokio::test]
+async fn a_querys_results_wait_for_a_state_directory_that_cannot_be_reached_and_the_query_runs_on()
+{
+    let state = std::env::temp_dir().join(format!("mfstream-unreachable-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let (mut server, store) = serve(&state).await;
+    let response = server
+        .client
+        .post(&format!("{P}/queries"), r#"{"operation":"abs"}"#)
+        .await;
+    assert_eq!(response.status, 201, "{response:?}");
+    let query = response.json()["channel"].as_str().unwrap().to_owned();
+    let mut sse = subscribe(server.addr, &format!("{query}/stream"), &[])
+        .await
+        .expect("subscribed");
+
+    // The instant is logged; its result finds the directory unreachable.
+    store.inject_fault(Some(StoreErrorKind::Unreachable {
+        path: state.join("journal"),
+        message: "Permission denied (os error 13)".into(),
+    }));
+    let body = r#"{"datetime":"2026-01-01T00:00:00Z","value":-1}"#;
+    let ingest = server.client.post(&format!("{P}/ingest"), body).await;
+    assert_eq!(ingest.status, 202, "{ingest:?}");
+    // Offered, refused, and offered again: not failed.
+    for _ in 0..2 {
+        tokio::time::timeout(PATIENCE, store.fault_hit())
+            .await
+            .expect("the results offered to the store");
+    }
+    let link = server.client.get(&query).await.json();
+    assert_eq!(link["status"], "running", "{link}");
+
+    store.inject_fault(None);
+    let event = tokio::time::timeout(PATIENCE, sse.next())
+        .await
+        .expect("the result in time")
+        .expect("the stream goes on");
+    assert_eq!(event.id.as_deref(), Some("1"));
+    assert_eq!(event.json()["value"], 1.0);
+    let link = server.client.get(&query).await.json();
+    assert_eq!(link["status"], "running", "{link}");
+    drop(store);
+    server.shut_down().await;
+    std::fs::remove_dir_all(&state).unwrap();
+}

@@ -19,13 +19,16 @@ use super::super::App;
 use super::super::metrics::IngestSource;
 use super::super::mqtt::pipeline::{self, Delivery, Marks};
 use super::super::mqtt::stats::Reason;
+use super::link;
 use super::topic::{self, Pattern};
 use super::{BATCH, Kafka};
 
-/// The wait after a failed read before the next.
+/// The wait after a failed read before the next (one the error callback
+/// did not take: librdkafka paces those).
 const READ_RETRY: Duration = Duration::from_millis(500);
 
-/// librdkafka's callbacks: errors and logs to `tracing` and `lastError`,
+/// librdkafka's callbacks: the brokers' reachability to [`Link`] (one log
+/// line per change), other errors and logs to `tracing` and `lastError`,
 /// rebalances counted.
 struct Context {
     kafka: Arc<Kafka>,
@@ -33,6 +36,12 @@ struct Context {
 
 impl ClientContext for Context {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, message: &str) {
+        // A connection that failed (`FAIL`) is also an error event, which
+        // the link takes: logged when it changes the state only.
+        if fac == "FAIL" {
+            tracing::debug!("kafka: librdkafka {fac}: {message}");
+            return;
+        }
         match level {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert
@@ -43,11 +52,19 @@ impl ClientContext for Context {
         }
     }
 
+    fn stats_raw(&self, statistics: &[u8]) {
+        if self.kafka.link.statistics(&self.kafka.brokers, statistics) {
+            // Reachable again: the error that said they were not is past.
+            self.kafka.stats.set_error(None);
+        }
+    }
+
     fn error(&self, error: KafkaError, reason: &str) {
-        tracing::warn!(brokers = %self.kafka.brokers, "kafka: {error}: {reason}");
-        self.kafka
-            .stats
-            .set_error(Some(format!("{error}: {reason}")));
+        let kafka = &self.kafka;
+        let text = format!("{error}: {reason}");
+        if let link::Report::LastError(text) = kafka.link.error(&kafka.brokers, &error, &text) {
+            kafka.stats.set_error(Some(text));
+        }
     }
 }
 
@@ -205,8 +222,17 @@ async fn read(
                 if !batch.is_empty() {
                     return batch;
                 }
+                // The error callback took it first, and logged it if it
+                // was news. librdkafka paces its own retries: the next is
+                // read at once, or a backlog of old errors would grow (one
+                // every 50 ms with every broker down) and tell of brokers
+                // down long after they are back.
+                if kafka.link.reported(&e) {
+                    tracing::debug!(brokers = %kafka.brokers, "kafka: cannot read: {e}");
+                    continue;
+                }
                 tracing::warn!(brokers = %kafka.brokers, "kafka: cannot read: {e}");
-                kafka.stats.set_error(Some(e.to_string()));
+                kafka.stats.set_error(Some(format!("cannot read: {e}")));
                 tokio::time::sleep(READ_RETRY).await;
             }
         }

@@ -31,6 +31,7 @@
 //! current brokers (tansu's, at least).
 
 mod consumer;
+mod link;
 mod topic;
 
 pub(crate) use consumer::run;
@@ -89,6 +90,8 @@ pub(crate) struct Kafka {
     patterns: Vec<Pattern>,
     session_timeout: Duration,
     pub(crate) stats: Stats,
+    /// Whether the brokers can be reached, and since when.
+    link: link::Link,
     /// Partitions assigned now.
     assigned: std::sync::atomic::AtomicU64,
     /// Counts the assignments the group made (one per rebalance that gave
@@ -182,6 +185,7 @@ impl Kafka {
             patterns,
             session_timeout,
             stats: Stats::labelled("kafka"),
+            link: link::Link::default(),
             assigned: std::sync::atomic::AtomicU64::new(0),
             assignments: watch::Sender::new(0),
         })
@@ -231,6 +235,11 @@ impl Kafka {
                 (max_inflight_bytes / 1024).clamp(1, 2_097_151).to_string(),
             )
             .set("queued.min.messages", BATCH.to_string())
+            // Says when a broker is up again (`link`).
+            .set(
+                "statistics.interval.ms",
+                link::STATISTICS_INTERVAL.as_millis().to_string(),
+            )
             .set_log_level(RDKafkaLogLevel::Warning);
         c
     }
@@ -246,9 +255,13 @@ impl Kafka {
                 .and_then(|o| o.remove(key))
                 .unwrap_or(serde_json::Value::Null)
         };
+        let link = self.link.snapshot();
         json!({
             "brokers": self.brokers,
             "group": self.group,
+            "reachable": link.reachable,
+            "reachableSince": link.since,
+            "brokerErrors": link.errors,
             "topics": self.patterns.iter().map(Pattern::text).collect::<Vec<_>>(),
             "assignedPartitions": self.assigned.load(Relaxed),
             "assignments": take(&mut counters, "connects"),

@@ -19,7 +19,7 @@
 //! and `engine`) one per query registered, at most `--max-queries` (1,024
 //! by default; a deleted query's series go with it); `engine` the
 //! registry's engines; `source`, `reason` and `status` fixed lists (MQTT's
-//! `reason` too). So a scrape holds 12 series per query plus a few dozen.
+//! `reason` too). So a scrape holds 13 series per query plus a few dozen.
 //! The README's "Metrics" section lists every metric.
 
 mod tally;
@@ -114,6 +114,7 @@ struct QueryRow {
     records_in: u64,
     late: u64,
     skipped: u64,
+    cpu_seconds: f64,
     subscribers: u64,
     lagged: u64,
     missed: u64,
@@ -148,6 +149,7 @@ impl Snapshot {
                     records_in: progress.records_in,
                     late: query.fanout.tally.late(),
                     skipped: progress.skipped,
+                    cpu_seconds: progress.cpu_seconds(),
                     subscribers: query.fanout.subscribers() as u64,
                     lagged,
                     missed,
@@ -239,6 +241,14 @@ impl Snapshot {
             "Records or windows skipped for want of a finite result (onError: skip).",
             per_query(|q| q.skipped),
         )?;
+        counter(
+            enc,
+            "mfstream_query_cpu_seconds",
+            "CPU time spent on the query's in-process work (its task on the compute threads, or \
+             an in-process plugin's thread; not a bridge job's own process), since it started \
+             or resumed.",
+            rows.iter().map(|q| (q.labels(), q.cpu_seconds)),
+        )?;
         gauge(
             enc,
             "mfstream_query_subscribers",
@@ -324,6 +334,15 @@ impl Snapshot {
             "Events the engine's queries gave: for a bridge engine, the results read from its \
              jobs.",
             per_engine(|t| t.progress.records_out),
+        )?;
+        counter(
+            enc,
+            "mfstream_engine_cpu_seconds",
+            "CPU time spent on the engine's queries' in-process work (as \
+             mfstream_query_cpu_seconds_total), ended queries included.",
+            self.engines
+                .iter()
+                .map(|(name, t)| ([("engine", name.as_str())], t.progress.cpu_seconds())),
         )
     }
 
@@ -563,12 +582,15 @@ fn one(value: u64) -> [([(&'static str, &'static str); 0], u64); 1] {
 }
 
 /// A counter family: `name` gets its `_total` from the encoder.
-fn counter<L: EncodeLabelSet>(
+fn counter<L: EncodeLabelSet, N>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
-    series: impl IntoIterator<Item = (L, u64)>,
-) -> fmt::Result {
+    series: impl IntoIterator<Item = (L, N)>,
+) -> fmt::Result
+where
+    ConstCounter<N>: EncodeMetric,
+{
     let mut family = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
     for (labels, value) in series {
         ConstCounter::new(value).encode(family.encode_family(&labels)?)?;

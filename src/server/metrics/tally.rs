@@ -161,6 +161,7 @@ fn add(to: &mut ProgressSnapshot, more: ProgressSnapshot) {
     to.records_out = to.records_out.saturating_add(more.records_out);
     to.restarts = to.restarts.saturating_add(more.restarts);
     to.skipped = to.skipped.saturating_add(more.skipped);
+    to.cpu_nanos = to.cpu_nanos.saturating_add(more.cpu_nanos);
 }
 
 impl Running {

@@ -21,7 +21,11 @@
 //! still has a name and its directory is still the one opened (a state
 //! directory deleted or replaced under the server fails the writes: no
 //! write to an unlinked file is acknowledged), updates the index and
-//! answers every caller. The bytes queued are bounded (`queue_bytes`):
+//! answers every caller. A group whose look after it fails is cut off
+//! again (synced) before anyone is answered: a write answered with an
+//! error is never read back. A directory that cannot be looked at for want
+//! of permission fails the writes meanwhile, each looked at before it is
+//! written ([`StoreErrorKind::Unreachable`]), not for good. The bytes queued are bounded (`queue_bytes`):
 //! callers wait their turn rather than memory growing.
 //!
 //! # Durability
@@ -232,6 +236,10 @@ struct Inner {
     /// be undone, the directory is gone): shared with the [`Journal`], so
     /// that a caller learns it without a round trip.
     broken: Arc<OnceLock<StoreErrorKind>>,
+    /// Whether the directory could not be looked at for want of permission
+    /// at the last look: said once in the log when it starts, once when it
+    /// ends.
+    unreachable: bool,
     /// What `GET /metrics` reads ([`Journal::stats`]).
     tally: stats::Tally,
 }
@@ -417,6 +425,7 @@ impl Journal {
             properties: HashMap::new(),
             queries: HashMap::new(),
             broken: Arc::new(OnceLock::new()),
+            unreachable: false,
             tally: stats::Tally::default(),
         };
         let broken = inner.broken.clone();

@@ -11,11 +11,26 @@ impl Inner {
     /// Appends a group's records to the newest segment (starting a new one
     /// first when it is full) with one write, syncs it with `Power`, and
     /// checks that the segment is still in the directory opened; returns
-    /// where the group starts. A write that fails is cut off again; if
-    /// even that fails, or the directory is gone, the journal takes no
-    /// more.
+    /// where the group starts.
+    ///
+    /// Every caller of the group gets an error or none does, and a group
+    /// answered with an error is never read back: a check that fails after
+    /// the write cuts the group off again, and syncs the cut, before anyone
+    /// is answered (the descriptor still takes writes when the directory's
+    /// permissions no longer let it be looked at: without the cut, a write
+    /// answered 503 would be replayed after a restart). Once a look failed
+    /// so, the directory is looked at before each write too, and nothing is
+    /// written until it can be looked at again. A write that fails is cut
+    /// off too; if a cut fails, or the directory is gone, the journal takes
+    /// no more.
     pub(super) fn write_group(&mut self, records: &[u8]) -> Result<u64, StoreErrorKind> {
         self.check()?;
+        // The look before the write only while the last one failed: the
+        // look after it is what keeps an error's write out of the log, and
+        // one look per group is what the hot path pays.
+        if self.unreachable {
+            self.check_owned()?;
+        }
         if self.active.len >= self.active.roll_at
             && let Err(e) = self.roll()
         {
@@ -44,21 +59,77 @@ impl Inner {
             self.set_broken(why.clone());
             return Err(why);
         }
-        self.check_owned()?;
+        if let Err(why) = self.check_owned() {
+            self.cut_off(loc.offset);
+            return Err(why);
+        }
         Ok(loc.offset)
     }
 
-    /// Fails (for good) when the segment written has no name left or the
-    /// journal's directory was replaced: what was just written would not be
-    /// found at the next start, so it must not be acknowledged.
+    /// Cuts the newest segment back to `offset` (what a group answered with
+    /// an error had written from there), synced, so that no restart reads
+    /// it back; the journal takes no more if the cut fails.
+    fn cut_off(&mut self, offset: u64) {
+        let path = segment::path(&self.dir, self.active.number);
+        let file = &self.active.file;
+        match file.set_len(offset).and_then(|()| file.sync()) {
+            Ok(()) => {
+                tracing::warn!(
+                    "journal segment {}: {} bytes from byte {offset} cut off again: their writes \
+                     were answered with an error",
+                    path.display(),
+                    self.active.len - offset
+                );
+                self.active.len = offset;
+                self.active.flushed = self.active.flushed.min(offset);
+                if let Some(segment) = self.segments.get_mut(&self.active.number) {
+                    segment.len = offset;
+                }
+            }
+            Err(e) => {
+                let why = io("cut an unacknowledged write off", &path, e);
+                tracing::error!(
+                    "{why}: records answered with an error may be read back at the next start; \
+                     the journal takes no more writes"
+                );
+                self.set_broken(why);
+            }
+        }
+    }
+
+    /// Fails when the segment written has no name left or the journal's
+    /// directory was replaced (for good: what was just written would not
+    /// be found at the next start, so it must not be acknowledged), or
+    /// when the directory cannot be looked at for want of permission (not
+    /// for good: [`StoreErrorKind::Unreachable`] until it can be, and is
+    /// the directory opened).
     pub(super) fn check_owned(&mut self) -> Result<(), StoreErrorKind> {
         let path = segment::path(&self.dir, self.active.number);
         let why = match (self.active.file.unlinked(), self.vfs.id(&self.dir)) {
-            (Ok(false), Ok(id)) if id == self.dir_id => return Ok(()),
+            (Ok(false), Ok(id)) if id == self.dir_id => {
+                if std::mem::take(&mut self.unreachable) {
+                    tracing::warn!(
+                        "the journal directory {} can be reached again and is the one opened: \
+                         writes resume",
+                        self.dir.display()
+                    );
+                }
+                return Ok(());
+            }
             (Ok(true), _) => StoreErrorKind::SegmentDeleted { segment: path },
             (Ok(false), Ok(_)) => StoreErrorKind::JournalReplaced {
                 journal: self.dir.clone(),
             },
+            (Ok(false), Err(e)) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+                let why = StoreErrorKind::Unreachable {
+                    path: self.dir.clone(),
+                    message: e.to_string(),
+                };
+                if !std::mem::replace(&mut self.unreachable, true) {
+                    tracing::error!("the state directory's permissions changed: {why}");
+                }
+                return Err(why);
+            }
             (_, Err(e)) | (Err(e), _) => StoreErrorKind::JournalGone {
                 journal: self.dir.clone(),
                 message: e.to_string(),
