@@ -120,7 +120,9 @@ pub use crate::local::{LOCAL, LocalEngine};
 pub use crate::on_error::OnError;
 pub use crate::position::PositionQuery;
 pub use crate::registry::{ListedEngine, Registry, RegistryError};
-pub use crate::server::{KafkaIngest, MqttIngest, ServeError, ServeOptions, Server};
+pub use crate::server::{
+    DEFAULT_MAX_DATETIME_AHEAD, KafkaIngest, MqttIngest, ServeError, ServeOptions, Server,
+};
 pub use crate::spec::{QueryKind, QuerySpec, Registration, RegistrationError};
 pub use crate::spec_error::{SpecError, SpecErrorKind};
 pub use crate::vocab::{

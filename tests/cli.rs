@@ -37,6 +37,35 @@ fn run_on_the_local_engine_writes_one_json_event_per_instant() {
     );
 }
 
+/// `serve` bounds how far ahead of its clock an ingested datetime may be;
+/// `run` reads files of any time (old logs, synthetic data), 9999 included.
+#[test]
+fn run_takes_instants_stamped_far_in_the_future() {
+    let dir = TempDir::new("cli-run-future");
+    let mut child = mfstream_command(dir.path())
+        .args(["run", "--op", "mul", "--arg", "2"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(
+            b"{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":1}\n\
+              {\"datetime\":\"9999-12-31T00:00:00Z\",\"value\":2}\n",
+        )
+        .unwrap();
+    let output = child.wait_with_output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(
+        out.contains(r#"{"datetime":"9999-12-31T00:00:00Z","value":4"#),
+        "{out}"
+    );
+}
+
 #[test]
 fn run_takes_a_part4_registration_body() {
     let dir = TempDir::new("cli-query");

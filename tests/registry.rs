@@ -158,6 +158,9 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
             let (registry, started) = (registry.clone(), &started);
             seen.push(scope.spawn(move || {
                 started.wait();
+                // A spin, not `eventually`: a reader must read as often as
+                // it can to catch a mix. Bounded all the same.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
                 loop {
                     let names: Vec<String> =
                         registry.engines().into_iter().map(|i| i.name).collect();
@@ -166,6 +169,10 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
                         return;
                     }
                     assert_eq!(names, before, "a snapshot is old or new, never a mix");
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the reload's snapshot not seen within 20 s; still {names:?}"
+                    );
                 }
             }));
         }

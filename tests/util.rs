@@ -63,6 +63,40 @@ pub fn sh_options(script: &str) -> BridgeOptions {
     options
 }
 
+/// Probes until `done` holds of what `probe` gives, and returns that: how
+/// a test waits for a state nothing tells it of (a counter, a status, a
+/// process gone). Bounded: past `within` (a probe that does not answer
+/// counts in it) it panics, naming `what` it waited for and showing the
+/// last value seen, so a regression fails the test instead of hanging it.
+/// Between probes it pauses 1 ms, doubling up to 50 ms.
+pub async fn eventually<T: std::fmt::Debug>(
+    what: &str,
+    within: Duration,
+    mut probe: impl AsyncFnMut() -> T,
+    done: impl Fn(&T) -> bool,
+) -> T {
+    let deadline = tokio::time::Instant::now() + within;
+    let mut pause = Duration::from_millis(1);
+    let mut last = None;
+    let shown = |last: &Option<T>| last.as_ref().map_or("nothing".into(), |v| format!("{v:?}"));
+    loop {
+        match tokio::time::timeout_at(deadline, probe()).await {
+            Ok(seen) if done(&seen) => return seen,
+            Ok(seen) => last = Some(seen),
+            Err(_) => panic!(
+                "{what}: not within {within:?} (the last probe did not answer); last seen: {}",
+                shown(&last)
+            ),
+        }
+        let now = tokio::time::Instant::now();
+        if now >= deadline {
+            panic!("{what}: not within {within:?}; last seen: {}", shown(&last));
+        }
+        tokio::time::sleep(pause.min(deadline - now)).await;
+        pause = (pause * 2).min(Duration::from_millis(50));
+    }
+}
+
 /// `n` numeric instants, the i-th at second i with value i + 1.
 pub fn instants(n: usize) -> Vec<Instant> {
     (0..n)
@@ -470,4 +504,27 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
         rem % 60,
         ms.rem_euclid(1000)
     )
+}
+
+/// A wait that times out says what it waited for and the last value seen.
+#[tokio::test]
+#[should_panic(expected = "the counter at 3: not within 50ms; last seen: 2")]
+async fn eventually_names_what_it_waited_for_and_the_last_value_seen() {
+    let mut counter = 0;
+    let probe = async || {
+        counter = (counter + 1).min(2);
+        counter
+    };
+    eventually("the counter at 3", Duration::from_millis(50), probe, |n| {
+        *n == 3
+    })
+    .await;
+}
+
+/// A probe that does not answer counts in the wait.
+#[tokio::test]
+#[should_panic(expected = "an answer: not within 50ms (the last probe did not answer)")]
+async fn eventually_bounds_a_probe_that_never_answers() {
+    let probe = async || std::future::pending::<()>().await;
+    eventually("an answer", Duration::from_millis(50), probe, |()| true).await;
 }

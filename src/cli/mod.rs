@@ -448,6 +448,14 @@ pub struct ServeArgs {
     /// later chunks are then owed to the queries and wait for room).
     #[arg(long, value_name = "MS", default_value_t = 5000)]
     pub ingest_wait_ms: u64,
+    /// How far ahead of the server's clock an ingested datetime may be:
+    /// a later one is refused (400 naming the instant; over MQTT and Kafka a
+    /// badDatetime message), so that one instant stamped far in the future
+    /// (9999-12-31) cannot close every window up to it or, over MQTT and
+    /// Kafka, make every later instant of its property a duplicate.
+    /// `mfstream run` has no such bound.
+    #[arg(long, value_name = "MS", default_value_t = mfstream::DEFAULT_MAX_DATETIME_AHEAD.as_millis() as u64)]
+    pub max_datetime_ahead_ms: u64,
     /// How often an idle SSE stream gets a keep-alive comment.
     #[arg(long, value_name = "MS", default_value_t = 15000)]
     pub keep_alive_ms: u64,

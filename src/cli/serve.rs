@@ -40,6 +40,7 @@ pub fn serve(args: ServeArgs) -> Result<Outcome> {
         max_inflight_bytes: args.max_inflight_bytes,
         shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
         ingest_wait: Duration::from_millis(args.ingest_wait_ms),
+        max_datetime_ahead: Duration::from_millis(args.max_datetime_ahead_ms),
         keep_alive: Duration::from_millis(args.keep_alive_ms),
         state: args.state,
         durability: args.durability.into(),

@@ -156,22 +156,45 @@ impl Crs {
 /// Time is microseconds since the epoch everywhere in geo.
 pub(crate) type Micros = i64;
 
+/// A coordinate as a message quotes it: briefly, in the shortest form that
+/// reads back to it, as `vocab::number` writes numbers (`200`, `0.5`,
+/// `1e+308`), not the 309 digits `{}` writes for 1e308. (Std only: this
+/// module is also compiled alone, into benches/geo.rs.)
+fn brief(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e21 {
+        // Exact: every integral f64 below 1e21 is an i128.
+        (v as i128).to_string()
+    } else {
+        // Debug is the shortest round trip, in exponent form when large.
+        let text = format!("{v:?}");
+        match text.split_once('e') {
+            Some((mantissa, exp)) if !exp.starts_with('-') => format!("{mantissa}e+{exp}"),
+            _ => text,
+        }
+    }
+}
+
 /// A bad position, reference system or geometry. Each message names the
 /// field and quotes the input.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub(crate) enum GeoError {
     /// A coordinate is NaN or infinite.
-    #[error("coordinates: {0} is not a finite number; send two finite numbers [x, y]")]
+    #[error(
+        "coordinates: {} is not a finite number; send two finite numbers [x, y]",
+        brief(*.0)
+    )]
     NotFinite(f64),
     /// A geodetic longitude outside [-180, 180].
     #[error(
-        "coordinates: longitude {0} is outside [-180, 180]; send [longitude, latitude] in degrees, or name a projected \"crs\""
+        "coordinates: longitude {} is outside [-180, 180]; send [longitude, latitude] in degrees, or name a projected \"crs\"",
+        brief(*.0)
     )]
     Longitude(f64),
     /// A geodetic latitude outside [-90, 90].
     #[error(
-        "coordinates: latitude {0} is outside [-90, 90]; send [longitude, latitude] in degrees, longitude first"
+        "coordinates: latitude {} is outside [-90, 90]; send [longitude, latitude] in degrees, longitude first",
+        brief(*.0)
     )]
     Latitude(f64),
     /// An unknown reference system.
@@ -199,7 +222,8 @@ pub(crate) enum GeoError {
     },
     /// A pole, which has no Web Mercator northing.
     #[error(
-        "coordinates: latitude {0} has no Web Mercator (EPSG:3857) northing; poles cannot be reprojected"
+        "coordinates: latitude {} has no Web Mercator (EPSG:3857) northing; poles cannot be reprojected",
+        brief(*.0)
     )]
     Pole(f64),
     /// A GeoJSON geometry that is not well formed; `path` names the member.

@@ -8,11 +8,12 @@
 //! instants every query did receive.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::StatusCode;
 use tokio::time::Instant as Clock;
 
+use crate::datetime::Timestamp;
 use crate::engine::{SourceError, SourcePermit};
 use crate::store::{PropertyPath, Store, StoreErrorKind};
 use crate::vocab::{Instant, PropertyType, Value};
@@ -29,19 +30,69 @@ const CHUNK: usize = 256;
 /// accepted (nanoseconds and an offset) is 35.
 pub(crate) const MAX_DATETIME: usize = 64;
 
+/// How far ahead of the server's clock an ingested datetime may be unless
+/// `--max-datetime-ahead-ms` says otherwise: a day, more than any clock
+/// skew or time-zone slip, far less than the year 9999 a broken device
+/// stamps.
+pub const DEFAULT_MAX_DATETIME_AHEAD: Duration = Duration::from_secs(86_400);
+
+/// The latest datetime an ingest takes: the server's clock, read once per
+/// body (or batch of messages), plus `--max-datetime-ahead-ms`.
+///
+/// One instant stamped far in the future would otherwise move its
+/// property's duplicate mark (MQTT, Kafka: [`super::mqtt`]) so far that
+/// every later instant were dropped as a duplicate, and close every time
+/// window up to it. Only the server bounds it: `mfstream run` reads files
+/// of any time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Horizon {
+    /// Microseconds since the epoch.
+    latest: i64,
+    ahead: Duration,
+}
+
+impl Horizon {
+    /// The horizon `ahead` of the clock now.
+    pub(crate) fn from_now(ahead: Duration) -> Horizon {
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let latest = i64::try_from(now.saturating_add(ahead).as_micros()).unwrap_or(i64::MAX);
+        Horizon { latest, ahead }
+    }
+
+    /// Why instant `n`, at `datetime` (`at` parsed), is past the horizon,
+    /// if it is.
+    pub(crate) fn check(&self, n: usize, datetime: &str, at: Timestamp) -> Result<(), String> {
+        if at.micros() <= self.latest {
+            return Ok(());
+        }
+        Err(format!(
+            "instant {n}: {datetime:?} is after {}, the server's clock plus \
+             --max-datetime-ahead-ms ({}): stamp instants with a clock in time, or raise \
+             --max-datetime-ahead-ms",
+            crate::datetime::format_micros(self.latest),
+            self.ahead.as_millis()
+        ))
+    }
+}
+
 /// Parses a body: one JSON instant, a JSON array of instants, or JSON lines;
 /// every datetime must be an ISO-8601 datetime (at most [`MAX_DATETIME`]
-/// bytes), so a bad one is refused here, naming the instant, and not later
-/// by every time window of every query on the property.
-pub(crate) fn parse(body: &[u8]) -> Result<Vec<Instant>, Problem> {
+/// bytes) no later than `horizon`, so a bad one is refused here, naming the
+/// instant, and not later by every time window of every query on the
+/// property.
+pub(crate) fn parse(body: &[u8], horizon: &Horizon) -> Result<Vec<Instant>, Problem> {
     let instants = parse_json(body)?;
     for (i, instant) in instants.iter().enumerate() {
-        check_datetime(i + 1, &instant.datetime)?;
+        check_datetime(i + 1, &instant.datetime, horizon)?;
     }
     Ok(instants)
 }
 
-pub(crate) fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
+/// Checks instant `n`'s datetime: ISO-8601, at most [`MAX_DATETIME`]
+/// bytes, no later than `horizon` (400, `datetime`).
+pub(crate) fn check_datetime(n: usize, datetime: &str, horizon: &Horizon) -> Result<(), Problem> {
     if datetime.len() > MAX_DATETIME {
         return Err(Problem::invalid(
             "datetime",
@@ -51,7 +102,7 @@ pub(crate) fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
             ),
         ));
     }
-    if crate::datetime::parse(datetime).is_none() {
+    let Some(at) = crate::datetime::parse(datetime) else {
         return Err(Problem::invalid(
             "datetime",
             format!(
@@ -59,8 +110,10 @@ pub(crate) fn check_datetime(n: usize, datetime: &str) -> Result<(), Problem> {
                  such as 2026-01-01T00:00:00Z"
             ),
         ));
-    }
-    Ok(())
+    };
+    horizon
+        .check(n, datetime, at)
+        .map_err(|why| Problem::invalid("datetime", why))
 }
 
 fn parse_json(body: &[u8]) -> Result<Vec<Instant>, Problem> {
@@ -420,6 +473,41 @@ mod tests {
     use super::*;
 
     const T: &str = "2026-01-01T00:00:00Z";
+
+    /// A body parsed as the server does by default.
+    fn parse(body: &[u8]) -> Result<Vec<Instant>, Problem> {
+        super::parse(body, &Horizon::from_now(DEFAULT_MAX_DATETIME_AHEAD))
+    }
+
+    #[test]
+    fn a_datetime_past_the_horizon_is_refused_naming_the_instant_and_the_option() {
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+        let at = |ahead: Duration| {
+            let micros = i64::try_from((now + ahead).as_micros()).unwrap();
+            crate::datetime::format_micros(micros)
+        };
+        let hour = Duration::from_secs(3600);
+        let body = format!(
+            "{{\"datetime\":\"{}\",\"value\":1}}\n{{\"datetime\":\"9999-12-31T00:00:00Z\",\"value\":2}}",
+            at(hour)
+        );
+        let err = parse(body.as_bytes()).unwrap_err();
+        assert_eq!(err.field(), Some("datetime"));
+        let says = err.description();
+        assert!(
+            says.starts_with("datetime: instant 2: \"9999-12-31T00:00:00Z\" is after ")
+                && says.contains("--max-datetime-ahead-ms (86400000)"),
+            "{says}"
+        );
+        // An hour ahead is within a day; not within a minute.
+        let one = format!("{{\"datetime\":\"{}\",\"value\":1}}", at(hour));
+        assert!(parse(one.as_bytes()).is_ok());
+        let minute = Horizon::from_now(Duration::from_secs(60));
+        assert!(super::parse(one.as_bytes(), &minute).is_err());
+        // The past is not bounded.
+        let old = r#"{"datetime":"1970-01-01T00:00:00Z","value":1}"#;
+        assert!(super::parse(old.as_bytes(), &minute).is_ok());
+    }
 
     #[test]
     fn a_body_is_one_instant_an_array_or_json_lines() {

@@ -71,6 +71,7 @@ use utoipa_axum::routes;
 use crate::compute::{Compute, ComputePool, CpuLimit};
 use crate::registry::Registry;
 
+pub use self::ingest::DEFAULT_MAX_DATETIME_AHEAD;
 pub use self::kafka::KafkaIngest;
 pub use self::mqtt::MqttIngest;
 use crate::store::{Durability, Store, StoreError, StoreOptions};
@@ -146,6 +147,13 @@ pub struct ServeOptions {
     pub source_buffer: usize,
     /// How long an ingest waits on a full query buffer before a 503.
     pub ingest_wait: Duration,
+    /// How far ahead of the server's clock an ingested datetime may be
+    /// (`--max-datetime-ahead-ms`; [`DEFAULT_MAX_DATETIME_AHEAD`], a day, by
+    /// default): a later one is refused (400 `datetime` over HTTP, a
+    /// `badDatetime` message over MQTT and Kafka), so that one instant
+    /// stamped in the year 9999 cannot move its property's duplicate mark
+    /// past every later one.
+    pub max_datetime_ahead: Duration,
     /// How often an idle SSE stream gets a keep-alive comment.
     pub keep_alive: Duration,
     /// How long a shutdown waits for queries to end, and then for
@@ -212,6 +220,7 @@ impl Default for ServeOptions {
             max_inflight_bytes: 256 * 1024 * 1024,
             source_buffer: 16,
             ingest_wait: Duration::from_secs(5),
+            max_datetime_ahead: DEFAULT_MAX_DATETIME_AHEAD,
             keep_alive: Duration::from_secs(15),
             shutdown_grace: Duration::from_secs(10),
             state: None,

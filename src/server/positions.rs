@@ -6,9 +6,8 @@ use crate::geo::{self, Crs};
 use crate::position;
 use crate::vocab::{Instant, Point, PropertyType, Value};
 
-use super::ingest;
+use super::ingest::{self, Horizon};
 use super::problem::Problem;
-use super::table::Property;
 use crate::vocab::PropertyPath;
 
 /// The most positions an MF-JSON `MovingPoint` may hold (as many as one
@@ -45,20 +44,21 @@ pub(crate) fn scalars(instants: Vec<Instant>, key: &PropertyPath) -> Result<Vec<
 }
 
 /// Parses and checks a body of positions for a feature in `feature` (its
-/// reference system, once known): every instant a position of two or three
-/// finite numbers, inside the lon/lat ranges for a geodetic one, with an
-/// ISO-8601 datetime, the datetimes increasing. Each error is a 400 naming
-/// the field and the instant; a `MovingPoint` whose `crs` is not the
-/// feature's is a 422. The instants, and the reference system they were
-/// checked in: the feature's, or a `MovingPoint`'s own; `None` when neither
-/// is known (a feature no query has fixed): then only finiteness is
-/// checked, for the positions may be planar, and each query checks them in
-/// its own system as they come.
+/// reference system, once a query has fixed it): every instant a position
+/// of two or three finite numbers, inside the lon/lat ranges for a
+/// geodetic one, with an ISO-8601 datetime, the datetimes increasing. Each
+/// error is a 400 naming the field and the instant; a `MovingPoint` whose
+/// `crs` is not the feature's is a 422. On a feature no query has fixed, a
+/// `MovingPoint` is checked in its own `crs`, which fixes nothing (nothing
+/// of an ingest to a feature no query reads is kept); positions without
+/// one are checked for finiteness only, for they may be planar, and each
+/// query checks them in its own system as they come.
 pub(crate) fn parse(
     body: &[u8],
     feature: Option<Crs>,
-) -> Result<(Vec<Instant>, Option<Crs>), Problem> {
-    let (instants, crs) = match moving_point(body)? {
+    horizon: &Horizon,
+) -> Result<Vec<Instant>, Problem> {
+    let (instants, crs) = match moving_point(body, horizon)? {
         Some((instants, given)) => {
             if let (Some(given), Some(feature)) = (given, feature)
                 && given != feature
@@ -76,23 +76,12 @@ pub(crate) fn parse(
             (instants, given.or(feature))
         }
         None => (
-            ingest::parse(body).map_err(|e| coordinates_fault(body).unwrap_or(e))?,
+            ingest::parse(body, horizon).map_err(|e| coordinates_fault(body).unwrap_or(e))?,
             feature,
         ),
     };
     check(&instants, crs)?;
-    Ok((instants, crs))
-}
-
-/// Fixes the reference system of a feature whose first positions were
-/// checked in `crs` (a `MovingPoint`'s own), as a first registration does:
-/// a later registration in another is 422.
-pub(crate) async fn fix_crs(property: &Property, crs: Crs) {
-    let mut state = property.state.lock().await;
-    if state.property_type.is_none() {
-        state.property_type = Some(position::type_of(crs));
-        state.crs = Some(crs);
-    }
+    Ok(instants)
 }
 
 /// When a body of instants does not parse for its coordinates (not two or
@@ -177,7 +166,7 @@ type MovingPoint = (Vec<Instant>, Option<Crs>);
 /// "datetimes":[…],"interpolation":"Linear"}`, an optional `crs`) as its
 /// instants and the reference system it names; `None` when the body is
 /// not one (it has no `"type":"MovingPoint"`).
-fn moving_point(body: &[u8]) -> Result<Option<MovingPoint>, Problem> {
+fn moving_point(body: &[u8], horizon: &Horizon) -> Result<Option<MovingPoint>, Problem> {
     let trimmed = body.trim_ascii();
     if !trimmed.starts_with(b"{") {
         return Ok(None);
@@ -247,13 +236,14 @@ fn moving_point(body: &[u8]) -> Result<Option<MovingPoint>, Problem> {
         None | Some(serde_json::Value::Null) => None,
         Some(crs) => Some(mf_json_crs(crs)?),
     };
-    Ok(Some((instants_of(&coordinates, &datetimes)?, crs)))
+    Ok(Some((instants_of(&coordinates, &datetimes, horizon)?, crs)))
 }
 
 /// A `MovingPoint`'s positions and datetimes (as many of each) as instants.
 fn instants_of(
     coordinates: &[serde_json::Value],
     datetimes: &[serde_json::Value],
+    horizon: &Horizon,
 ) -> Result<Vec<Instant>, Problem> {
     let mut instants = Vec::with_capacity(coordinates.len());
     for (i, (c, t)) in coordinates.iter().zip(datetimes).enumerate() {
@@ -271,7 +261,7 @@ fn instants_of(
                 format!("position {n}: expected an ISO-8601 string, got {t}"),
             ));
         };
-        ingest::check_datetime(n, datetime)?;
+        ingest::check_datetime(n, datetime, horizon)?;
         instants.push(Instant {
             datetime: datetime.to_owned(),
             value: Value::Point(point),
@@ -314,6 +304,12 @@ fn cut_short(text: &str) -> String {
 mod tests {
     use super::*;
 
+    /// A body parsed as the server does by default.
+    fn parse(body: &[u8], feature: Option<Crs>) -> Result<Vec<Instant>, Problem> {
+        let horizon = Horizon::from_now(ingest::DEFAULT_MAX_DATETIME_AHEAD);
+        super::parse(body, feature, &horizon)
+    }
+
     fn field(body: &str, crs: Option<Crs>) -> String {
         match parse(body.as_bytes(), crs) {
             Ok(_) => panic!("{body} parsed"),
@@ -324,12 +320,12 @@ mod tests {
     #[test]
     fn a_body_of_positions_is_instants_or_a_moving_point() {
         let one = r#"{"datetime":"2026-01-01T00:00:00Z","coordinates":[4.35,50.85]}"#;
-        assert_eq!(parse(one.as_bytes(), None).unwrap().0.len(), 1);
+        assert_eq!(parse(one.as_bytes(), None).unwrap().len(), 1);
         let lines = format!("{one}\n{}", one.replace("00:00Z", "00:01Z"));
-        assert_eq!(parse(lines.as_bytes(), None).unwrap().0.len(), 2);
+        assert_eq!(parse(lines.as_bytes(), None).unwrap().len(), 2);
         let mp = r#"{"type":"MovingPoint","coordinates":[[4.35,50.85],[4.36,50.86,12]],
             "datetimes":["2026-01-01T00:00:00Z","2026-01-01T00:00:10Z"],"interpolation":"Linear"}"#;
-        let (instants, _) = parse(mp.as_bytes(), None).unwrap();
+        let instants = parse(mp.as_bytes(), None).unwrap();
         assert_eq!(instants[1].value.to_string(), "[4.36,50.86,12]");
         assert_eq!(instants[1].datetime, "2026-01-01T00:00:10Z");
     }
@@ -350,10 +346,32 @@ mod tests {
             geodetic,
         );
         assert!(e.contains("latitude 91") && e.contains("instant 2"), "{e}");
-        // A feature no query has fixed may be planar: finite numbers only,
-        // and its system is not fixed by them (a later planar query fits).
-        let (instants, crs) = parse(at("00", "[500000,4000000]").as_bytes(), None).unwrap();
-        assert_eq!((instants.len(), crs), (1, None));
+        // A feature no query has fixed may be planar: finite numbers only.
+        let instants = parse(at("00", "[500000,4000000]").as_bytes(), None).unwrap();
+        assert_eq!(instants.len(), 1);
+        // A MovingPoint on it is checked in its own crs.
+        let e = field(
+            r#"{"type":"MovingPoint","coordinates":[[200,0]],"datetimes":["2026-01-01T00:00:00Z"],"crs":"EPSG:4326"}"#,
+            None,
+        );
+        assert!(e.contains("longitude 200"), "{e}");
+        // A longitude of 1e308 is quoted briefly.
+        let e = field(&at("00", "[1e308,0]"), geodetic);
+        assert!(
+            e.contains("longitude 1e+308 is outside") && e.len() < 300,
+            "{e}"
+        );
+        // A datetime past the horizon, in a MovingPoint too.
+        let e = field(
+            r#"{"type":"MovingPoint","coordinates":[[1,2],[1,3]],"datetimes":["2026-01-01T00:00:00Z","9999-12-31T00:00:00Z"]}"#,
+            None,
+        );
+        assert!(
+            e.contains("datetime")
+                && e.contains("instant 2")
+                && e.contains("--max-datetime-ahead-ms"),
+            "{e}"
+        );
         let e = field(&at("00", "[1e308,1e309]"), None);
         assert!(e.contains("out of range") || e.contains("finite"), "{e}");
         // Planar: any finite coordinates.

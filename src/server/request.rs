@@ -262,14 +262,27 @@ impl<S: Send + Sync> FromRequestParts<S> for QueryAt {
 }
 
 fn check_id(name: &str, id: &str) -> Result<(), Problem> {
+    match id_fault(id) {
+        Some(why) => Err(Problem::invalid("path", format!("the {name} id {why}"))),
+        None => Ok(()),
+    }
+}
+
+/// Why `id` cannot be an id of a path (a collection's, a feature's, a
+/// property's, a query's), if it cannot: over [`MAX_ID`] bytes, or `.` or
+/// `..`. Those two are dot-segments, which every client removes from a
+/// link before requesting it (RFC 3986, section 5.2.4; `%2E` is `.` there
+/// too, section 6.2.2.2), so no `href`, `links` or `Location` could name
+/// them: encoding cannot help.
+pub(crate) fn id_fault(id: &str) -> Option<String> {
     if id.len() > MAX_ID {
-        return Err(Problem::invalid(
-            "path",
-            format!(
-                "the {name} id is {} bytes; ids are at most {MAX_ID}",
-                id.len()
-            ),
+        return Some(format!("is {} bytes; ids are at most {MAX_ID}", id.len()));
+    }
+    if id == "." || id == ".." {
+        return Some(format!(
+            "is {id:?}, a dot-segment that clients remove from every link (%2E too): \
+             choose another id"
         ));
     }
-    Ok(())
+    None
 }

@@ -24,7 +24,7 @@ use super::api::{
 };
 use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
-use super::ingest;
+use super::ingest::{self, Horizon};
 use super::metrics::IngestSource;
 use super::positions;
 use super::problem::Problem;
@@ -618,19 +618,16 @@ async fn take_ingest(
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
+    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
     let instants = match app.table.property(&key) {
-        _ if !key.is_sequence() => positions::scalars(ingest::parse(&body)?, &key)?,
+        _ if !key.is_sequence() => positions::scalars(ingest::parse(&body, &horizon)?, &key)?,
         Some(property) => {
             let state = property.state.lock().await;
             let known = positions::feature_crs(state.property_type, state.crs);
             drop(state);
-            let (instants, crs) = positions::parse(&body, known)?;
-            if let (None, Some(crs)) = (known, crs) {
-                positions::fix_crs(&property, crs).await;
-            }
-            instants
+            positions::parse(&body, known, &horizon)?
         }
-        None => positions::parse(&body, None)?.0,
+        None => positions::parse(&body, None, &horizon)?,
     };
     drop(body);
     ingest::take(app, &key, instants, held).await

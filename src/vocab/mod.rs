@@ -560,8 +560,14 @@ pub(crate) fn write_number(v: f64, out: &mut Vec<u8>) {
     }
 }
 
-/// A number as [`write_number`] writes it, for messages.
+/// A number as [`write_number`] writes it, for messages: briefly, so that
+/// an error quoting a client's `1e308` says `1e+308`, not 309 digits (as
+/// `{}` of an `f64` would). Not finite: `NaN`, `inf`, `-inf`. Every error
+/// that quotes a number goes through here.
 pub(crate) fn number(v: f64) -> String {
+    if !v.is_finite() {
+        return format!("{v}");
+    }
     let mut out = Vec::with_capacity(24);
     write_number(v, &mut out);
     String::from_utf8_lossy(&out).into_owned()
@@ -661,6 +667,9 @@ mod tests {
             assert_eq!(serde_json::from_str::<f64>(want).unwrap(), v, "round trip");
         }
         assert_eq!(number(-0.0), "0");
+        // Not JSON, so not `null` in a message.
+        assert_eq!(number(f64::NAN), "NaN");
+        assert_eq!(number(f64::NEG_INFINITY), "-inf");
         assert_eq!(serde_json::to_string(&Value::Number(-0.0)).unwrap(), "0");
         assert_eq!(Value::Number(-0.0).to_string(), "0");
     }

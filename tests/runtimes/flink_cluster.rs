@@ -9,7 +9,6 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
-use std::time::Instant as Clock;
 
 use mfstream::RestartPolicy;
 
@@ -75,22 +74,15 @@ pub(super) fn job_state(rest: &str, jid: &str) -> Option<String> {
         .map(|j| j["state"].as_str().unwrap().to_owned())
 }
 
-/// Polls `what` until it holds, for at most `secs`.
-pub(super) fn eventually(secs: u64, what: &str, mut holds: impl FnMut() -> bool) {
-    let deadline = Clock::now() + Duration::from_secs(secs);
-    while !holds() {
-        assert!(Clock::now() < deadline, "not within {secs} s: {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 /// No job of the cluster is running or waiting (its overview is current).
-fn assert_no_live_job(rest: &str) {
-    let mut live = Vec::new();
-    eventually(30, "no job left running on the cluster", || {
-        live = live_jobs(rest);
-        live.is_empty()
-    });
+async fn assert_no_live_job(rest: &str) {
+    eventually(
+        "no job left running on the cluster",
+        Duration::from_secs(30),
+        async || live_jobs(rest),
+        Vec::is_empty,
+    )
+    .await;
 }
 
 /// `jobs/flink/cluster.sh VERB` for the cluster at `rest`, with `client` as
@@ -129,7 +121,7 @@ async fn flink_cluster_gives_the_local_engines_results_for_every_operation() {
     let _turn = CLUSTER.lock().await;
     check_every_operation("flink-cluster", &argv, Framing::Value).await;
     check_cli_matches_local("flink-cluster", VAR, &std::env::var(VAR).unwrap(), 1);
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -148,7 +140,7 @@ async fn a_domain_error_on_flink_cluster_is_skipped_or_fails_with_the_jobs_messa
         .chain(argv)
         .collect();
     check_domain_error("flink-cluster", &v1, "mfstream-flink-client", 1).await;
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -157,7 +149,7 @@ async fn a_flink_cluster_query_stopped_midway_leaves_no_job_on_the_cluster() {
     let (argv, rest) = cluster();
     let _turn = CLUSTER.lock().await;
     check_stop_midway("flink-cluster", &argv).await;
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -202,7 +194,7 @@ async fn sigterm_to_the_flink_cluster_client_cancels_its_job() {
         .and_then(|s| s.split_whitespace().next())
         .unwrap_or_else(|| panic!("no cancelled job in: {stderr}"));
     assert_eq!(job_state(&rest, jid).as_deref(), Some("CANCELED"));
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
     drop(stdin);
 }
 
@@ -259,7 +251,7 @@ async fn more_flink_cluster_queries_than_slots_wait_for_one_or_fail_saying_so() 
         drop(sender);
         assert_eq!(collect(handle).await.1, QueryStatus::Completed);
     }
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -290,7 +282,7 @@ async fn sigkill_of_mfstream_leaves_no_job_running_on_the_flink_cluster() {
     assert_eq!(live_jobs(&rest).len(), 1, "the job runs on the cluster");
     mfstream.kill().unwrap();
     mfstream.wait().unwrap();
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
     drop(stdin);
 }
 
@@ -337,9 +329,16 @@ async fn a_taskmanager_killed_mid_query_fails_it_or_with_restarts_loses_no_recor
         .unwrap();
     sender.send_batch(input[..1000].to_vec()).await.unwrap();
     let mut events = Vec::new();
-    while events.len() < 1000 {
-        events.extend(handle.next_batch().await.expect("answers before the kill"));
-    }
+    eventually(
+        "the first 1000 answers, before the kill",
+        Duration::from_secs(120),
+        async || {
+            events.extend(handle.next_batch().await.expect("answers before the kill"));
+            events.len()
+        },
+        |n| *n >= 1000,
+    )
+    .await;
     kill_taskmanager();
     let (rest2, client) = (rest.clone(), argv[0].clone());
     let restarter = std::thread::spawn(move || cluster_script("start", &rest2, &client));
@@ -357,5 +356,5 @@ async fn a_taskmanager_killed_mid_query_fails_it_or_with_restarts_loses_no_recor
         };
         assert_eq!(event.value(), &Value::Number(2.0 * x));
     }
-    assert_no_live_job(&rest);
+    assert_no_live_job(&rest).await;
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::Instant as Clock;
 
-use super::flink_cluster::{CLUSTER, cluster, eventually, job_state, rest_get};
+use super::flink_cluster::{CLUSTER, cluster, job_state, rest_get};
 use super::*;
 
 /// A loopback port nothing listens on (bound, then released).
@@ -360,18 +360,26 @@ async fn a_job_that_cannot_connect_back_to_the_client_fails_naming_the_address()
         .as_str()
         .expect("a job id")
         .to_owned();
-    eventually(60, "the job fails", || {
-        job_state(&rest, &jid).as_deref() == Some("FAILED")
-    });
-    let mut trace = String::new();
-    eventually(10, "the job's exception is recorded", || {
-        let exceptions = rest_get(&rest, &format!("/jobs/{jid}/exceptions"));
-        trace = exceptions["exceptionHistory"]["entries"][0]["stacktrace"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        !trace.is_empty()
-    });
+    eventually(
+        "the job fails",
+        Duration::from_secs(60),
+        async || job_state(&rest, &jid),
+        |state| state.as_deref() == Some("FAILED"),
+    )
+    .await;
+    let trace = eventually(
+        "the job's exception is recorded",
+        Duration::from_secs(10),
+        async || {
+            let exceptions = rest_get(&rest, &format!("/jobs/{jid}/exceptions"));
+            exceptions["exceptionHistory"]["entries"][0]["stacktrace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        },
+        |trace| !trace.is_empty(),
+    )
+    .await;
     // The client prints the deepest cause: it names the address, the port,
     // and what to set.
     let cause = trace

@@ -23,18 +23,13 @@ fn rss(pid: u32) -> u64 {
 /// The query at `path` once its status is no longer `running` (its last
 /// records may still be on their way to it when the ingest is answered).
 async fn ended(client: &mut Client, path: &str) -> serde_json::Value {
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    loop {
-        let link = client.get(path).await.json();
-        if link["status"] != "running" {
-            return link;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still running: {link}"
-        );
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        &format!("{path} no longer running"),
+        PATIENCE,
+        async || client.get(path).await.json(),
+        |link| link["status"] != "running",
+    )
+    .await
 }
 
 /// JSON lines of `n` distinct texts of 8 KiB, numbered from `from`, all at
@@ -230,21 +225,27 @@ async fn streams_past_max_streams_are_refused_and_ingest_still_gets_a_connection
     // A stream that ends gives its slot back (the server sees it gone when
     // it next writes to it).
     drop(open.pop());
-    let deadline = tokio::time::Instant::now() + PATIENCE;
     let mut next = 2;
-    let _again = loop {
-        match subscribe(server.addr, &stream, &[]).await {
-            Ok(sse) => break sse,
-            Err(response) => assert_eq!(response.status, 503, "{response:?}"),
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the slot never came back"
-        );
-        let response = client.post(&format!("{P}/ingest"), &lines(next, 1)).await;
-        assert_eq!(response.status, 202, "{response:?}");
-        next += 1;
-    };
+    let mut again = None;
+    eventually(
+        "the stream's slot given back",
+        PATIENCE,
+        async || match subscribe(server.addr, &stream, &[]).await {
+            Ok(sse) => {
+                again = Some(sse);
+                true
+            }
+            Err(response) => {
+                assert_eq!(response.status, 503, "{response:?}");
+                let response = client.post(&format!("{P}/ingest"), &lines(next, 1)).await;
+                assert_eq!(response.status, 202, "{response:?}");
+                next += 1;
+                false
+            }
+        },
+        |subscribed| *subscribed,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -404,20 +405,22 @@ async fn queries_each_within_budget_cannot_together_pass_max_total_query_state()
         assert_eq!(response.status, 202, "{response:?}");
     }
     // Until one has failed (their last records may still be on their way).
-    let deadline = tokio::time::Instant::now() + PATIENCE;
-    let reasons = loop {
-        let mut reasons = Vec::new();
-        for query in &distinct {
-            let link = client.get(query).await.json();
-            if link["status"] == "failed" {
-                reasons.push(link["reason"].to_string());
+    let reasons = eventually(
+        "one of the queries failed",
+        PATIENCE,
+        async || {
+            let mut reasons = Vec::new();
+            for query in &distinct {
+                let link = client.get(query).await.json();
+                if link["status"] == "failed" {
+                    reasons.push(link["reason"].to_string());
+                }
             }
-        }
-        if !reasons.is_empty() {
-            break reasons;
-        }
-        assert!(tokio::time::Instant::now() < deadline, "none failed");
-    };
+            reasons
+        },
+        |reasons| !reasons.is_empty(),
+    )
+    .await;
     assert!(
         reasons
             .iter()

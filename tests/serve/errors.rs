@@ -454,3 +454,177 @@ async fn engines_conformance_and_landing_describe_the_server() {
             .starts_with("text/html")
     );
 }
+
+/// Ids `.` and `..` (sent as `%2E`, `%2E%2E`, or as they are) are refused on
+/// every route, naming the id: a client removes such dot-segments from a
+/// link before requesting it, so no `href`, `links` or `Location` could
+/// name them (before, the 201's links led to a 404).
+#[tokio::test]
+async fn dot_segment_ids_are_refused_on_every_route_naming_the_id() {
+    let server = Serve::start("serve-dot-ids", &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let qid = query.rsplit('/').next().unwrap().to_owned();
+    let body = r#"{"operation":"abs"}"#;
+    for dots in ["%2E", "%2e%2E", ".", ".."] {
+        let (c, f, p, q) = ("ships", "s1", "speed", qid.as_str());
+        let property =
+            |c: &str, f: &str, p: &str| format!("/collections/{c}/items/{f}/tproperties/{p}");
+        let positions = |c: &str, f: &str| format!("/collections/{c}/items/{f}/tgsequence");
+        let paths = [
+            (
+                "collection",
+                "POST",
+                format!("{}/queries", property(dots, f, p)),
+            ),
+            (
+                "feature",
+                "POST",
+                format!("{}/queries", property(c, dots, p)),
+            ),
+            (
+                "property",
+                "POST",
+                format!("{}/queries", property(c, f, dots)),
+            ),
+            (
+                "property",
+                "POST",
+                format!("{}/ingest", property(c, f, dots)),
+            ),
+            (
+                "property",
+                "GET",
+                format!("{}/queries", property(c, f, dots)),
+            ),
+            (
+                "query",
+                "GET",
+                format!("{}/queries/{dots}", property(c, f, p)),
+            ),
+            (
+                "query",
+                "DELETE",
+                format!("{}/queries/{dots}", property(c, f, p)),
+            ),
+            (
+                "query",
+                "GET",
+                format!("{}/queries/{dots}/stream", property(c, f, p)),
+            ),
+            (
+                "collection",
+                "GET",
+                format!("{}/queries/{q}", property(dots, f, p)),
+            ),
+            (
+                "collection",
+                "POST",
+                format!("{}/queries", positions(dots, f)),
+            ),
+            ("feature", "POST", format!("{}/ingest", positions(c, dots))),
+            (
+                "query",
+                "GET",
+                format!("{}/queries/{dots}", positions(c, f)),
+            ),
+        ];
+        for (id, method, path) in paths {
+            let sent = if method == "POST" { body } else { "" };
+            let response = client.request(method, &path, &[], sent.as_bytes()).await;
+            let what = format!("{method} {path}");
+            assert_eq!(response.status, 400, "{what}: {response:?}");
+            let json = response.json();
+            assert_eq!(json["field"], "path", "{what}: {json}");
+            let description = json["description"].as_str().unwrap();
+            assert!(
+                description.starts_with(&format!("path: the {id} id is \"."))
+                    && description.contains("dot-segment"),
+                "{what}: {description}"
+            );
+        }
+    }
+    // Nothing was registered on the way: the one query is all there is.
+    let listed = client.get(&format!("{P}/queries")).await.json();
+    assert_eq!(listed["numberReturned"], 1, "{listed}");
+    // An id with dots that is not a dot-segment is an id like any other.
+    register(
+        &mut client,
+        "/collections/a.b/items/.s1/tproperties/speed..",
+        body,
+    )
+    .await;
+}
+
+/// An instant stamped further ahead of the server's clock than
+/// `--max-datetime-ahead-ms` (a day by default) is refused, naming the
+/// instant and the option, on both ingest routes, and nothing of its body
+/// reaches a query; an hour ahead is taken. The option moves the bound.
+#[tokio::test]
+async fn an_instant_past_the_servers_horizon_is_refused_naming_the_option() {
+    let server = Serve::start("serve-horizon", &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
+    let positions = "/collections/ships/items/s1/tgsequence";
+    let echo = register(&mut client, positions, r#"{"operation":"position"}"#).await;
+    let soon = rfc3339(std::time::SystemTime::now() + std::time::Duration::from_secs(3600));
+    let far = "9999-12-31T00:00:00Z";
+    let instant = |at: &str| format!(r#"{{"datetime":"{at}","value":1}}"#);
+    let position = |at: &str| format!(r#"{{"datetime":"{at}","coordinates":[1,2]}}"#);
+    for (path, body) in [
+        (
+            P.to_owned(),
+            format!("{}\n{}", instant(&soon), instant(far)),
+        ),
+        (
+            format!("{positions}/ingest"),
+            format!("{}\n{}", position(&soon), position(far)),
+        ),
+        (
+            format!("{positions}/ingest"),
+            format!(
+                r#"{{"type":"MovingPoint","coordinates":[[1,2],[1,3]],"datetimes":["{soon}","{far}"]}}"#
+            ),
+        ),
+    ] {
+        let path = if path.ends_with("/ingest") {
+            path
+        } else {
+            format!("{path}/ingest")
+        };
+        let response = client.post(&path, &body).await;
+        assert_eq!(response.status, 400, "{path}: {response:?}");
+        let json = response.json();
+        assert_eq!(json["field"], "datetime", "{json}");
+        let description = json["description"].as_str().unwrap();
+        assert!(
+            description.starts_with(&format!("datetime: instant 2: \"{far}\" is after "))
+                && description.contains("--max-datetime-ahead-ms (86400000)"),
+            "{description}"
+        );
+    }
+    assert_eq!(client.get(&query).await.json()["events"], 0);
+    assert_eq!(client.get(&echo).await.json()["events"], 0);
+    // An hour ahead is taken.
+    let response = client.post(&format!("{P}/ingest"), &instant(&soon)).await;
+    assert_eq!(response.status, 202, "{response:?}");
+
+    // The option moves the bound: a minute refuses the hour.
+    let strict = Serve::start(
+        "serve-horizon-minute",
+        &["--max-datetime-ahead-ms", "60000"],
+        &[],
+    );
+    let response = strict
+        .client()
+        .post(&format!("{P}/ingest"), &instant(&soon))
+        .await;
+    assert_eq!(response.status, 400, "{response:?}");
+    assert!(
+        response.json()["description"]
+            .as_str()
+            .unwrap()
+            .contains("--max-datetime-ahead-ms (60000)"),
+        "{response:?}"
+    );
+}

@@ -175,14 +175,13 @@ async fn sigterm_with_a_half_sent_request_and_a_stalled_subscriber_exits_within_
             .await;
         assert_eq!(response.status, 202, "{response:?}");
     }
-    let results = async {
-        while client.get(&busy).await.json()["events"] != total {
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, results)
-        .await
-        .expect("every result");
+    eventually(
+        "every result",
+        PATIENCE,
+        async || client.get(&busy).await.json()["events"].clone(),
+        |events| *events == total,
+    )
+    .await;
     // A subscriber that can be written to, read only after the signal.
     let mut writable = server.subscribe(&format!("{quiet}/stream"), &[]).await;
     // A request whose head never ends.

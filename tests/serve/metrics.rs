@@ -4,17 +4,22 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use crate::client::raw;
 
 use super::*;
 
 /// One scrape: every series (`name{labels}`, as printed) and its value.
-#[derive(Debug)]
 pub(super) struct Scrape {
     text: String,
     series: BTreeMap<String, f64>,
+}
+
+/// As scraped: the exposition's text.
+impl std::fmt::Debug for Scrape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "\n{}", self.text)
+    }
 }
 
 impl Scrape {
@@ -81,15 +86,7 @@ pub(super) async fn scrape_until(
     what: &str,
     done: impl Fn(&Scrape) -> bool,
 ) -> Scrape {
-    let deadline = Instant::now() + PATIENCE;
-    loop {
-        let scrape = scrape(client).await;
-        if done(&scrape) {
-            return scrape;
-        }
-        assert!(Instant::now() < deadline, "never {what}:\n{}", scrape.text);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(what, PATIENCE, async || scrape(client).await, done).await
 }
 
 /// A query's labels, from its path.
@@ -420,7 +417,10 @@ async fn a_query_that_fails_on_its_engine_counts_as_a_job_failure() {
 
 #[tokio::test]
 async fn late_records_and_lagging_subscribers_are_counted_per_query() {
-    let server = Serve::start("metrics-late", &["--replay", "3"], &[]);
+    // Its instants are in 2100: past the default bound on how far ahead of
+    // the server's clock a datetime may be.
+    let args = ["--replay", "3", "--max-datetime-ahead-ms", "4000000000000"];
+    let server = Serve::start("metrics-late", &args, &[]);
     let mut client = server.client();
     let window = register(
         &mut client,
@@ -449,11 +449,16 @@ async fn late_records_and_lagging_subscribers_are_counted_per_query() {
     let abs = register(&mut client, P, r#"{"operation":"abs"}"#).await;
     let mut first = server.subscribe(&format!("{abs}/stream"), &[]).await;
     client.post(&format!("{P}/ingest"), &lines(10, 10)).await;
-    let mut seen = 0;
-    while seen < 10 {
-        let event = first.next().await.expect("the stream goes on");
-        seen = event.id.as_deref().unwrap().parse().unwrap();
-    }
+    eventually(
+        "event 10 of the resumed stream",
+        PATIENCE,
+        async || {
+            let event = first.next().await.expect("the stream goes on");
+            event.id.as_deref().unwrap().parse::<u64>().unwrap()
+        },
+        |id| *id >= 10,
+    )
+    .await;
     let abs_labels = query_labels(&abs, "local");
     let before = scrape(&mut client)
         .await

@@ -378,6 +378,51 @@ async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behin
 const S: &str = "/collections/ships/items/s1/tgsequence";
 const POSITIONS: &str = "mfapi/ships/s1/tgsequence";
 
+/// One message stamped 9999-12-31 (a device with a broken clock) is a bad
+/// message, `badDatetime`, on a property's topic and on a feature's
+/// positions alike, and moves no duplicate mark: the instants after it are
+/// taken. (Before, it was taken, and every later instant of its property
+/// was dropped as a duplicate until a restart.) A topic with a
+/// dot-segment id matches no pattern.
+#[tokio::test]
+async fn mqtt_an_instant_stamped_past_the_servers_horizon_is_bad_and_later_ones_are_taken() {
+    let broker = Broker::start("mqtt-horizon");
+    let server = serve_on("mqtt-horizon", &broker, &[], &[]);
+    let mut client = server.client();
+    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
+    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
+    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
+    let mut positions = server.subscribe(&format!("{echo}/stream"), &[]).await;
+    let far = "9999-12-31T00:00:00Z";
+    broker.publish(TOPIC, &format!(r#"{{"datetime":"{far}","value":1}}"#));
+    broker.publish(
+        POSITIONS,
+        &format!(r#"{{"datetime":"{far}","coordinates":[1,2]}}"#),
+    );
+    broker.publish("mfapi/ships/../speed", &instant(1, "5"));
+    broker.publish(TOPIC, &instant(2, "3"));
+    broker.publish(POSITIONS, &position(3, 4.0, 5.0));
+    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
+    let event = take(&mut positions, 1).await.remove(0);
+    assert_eq!(event.json()["coordinates"], serde_json::json!([4, 5]));
+    let status = client.get("/ingest/mqtt").await.json();
+    assert_eq!(status["bad"]["badDatetime"], 2, "{status}");
+    assert_eq!(status["bad"]["topic"], 1, "{status}");
+    assert_eq!(status["duplicates"], 0, "{status}");
+    for sample in status["badSamples"].as_array().unwrap() {
+        let detail = sample["detail"].as_str().unwrap();
+        match sample["reason"].as_str().unwrap() {
+            "badDatetime" => assert!(
+                detail.contains(&format!("instant 1: \"{far}\" is after"))
+                    && detail.contains("--max-datetime-ahead-ms (86400000)"),
+                "{detail}"
+            ),
+            "topic" => assert!(detail.contains("`..`"), "{detail}"),
+            other => panic!("{other}: {status}"),
+        }
+    }
+}
+
 /// A position at `secs` seconds into 2026.
 fn position(secs: u32, lon: f64, lat: f64) -> String {
     format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},{lat}]}}"#)
@@ -451,7 +496,9 @@ async fn mqtt_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_a
     );
     let status = client.get("/ingest/mqtt").await.json();
     let bad = &status["bad"];
-    assert_eq!(bad["badPosition"], 4, "{status}");
+    assert_eq!(bad["badPosition"], 3, "{status}");
+    // A datetime at fault is one, as on a property's topic.
+    assert_eq!(bad["badDatetime"], 1, "{status}");
     assert_eq!(bad["notJson"], 1, "{status}");
     assert_eq!(bad["wrongType"], 1, "{status}");
     assert_eq!(status["duplicates"], 1, "{status}");
@@ -465,7 +512,7 @@ async fn mqtt_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_a
     assert_eq!(detail("longitude 200")["reason"], "badPosition");
     assert_eq!(detail("longitude 200")["topic"], POSITIONS);
     assert_eq!(detail("EPSG:3857")["reason"], "badPosition");
-    assert_eq!(detail("must increase")["reason"], "badPosition");
+    assert_eq!(detail("must increase")["reason"], "badDatetime");
     let wrong = detail("send it to /collections/ships/items/s1/tgsequence/ingest");
     assert_eq!(wrong["reason"], "wrongType");
     assert_eq!(wrong["topic"], TOPIC);
@@ -754,13 +801,13 @@ async fn mqtt_over_tls_with_a_user_from_the_environment() {
         &wrong,
     );
     let mut client = refused.client();
-    let status = loop {
-        let status = client.get("/ingest/mqtt").await.json();
-        if !status["lastError"].is_null() {
-            break status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = eventually(
+        "the broker's refusal in lastError",
+        PATIENCE,
+        async || client.get("/ingest/mqtt").await.json(),
+        |status| !status["lastError"].is_null(),
+    )
+    .await;
     assert_eq!(status["connected"], false, "{status}");
     let error = status["lastError"].as_str().unwrap();
     assert!(
@@ -807,13 +854,13 @@ async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dra
         .publish_lines(TOPIC, instant_lines(0, n))
         .await
         .unwrap();
-    let status = loop {
-        let status = client.get("/ingest/mqtt").await.json();
-        if status["retries"].as_u64().unwrap() > 0 {
-            break status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = eventually(
+        "an ingest tried again",
+        PATIENCE,
+        async || client.get("/ingest/mqtt").await.json(),
+        |status| status["retries"].as_u64().unwrap() > 0,
+    )
+    .await;
     // Held between the socket and their acknowledgement: at most the
     // channel (4,096), a batch (1,024) and the one being sent.
     let held = status["messages"].as_u64().unwrap() - status["acknowledged"].as_u64().unwrap();
@@ -825,13 +872,13 @@ async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_dra
     // Once the query is gone, the property has none: every message is
     // taken (checked alone) and acknowledged, none lost on the way.
     assert_eq!(client.delete(&query).await.status, 204);
-    let status = loop {
-        let status = client.get("/ingest/mqtt").await.json();
-        if status["acknowledged"].as_u64().unwrap() >= n as u64 {
-            break status;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    };
+    let status = eventually(
+        "every message acknowledged",
+        PATIENCE,
+        async || client.get("/ingest/mqtt").await.json(),
+        |status| status["acknowledged"].as_u64().unwrap() >= n as u64,
+    )
+    .await;
     assert_eq!(status["acknowledged"], n, "{status}");
     assert_eq!(status["messages"], n, "{status}");
     assert_eq!(status["instants"], n, "{status}");

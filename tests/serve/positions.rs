@@ -463,3 +463,72 @@ async fn a_tgeompoint_registration_without_its_crs_is_refused_not_measured_on_th
     )
     .await;
 }
+
+/// A `MovingPoint`'s `crs` on a feature no query has fixed is the system
+/// its positions are checked in, and fixes nothing: nothing of an ingest
+/// to a feature no query reads is kept, so the first registration fixes
+/// the feature, whatever the positions before it said.
+#[tokio::test]
+async fn a_moving_points_crs_on_a_feature_no_query_has_fixed_checks_its_positions_and_fixes_nothing()
+ {
+    let server = Serve::start("positions-crs-unfixed", &[], &[]);
+    let mut client = server.client();
+    let ingest = format!("{S}/ingest");
+    let moving = |crs: &str, c: &str| {
+        format!(
+            r#"{{"type":"MovingPoint","coordinates":[{c}],"datetimes":["2026-01-01T00:00:00Z"],"crs":"{crs}"}}"#
+        )
+    };
+    let response = client
+        .post(&ingest, &moving("EPSG:3857", "[500000,4000000]"))
+        .await;
+    assert_eq!(response.status, 202, "{response:?}");
+    assert_eq!(response.json()["queries"], 0);
+    // Checked in its own system: lon/lat out of range.
+    let response = client.post(&ingest, &moving("EPSG:4326", "[200,0]")).await;
+    assert_eq!(response.status, 400, "{response:?}");
+    assert!(
+        response.json()["description"]
+            .as_str()
+            .unwrap()
+            .contains("longitude 200"),
+        "{response:?}"
+    );
+    // The first registration fixes the feature: geodetic here.
+    let speed = register(&mut client, S, r#"{"operation":"speed"}"#).await;
+    assert_eq!(client.get(&speed).await.json()["crs"], "EPSG:4326");
+    let response = client
+        .post(&ingest, &moving("EPSG:3857", "[500000,4000000]"))
+        .await;
+    assert_eq!(response.status, 422, "{response:?}");
+    assert_eq!(response.json()["field"], "crs", "{response:?}");
+}
+
+/// A number an error quotes is written briefly: a longitude of 1e308 is
+/// `1e+308` in the 400, not 309 digits.
+#[tokio::test]
+async fn a_longitude_of_1e308_is_quoted_briefly_in_the_400() {
+    let server = Serve::start("positions-brief-number", &[], &[]);
+    let mut client = server.client();
+    register(&mut client, S, r#"{"operation":"speed"}"#).await;
+    for (body, says) in [
+        (position(0, 1e308, 0.0), "longitude 1e+308 is outside [-180, 180]"),
+        (position(0, 0.0, -1e308), "latitude -1e+308 is outside [-90, 90]"),
+        (
+            r#"{"type":"MovingPoint","coordinates":[[1e308,0]],"datetimes":["2026-01-01T00:00:00Z"]}"#
+                .to_owned(),
+            "longitude 1e+308 is outside",
+        ),
+    ] {
+        let response = client.post(&format!("{S}/ingest"), &body).await;
+        assert_eq!(response.status, 400, "{response:?}");
+        let description = response.json()["description"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            description.contains(says) && description.len() < 200,
+            "{description}"
+        );
+    }
+}

@@ -10,9 +10,14 @@ use tokio::net::TcpStream;
 use super::*;
 
 /// The server on the state directory `state`.
+/// [`timed`]'s instants are in 2100, past the server's default bound on
+/// how far ahead of its clock a datetime may be: this takes them.
+const YEAR_2100: [&str; 2] = ["--max-datetime-ahead-ms", "4000000000000"];
+
 fn start(name: &str, state: &TempDir, args: &[&str]) -> Serve {
     let dir = state.path().to_str().unwrap().to_owned();
     let mut all = vec!["--state", dir.as_str()];
+    all.extend_from_slice(&YEAR_2100);
     all.extend_from_slice(args);
     Serve::start(name, &all, &[])
 }
@@ -333,7 +338,7 @@ async fn a_hopping_window_killed_mid_stream_resumes_from_its_checkpoint_with_an_
  {
     // The uninterrupted run: 30 records 300 ms apart (0 to 8.7 s) close the
     // windows ending at 1 s … 8 s.
-    let whole = Serve::start("state-hop-whole", &[], &[]);
+    let whole = Serve::start("state-hop-whole", &YEAR_2100, &[]);
     let mut client = whole.client();
     let query = register(&mut client, P, HOPPING).await;
     let mut sse = whole.subscribe(&format!("{query}/stream"), &[]).await;
@@ -359,7 +364,11 @@ async fn a_hopping_window_killed_mid_stream_resumes_from_its_checkpoint_with_an_
     drop(server);
 
     let dir = state.path().to_str().unwrap();
-    let server = Serve::start("state-hop-2", &["--state", dir], &logging());
+    let server = Serve::start(
+        "state-hop-2",
+        &["--state", dir, YEAR_2100[0], YEAR_2100[1]],
+        &logging(),
+    );
     let mut client = server.client();
     let last = before.last().unwrap().id.clone().unwrap();
     let mut sse = server

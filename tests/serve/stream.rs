@@ -193,14 +193,13 @@ async fn the_replay_buffer_is_bounded_in_bytes_and_a_resuming_subscriber_is_told
     let query = register(&mut client, P, r#"{"operation":"abs"}"#).await;
     let response = client.post(&format!("{P}/ingest"), &lines(1, 100)).await;
     assert_eq!(response.status, 202);
-    let settled = async {
-        while client.get(&query).await.json()["events"] != 100 {
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(PATIENCE, settled)
-        .await
-        .expect("every result");
+    eventually(
+        "every result",
+        PATIENCE,
+        async || client.get(&query).await.json()["events"].clone(),
+        |events| *events == 100,
+    )
+    .await;
     // Resuming from the start: what the buffer no longer holds is missed.
     let mut late = server
         .subscribe(&format!("{query}/stream"), &[("Last-Event-ID", "0")])

@@ -448,3 +448,14 @@ fn geographic_codes_are_geodetic_on_grs80_and_refused_on_other_datums() {
     // Projected codes stay planar.
     assert_eq!(Crs::parse("EPSG:25832"), Ok(Crs::Planar(25832)));
 }
+
+#[test]
+fn an_error_quotes_a_coordinate_briefly() {
+    let says = |e: GeoError| e.to_string();
+    assert!(says(GeoError::Longitude(1e308)).contains("longitude 1e+308 is outside"));
+    assert!(says(GeoError::Longitude(200.0)).contains("longitude 200 is outside"));
+    assert!(says(GeoError::Latitude(-91.25)).contains("latitude -91.25 is outside"));
+    assert!(says(GeoError::Latitude(1e-300)).contains("latitude 1e-300 "));
+    assert!(says(GeoError::NotFinite(f64::NAN)).contains("NaN is not a finite number"));
+    assert!(says(GeoError::Pole(-90.0)).contains("latitude -90 has no"));
+}

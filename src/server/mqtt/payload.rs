@@ -4,7 +4,7 @@
 
 use crate::vocab::Instant;
 
-use super::super::ingest::MAX_DATETIME;
+use super::super::ingest::{Horizon, MAX_DATETIME};
 use super::stats::Reason;
 
 /// What a payload holds.
@@ -16,8 +16,9 @@ pub(crate) enum Payload {
     Number(f64),
 }
 
-/// Parses `payload`; why not, when it is not one of the forms.
-pub(crate) fn parse(payload: &[u8]) -> Result<Payload, (Reason, String)> {
+/// Parses `payload`; why not, when it is not one of the forms (or a
+/// datetime is past `horizon`).
+pub(crate) fn parse(payload: &[u8], horizon: &Horizon) -> Result<Payload, (Reason, String)> {
     let trimmed = payload.trim_ascii();
     let instants = match trimmed.first() {
         None => return Err((Reason::NotJson, "the payload is empty".into())),
@@ -48,7 +49,10 @@ pub(crate) fn parse(payload: &[u8]) -> Result<Payload, (Reason, String)> {
     }
     for (i, instant) in instants.iter().enumerate() {
         let datetime = &instant.datetime;
-        if datetime.len() > MAX_DATETIME || crate::datetime::parse(datetime).is_none() {
+        let at = (datetime.len() <= MAX_DATETIME)
+            .then(|| crate::datetime::parse(datetime))
+            .flatten();
+        let Some(at) = at else {
             return Err((
                 Reason::BadDatetime,
                 format!(
@@ -58,7 +62,10 @@ pub(crate) fn parse(payload: &[u8]) -> Result<Payload, (Reason, String)> {
                     cut(datetime, MAX_DATETIME)
                 ),
             ));
-        }
+        };
+        horizon
+            .check(i + 1, datetime, at)
+            .map_err(|why| (Reason::BadDatetime, why))?;
     }
     Ok(Payload::Instants(instants))
 }
@@ -76,6 +83,12 @@ pub(crate) fn cut(text: &str, max: usize) -> &str {
 mod tests {
     use super::*;
     use crate::vocab::Value;
+
+    /// A payload parsed as the server does by default.
+    fn parse(payload: &[u8]) -> Result<Payload, (Reason, String)> {
+        let horizon = Horizon::from_now(super::super::super::ingest::DEFAULT_MAX_DATETIME_AHEAD);
+        super::parse(payload, &horizon)
+    }
 
     #[test]
     fn an_instant_an_array_and_a_bare_number_are_taken() {
@@ -115,6 +128,11 @@ mod tests {
                 b"{\"datetime\":\"soon\",\"value\":1}",
                 Reason::BadDatetime,
                 "instant 1: \"soon\"",
+            ),
+            (
+                b"[{\"datetime\":\"2026-01-01T00:00:00Z\",\"value\":1},{\"datetime\":\"9999-12-31T00:00:00Z\",\"value\":1}]",
+                Reason::BadDatetime,
+                "instant 2: \"9999-12-31T00:00:00Z\" is after",
             ),
         ] {
             let (got, why) = parse(payload).unwrap_err();

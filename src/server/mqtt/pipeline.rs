@@ -37,7 +37,7 @@ use crate::geo::Crs;
 use crate::vocab::{Instant, Value};
 
 use super::super::App;
-use super::super::ingest;
+use super::super::ingest::{self, Horizon};
 use super::super::metrics::{self, IngestSource};
 use super::super::table::Property;
 use super::payload::{self, Payload};
@@ -244,13 +244,14 @@ pub(in crate::server) fn sort<M: Delivery, C: Counted>(
     let mut groups: Vec<Group<M>> = Vec::new();
     let mut bad = Vec::new();
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
+    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
     for msg in batch {
         let parsed = match route(msg.topic()) {
             None => Err((
                 Reason::Topic,
                 format!(
-                    "the topic matches no topic pattern ({}), or has an empty id or one over \
-                     256 bytes",
+                    "the topic matches no topic pattern ({}), or has an id that is empty, `.`, \
+                     `..` or over 256 bytes",
                     patterns()
                 ),
             )),
@@ -259,7 +260,7 @@ pub(in crate::server) fn sort<M: Delivery, C: Counted>(
             Some(Route::Positions(key)) => {
                 Ok((PropertyPath::sequence(key.collection, key.feature), None))
             }
-            Some(Route::Property(key)) => payload::parse(msg.payload())
+            Some(Route::Property(key)) => payload::parse(msg.payload(), &horizon)
                 .and_then(|p| no_positions(&key, p))
                 .map(|p| (key, Some(p))),
         };
@@ -295,32 +296,28 @@ pub(in crate::server) fn sort<M: Delivery, C: Counted>(
 
 /// Parses the messages of a feature's positions (`…/tgsequence`) as
 /// `POST …/tgsequence/ingest` parses a body: in the feature's reference
-/// system, which the first positions fix when no query has (geodetic, or
-/// a `MovingPoint`'s own `crs`). A message that is not positions is a bad
-/// message (counted; acknowledged with the group, its instants empty).
+/// system, once a query has fixed it. A message that is not positions is a
+/// bad message (counted; acknowledged with the group, its instants empty):
+/// `badDatetime` for a datetime at fault (not ISO-8601, not after the one
+/// before it, past the horizon), as on a property's topic; else
+/// `badPosition`.
 async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut Group<M>) {
-    let property = app.table.property(&group.key);
-    let mut known = match &property {
-        Some(property) => crs_of(property).await,
+    let known = match app.table.property(&group.key) {
+        Some(property) => crs_of(&property).await,
         None => None,
     };
+    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
     for item in &mut group.items {
         let payload = item.msg.payload();
-        match super::super::positions::parse(payload, known) {
-            Ok((instants, crs)) => {
-                if known.is_none()
-                    && let (Some(property), Some(crs)) = (&property, crs)
-                {
-                    super::super::positions::fix_crs(property, crs).await;
-                    known = crs_of(property).await;
-                }
-                item.instants = instants;
-            }
+        match super::super::positions::parse(payload, known, &horizon) {
+            Ok(instants) => item.instants = instants,
             Err(problem) => {
                 let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
                     Reason::TooLarge
                 } else if !is_json(payload) {
                     Reason::NotJson
+                } else if problem.field() == Some("datetime") {
+                    Reason::BadDatetime
                 } else {
                     Reason::BadPosition
                 };

@@ -29,18 +29,20 @@ pub(crate) enum Reason {
     /// JSON of another shape than an instant, an array of them or a number;
     /// or a value the property's type does not take.
     WrongType,
-    /// A datetime that is not ISO-8601 (or over 64 bytes).
+    /// A datetime that is not ISO-8601 (or over 64 bytes), or later than
+    /// the server's clock plus `--max-datetime-ahead-ms`; in a feature's
+    /// positions, one not after the one before it too.
     BadDatetime,
     /// A payload over `--max-body`, or (with `--state`) a text value over
     /// what the store keeps.
     TooLarge,
-    /// A topic no `--mqtt-topic` pattern matches (an empty id, one over
-    /// 256 bytes).
+    /// A topic no `--mqtt-topic` pattern matches (an id that is empty,
+    /// `.`, `..` or over 256 bytes).
     Topic,
     /// A feature's positions (`…/tgsequence`) that are JSON but not
     /// positions: not one of the forms, coordinates that are not two or
-    /// three numbers or out of the lon/lat ranges, a datetime that does not
-    /// parse or does not increase, a `MovingPoint`'s `crs` not the feature's.
+    /// three numbers or out of the lon/lat ranges, a `MovingPoint`'s `crs`
+    /// not the feature's.
     BadPosition,
 }
 

@@ -3,7 +3,7 @@
 //! temporal property a message is for. The subscription filter puts `+`
 //! where a placeholder is.
 
-use super::super::request::MAX_ID;
+use super::super::request::id_fault;
 use crate::vocab::PropertyPath;
 
 /// The Go tier's pattern: devices that published to it keep working.
@@ -187,11 +187,11 @@ impl Pattern {
         levels.join("/")
     }
 
-    /// The property `topic` names, if it matches; an empty id or one over
-    /// the path limit does not.
+    /// The property `topic` names, if it matches; an empty id, or one a
+    /// path could not carry (over the path limit, `.`, `..`), does not.
     fn route(&self, topic: &str) -> Option<Route> {
         route_levels(&self.levels, topic.split('/'), |part| {
-            !part.is_empty() && part.len() <= MAX_ID
+            !part.is_empty() && id_fault(part).is_none()
         })
     }
 }
@@ -203,6 +203,7 @@ pub(crate) fn route(patterns: &[Pattern], topic: &str) -> Option<Route> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::request::MAX_ID;
     use super::*;
 
     fn key(c: &str, f: &str, p: &str) -> PropertyPath {
@@ -231,6 +232,9 @@ mod tests {
             "mfapi/ships/s1/speed/x",
             "other/ships/s1/speed",
             "mfapi//s1/speed",
+            // Dot-segments: no link could name them.
+            "mfapi/./s1/speed",
+            "mfapi/ships/../speed",
         ] {
             assert_eq!(route(&ps, bad), None, "{bad}");
         }
