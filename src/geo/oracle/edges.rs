@@ -7,8 +7,7 @@
 //! 85° included), positions 1 mm to 100 m from them, beside the edge or
 //! past its ends; lines, and triangles measured from outside.
 
-use std::io::Write as _;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use geographiclib_rs::DirectGeodesic;
 use serde_json::{Value, json};
@@ -110,30 +109,9 @@ fn distance_near_short_edges_matches_the_semantics_in_extended_precision() {
     }
     let script =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/edge_oracle.py");
-    let mut child = Command::new(&python)
-        .arg(script)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("MFSTREAM_PYMEOS_PYTHON runs");
-    let mut stdin = child.stdin.take().expect("stdin was piped");
-    let writer = std::thread::spawn(move || stdin.write_all(input.as_bytes()));
-    let out = child.wait_with_output().expect("the oracle script runs");
-    writer
-        .join()
-        .expect("the writer thread")
-        .expect("the script reads its input");
-    assert!(
-        out.status.success(),
-        "edge_oracle.py failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rows: Vec<Value> = String::from_utf8(out.stdout)
-        .expect("the script prints UTF-8")
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("the script prints JSON lines"))
-        .collect();
+    let mut cmd = Command::new(&python);
+    cmd.arg(script);
+    let rows = super::json_lines(cmd, input, "edge_oracle.py");
     assert_eq!(rows.len(), cases.len(), "one row per case");
     let (mut ours, mut reference, mut meos) =
         (Worst::default(), Worst::default(), Worst::default());

@@ -78,6 +78,12 @@ fn oracle(
     for g in geometries {
         cmd.args(["--geometry", &g.to_string()]);
     }
+    json_lines(cmd, input, "geo_oracle.py")
+}
+
+/// Runs an oracle script `cmd` on `input` (its stdin), and reads the JSON
+/// lines it prints; a script that fails fails the test with its stderr.
+pub(super) fn json_lines(mut cmd: Command, input: String, name: &str) -> Vec<Value> {
     let mut child = cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -93,7 +99,7 @@ fn oracle(
         .expect("the script reads its input");
     assert!(
         out.status.success(),
-        "geo_oracle.py failed: {}",
+        "{name} failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     String::from_utf8(out.stdout)
