@@ -131,7 +131,9 @@ fn main() -> ExitCode {
         Command::Run(args) => cli::run(args),
         Command::Help { command } => cli::help(command.as_deref()),
         Command::PluginHost(args) => cli::plugin_host(args),
+        #[cfg(feature = "serve")]
         Command::Serve(args) => cli::serve(args),
+        #[cfg(feature = "serve")]
         Command::State(args) => cli::state(args),
         Command::Completions { shell, config } => cli::completions(shell, config),
     };

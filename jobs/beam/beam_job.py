@@ -28,7 +28,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import mfstream_stdio as stdio  # noqa: E402
 
-# The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+# The operations, from the catalogue (crates/ops/src/catalogue.rs). Do not
 # edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated
 # BEGIN GENERATED: operations
 UNARY = {

@@ -83,7 +83,7 @@ public final class LiftedOperation implements java.io.Serializable {
         }
     }
 
-    // The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+    // The operations, from the catalogue (crates/ops/src/catalogue.rs). Do not
     // edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated
     // BEGIN GENERATED: operations
     /** Every operation, for messages. */

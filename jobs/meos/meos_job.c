@@ -84,7 +84,7 @@ struct op {
     bool nonzero_arg;   /* the argument must not be 0 (div) */
 };
 
-/* The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+/* The operations, from the catalogue (crates/ops/src/catalogue.rs). Do not
  * edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated */
 /* BEGIN GENERATED: operations */
 static const struct op OPS[] = {

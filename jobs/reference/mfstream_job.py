@@ -71,7 +71,7 @@ import windows
 CHUNK = 64 * 1024
 MAX_LINE = 1024 * 1024  # every buffer is bounded, input lines too
 
-# The operations, from the catalogue (jobs/ops/src/catalogue.rs). Do not
+# The operations, from the catalogue (crates/ops/src/catalogue.rs). Do not
 # edit by hand: MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated
 # BEGIN GENERATED: operations
 UNARY = {

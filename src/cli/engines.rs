@@ -3,14 +3,14 @@
 use std::io::Write;
 
 use anyhow::{Context, Result};
-use mfstream::config::Config;
-use mfstream::{Registry, RegistryError};
+use mfstream_registry::config::Config;
+use mfstream_registry::{Registry, RegistryError};
 
 use super::{ConfigArgs, EnginesArgs};
 use crate::Outcome;
 
 /// Lists every engine with its kind, readiness and why not ready.
-pub fn engines(args: EnginesArgs) -> Result<Outcome> {
+pub(crate) fn engines(args: EnginesArgs) -> Result<Outcome> {
     let path = Registry::discover(args.config.config.as_deref());
     let registry = Registry::load(path.as_deref())?;
     let default = registry.default_name();
@@ -68,7 +68,7 @@ pub fn engines(args: EnginesArgs) -> Result<Outcome> {
 
 /// Validates engines.toml: exit 0 when all is well, else every error, each
 /// starting `mfstream: ` as every other error does.
-pub fn check(args: ConfigArgs) -> Result<Outcome> {
+pub(crate) fn check(args: ConfigArgs) -> Result<Outcome> {
     let Some(path) = Registry::discover(args.config.as_deref()) else {
         println!(
             "no engines.toml found (--config, $MFSTREAM_CONFIG, ./engines.toml): the built-in engines alone"

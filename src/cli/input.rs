@@ -5,13 +5,13 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use mfstream::Instant;
-use mfstream::engine::{BATCH, SourceError, SourceSender};
-use mfstream::lines::{LineReader, quote};
+use mfstream_model::Instant;
+use mfstream_engine::{BATCH, SourceError, SourceSender};
+use mfstream_engine::lines::{LineReader, quote};
 
 /// Opens `path` (stdin for `None` or `-`). A directory is refused here, as
 /// a missing file is, rather than failing the query at its first read.
-pub fn open(path: Option<&Path>) -> io::Result<Box<dyn Read + Send>> {
+pub(super) fn open(path: Option<&Path>) -> io::Result<Box<dyn Read + Send>> {
     match path {
         None => Ok(Box::new(io::stdin())),
         Some(p) if p.as_os_str() == "-" => Ok(Box::new(io::stdin())),
@@ -33,7 +33,7 @@ pub fn open(path: Option<&Path>) -> io::Result<Box<dyn Read + Send>> {
 ///
 /// Each read's complete lines go out as soon as they are parsed, so a live
 /// feed is not held back waiting for a full batch. Blank lines are skipped.
-pub fn feed(mut input: Box<dyn Read + Send>, sender: SourceSender) {
+pub(super) fn feed(mut input: Box<dyn Read + Send>, sender: SourceSender) {
     let mut lines = LineReader::default();
     let mut batch = Vec::with_capacity(BATCH);
     let mut at_end = false;

@@ -6,9 +6,9 @@ use super::{PluginHostAction, PluginHostArgs};
 use crate::Outcome;
 
 /// Describes a plugin, or serves one query of it on stdin and stdout.
-pub fn plugin_host(args: PluginHostArgs) -> Result<Outcome> {
+pub(crate) fn plugin_host(args: PluginHostArgs) -> Result<Outcome> {
     match args.action {
-        PluginHostAction::Describe { lib } => match mfstream::plugin_host::describe(&lib) {
+        PluginHostAction::Describe { lib } => match mfstream_engine::plugin_host::describe(&lib) {
             Ok(json) => {
                 println!("{json}");
                 Ok(Outcome::Success)
@@ -16,7 +16,7 @@ pub fn plugin_host(args: PluginHostArgs) -> Result<Outcome> {
             Err(reason) => Ok(Outcome::InvalidConfig(reason.to_string())),
         },
         PluginHostAction::Run { lib, engine, .. } => {
-            match mfstream::plugin_host::serve(&lib, &engine) {
+            match mfstream_engine::plugin_host::serve(&lib, &engine) {
                 Ok(()) => Ok(Outcome::Success),
                 Err(reason) => Ok(Outcome::QueryFailed(reason.to_string())),
             }

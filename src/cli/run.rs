@@ -6,8 +6,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
 use anyhow::{Context, Result};
-use mfstream::engine::{QueryHandle, Source};
-use mfstream::{QuerySpec, QueryStatus, Registration, Registry, StateBudget};
+use mfstream_engine::{QueryHandle, Source};
+use mfstream_model::{QuerySpec, QueryStatus, Registration};
+use mfstream_model::budget::StateBudget;
+use mfstream_registry::Registry;
 use tokio::signal::unix::{SignalKind, signal};
 
 use super::RunArgs;
@@ -18,7 +20,7 @@ use crate::Outcome;
 const SOURCE_BUFFER: usize = 16;
 
 /// Runs the query; the outcome says how it ended.
-pub fn run(args: RunArgs) -> Result<Outcome> {
+pub(crate) fn run(args: RunArgs) -> Result<Outcome> {
     let path = Registry::discover(args.config.config.as_deref());
     let registry = Registry::load(path.as_deref())?;
     let budget = Arc::new(StateBudget::new(args.max_query_state));

@@ -5,15 +5,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use mfstream::{CpuLimit, KafkaIngest, MqttIngest, Registry, ServeOptions, Server};
+use mfstream_model::compute::CpuLimit;
+use mfstream_registry::Registry;
+use mfstream_server::{KafkaIngest, MqttIngest, ServeOptions, Server};
 use tokio::signal::unix::{SignalKind, signal};
 
-use super::ServeArgs;
+use clap::{Args, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use super::ConfigArgs;
 use crate::Outcome;
 
 /// Serves until a signal; then stops every query, ends every stream and
 /// exits 0.
-pub fn serve(args: ServeArgs) -> Result<Outcome> {
+pub(crate) fn serve(args: ServeArgs) -> Result<Outcome> {
     let path = Registry::discover(args.config.config.as_deref());
     let registry = Arc::new(Registry::load(path.as_deref())?);
     let options = ServeOptions {
@@ -183,5 +189,239 @@ async fn reload_on_hangup(mut hangup: tokio::signal::unix::Signal, registry: Arc
         // stop reloading.
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{line}").and_then(|()| out.flush());
+    }
+}
+
+/// `mfstream serve`.
+#[derive(Debug, Args)]
+pub(crate) struct ServeArgs {
+    #[command(flatten)]
+    pub config: ConfigArgs,
+    /// The address to listen on (port 0 picks a free port).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub addr: SocketAddr,
+    /// A bearer token every route but the landing page requires: visible
+    /// ASCII, no leading or trailing space (else exit 2).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        env = "MFSTREAM_TOKEN",
+        hide_env_values = true
+    )]
+    pub token: Option<String>,
+    /// The largest request body, in bytes (a larger declared Content-Length
+    /// is refused at once with 413). With --state, an ingest up to this size
+    /// is one journal record: after a crash all of it is in, or none.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_body: usize,
+    /// The most connections open at once (more wait to be accepted).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_connections: usize,
+    /// How long a request head may take to arrive, and a kept-alive
+    /// connection may stay idle.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub header_timeout_ms: u64,
+    /// How long a request body may take to arrive (408 after).
+    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    pub body_timeout_ms: u64,
+    /// The most queries registered at once (and so the per-query series
+    /// of GET /metrics: 13 each).
+    #[arg(long, value_name = "N", default_value_t = 1024)]
+    pub max_queries: usize,
+    /// The most SSE subscribers of one query.
+    #[arg(long, value_name = "N", default_value_t = 64)]
+    pub max_subscribers: usize,
+    /// The most SSE streams open at once, server-wide; keep it below
+    /// --max-connections so that streams never take every connection and
+    /// lock out ingest. Past it a stream is answered 503 with Retry-After.
+    /// [default: 3/4 of --max-connections]
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<usize>,
+    /// The most temporal properties known (registered on or ingested to).
+    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    pub max_properties: usize,
+    /// The results each query keeps for late and reconnecting subscribers.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub replay: usize,
+    /// The most bytes of results each query keeps for them.
+    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub replay_bytes: usize,
+    /// The most bytes of state one query may hold: its open windows (with
+    /// COUNT_DISTINCT's distinct texts), the instants handed to it and not yet answered and its
+    /// replay buffer (estimated: a text counts its length plus 64 bytes). A
+    /// query over it fails alone, with a reason naming this limit, and its
+    /// state is freed (keep --replay-bytes well below it).
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream_model::budget::DEFAULT_MAX_QUERY_STATE)]
+    pub max_query_state: u64,
+    /// The most bytes of state every query together may hold (as
+    /// --max-query-state counts it, replay buffers aside). Past it, a query
+    /// that grows while holding at least its share (this over the number of
+    /// queries) fails, with a reason naming this limit; smaller ones go on.
+    #[arg(long, value_name = "BYTES", default_value_t = mfstream_model::budget::DEFAULT_MAX_TOTAL_QUERY_STATE)]
+    pub max_total_query_state: u64,
+    /// The threads that compute queries' records (transforms, windows,
+    /// position measures and fences, the replay at start-up), apart from
+    /// those that serve requests, run MQTT and Kafka and write SSE; the
+    /// queries share them fairly, in slices of about half a millisecond.
+    /// Default: one per core.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub compute_threads: Option<u16>,
+    /// The most CPU one query may spend: this share of one core (0.5: half
+    /// a core) over any --query-cpu-window. Past it the query fails alone,
+    /// with a reason naming this limit; the replay at start-up is not
+    /// counted. Default: none (the queries still share the compute threads
+    /// fairly).
+    #[arg(long, value_name = "SHARE")]
+    pub max_query_cpu: Option<f64>,
+    /// The window --max-query-cpu is measured over.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub query_cpu_window: u64,
+    /// The most bytes of request bodies being received or ingested at once,
+    /// server-wide: a body holds its Content-Length (or its chunks as they
+    /// come) until its call is done; past it, 503 with Retry-After.
+    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    pub max_inflight_bytes: usize,
+    /// How long an ingest waits on a full query buffer before answering 503
+    /// (with --state, only until the ingest is logged, as one record; its
+    /// later chunks are then owed to the queries and wait for room).
+    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    pub ingest_wait_ms: u64,
+    /// How far ahead of the server's clock an ingested datetime may be:
+    /// a later one is refused (400 naming the instant; over MQTT and Kafka a
+    /// badDatetime message), so that one instant stamped far in the future
+    /// (9999-12-31) cannot close every window up to it or, over MQTT and
+    /// Kafka, make every later instant of its property a duplicate.
+    /// `mfstream run` has no such bound.
+    #[arg(long, value_name = "MS", default_value_t = mfstream_server::DEFAULT_MAX_DATETIME_AHEAD.as_millis() as u64)]
+    pub max_datetime_ahead_ms: u64,
+    /// How often an idle SSE stream gets a keep-alive comment.
+    #[arg(long, value_name = "MS", default_value_t = 15000)]
+    pub keep_alive_ms: u64,
+    /// On SIGTERM or SIGINT: how long queries get to stop, and then
+    /// connections to take their last bytes, before they are closed.
+    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    pub shutdown_grace_ms: u64,
+    /// Keep registrations, results and ingested instants in DIR (created
+    /// if missing), and resume the queries found there at start-up.
+    /// Without it, everything is in memory and a restart forgets it. One
+    /// server per DIR (a second exits, naming the holder's pid); DIR is
+    /// made 0700 and its files 0600.
+    #[arg(long, value_name = "DIR")]
+    pub state: Option<PathBuf>,
+    /// How far each write to the --state store is durable (only with
+    /// --state).
+    #[arg(
+        long,
+        value_enum,
+        value_name = "LEVEL",
+        default_value_t = DurabilityArg::Process,
+        requires = "state"
+    )]
+    pub durability: DurabilityArg,
+    /// A name requests may give in their Host header, besides localhost,
+    /// 127.0.0.1, [::1] and the address a connection arrived on (others get
+    /// 403, so a web page cannot read the server through DNS rebinding).
+    /// Repeatable; with or without a port. '*' allows any: unsafe.
+    #[arg(long, value_name = "NAME")]
+    pub allowed_host: Vec<String>,
+    /// A web origin (scheme://host[:port]) whose pages may call the server:
+    /// it gets CORS answers, and its POST and DELETE requests are taken
+    /// (those of any other origin get 403). Repeatable.
+    #[arg(long, value_name = "ORIGIN")]
+    pub cors_origin: Vec<String>,
+    /// Map tiles under the page's map: an http(s) URL template with {z},
+    /// {x} and {y} once each (Web Mercator tiles, as OpenStreetMap's), at
+    /// most 512 bytes, such as https://tile.example/{z}/{x}/{y}.png. The
+    /// page loads its tiles from that origin (its Content-Security-Policy
+    /// allows it then, and only then); anyone who can load the page sees
+    /// the template, a key in it included. [default: no tiles]
+    #[arg(long, value_name = "URL")]
+    pub tiles: Option<String>,
+    /// Only with --state: the most bytes of the journal one query may keep from
+    /// being released (its property's instants logged after its
+    /// checkpoint; a query on a bridge or plugin engine replays from its
+    /// registration, so it keeps them all). Past it the query fails, with a
+    /// reason naming this limit, and the journal releases them.
+    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
+    pub max_query_log: u64,
+    /// Ingest from an MQTT broker: mqtt://HOST[:PORT] (1883) or
+    /// mqtts://HOST[:PORT] (8883, with --mqtt-ca). QoS 1 on a persistent
+    /// session; a message is acknowledged once ingested (with --state:
+    /// stored). An instant at or before its property's last one from MQTT
+    /// is a duplicate (dropped, counted). At most 4096 messages are held
+    /// unacknowledged, and --max-inflight-bytes of payload. User and
+    /// password come from MFSTREAM_MQTT_USERNAME and MFSTREAM_MQTT_PASSWORD.
+    /// Counters and the last bad messages: GET /ingest/mqtt.
+    #[arg(long, value_name = "URL")]
+    pub mqtt: Option<String>,
+    /// The PEM file of the CA that signed the broker's certificate (for
+    /// mqtts://).
+    #[arg(long, value_name = "FILE", requires = "mqtt")]
+    pub mqtt_ca: Option<PathBuf>,
+    /// A topic pattern to subscribe to: levels separated by '/', with
+    /// {cid}, {fid} and {pname} each once as a whole level (the property's
+    /// ids). Repeatable, at most 64; a topic takes the first that matches.
+    /// The property name tgsequence is reserved for positions.
+    /// [default: mfapi/{cid}/{fid}/{pname}]
+    #[arg(long, value_name = "PATTERN", requires = "mqtt")]
+    pub mqtt_topic: Vec<String>,
+    /// The MQTT client id, which names the broker's persistent session.
+    /// [default: mfstream- and a hash of the --state directory (without
+    /// --state: of the address bound), the same at every restart]
+    #[arg(long, value_name = "ID", requires = "mqtt")]
+    pub mqtt_client_id: Option<String>,
+    /// Ingest from Kafka: the bootstrap brokers, HOST:PORT[,HOST:PORT…].
+    /// The server reads the topics of --kafka-topic as a member of the
+    /// consumer group --kafka-group, and commits a record's offset only
+    /// once it is ingested (with --state: stored). Records read again
+    /// after a restart are recognised: an instant at or before its
+    /// property's last one is a duplicate (dropped, counted), so a
+    /// property's records must be in one partition. Batches of at most
+    /// 1024 records and --max-inflight-bytes; librdkafka pre-fetches at
+    /// most --max-inflight-bytes. A new matching topic is read within
+    /// about 10 s. Brokers that cannot be reached are logged once per
+    /// change; counters, the brokers' reachability and the last bad records:
+    /// GET /ingest/kafka.
+    #[arg(long, value_name = "BROKERS")]
+    pub kafka: Option<String>,
+    /// The consumer group, which keeps the committed offsets.
+    /// [default: mfstream- and a hash of the --state directory (without
+    /// --state: of the address bound), the same at every restart]
+    #[arg(long, value_name = "GROUP", requires = "kafka")]
+    pub kafka_group: Option<String>,
+    /// A topic pattern to read: levels separated by '.', with {cid}, {fid}
+    /// and {pname} each once as a whole level (the property's ids, of
+    /// letters, digits, '_' and '-'). Repeatable, at most 64; a topic takes
+    /// the first that matches. The property name tgsequence is reserved
+    /// for positions. [default: mfapi.{cid}.{fid}.{pname}]
+    #[arg(long, value_name = "PATTERN", requires = "kafka")]
+    pub kafka_topic: Vec<String>,
+    /// How long the group waits for a member gone silent (a killed server)
+    /// before its partitions go to another member, or to it restarted:
+    /// 1000 to 3600000 (the broker may narrow it). Also the longest a
+    /// commit is waited for: past it, lastError says so and reading goes
+    /// on.
+    #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "kafka")]
+    pub kafka_session_timeout_ms: u64,
+}
+
+/// `serve --durability`: what a write to the state store survives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DurabilityArg {
+    /// Survives the process being killed (kill -9, an OOM kill, a panic):
+    /// a write is done once the kernel has it.
+    Process,
+    /// Survives a power failure or a kernel crash too: every write waits for
+    /// an fdatasync (shared by the writes waiting), which slows durable
+    /// ingest.
+    Power,
+}
+
+impl From<DurabilityArg> for mfstream_store::Durability {
+    fn from(arg: DurabilityArg) -> mfstream_store::Durability {
+        match arg {
+            DurabilityArg::Process => mfstream_store::Durability::Process,
+            DurabilityArg::Power => mfstream_store::Durability::Power,
+        }
     }
 }

@@ -2,15 +2,17 @@
 //! when `mfstream serve --state DIR` refuses a damaged journal.
 
 use anyhow::Result;
-use mfstream::store::{check_state, repair_state};
+use mfstream_store::{check_state, repair_state};
 
-use super::{StateAction, StateArgs};
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
 use crate::Outcome;
 
 /// Checks (read-only) or repairs a state directory; prints the report.
 /// Exit 0: nothing damaged (after a repair: nothing left damaged); 1:
 /// damage found; 2: the directory cannot be read.
-pub fn state(args: StateArgs) -> Result<Outcome> {
+pub(crate) fn state(args: StateArgs) -> Result<Outcome> {
     match args.action {
         StateAction::Check { dir } => {
             let report = check_state(&dir)?;
@@ -67,3 +69,31 @@ pub fn state(args: StateArgs) -> Result<Outcome> {
         }
     }
 }
+
+/// `mfstream state`.
+#[derive(Debug, Args)]
+pub(crate) struct StateArgs {
+    /// What to do.
+    #[command(subcommand)]
+    pub action: StateAction,
+}
+
+/// What `mfstream state` does.
+#[derive(Debug, Subcommand)]
+pub(crate) enum StateAction {
+    /// Read every journal segment of DIR, changing nothing, and report the
+    /// records that check and every damaged range; exit 0 when nothing is
+    /// damaged, 1 otherwise.
+    Check {
+        /// The state directory (serve's --state).
+        dir: PathBuf,
+    },
+    /// Keep every record that checks, in order, and move each damaged range
+    /// aside into SEGMENT.OFFSET.damaged next to its segment; report the
+    /// counts. Stop the server first: it takes the directory's lock.
+    Repair {
+        /// The state directory (serve's --state).
+        dir: PathBuf,
+    },
+}
+

@@ -8,19 +8,19 @@ use std::str::FromStr;
 
 use clap::builder::{PossibleValue, TypedValueParser};
 use clap::error::ErrorKind;
-use mfstream::ops::{Arg, Kind, Op};
+use mfstream_model::ops::{Arg, Kind, Op};
 
 /// Parses a `T` with its `FromStr` (so in any case, with its own error
 /// message) and offers `names()` to completions. Unlike clap's
 /// `PossibleValuesParser`, it leaves the checking to `T`.
 #[derive(Clone)]
-pub struct Named<T> {
+pub(super) struct Named<T> {
     names: fn() -> Vec<&'static str>,
     parsed: PhantomData<fn() -> T>,
 }
 
 /// A [`Named`] parser of `T` offering `names()`.
-pub fn names<T>(names: fn() -> Vec<&'static str>) -> Named<T> {
+pub(super) fn names<T>(names: fn() -> Vec<&'static str>) -> Named<T> {
     Named {
         names,
         parsed: PhantomData,
@@ -62,14 +62,14 @@ where
 
 /// The catalogue's operations' names, for `--op`: on numbers and on
 /// positions.
-pub fn operations() -> Vec<&'static str> {
+pub(super) fn operations() -> Vec<&'static str> {
     Op::ALL.iter().map(|op| op.name()).collect()
 }
 
 /// `--op`'s help: the catalogue's operations on numbers, each with `<x>`
 /// when it takes an argument, then those on positions; one that takes a
 /// geometry needs `--query`, where the geometry goes.
-pub fn operations_help() -> String {
+pub(super) fn operations_help() -> String {
     let (plain, geometry): (Vec<Op>, Vec<Op>) =
         Op::on(Kind::Position).partition(|op| op.entry().arg != Arg::Geometry);
     let names = |ops: Vec<Op>| {
@@ -88,7 +88,7 @@ pub fn operations_help() -> String {
 }
 
 /// `--arg`'s help: the operations that take an argument.
-pub fn arg_help() -> String {
+pub(super) fn arg_help() -> String {
     let ops: Vec<&str> = Op::ALL
         .iter()
         .filter(|op| op.takes_arg())
@@ -98,8 +98,8 @@ pub fn arg_help() -> String {
 }
 
 /// The property types' names, for `--type`.
-pub fn property_types() -> Vec<&'static str> {
-    mfstream::PropertyType::ALL
+pub(super) fn property_types() -> Vec<&'static str> {
+    mfstream_model::PropertyType::ALL
         .iter()
         .map(|t| t.as_str())
         .collect()

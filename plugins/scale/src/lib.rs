@@ -3,7 +3,7 @@
 //! semantics, so its results equal the built-in `local` engine's.
 //!
 //! The operations are the catalogue's: the `mfstream-ops` crate
-//! (`jobs/ops`), which the host, the native bridge job (`jobs/fastjob`) and
+//! (`crates/ops`), which the host, the native bridge job (`jobs/fastjob`) and
 //! this plugin all read.
 
 use mfstream_plugin::{Batch, Emitter, Engine, Value};

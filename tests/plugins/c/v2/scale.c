@@ -4,7 +4,7 @@
  * plugins/mfstream-plugin/include/mfstream_plugin.h. */
 /*
  * A plugin written in C against mfstream_plugin.h: the engine `cscale`
- * applies the lifted operations (the catalogue, jobs/ops/src/catalogue.rs), so its
+ * applies the lifted operations (the catalogue, crates/ops/src/catalogue.rs), so its
  * results equal the `local` engine's. The tests compile it with the system C
  * compiler:
  *
@@ -31,7 +31,7 @@
 #define MFS_TEST_ENGINE_NAME "cscale"
 #endif
 
-/* The table is generated from the catalogue (jobs/ops/src/catalogue.rs):
+/* The table is generated from the catalogue (crates/ops/src/catalogue.rs):
    MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test generated */
 /* BEGIN GENERATED: operations */
 enum op { LN, EXP, LOG10, CEIL, FLOOR, ABS, DEGREES, RADIANS, SIN, COS, TAN, ADD, SUB, MUL, DIV };

@@ -1,0 +1,279 @@
+//! Topic patterns (`--mqtt-topic`): MQTT topic levels, each a literal or
+//! one of the placeholders `{cid}`, `{fid}`, `{pname}`, which name the
+//! temporal property a message is for. The subscription filter puts `+`
+//! where a placeholder is.
+
+use super::super::request::id_fault;
+use mfstream_model::PropertyPath;
+
+/// The Go tier's pattern: devices that published to it keep working.
+pub(crate) const DEFAULT: &str = "mfapi/{cid}/{fid}/{pname}";
+
+/// The most patterns `--mqtt-topic` takes.
+pub(crate) const MAX_PATTERNS: usize = 64;
+
+/// The property name reserved for a feature's positions on a pattern
+/// (`mfapi/{cid}/{fid}/tgsequence`): the moving-point ingest takes them.
+pub(crate) const POSITIONS: &str = "tgsequence";
+
+/// A placeholder level of a topic pattern: the part of the property it
+/// names. MQTT's and Kafka's patterns share it (and [`check_placeholders`]
+/// and [`route_levels`]); they differ in the separator and in what a level
+/// may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    Collection,
+    Feature,
+    Property,
+}
+
+impl Level {
+    /// The placeholder `text` is, if it is one.
+    pub(crate) fn placeholder(text: &str) -> Option<Level> {
+        match text {
+            "{cid}" => Some(Level::Collection),
+            "{fid}" => Some(Level::Feature),
+            "{pname}" => Some(Level::Property),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Collection => "{cid}",
+            Level::Feature => "{fid}",
+            Level::Property => "{pname}",
+        }
+    }
+}
+
+/// The `flag`'s patterns, each parsed by `parse`: at most `max`, and
+/// `default` when none is given.
+pub(crate) fn parse_patterns<P>(
+    topics: &[String],
+    flag: &str,
+    max: usize,
+    default: &str,
+    parse: impl Fn(&str) -> Result<P, String>,
+) -> Result<Vec<P>, String> {
+    if topics.len() > max {
+        return Err(format!(
+            "{} {flag} patterns; at most {max} are taken",
+            topics.len()
+        ));
+    }
+    if topics.is_empty() {
+        return Ok(vec![parse(default)?]);
+    }
+    topics.iter().map(|t| parse(t)).collect()
+}
+
+/// Each placeholder exactly once among `levels`; else the error, for the
+/// `flag`'s pattern `text`, ending with `hint`.
+pub(crate) fn check_placeholders(
+    levels: &[Result<Level, String>],
+    flag: &str,
+    text: &str,
+    hint: &str,
+) -> Result<(), String> {
+    for wanted in [Level::Collection, Level::Feature, Level::Property] {
+        let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
+        if n != 1 {
+            return Err(format!("{flag} {text:?} has {n} {}: {hint}", wanted.name()));
+        }
+    }
+    Ok(())
+}
+
+/// The property the topic's `parts` name under `levels`, if they match:
+/// each literal level equal, each placeholder's part an id `valid` takes,
+/// no part left over.
+pub(crate) fn route_levels<'a>(
+    levels: &[Result<Level, String>],
+    mut parts: impl Iterator<Item = &'a str>,
+    valid: impl Fn(&str) -> bool,
+) -> Option<Route> {
+    let mut key = PropertyPath {
+        collection: String::new(),
+        feature: String::new(),
+        property: String::new(),
+    };
+    for level in levels {
+        let part = parts.next()?;
+        let slot = match level {
+            Err(literal) if literal == part => continue,
+            Err(_) => return None,
+            Ok(Level::Collection) => &mut key.collection,
+            Ok(Level::Feature) => &mut key.feature,
+            Ok(Level::Property) => &mut key.property,
+        };
+        if !valid(part) {
+            return None;
+        }
+        *slot = part.to_owned();
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(if key.property == POSITIONS {
+        Route::Positions(key)
+    } else {
+        Route::Property(key)
+    })
+}
+
+/// One pattern, checked.
+#[derive(Debug, Clone)]
+pub(crate) struct Pattern {
+    text: String,
+    levels: Vec<Result<Level, String>>,
+}
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// A temporal property's instants.
+    Property(PropertyPath),
+    /// A feature's positions: `{pname}` is [`POSITIONS`]; `key.property`
+    /// holds it.
+    Positions(PropertyPath),
+}
+
+impl Pattern {
+    /// Checks `text`: each of `{cid}`, `{fid}`, `{pname}` exactly once, each
+    /// a whole level, and no MQTT wildcard (`+`, `#`) or empty level.
+    pub(crate) fn parse(text: &str) -> Result<Pattern, String> {
+        let hint = "give levels separated by '/', with {cid}, {fid} and {pname} each once as a \
+                    whole level, such as mfapi/{cid}/{fid}/{pname}";
+        let mut levels = Vec::new();
+        for level in text.split('/') {
+            if let Some(placeholder) = Level::placeholder(level) {
+                levels.push(Ok(placeholder));
+                continue;
+            }
+            levels.push(match level {
+                "" => return Err(format!("--mqtt-topic {text:?} has an empty level: {hint}")),
+                _ if level.contains(['+', '#', '{', '}', '\0']) => {
+                    return Err(format!(
+                        "--mqtt-topic {text:?}: the level {level:?} is neither a placeholder nor \
+                         a literal (no +, #, braces): {hint}"
+                    ));
+                }
+                _ => Err(level.to_owned()),
+            });
+        }
+        check_placeholders(&levels, "--mqtt-topic", text, hint)?;
+        Ok(Pattern {
+            text: text.to_owned(),
+            levels,
+        })
+    }
+
+    /// The pattern as given.
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// The subscription filter: `+` for each placeholder.
+    pub(crate) fn filter(&self) -> String {
+        let levels: Vec<&str> = self
+            .levels
+            .iter()
+            .map(|l| match l {
+                Ok(_) => "+",
+                Err(literal) => literal.as_str(),
+            })
+            .collect();
+        levels.join("/")
+    }
+
+    /// The property `topic` names, if it matches; an empty id, or one a
+    /// path could not carry (over the path limit, `.`, `..`), does not.
+    fn route(&self, topic: &str) -> Option<Route> {
+        route_levels(&self.levels, topic.split('/'), |part| {
+            !part.is_empty() && id_fault(part).is_none()
+        })
+    }
+}
+
+/// Where `topic` goes: the first of `patterns` it matches.
+pub(crate) fn route(patterns: &[Pattern], topic: &str) -> Option<Route> {
+    patterns.iter().find_map(|p| p.route(topic))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::super::request::MAX_ID;
+    use super::*;
+
+    fn key(c: &str, f: &str, p: &str) -> PropertyPath {
+        PropertyPath {
+            collection: c.into(),
+            feature: f.into(),
+            property: p.into(),
+        }
+    }
+
+    #[test]
+    fn the_default_pattern_is_the_go_tiers_and_subscribes_to_three_wildcards() {
+        let p = Pattern::parse(DEFAULT).unwrap();
+        assert_eq!(p.filter(), "mfapi/+/+/+");
+        let ps = [p];
+        assert_eq!(
+            route(&ps, "mfapi/ships/s1/speed"),
+            Some(Route::Property(key("ships", "s1", "speed")))
+        );
+        assert_eq!(
+            route(&ps, "mfapi/ships/s1/tgsequence"),
+            Some(Route::Positions(key("ships", "s1", "tgsequence")))
+        );
+        for bad in [
+            "mfapi/ships/s1",
+            "mfapi/ships/s1/speed/x",
+            "other/ships/s1/speed",
+            "mfapi//s1/speed",
+            // Dot-segments: no link could name them.
+            "mfapi/./s1/speed",
+            "mfapi/ships/../speed",
+        ] {
+            assert_eq!(route(&ps, bad), None, "{bad}");
+        }
+        let long = format!("mfapi/{}/s1/speed", "c".repeat(MAX_ID + 1));
+        assert_eq!(route(&ps, &long), None);
+    }
+
+    #[test]
+    fn placeholders_may_be_anywhere_and_the_first_matching_pattern_wins() {
+        let ps = [
+            Pattern::parse("fleet/{fid}/{pname}/of/{cid}").unwrap(),
+            Pattern::parse("{cid}/{fid}/{pname}").unwrap(),
+        ];
+        assert_eq!(ps[0].filter(), "fleet/+/+/of/+");
+        assert_eq!(
+            route(&ps, "fleet/s1/speed/of/ships"),
+            Some(Route::Property(key("ships", "s1", "speed")))
+        );
+        assert_eq!(
+            route(&ps, "a/b/c"),
+            Some(Route::Property(key("a", "b", "c")))
+        );
+    }
+
+    #[test]
+    fn a_pattern_without_each_placeholder_once_or_with_wildcards_is_refused_saying_why() {
+        for (bad, says) in [
+            ("mfapi/{cid}/{fid}", "0 {pname}"),
+            ("{cid}/{cid}/{fid}/{pname}", "2 {cid}"),
+            ("mfapi/+/{cid}/{fid}/{pname}", "\"+\""),
+            ("mfapi/#", "\"#\""),
+            ("mfapi//{cid}/{fid}/{pname}", "empty level"),
+            ("x{cid}/{fid}/{pname}", "\"x{cid}\""),
+        ] {
+            let err = Pattern::parse(bad).unwrap_err();
+            assert!(
+                err.contains(says) && err.contains("mfapi/{cid}/{fid}/{pname}"),
+                "{bad}: {err}"
+            );
+        }
+    }
+}
