@@ -26,13 +26,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as Clock};
 
-use mfstream::aggregate::{Aggregate, TimeUnit, Window};
-use mfstream::engine::{BATCH, Source, StreamEngine};
-use mfstream::ops::Transform;
-use mfstream::{
-    Aggregation, BridgeEngine, BridgeOptions, Framing, Instant, LocalEngine, PropertyType,
-    QuerySpec,
-};
+use mfstream_model::aggregate::{Aggregate, TimeUnit, Window};
+use mfstream_engine::{BATCH, Source, StreamEngine};
+use mfstream_model::ops::Transform;
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
+use mfstream_model::{Aggregation, Instant, PropertyType, QuerySpec};
 
 fn main() {
     let wanted: Vec<String> = std::env::args()
@@ -116,8 +114,8 @@ async fn plugin() {
         library.display()
     );
     let text = format!("[[plugin]]\npath = {:?}\n", library.display().to_string());
-    let config = mfstream::config::Config::parse(&text, None).unwrap();
-    let registry = mfstream::Registry::from_config(&config);
+    let config = mfstream_registry::config::Config::parse(&text, None).unwrap();
+    let registry = mfstream_registry::Registry::from_config(&config);
     let errors = registry.plugin_errors();
     assert!(errors.is_empty(), "{errors:?}");
     let scale = registry.get("scale").unwrap();
@@ -300,7 +298,7 @@ async fn window_throughput(
     }
     let secs = started.elapsed().as_secs_f64();
     feeder.await.unwrap();
-    assert_eq!(handle.status(), mfstream::QueryStatus::Completed);
+    assert_eq!(handle.status(), mfstream_model::QueryStatus::Completed);
     (n as f64 / secs, events)
 }
 

@@ -19,20 +19,15 @@
 //! tests/oracle/geo_bench.py times pymeos's `speed()` over the same
 //! trajectory (parsed and computed in C) and a vectorised shapely
 //! geofence (up to 200,000 positions: pymeos holds the whole sequence).
-//!
-//! The `geo` module is crate-private: its files are compiled into this
-//! benchmark too, so what is timed is the same source without a public API.
-
-#[allow(dead_code, unused_imports)]
-#[path = "../src/geo/mod.rs"]
-mod geo;
 
 use std::hint::black_box;
 use std::io::Write as _;
 use std::process::{Command, Stdio};
 use std::time::Instant as Clock;
 
-use geo::{Crs, Detect, Fence, FenceState, Geometry, Micros, Motion, Point, PositionAcc};
+use mfstream_model::geo::{
+    Crs, Detect, Fence, FenceState, Geometry, Micros, Motion, Point, PositionAcc,
+};
 use serde_json::json;
 
 /// splitmix64: the trajectory is the same on every run.

@@ -25,10 +25,9 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant as Clock};
 
-use mfstream::Instant;
-use mfstream::store::{
-    Durability, NewQuery, PropertyLock, PropertyPath, Store, StoreOptions, StoredEvent,
-};
+use mfstream_model::Instant;
+use mfstream_model::PropertyPath;
+use mfstream_store::{Durability, NewQuery, PropertyLock, Store, StoreOptions, StoredEvent};
 use tokio::sync::{mpsc, oneshot};
 
 #[derive(Clone, Copy)]
@@ -310,7 +309,7 @@ async fn events(n: u64) -> (u64, Duration) {
         let events: Vec<_> = (id..(id + 64).min(n + 1))
             .map(|id| StoredEvent {
                 id,
-                kind: mfstream::EventKind::Instant,
+                kind: mfstream_model::EventKind::Instant,
                 data: format!(
                     r#"{{"datetime":"2026-01-01T00:00:00.{id:06}Z","value":{},"property":"speed","operation":"mul"}}"#,
                     id as f64 * 1.852

@@ -2,11 +2,9 @@
 
 use std::time::Duration;
 
-use mfstream::engine::{EngineError, Serves, Source, StreamEngine};
-use mfstream::{
-    BridgeEngine, BridgeOptions, Framing, PropertyType, QueryStatus, Registration, RestartPolicy,
-    Value,
-};
+use mfstream_engine::{EngineError, Serves, Source, StreamEngine};
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
+use mfstream_model::{PropertyType, QueryStatus, Registration, Value};
 
 use crate::util::*;
 
@@ -31,9 +29,9 @@ async fn the_reference_job_applies_the_operation_in_both_framings() {
     for framing in [Framing::Value, Framing::Json] {
         let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
         options.framing = framing;
-        let spec = mfstream::QuerySpec::transform(
+        let spec = mfstream_model::QuerySpec::transform(
             "speed",
-            mfstream::ops::Transform::new("div", Some(4.0)).unwrap(),
+            mfstream_model::ops::Transform::new("div", Some(4.0)).unwrap(),
         );
         let handle = submit(options, spec, instants(3)).await;
         let (events, status) = collect(handle).await;
@@ -228,9 +226,9 @@ async fn without_a_restart_policy_a_crash_fails_the_query() {
 async fn a_job_answering_too_few_records_fails_saying_how_many() {
     let mut options = sh_options("echo.sh");
     // `sh -c` takes the appended operation as $0 and $1, so `head` reads stdin.
-    let spec = mfstream::QuerySpec::transform(
+    let spec = mfstream_model::QuerySpec::transform(
         "speed",
-        mfstream::ops::Transform::new("abs", None).unwrap(),
+        mfstream_model::ops::Transform::new("abs", None).unwrap(),
     );
     options.argv = vec!["sh".into(), "-c".into(), "head -n 2".into()];
     let handle = submit(options, spec, instants(5)).await;
@@ -297,9 +295,9 @@ async fn json_framed_answers_are_read_back_to_the_same_bits() {
     // off: 12.390536734905753 read back as 12.390536734905751.
     let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
     options.framing = Framing::Json;
-    let spec = mfstream::QuerySpec::transform(
+    let spec = mfstream_model::QuerySpec::transform(
         "speed",
-        mfstream::ops::Transform::new("div", Some(4.0)).unwrap(),
+        mfstream_model::ops::Transform::new("div", Some(4.0)).unwrap(),
     );
     let mut input = instants(1);
     input[0].value = Value::Number(49.56214693962301);
@@ -333,7 +331,7 @@ async fn a_job_submitted_from_a_thread_that_exits_outlives_the_thread() {
     )
     .await;
     sender
-        .send(mfstream::Instant::number("after", 7.0))
+        .send(mfstream_model::Instant::number("after", 7.0))
         .await
         .unwrap();
     let event = handle.next().await.expect("the job still answers");
@@ -425,7 +423,7 @@ async fn records_a_job_has_not_answered_count_in_the_querys_state_budget() {
     // flight are about 2 MiB, over a budget of 1 MiB.
     let mut options = sh_options("hang.sh");
     options.max_in_flight = 1_000_000;
-    let budget = std::sync::Arc::new(mfstream::StateBudget::new(1 << 20));
+    let budget = std::sync::Arc::new(mfstream_model::budget::StateBudget::new(1 << 20));
     let (sender, source) = Source::budgeted(4, budget.clone());
     let handle = BridgeEngine::new(options)
         .submit(echo_spec().with_budget(budget), source)

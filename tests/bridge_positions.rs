@@ -4,11 +4,9 @@
 
 use std::time::Duration;
 
-use mfstream::engine::{Serves, Source, StreamEngine};
-use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, Point, PropertyType,
-    QuerySpec, QueryStatus, Registration, RestartPolicy, Value,
-};
+use mfstream_engine::{Serves, Source, StreamEngine};
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine, RestartPolicy};
+use mfstream_model::{Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value};
 
 use crate::util::*;
 
@@ -210,9 +208,9 @@ async fn a_json_transform_on_a_position_engine_is_not_restarted() {
         backoff: Duration::from_millis(1),
         backoff_max: Duration::from_millis(10),
     });
-    let spec = mfstream::QuerySpec::transform(
+    let spec = mfstream_model::QuerySpec::transform(
         "speed",
-        mfstream::ops::Transform::new("abs", None).unwrap(),
+        mfstream_model::ops::Transform::new("abs", None).unwrap(),
     );
     let handle = submit(options, spec, instants(5)).await;
     let progress = handle.progress_counters();
@@ -435,7 +433,7 @@ async fn a_geometry_too_large_for_mfstream_query_is_refused_naming_the_bound() {
     assert!(fence.len() > 131_072 && fence.len() < 1 << 20);
     let spec = spec(&format!(r#"{{"geofence":{fence},"crs":"EPSG:3857"}}"#));
     let engine = BridgeEngine::new(stdlib_reference());
-    let Err(mfstream::engine::EngineError::InvalidQuery(e)) = engine
+    let Err(mfstream_engine::EngineError::InvalidQuery(e)) = engine
         .submit(spec.clone(), Source::from_instants(track()))
         .await
     else {

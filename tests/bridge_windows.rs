@@ -2,11 +2,9 @@
 //! or by the host over a transforming job's outputs, with the same results
 //! as the `local` engine.
 
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, PropertyType, QuerySpec,
-    QueryStatus, Registration, Value,
-};
+use mfstream_engine::{Source, StreamEngine};
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
+use mfstream_model::{Event, Instant, PropertyType, QuerySpec, QueryStatus, Registration, Value};
 use serde_json::Value as Json;
 
 use crate::util::*;
@@ -208,8 +206,8 @@ async fn a_bridge_engine_refuses_an_aggregation_the_property_type_does_not_allow
         r#"{"aggregation":"COUNT","window":{"type":"COUNT","size":2}}"#,
         PropertyType::TText,
     );
-    if let mfstream::QueryKind::Aggregate { aggregate, .. } = &mut query.kind {
-        aggregate.aggregation = mfstream::Aggregation::Avg;
+    if let mfstream_model::QueryKind::Aggregate { aggregate, .. } = &mut query.kind {
+        aggregate.aggregation = mfstream_model::Aggregation::Avg;
     }
     let error = reference(Framing::Json, true)
         .submit(query, Source::from_instants([]))
@@ -225,7 +223,7 @@ async fn host_windows_at_the_windows_per_record_cap_over_records_a_century_apart
     // they are delivered in chunks, and the century between holds none.
     let body = format!(
         r#"{{"operation":"mul","arg":1,"aggregation":"MAX","window":{{"type":"HOPPING","size":{},"unit":"SECONDS","hop":1}}}}"#,
-        mfstream::aggregate::MAX_WINDOWS_PER_RECORD
+        mfstream_model::aggregate::MAX_WINDOWS_PER_RECORD
     );
     let input = vec![
         Instant::number("2026-01-01T00:00:00Z", 1.0),
@@ -236,7 +234,7 @@ async fn host_windows_at_the_windows_per_record_cap_over_records_a_century_apart
     let bridge = run(&reference(Framing::Value, false), query, input).await;
     assert_eq!(
         local.len(),
-        2 * mfstream::aggregate::MAX_WINDOWS_PER_RECORD as usize
+        2 * mfstream_model::aggregate::MAX_WINDOWS_PER_RECORD as usize
     );
     assert_same(&local, &bridge, "HOPPING at the cap");
 }

@@ -633,7 +633,7 @@ fn help_shows_examples_exit_codes_and_environment() {
     assert!(run.contains("in any case"), "{run}");
     // `--op` and `--arg` list the catalogue's operations, not a copy: on
     // numbers, then on positions.
-    use mfstream::ops::{Kind, Op};
+    use mfstream_model::ops::{Kind, Op};
     assert!(run.contains(&Op::catalogue_of(Kind::Number)), "{run}");
     for op in Op::on(Kind::Position) {
         assert!(run.contains(op.name()), "{run}");

@@ -14,8 +14,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::{Instant, LocalEngine, PropertyType, QuerySpec, QueryStatus, Registration};
+use mfstream_engine::{Source, StreamEngine};
+use mfstream_engine::LocalEngine;
+use mfstream_model::{Instant, PropertyType, QuerySpec, QueryStatus, Registration};
 use serde_json::{Value as Json, json};
 
 use crate::util::*;

@@ -1,8 +1,9 @@
 //! The `local` engine: every operation, order, datetimes, domain errors.
 
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::ops::Transform;
-use mfstream::{Instant, LocalEngine, QuerySpec, QueryStatus, Value};
+use mfstream_engine::{Source, StreamEngine};
+use mfstream_model::ops::Transform;
+use mfstream_engine::LocalEngine;
+use mfstream_model::{Instant, QuerySpec, QueryStatus, Value};
 
 use crate::util::*;
 
@@ -10,11 +11,11 @@ async fn run_local(
     op: &str,
     arg: Option<f64>,
     input: Vec<Instant>,
-) -> (Vec<mfstream::Event>, QueryStatus) {
+) -> (Vec<mfstream_model::Event>, QueryStatus) {
     // Failing at a bad record (`onError: fail`), as these tests check;
     // tests/on_error.rs has the default, skip.
     let spec = QuerySpec::transform("speed", Transform::new(op, arg).unwrap())
-        .on_error(mfstream::OnError::Fail);
+        .on_error(mfstream_model::OnError::Fail);
     let handle = LocalEngine::new()
         .submit(spec, Source::from_instants(input))
         .await
@@ -135,9 +136,9 @@ fn integers_with_a_fraction() -> Vec<Instant> {
 }
 
 fn integer_spec(body: &str) -> QuerySpec {
-    mfstream::Registration::from_json(body)
+    mfstream_model::Registration::from_json(body)
         .unwrap()
-        .into_spec("count", mfstream::PropertyType::TInteger)
+        .into_spec("count", mfstream_model::PropertyType::TInteger)
         .unwrap()
 }
 
@@ -154,7 +155,7 @@ async fn an_integer_property_given_1_5_fails_naming_the_record_on_every_engine()
         ("local", std::sync::Arc::new(LocalEngine::new())),
         (
             "bridge",
-            std::sync::Arc::new(mfstream::BridgeEngine::new(sh_options("echo.sh"))),
+            std::sync::Arc::new(mfstream_engine::BridgeEngine::new(sh_options("echo.sh"))),
         ),
         ("plugin", plugins.get("scale").unwrap()),
         ("isolated plugin", isolating.get("scale").unwrap()),

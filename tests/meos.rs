@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use mfstream::ops::{Kind, Op};
+use mfstream_model::ops::{Kind, Op};
 
 use crate::util::*;
 

@@ -7,9 +7,10 @@
 
 use std::f64::consts::E;
 
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::ops::Transform;
-use mfstream::{Event, Instant, LocalEngine, OnError, QuerySpec, QueryStatus, Registration};
+use mfstream_engine::{Source, StreamEngine};
+use mfstream_model::ops::Transform;
+use mfstream_engine::LocalEngine;
+use mfstream_model::{Event, Instant, OnError, QuerySpec, QueryStatus, Registration};
 
 use crate::util::*;
 
@@ -178,7 +179,7 @@ async fn local_fails_at_a_bad_record_under_fail_naming_its_datetime() {
 fn aggregate(body: &str) -> QuerySpec {
     Registration::from_json(body)
         .unwrap()
-        .into_spec("speed", mfstream::PropertyType::TReal)
+        .into_spec("speed", mfstream_model::PropertyType::TReal)
         .unwrap()
 }
 
@@ -282,7 +283,7 @@ fn run_skips_a_bad_record_by_default_and_fails_on_it_with_on_error_fail() {
 
 // Bridge jobs.
 
-use mfstream::{BridgeEngine, BridgeOptions, Framing};
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing};
 
 /// A job run as `argv` speaking `protocol`: declared so to the host, and
 /// for version 1 run as a job that never heard of version 2 would be (the

@@ -7,11 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mfstream::engine::{QueryHandle, Source, SourceSender, StreamEngine};
-use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, PropertyType, QuerySpec,
-    Registration, WallClock,
-};
+use mfstream_engine::{QueryHandle, Source, SourceSender, StreamEngine};
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
+use mfstream_model::{Event, Instant, PropertyType, QuerySpec, Registration};
+use mfstream_model::clock::WallClock;
 use tokio::time::Instant as Tick;
 
 use crate::util::*;
@@ -64,7 +63,7 @@ async fn start(engine: &dyn StreamEngine, spec: QuerySpec) -> (SourceSender, Que
 /// counted in it, and the query completed.
 async fn ends_late_and_partial(handle: QueryHandle) {
     let (rest, status) = collect(handle).await;
-    assert_eq!(status, mfstream::QueryStatus::Completed);
+    assert_eq!(status, mfstream_model::QueryStatus::Completed);
     let rest: Vec<_> = rest.into_iter().map(window).collect();
     assert_eq!(rest.len(), 1, "{rest:?}");
     assert_eq!(
@@ -470,7 +469,7 @@ async fn a_live_window_over_a_position_jobs_answers_waits_for_an_answer_held_bac
     let (sender, mut handle) = start(&engine, spec).await;
     let point = |millis, x| Instant {
         datetime: at(millis),
-        value: mfstream::Value::Point(mfstream::Point::new(x, 0.0)),
+        value: mfstream_model::Value::Point(mfstream_model::Point::new(x, 0.0)),
     };
     sender
         .send_batch(vec![point(500, 1.0), point(700, 2.0)])
@@ -492,7 +491,7 @@ async fn a_live_window_over_a_position_jobs_answers_waits_for_an_answer_held_bac
     tokio::time::resume();
     drop(sender);
     let (events, status) = collect(handle).await;
-    assert_eq!(status, mfstream::QueryStatus::Completed);
+    assert_eq!(status, mfstream_model::QueryStatus::Completed);
     let events: Vec<_> = events.into_iter().map(window).collect();
     assert_eq!(events.len(), 1, "{events:?}");
     assert_eq!(

@@ -1,8 +1,8 @@
 //! `isolation = "process"`: a plugin run in a child of the mfstream binary;
 //! a crash fails its query, nothing else.
 
-use mfstream::engine::{EngineKind, Source};
-use mfstream::{Instant, PropertyType, QueryStatus, Registration};
+use mfstream_engine::{EngineKind, Source};
+use mfstream_model::{Instant, PropertyType, QueryStatus, Registration};
 
 use crate::util::*;
 
@@ -153,7 +153,7 @@ async fn an_isolated_plugin_that_aborts_has_delivered_the_results_of_earlier_bat
     assert!(failure(&status).contains("SIGABRT"), "{status:?}");
     // At most the crashing batch is lost.
     assert!(
-        events.len() > crash_at - mfstream::engine::BATCH,
+        events.len() > crash_at - mfstream_engine::BATCH,
         "only {} results of the {crash_at} records before the crash were delivered",
         events.len()
     );

@@ -4,8 +4,8 @@
 //! a plugin that does not serve positions, or panics on one, fails only
 //! that query, with a clear error.
 
-use mfstream::engine::{EngineError, Serves};
-use mfstream::{Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value};
+use mfstream_engine::{EngineError, Serves};
+use mfstream_model::{Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value};
 
 use crate::util::*;
 
@@ -160,7 +160,7 @@ async fn a_position_query_on_a_plugin_engine_without_positions_is_refused_naming
     let dir = TempDir::new("plugin-positions-unserved");
     let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-chaos")));
     let engine = registry.get("panicky").unwrap();
-    let (_sender, source) = mfstream::engine::Source::channel(1);
+    let (_sender, source) = mfstream_engine::Source::channel(1);
     let Err(EngineError::InvalidQuery(e)) = engine
         .submit(spec(r#"{"operation":"speed"}"#), source)
         .await

@@ -5,9 +5,10 @@
 
 use std::process::Command;
 
-use mfstream::config::Config;
-use mfstream::engine::{EngineError, EngineKind, Source};
-use mfstream::{Event, Instant, QueryStatus, Registry};
+use mfstream_registry::config::Config;
+use mfstream_engine::{EngineError, EngineKind, Source};
+use mfstream_model::{Event, Instant, QueryStatus};
+use mfstream_registry::Registry;
 
 use crate::util::*;
 
@@ -314,9 +315,9 @@ async fn assert_windows_match_local(registry: &Registry, engine: &str) {
         })
         .collect();
     for body in WINDOWED {
-        let spec = mfstream::Registration::from_json(body)
+        let spec = mfstream_model::Registration::from_json(body)
             .unwrap()
-            .into_spec("speed", mfstream::PropertyType::TReal)
+            .into_spec("speed", mfstream_model::PropertyType::TReal)
             .unwrap();
         let (local, local_status) = run_on(registry, "local", spec.clone(), input.clone()).await;
         let (plugin, status) = run_on(registry, engine, spec, input.clone()).await;
@@ -376,7 +377,7 @@ async fn plugin_code_runs_on_the_query_thread_not_on_a_runtime_worker() {
         // The kernel keeps 15 bytes of `mfstream-plugin-whereami`.
         assert_eq!(
             event.value(),
-            &mfstream::Value::Text("mfstream-plugin".into())
+            &mfstream_model::Value::Text("mfstream-plugin".into())
         );
     }
 }
@@ -385,7 +386,7 @@ async fn plugin_code_runs_on_the_query_thread_not_on_a_runtime_worker() {
 async fn a_plugin_that_emits_nan_fails_its_query_under_fail() {
     let dir = TempDir::new("plugin-nan");
     let registry = registry(&dir, &entry(&plugin_library("mfstream-plugin-chaos")));
-    let fail = echo_spec().on_error(mfstream::OnError::Fail);
+    let fail = echo_spec().on_error(mfstream_model::OnError::Fail);
     let (events, status) = run_on(&registry, "nan", fail, instants(3)).await;
     let reason = failure(&status);
     assert!(reason.contains("not a finite number"), "{reason}");

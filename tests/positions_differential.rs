@@ -12,9 +12,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mfstream::config::Config;
-use mfstream::engine::{Serves, StreamEngine};
-use mfstream::{Instant, LocalEngine, Point, PropertyType, Registration, Registry, Value};
+use mfstream_registry::config::Config;
+use mfstream_engine::{Serves, StreamEngine};
+use mfstream_engine::LocalEngine;
+use mfstream_model::{Instant, Point, PropertyType, Registration, Value};
+use mfstream_registry::Registry;
 
 use crate::util::*;
 
@@ -409,7 +411,7 @@ async fn events_of(engine: &dyn StreamEngine, track: &Track, body: &str) -> Vec<
     let (events, status) = run_query(engine, spec, track.instants()).await;
     assert_eq!(
         status,
-        mfstream::QueryStatus::Completed,
+        mfstream_model::QueryStatus::Completed,
         "{} on {}: {body}",
         engine.name(),
         track.name

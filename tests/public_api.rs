@@ -19,7 +19,7 @@ const HIDDEN: &[&str] = &["plugin_host"];
 /// The workspace crates a public module may re-export from, with the one
 /// module that does: the operation catalogue is its own crate
 /// (`mfstream-ops`, crates/ops) so that the bridge jobs and plugins share
-/// it, and `mfstream::ops` is its one path in this crate.
+/// it, and `mfstream_model::ops` is its one path in this crate.
 const FOREIGN: &[(&str, &str)] = &[("src/ops.rs", "mfstream_ops")];
 
 /// A module's source: its `mod` declarations and `pub use` paths, at item

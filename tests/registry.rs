@@ -3,9 +3,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mfstream::config::Config;
-use mfstream::engine::{EngineKind, Source};
-use mfstream::{QueryStatus, Registry, RegistryError};
+use mfstream_registry::config::Config;
+use mfstream_engine::{EngineKind, Source};
+use mfstream_model::QueryStatus;
+use mfstream_registry::{Registry, RegistryError};
 
 use crate::util::*;
 
@@ -106,11 +107,11 @@ async fn a_runtime_added_by_configuration_runs_queries() {
         (name == "TEST_STORM_CMD").then(|| cmd.clone())
     });
     let engine = registry.get("storm").unwrap();
-    let spec = mfstream::QuerySpec::transform(
+    let spec = mfstream_model::QuerySpec::transform(
         "speed",
-        mfstream::ops::Transform::new("log10", None).unwrap(),
+        mfstream_model::ops::Transform::new("log10", None).unwrap(),
     );
-    let input = vec![mfstream::Instant::number("2026-01-01T00:00:00Z", 1000.0)];
+    let input = vec![mfstream_model::Instant::number("2026-01-01T00:00:00Z", 1000.0)];
     let handle = engine
         .submit(spec, Source::from_instants(input))
         .await
@@ -200,10 +201,10 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
 fn the_process_wide_registry_is_built_once_from_the_discovered_file() {
     // Tests run in the package root, where the shipped engines.toml is found
     // (unless MFSTREAM_CONFIG names another file).
-    let registry = mfstream::Registry::global().expect("the shipped engines.toml is valid");
+    let registry = mfstream_registry::Registry::global().expect("the shipped engines.toml is valid");
     assert!(std::ptr::eq(
         registry,
-        mfstream::Registry::global().unwrap()
+        mfstream_registry::Registry::global().unwrap()
     ));
     assert!(registry.get("local").is_ok());
     if std::env::var_os("MFSTREAM_CONFIG").is_none() {

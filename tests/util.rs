@@ -6,10 +6,12 @@ use std::time::Duration;
 
 use std::process::{Command, Output};
 
-use mfstream::config::Config;
-use mfstream::engine::{QueryHandle, Source, SourceSender, StreamEngine};
-use mfstream::ops::{Kind, Op, Transform};
-use mfstream::{BridgeEngine, BridgeOptions, Event, Instant, QuerySpec, QueryStatus, Registry};
+use mfstream_registry::config::Config;
+use mfstream_engine::{QueryHandle, Source, SourceSender, StreamEngine};
+use mfstream_model::ops::{Kind, Op, Transform};
+use mfstream_engine::{BridgeEngine, BridgeOptions};
+use mfstream_model::{Event, Instant, QuerySpec, QueryStatus};
+use mfstream_registry::Registry;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -329,7 +331,7 @@ pub fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
     let path = dir.join("engines.toml");
     std::fs::write(&path, text).unwrap();
     let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
-    let env = move |name: &str| (name == mfstream::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
+    let env = move |name: &str| (name == mfstream_engine::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
     Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
 }
 
@@ -439,7 +441,7 @@ pub fn stderr(output: &Output) -> String {
 pub fn irregular(
     n: usize,
     late_every: Option<usize>,
-    value: impl Fn(usize) -> mfstream::Value,
+    value: impl Fn(usize) -> mfstream_model::Value,
 ) -> Vec<Instant> {
     (0..n)
         .map(|i| {

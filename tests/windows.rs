@@ -5,13 +5,11 @@
 use std::io::Write;
 use std::process::{Output, Stdio};
 
-use mfstream::aggregate::{Aggregate, TimeUnit, Window};
-use mfstream::engine::{EngineError, Source, StreamEngine};
-use mfstream::ops::Transform;
-use mfstream::{
-    Aggregation, Event, Instant, LocalEngine, PropertyType, QuerySpec, QueryStatus, Value,
-    WindowEvent,
-};
+use mfstream_model::aggregate::{Aggregate, TimeUnit, Window};
+use mfstream_engine::{EngineError, Source, StreamEngine};
+use mfstream_model::ops::Transform;
+use mfstream_engine::LocalEngine;
+use mfstream_model::{Aggregation, Event, Instant, PropertyType, QuerySpec, QueryStatus, Value, WindowEvent};
 
 use crate::util::*;
 
@@ -221,7 +219,7 @@ async fn the_open_window_is_flushed_as_partial_unless_emit_partial_is_false() {
     let flags: Vec<(u64, bool)> = events.iter().map(|e| (e.count, e.partial)).collect();
     assert_eq!(flags, [(2, false), (1, true)]);
     let mut quiet = spec;
-    if let mfstream::QueryKind::Aggregate { aggregate, .. } = &mut quiet.kind {
+    if let mfstream_model::QueryKind::Aggregate { aggregate, .. } = &mut quiet.kind {
         aggregate.emit_partial = false;
     }
     let (events, status) = run_local(quiet, input()).await;
@@ -471,11 +469,11 @@ async fn a_hopping_window_of_876000_hours_by_1_second_is_refused_naming_the_buck
         e.message.contains("keeps 3153600000 buckets")
             && e.message.contains(&format!(
                 "at most {}",
-                mfstream::aggregate::MAX_WINDOW_BUCKETS
+                mfstream_model::aggregate::MAX_WINDOW_BUCKETS
             )),
         "{e}"
     );
-    let registration = mfstream::Registration::from_json(
+    let registration = mfstream_model::Registration::from_json(
         r#"{"aggregation":"AVG","window":{"type":"HOPPING","size":876000,"unit":"HOURS","hop":1,"hopUnit":"SECONDS"}}"#,
     )
     .unwrap();
@@ -488,11 +486,11 @@ async fn a_hopping_window_of_876000_hours_by_1_second_is_refused_naming_the_buck
 #[tokio::test]
 async fn a_hopping_window_at_the_windows_per_record_cap_over_records_a_century_apart_emits_each_window_once()
  {
-    let cap = mfstream::aggregate::MAX_WINDOWS_PER_RECORD as usize;
+    let cap = mfstream_model::aggregate::MAX_WINDOWS_PER_RECORD as usize;
     let spec = aggregate(
         PropertyType::TReal,
         Aggregation::Avg,
-        hopping(mfstream::aggregate::MAX_WINDOWS_PER_RECORD, 1),
+        hopping(mfstream_model::aggregate::MAX_WINDOWS_PER_RECORD, 1),
     );
     let (events, status) = run_local_json(spec, a_century_apart()).await;
     assert_eq!(status, QueryStatus::Completed);

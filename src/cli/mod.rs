@@ -23,7 +23,7 @@ pub(crate) use self::engines::{check, engines};
 pub(crate) use self::plugin_host::plugin_host;
 pub(crate) use self::run::run;
 #[cfg(feature = "serve")]
-pub(crate) use self::serve::{DurabilityArg, ServeArgs, serve};
+pub(crate) use self::serve::{ServeArgs, serve};
 #[cfg(feature = "serve")]
 pub(crate) use self::state::{StateArgs, state};
 use self::values::names;

@@ -407,7 +407,7 @@ pub(crate) struct ServeArgs {
 
 /// `serve --durability`: what a write to the state store survives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DurabilityArg {
+pub(crate) enum DurabilityArg {
     /// Survives the process being killed (kill -9, an OOM kill, a panic):
     /// a write is done once the kernel has it.
     Process,

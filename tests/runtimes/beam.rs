@@ -1,8 +1,9 @@
 //! Apache Beam (jobs/beam/): the Python SDK pipeline in the FnApiRunner.
 
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::ops::{Kind, Op};
-use mfstream::{BridgeOptions, QueryStatus};
+use mfstream_engine::{Source, StreamEngine};
+use mfstream_model::ops::{Kind, Op};
+use mfstream_engine::BridgeOptions;
+use mfstream_model::QueryStatus;
 
 use super::*;
 use crate::util::*;
@@ -50,7 +51,7 @@ async fn a_beam_query_stopped_midway_leaves_nothing_behind() {
     let (mut options, marked) = runtime("beam");
     let tmp = watch_tmp(&mut options, "beam-stop");
     let (sender, source) = Source::channel(16);
-    let mut handle = mfstream::BridgeEngine::new(options)
+    let mut handle = mfstream_engine::BridgeEngine::new(options)
         .submit(transform(Op::Mul), source)
         .await
         .expect("the job starts");
@@ -73,9 +74,9 @@ async fn a_domain_error_on_beam_is_skipped_by_default_or_fails_the_query() {
     // The job speaks protocol 2 (engines.toml): it answers the record with
     // an error line; skipped by default.
     assert_eq!(options.protocol, 2);
-    let engine = mfstream::BridgeEngine::new(options.clone());
+    let engine = mfstream_engine::BridgeEngine::new(options.clone());
     check_skipped(&engine, transform(Op::Ln), &input, &[0, 1, 3]).await;
-    let fail = transform(Op::Ln).on_error(mfstream::OnError::Fail);
+    let fail = transform(Op::Ln).on_error(mfstream_model::OnError::Fail);
     let handle = submit(options.clone(), fail.clone(), input.clone()).await;
     let (events, status) = collect(handle).await;
     let reason = failure(&status);
@@ -111,7 +112,7 @@ fn mfstream_run_on_beam_prints_what_local_prints() {
 #[ignore = "needs beam: eval \"$(jobs/beam/setup.sh)\""]
 async fn beam_speaks_json_framing_too() {
     let (mut options, _) = runtime("beam");
-    options.framing = mfstream::Framing::Json;
+    options.framing = mfstream_engine::Framing::Json;
     let input = positive(300);
     let spec = transform(Op::Div);
     let local = local(spec.clone(), input.clone()).await;

@@ -1,7 +1,8 @@
 //! Apache Flink (`jobs/flink/`): the DataStream job in a local mini-cluster,
 //! in both framings, with windowed aggregates computed by Flink's windows.
 
-use mfstream::{Framing, PropertyType, Registration};
+use mfstream_engine::Framing;
+use mfstream_model::{PropertyType, Registration};
 use serde_json::Value as Json;
 
 use super::*;

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Stdio};
 
-use mfstream::RestartPolicy;
+use mfstream_engine::RestartPolicy;
 
 use super::*;
 

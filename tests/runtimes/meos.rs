@@ -1,9 +1,9 @@
 //! MEOS (jobs/meos/): MobilityDB's C library applies the operations,
 //! loaded through the engine's library path.
 
-use mfstream::QueryStatus;
-use mfstream::engine::{Source, StreamEngine};
-use mfstream::ops::{Kind, Op};
+use mfstream_model::QueryStatus;
+use mfstream_engine::{Source, StreamEngine};
+use mfstream_model::ops::{Kind, Op};
 
 use super::*;
 use crate::util::*;
@@ -49,12 +49,12 @@ async fn check_no_result(op: Op, input: &[Instant], kept: &[usize], v2: &str, v1
     let (options, _) = runtime("meos");
     // The job speaks protocol 2 (engines.toml).
     assert_eq!(options.protocol, 2);
-    let engine = mfstream::BridgeEngine::new(options.clone());
+    let engine = mfstream_engine::BridgeEngine::new(options.clone());
     check_skipped(&engine, transform(op), input, kept).await;
     let bad = (0..input.len())
         .find(|i| !kept.contains(i))
         .expect("a bad record");
-    let fail = transform(op).on_error(mfstream::OnError::Fail);
+    let fail = transform(op).on_error(mfstream_model::OnError::Fail);
     let (events, status) =
         collect(submit(options.clone(), fail.clone(), input.to_vec()).await).await;
     let reason = failure(&status);
@@ -164,7 +164,7 @@ async fn meos_is_found_only_through_the_engines_library_path() {
 async fn a_meos_query_stopped_midway_leaves_nothing_behind() {
     let (options, marked) = runtime("meos");
     let (sender, source) = Source::channel(16);
-    let mut handle = mfstream::BridgeEngine::new(options)
+    let mut handle = mfstream_engine::BridgeEngine::new(options)
         .submit(transform(Op::Ln), source)
         .await
         .expect("the job starts");

@@ -18,13 +18,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use mfstream::config::Config;
-use mfstream::engine::{QueryHandle, Source, StreamEngine};
-use mfstream::ops::{Domain, Kind, Op, Transform};
-use mfstream::{
-    BridgeEngine, BridgeOptions, Event, Framing, Instant, LocalEngine, QuerySpec, QueryStatus,
-    Value,
-};
+use mfstream_registry::config::Config;
+use mfstream_engine::{QueryHandle, Source, StreamEngine};
+use mfstream_model::ops::{Domain, Kind, Op, Transform};
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
+use mfstream_model::{Event, Instant, QuerySpec, QueryStatus, Value};
 
 use crate::util::*;
 
@@ -144,7 +142,7 @@ pub fn transform(op: Op) -> QuerySpec {
 pub fn values(xs: &[f64]) -> Vec<Instant> {
     let mut input = instants(xs.len());
     for (instant, &x) in input.iter_mut().zip(xs) {
-        instant.value = mfstream::Value::Number(x);
+        instant.value = mfstream_model::Value::Number(x);
     }
     input
 }
@@ -180,7 +178,7 @@ pub fn positive(n: usize) -> Vec<Instant> {
             2 => 1.0 / (i as f64 + 3.0),
             _ => (i as f64).sqrt() * 13.37,
         };
-        instant.value = mfstream::Value::Number(x);
+        instant.value = mfstream_model::Value::Number(x);
     }
     input
 }
@@ -202,7 +200,7 @@ pub async fn run_watched(
     input: Vec<Instant>,
 ) -> (Vec<Event>, QueryStatus, Vec<(i32, i32)>) {
     let (sender, source) = Source::channel(64);
-    let mut handle = mfstream::BridgeEngine::new(options)
+    let mut handle = mfstream_engine::BridgeEngine::new(options)
         .submit(spec, source)
         .await
         .expect("the job starts");
@@ -399,7 +397,7 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str, proto
     let spec = QuerySpec::transform("speed", Transform::new("ln", None).unwrap());
     check_skipped(&job, spec.clone(), &input, &[0, 2]).await;
     assert_group_gone(&pid_file);
-    let spec = spec.on_error(mfstream::OnError::Fail);
+    let spec = spec.on_error(mfstream_model::OnError::Fail);
     let bad = input[1].datetime.clone();
     let (events, status) = run_query(&job, spec, input).await;
     let reason = failure(&status);

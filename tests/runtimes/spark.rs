@@ -9,7 +9,7 @@ const SETUP: &str = "jobs/spark/setup.sh";
 #[ignore = "needs spark: eval \"$(jobs/spark/setup.sh)\""]
 async fn spark_gives_the_local_engines_results_for_every_operation() {
     let argv = runtime_command(VAR, SETUP);
-    check_every_operation("spark", &argv, mfstream::Framing::Value).await;
+    check_every_operation("spark", &argv, mfstream_engine::Framing::Value).await;
     check_cli_matches_local("spark", VAR, &std::env::var(VAR).unwrap(), 1);
 }
 

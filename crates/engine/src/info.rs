@@ -65,7 +65,7 @@ impl fmt::Display for AggregatesIn {
 /// JSON list of those names).
 ///
 /// ```
-/// use mfstream::engine::Serves;
+/// use mfstream_engine::Serves;
 ///
 /// let serves = Serves::TRANSFORM | Serves::AGGREGATE;
 /// assert!(serves.contains(Serves::AGGREGATE));

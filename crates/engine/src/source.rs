@@ -341,7 +341,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_clock_release_reads_as_an_empty_batch_after_the_batches_sent_before_it() {
-        let (clock, release) = crate::WallClock::system().held();
+        let (clock, release) = mfstream_model::clock::WallClock::system().held();
         let (sender, mut source) = Source::channel(4);
         sender.send(Instant::number("t", 1.0)).await.unwrap();
         sender.release_clock(release).await.unwrap();

@@ -711,10 +711,10 @@ mod tests {
     /// declares the routes.
     #[test]
     fn every_route_is_declared_with_its_documentation() {
-        let source = include_str!("mod.rs");
+        let source = include_str!("lib.rs");
         let start = source
             .find("pub(crate) fn routes()")
-            .expect("mod.rs declares the routes in `routes()`");
+            .expect("lib.rs declares the routes in `routes()`");
         let body = &source[start..];
         let body = &body[..body.find("\n}\n").expect("the function ends")];
         assert!(body.contains(".routes(routes!("), "{body}");

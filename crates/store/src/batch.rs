@@ -19,7 +19,7 @@ use mfstream_model::{EventKind, Instant, Point, Value};
 
 /// The bytes an event takes in a batch beyond its kind and data.
 #[cfg(test)]
-pub const EVENT_OVERHEAD: usize = 8;
+pub(crate) const EVENT_OVERHEAD: usize = 8;
 
 /// Decodes a batch of events whose first has the id `first_id`.
 pub(crate) fn decode_events(

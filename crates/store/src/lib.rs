@@ -145,8 +145,8 @@
 //! which is cut to its bound (a status must not be lost to a long stderr).
 //!
 //! ```
-//! use mfstream::store::{NewQuery, PropertyLock, PropertyPath, Store, StoreOptions};
-//! use mfstream::Instant;
+//! use mfstream_store::{NewQuery, PropertyLock, PropertyPath, Store, StoreOptions};
+//! use mfstream_model::Instant;
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let dir = std::env::temp_dir().join(format!("mfstream-doc-{}", std::process::id()));
@@ -298,11 +298,11 @@ pub struct Store {
     /// The directory's lock, for the store's whole life.
     _lock: Arc<schema::DirLock>,
     /// A failure every journal write gets, for the tests of what a store
-    /// error does to a query (never compiled outside tests).
-    #[cfg(test)]
+    /// error does to a query (compiled for tests only).
+    #[cfg(any(test, feature = "fault-injection"))]
     fault: Mutex<Option<StoreErrorKind>>,
     /// Told each time the fault fails a call.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     fault_hit: tokio::sync::Notify,
 }
 
@@ -367,9 +367,9 @@ impl Store {
             reader: Mutex::new(reader),
             journal,
             _lock: lock,
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             fault: Mutex::new(None),
-            #[cfg(test)]
+            #[cfg(any(test, feature = "fault-injection"))]
             fault_hit: tokio::sync::Notify::new(),
         })
     }
@@ -561,7 +561,7 @@ impl Store {
         events: EventBatch,
         checkpoint: Option<Checkpoint>,
     ) -> Result<(), StoreError> {
-        #[cfg(test)]
+        #[cfg(any(test, feature = "fault-injection"))]
         if let Some(kind) = self.fault.lock().unwrap_or_else(|e| e.into_inner()).clone() {
             self.fault_hit.notify_one();
             return Err(self.error(kind));
@@ -653,14 +653,14 @@ impl Store {
 
     /// Makes every later [`Store::append_batch`] fail with `kind` (or
     /// succeed again with `None`): a test's way to a store error.
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub fn inject_fault(&self, kind: Option<StoreErrorKind>) {
         *self.fault.lock().unwrap_or_else(|e| e.into_inner()) = kind;
     }
 
     /// Waits until the injected fault fails a call (one that failed since
     /// the last wait counts).
-    #[cfg(test)]
+    #[cfg(any(test, feature = "fault-injection"))]
     pub async fn fault_hit(&self) {
         self.fault_hit.notified().await;
     }

@@ -722,7 +722,7 @@ fn as_nobody(name: &str) {
     std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
     let test = format!(
         "{}::{name}",
-        module_path!().trim_start_matches("mfstream::")
+        module_path!().trim_start_matches("mfstream_store::")
     );
     let output = std::process::Command::new(&exe)
         .args([test.as_str(), "--exact", "--test-threads=1"])

@@ -3,10 +3,13 @@
 
 use mfstream_model::geo::Crs;
 use mfstream_model::{
-    Instant, Point, PropertyType, QueryStatus, QuerySpec, Registration, SpecError, Value,
+    Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, RegistrationError,
+    SpecError, Value,
 };
 
 use crate::{LocalEngine, Source, StreamEngine};
+
+const SQUARE: &str = r#"{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[0,10],[0,0]]]}"#;
 
 fn spec(body: &str, t: PropertyType) -> Result<QuerySpec, SpecError> {
     Registration::from_json(body)?.into_spec("tgsequence", t)

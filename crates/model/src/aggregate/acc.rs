@@ -148,7 +148,7 @@ impl Acc {
     /// boundary costs a few additions each; distinct texts are counted
     /// through references, never copied.
     #[cfg(test)]
-    pub fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
+    pub(super) fn merge_all<'a>(accs: impl IntoIterator<Item = &'a Acc>) -> Acc {
         Acc::merge_all_counted(accs, None)
     }
 

@@ -92,8 +92,8 @@ pub use self::error::WindowError;
 /// Computes a windowed aggregate over instants pushed in arrival order.
 ///
 /// ```
-/// use mfstream::aggregate::{Aggregate, TimeUnit, Window, Windower};
-/// use mfstream::{Aggregation, Instant};
+/// use mfstream_model::aggregate::{Aggregate, TimeUnit, Window, Windower};
+/// use mfstream_model::{Aggregation, Instant};
 ///
 /// let window = Window::Tumbling { size: 2, unit: TimeUnit::Seconds };
 /// let aggregate = Aggregate::new(Aggregation::Avg, window);

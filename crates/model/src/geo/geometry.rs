@@ -10,7 +10,7 @@ use super::{Crs, GeoError, Point, distance, sphere};
 
 /// The most vertices a geometry may have (all its parts together): a fence
 /// is tested against every edge per position.
-pub(super) const MAX_GEOMETRY_VERTICES: usize = 10_000;
+pub(crate) const MAX_GEOMETRY_VERTICES: usize = 10_000;
 /// The most bytes a geometry's JSON text may have.
 pub const MAX_GEOMETRY_BYTES: usize = 1 << 20;
 

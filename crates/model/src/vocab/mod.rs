@@ -526,6 +526,7 @@ impl fmt::Display for QueryStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::json::number;
 
     #[test]
     fn a_point_reads_and_compares_as_if_its_height_were_an_option() {

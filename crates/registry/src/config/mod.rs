@@ -137,10 +137,10 @@ impl Config {
     ///
     /// ```
     /// let text = "[[engine]]\nname = \"flink\"\ncmd_env = \"MFAPI_FLINK_CMD\"\n";
-    /// let config = mfstream::config::Config::parse(text, None).unwrap();
+    /// let config = mfstream_registry::config::Config::parse(text, None).unwrap();
     /// assert_eq!(config.engines[0].name, "flink");
     ///
-    /// let error = mfstream::config::Config::parse("[[engine]]\nname = 7\n", None).unwrap_err();
+    /// let error = mfstream_registry::config::Config::parse("[[engine]]\nname = 7\n", None).unwrap_err();
     /// assert!(error.to_string().starts_with("engines.toml:2:8: invalid type: integer `7`"));
     /// ```
     pub fn parse(text: &str, path: Option<&Path>) -> Result<Config, ConfigError> {

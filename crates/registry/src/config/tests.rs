@@ -38,7 +38,7 @@ fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 
 #[test]
 fn shipped_engines_toml_parses_into_its_bridge_engines() {
-    let config = Config::parse(include_str!("../../engines.toml"), None).unwrap();
+    let config = Config::parse(include_str!("../../../../engines.toml"), None).unwrap();
     assert_eq!(config.default.as_deref(), Some("local"));
     let names: Vec<&str> = config.engines.iter().map(|e| e.name.as_str()).collect();
     assert_eq!(

@@ -84,7 +84,7 @@ mod retention;
 mod ring;
 mod segment;
 #[cfg(test)]
-pub mod sim;
+pub(crate) mod sim;
 mod stats;
 mod vfs;
 mod write;
@@ -627,7 +627,7 @@ impl Journal {
 
     /// The records of a query's ring, and the events they hold.
     #[cfg(test)]
-    pub fn ring_records(&self, id: &str) -> (usize, usize) {
+    pub(crate) fn ring_records(&self, id: &str) -> (usize, usize) {
         let (ack, answer) = chan::sync_channel(1);
         let sent = self.tx.send(Req::RingRecords {
             id: id.to_owned(),

@@ -16,14 +16,14 @@ use super::vfs::{SegFile, Vfs};
 
 /// A small seeded generator (xorshift64*): the same cut on every run.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub(crate) struct Rng(u64);
 
 impl Rng {
-    pub fn new(seed: u64) -> Rng {
+    pub(crate) fn new(seed: u64) -> Rng {
         Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub(crate) fn next(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
@@ -31,7 +31,7 @@ impl Rng {
     }
 
     /// A number in `0..n` (`n > 0`).
-    pub fn below(&mut self, n: u64) -> u64 {
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
 }
@@ -59,7 +59,7 @@ struct State {
 
 /// The file system; clones share it.
 #[derive(Debug, Clone, Default)]
-pub struct SimFs {
+pub(crate) struct SimFs {
     state: Arc<Mutex<State>>,
 }
 
@@ -73,26 +73,26 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl SimFs {
     /// A file system whose power goes at its `at`-th changing operation.
-    pub fn cut_at(at: u64) -> SimFs {
+    pub(crate) fn cut_at(at: u64) -> SimFs {
         let fs = SimFs::default();
         lock(&fs.state).cut_at = Some(at);
         fs
     }
 
     /// Makes the power go at the `at`-th changing operation from now.
-    pub fn cut_after(&self, at: u64) {
+    pub(crate) fn cut_after(&self, at: u64) {
         let mut s = lock(&self.state);
         s.cut_at = Some(s.ops + at);
     }
 
     /// Cuts the power now.
-    pub fn cut(&self) {
+    pub(crate) fn cut(&self) {
         lock(&self.state).cut = true;
     }
 
     /// The process dies and a new one starts on the same machine, the power
     /// on: what was written stays (the kernel has it), synced or not.
-    pub fn restart_process(&self) {
+    pub(crate) fn restart_process(&self) {
         let mut s = lock(&self.state);
         s.cut = false;
         s.cut_at = None;
@@ -118,7 +118,7 @@ impl SimFs {
 
     /// What the disk holds after the cut, as a new file system with
     /// power: synced bytes, and a random part of the rest.
-    pub fn image(&self, rng: &mut Rng) -> SimFs {
+    pub(crate) fn image(&self, rng: &mut Rng) -> SimFs {
         let s = lock(&self.state);
         let mut names = BTreeMap::new();
         // A name synced stays unless it was removed since (which may or

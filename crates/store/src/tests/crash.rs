@@ -100,7 +100,7 @@ fn every_acknowledged_record_survives_sigkill_of_the_writing_process() {
     let dir = TempDir::new("crash");
     let name = format!(
         "{}::every_acknowledged_record_survives_sigkill_of_the_writing_process",
-        module_path!().trim_start_matches("mfstream::")
+        module_path!().trim_start_matches("mfstream_store::")
     );
     let mut child = Command::new(std::env::current_exe().expect("the test binary's path"))
         .args([name.as_str(), "--exact", "--nocapture", "--test-threads=1"])
