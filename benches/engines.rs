@@ -26,10 +26,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant as Clock};
 
-use mfstream_model::aggregate::{Aggregate, TimeUnit, Window};
 use mfstream_engine::{BATCH, Source, StreamEngine};
-use mfstream_model::ops::Transform;
 use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
+use mfstream_model::aggregate::{Aggregate, TimeUnit, Window};
+use mfstream_model::ops::Transform;
 use mfstream_model::{Aggregation, Instant, PropertyType, QuerySpec};
 
 fn main() {

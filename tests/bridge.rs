@@ -2,8 +2,8 @@
 
 use std::time::Duration;
 
-use mfstream_engine::{EngineError, Serves, Source, StreamEngine};
 use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, RestartPolicy};
+use mfstream_engine::{EngineError, Serves, Source, StreamEngine};
 use mfstream_model::{PropertyType, QueryStatus, Registration, Value};
 
 use crate::util::*;

@@ -4,9 +4,11 @@
 
 use std::time::Duration;
 
-use mfstream_engine::{Serves, Source, StreamEngine};
 use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine, RestartPolicy};
-use mfstream_model::{Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value};
+use mfstream_engine::{Serves, Source, StreamEngine};
+use mfstream_model::{
+    Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value,
+};
 
 use crate::util::*;
 

@@ -2,8 +2,8 @@
 //! or by the host over a transforming job's outputs, with the same results
 //! as the `local` engine.
 
-use mfstream_engine::{Source, StreamEngine};
 use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
+use mfstream_engine::{Source, StreamEngine};
 use mfstream_model::{Event, Instant, PropertyType, QuerySpec, QueryStatus, Registration, Value};
 use serde_json::Value as Json;
 

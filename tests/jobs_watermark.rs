@@ -14,8 +14,8 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mfstream_engine::{Source, StreamEngine};
 use mfstream_engine::LocalEngine;
+use mfstream_engine::{Source, StreamEngine};
 use mfstream_model::{Instant, PropertyType, QuerySpec, QueryStatus, Registration};
 use serde_json::{Value as Json, json};
 

@@ -1,8 +1,8 @@
 //! The `local` engine: every operation, order, datetimes, domain errors.
 
+use mfstream_engine::LocalEngine;
 use mfstream_engine::{Source, StreamEngine};
 use mfstream_model::ops::Transform;
-use mfstream_engine::LocalEngine;
 use mfstream_model::{Instant, QuerySpec, QueryStatus, Value};
 
 use crate::util::*;

@@ -7,9 +7,9 @@
 
 use std::f64::consts::E;
 
+use mfstream_engine::LocalEngine;
 use mfstream_engine::{Source, StreamEngine};
 use mfstream_model::ops::Transform;
-use mfstream_engine::LocalEngine;
 use mfstream_model::{Event, Instant, OnError, QuerySpec, QueryStatus, Registration};
 
 use crate::util::*;

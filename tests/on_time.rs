@@ -7,10 +7,10 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use mfstream_engine::{QueryHandle, Source, SourceSender, StreamEngine};
 use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
-use mfstream_model::{Event, Instant, PropertyType, QuerySpec, Registration};
+use mfstream_engine::{QueryHandle, Source, SourceSender, StreamEngine};
 use mfstream_model::clock::WallClock;
+use mfstream_model::{Event, Instant, PropertyType, QuerySpec, Registration};
 use tokio::time::Instant as Tick;
 
 use crate::util::*;

@@ -5,9 +5,9 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
-use mfstream_registry::config::Config;
 use mfstream_model::{Instant, QueryStatus};
 use mfstream_registry::Registry;
+use mfstream_registry::config::Config;
 
 use crate::util::*;
 

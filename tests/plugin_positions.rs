@@ -5,7 +5,9 @@
 //! that query, with a clear error.
 
 use mfstream_engine::{EngineError, Serves};
-use mfstream_model::{Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value};
+use mfstream_model::{
+    Event, Instant, Point, PropertyType, QuerySpec, QueryStatus, Registration, Value,
+};
 
 use crate::util::*;
 

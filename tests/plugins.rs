@@ -5,10 +5,10 @@
 
 use std::process::Command;
 
-use mfstream_registry::config::Config;
 use mfstream_engine::{EngineError, EngineKind, Source};
 use mfstream_model::{Event, Instant, QueryStatus};
 use mfstream_registry::Registry;
+use mfstream_registry::config::Config;
 
 use crate::util::*;
 

@@ -211,11 +211,7 @@ fn pymeos_python() -> std::path::PathBuf {
 fn micros(text: &str) -> i64 {
     let n = |a: usize, b: usize| text[a..b].parse::<i64>().unwrap();
     let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
-    let yy = if m <= 2 { y - 1 } else { y };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let days = mfstream_model::datetime::days_from_civil(y, m, d);
     let secs = days * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19);
     let fraction = text[19..].trim_start_matches('.').trim_end_matches('Z');
     let us = format!("{fraction:0<6}")[..6].parse::<i64>().unwrap_or(0);

@@ -12,11 +12,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use mfstream_registry::config::Config;
-use mfstream_engine::{Serves, StreamEngine};
 use mfstream_engine::LocalEngine;
+use mfstream_engine::{Serves, StreamEngine};
 use mfstream_model::{Instant, Point, PropertyType, Registration, Value};
 use mfstream_registry::Registry;
+use mfstream_registry::config::Config;
 
 use crate::util::*;
 
@@ -116,15 +116,7 @@ impl Rng {
 fn datetime(us: i64) -> String {
     let (secs, frac) = (us.div_euclid(1_000_000), us.rem_euclid(1_000_000));
     let (days, of_day) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = mfstream_model::datetime::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{frac:06}Z",
         of_day / 3600,
@@ -138,11 +130,7 @@ fn datetime(us: i64) -> String {
 fn micros(text: &str) -> i64 {
     let n = |a: usize, b: usize| text[a..b].parse::<i64>().unwrap();
     let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
-    let yy = if m <= 2 { y - 1 } else { y };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let doy = (153 * ((m + 9) % 12) + 2) / 5 + d - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
+    let days = mfstream_model::datetime::days_from_civil(y, m, d);
     let secs = days * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19);
     let fraction = text[19..].trim_start_matches('.').trim_end_matches('Z');
     let us = format!("{fraction:0<6}")[..6].parse::<i64>().unwrap_or(0);

@@ -1,4 +1,5 @@
-//! One path per public item (src/lib.rs, "Where things are").
+//! One path per public item in each library crate (each crate's lib.rs,
+//! "Where things are"), and each crate's public surface pinned.
 //!
 //! rustdoc's JSON output, which would list every path, is nightly-only, so
 //! this reads the sources instead and checks the rule that gives one path:
@@ -19,8 +20,18 @@ const HIDDEN: &[&str] = &["plugin_host"];
 /// The workspace crates a public module may re-export from, with the one
 /// module that does: the operation catalogue is its own crate
 /// (`mfstream-ops`, crates/ops) so that the bridge jobs and plugins share
-/// it, and `mfstream_model::ops` is its one path in this crate.
-const FOREIGN: &[(&str, &str)] = &[("src/ops.rs", "mfstream_ops")];
+/// it, and `mfstream_model::ops` is its one path among the layers.
+const FOREIGN: &[(&str, &str)] = &[("crates/model/src/ops.rs", "mfstream_ops")];
+
+/// The library crates, lowest layer first: their directory under crates/
+/// and their name in paths.
+const CRATES: &[(&str, &str)] = &[
+    ("model", "mfstream_model"),
+    ("engine", "mfstream_engine"),
+    ("registry", "mfstream_registry"),
+    ("store", "mfstream_store"),
+    ("server", "mfstream_server"),
+];
 
 /// A module's source: its `mod` declarations and `pub use` paths, at item
 /// level (column 0; an inline module's items are indented, so not read).
@@ -128,7 +139,8 @@ fn check(module: &Module, path: &str, is_root: bool) -> Option<String> {
     }
     let from = if is_root {
         path.strip_prefix("crate::")
-            .map(|_| first_segment(path, "crate::"))
+            .or_else(|| path.strip_prefix("self::"))
+            .map(|rest| first_segment(rest, ""))
     } else if path.starts_with("crate::") || path.starts_with("super::") {
         None
     } else {
@@ -200,46 +212,189 @@ fn leaves(path: &str) -> Vec<String> {
     }
 }
 
+/// The items `module` declares at item level (column 0) as `pub`: their
+/// kind and name.
+fn declared_items(module: &Module) -> Vec<String> {
+    let text = std::fs::read_to_string(&module.file).unwrap_or_default();
+    let kinds = [
+        "fn",
+        "async fn",
+        "unsafe fn",
+        "const fn",
+        "struct",
+        "enum",
+        "trait",
+        "const",
+        "static",
+        "type",
+        "union",
+    ];
+    let mut items = Vec::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("pub ") else {
+            continue;
+        };
+        for kind in kinds {
+            if let Some(after) = rest.strip_prefix(kind).and_then(|r| r.strip_prefix(' ')) {
+                let name: String = after
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() {
+                    items.push(format!("{kind} {name}"));
+                }
+                break;
+            }
+        }
+    }
+    items
+}
+
+/// The public surface of the crate in `crates/{dir}`: every item a caller
+/// can name, with its one path (`mfstream_model::geo::Crs`), and the
+/// problems of its re-exports.
+fn surface(dir: &str, name: &str) -> (Vec<String>, Vec<String>) {
+    let lib = Module::read(&root().join("crates").join(dir).join("src/lib.rs"));
+    let mut problems = lib.problems(true);
+    let mut items = Vec::new();
+    let mut public: Vec<(String, PathBuf)> = vec![(name.to_owned(), lib.file.clone())];
+    while let Some((path, file)) = public.pop() {
+        let module = Module::read(&file);
+        if path != name {
+            problems.extend(module.problems(false));
+            items.push(format!("mod {path}"));
+        }
+        for item in declared_items(&module) {
+            let (kind, ident) = item.rsplit_once(' ').unwrap_or_default();
+            items.push(format!("{kind} {path}::{ident}"));
+        }
+        for used in &module.pub_uses {
+            for leaf in leaves_named(used) {
+                items.push(format!("use {path}::{leaf}"));
+            }
+        }
+        for m in &module.public_mods {
+            public.push((format!("{path}::{m}"), module.child(m)));
+        }
+        for m in &module.inline_public_mods {
+            items.push(format!("mod {path}::{m} (hidden)"));
+        }
+    }
+    items.sort();
+    (items, problems)
+}
+
+/// The names `path` gives: `a::{X, Y as Z}` is `X`, `Z`.
+fn leaves_named(path: &str) -> Vec<String> {
+    let named = |item: &str| {
+        let item = item.trim();
+        let name = item.rsplit(" as ").next().unwrap_or(item);
+        name.rsplit("::").next().unwrap_or(name).trim().to_owned()
+    };
+    match path.split_once('{') {
+        Some((_, items)) => items
+            .trim_end_matches('}')
+            .split(',')
+            .filter(|item| !item.trim().is_empty())
+            .map(named)
+            .collect(),
+        None => vec![named(path)],
+    }
+}
+
 #[test]
 fn every_public_item_has_one_path() {
-    let lib = Module::read(&root().join("src/lib.rs"));
-    assert!(
-        lib.public_mods.iter().any(|m| m == "engine") && !lib.pub_uses.is_empty(),
-        "src/lib.rs not understood: {:?} {:?}",
-        lib.public_mods,
-        lib.pub_uses
-    );
-    let mut problems = lib.problems(true);
-    // The public modules, and their public submodules in turn.
-    let mut public: Vec<PathBuf> = lib.public_mods.iter().map(|m| lib.child(m)).collect();
-    let mut checked = 0;
-    while let Some(file) = public.pop() {
-        let module = Module::read(&file);
-        problems.extend(module.problems(false));
-        public.extend(module.public_mods.iter().map(|m| module.child(m)));
-        checked += 1;
+    let mut problems = Vec::new();
+    for &(dir, name) in CRATES {
+        let (items, crate_problems) = surface(dir, name);
+        assert!(
+            items.len() >= 5,
+            "{dir}: only {} public items found",
+            items.len()
+        );
+        problems.extend(crate_problems);
     }
-    assert!(checked >= 7, "only {checked} public modules found");
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// No crate re-exports another workspace crate's items (except the
+/// catalogue's one module, [`FOREIGN`]): an item has its path in the crate
+/// that defines it, never a second one in a crate above.
+#[test]
+fn no_crate_re_exports_another_crates_items() {
+    let mut problems = Vec::new();
+    for &(dir, _) in CRATES {
+        let src = root().join("crates").join(dir).join("src");
+        let mut files = vec![src];
+        while let Some(path) = files.pop() {
+            if path.is_dir() {
+                files.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                continue;
+            }
+            if path.extension().is_none_or(|e| e != "rs") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            for line in text.lines() {
+                let line = line.trim_start();
+                let foreign = FOREIGN.iter().any(|&(file, _)| path.ends_with(file));
+                if line.starts_with("pub use mfstream_") && !foreign {
+                    problems.push(format!("{}: {line}", path.display()));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Each library crate's public surface is pinned in `crates/*/public-api.txt`:
+/// an item added, moved or removed is a reviewed change of that file
+/// (`MFSTREAM_BLESS=1 cargo test --test tests public_api` writes it).
+#[test]
+fn each_crates_public_surface_is_the_pinned_one() {
+    let bless = std::env::var_os("MFSTREAM_BLESS").is_some();
+    let mut differ = Vec::new();
+    for &(dir, name) in CRATES {
+        let (items, _) = surface(dir, name);
+        let text = items.join("\n") + "\n";
+        let file = root().join("crates").join(dir).join("public-api.txt");
+        if bless {
+            std::fs::write(&file, &text).unwrap();
+            continue;
+        }
+        let pinned = std::fs::read_to_string(&file).unwrap_or_default();
+        if pinned != text {
+            let old: Vec<&str> = pinned.lines().collect();
+            let new: Vec<&str> = text.lines().collect();
+            let added: Vec<&&str> = new.iter().filter(|l| !old.contains(l)).collect();
+            let removed: Vec<&&str> = old.iter().filter(|l| !new.contains(l)).collect();
+            differ.push(format!(
+                "crates/{dir}/public-api.txt: added {added:?}, removed {removed:?}"
+            ));
+        }
+    }
+    assert!(
+        differ.is_empty(),
+        "the public surface changed; review it, then run \
+         `MFSTREAM_BLESS=1 cargo test --test tests public_api`:\n{}",
+        differ.join("\n")
+    );
 }
 
 #[test]
 fn a_re_export_from_a_public_module_or_outside_is_refused() {
-    // The check itself, on the root and on a public module.
-    let lib = Module::read(&root().join("src/lib.rs"));
-    let twice = check(&lib, "crate::engine::{Source, StreamEngine}", true);
-    assert!(twice.is_some_and(|p| p.contains("public module `engine`")));
+    // The check itself, on a root and on a public module.
+    let lib = Module::read(&root().join("crates/model/src/lib.rs"));
+    let twice = check(&lib, "crate::aggregate::{Window, Windower}", true);
+    assert!(twice.is_some_and(|p| p.contains("public module `aggregate`")));
     assert_eq!(check(&lib, "crate::vocab::{Event, Instant}", true), None);
-    let engine = Module::read(&root().join("src/engine/mod.rs"));
-    assert!(check(&engine, "crate::vocab::Instant", false).is_some());
-    assert!(check(&engine, "self::source::*", false).is_some());
-    assert_eq!(
-        check(&engine, "source::{Source, SourceSender}", false),
-        None
-    );
+    let aggregate = Module::read(&root().join("crates/model/src/aggregate/mod.rs"));
+    assert!(check(&aggregate, "crate::vocab::Instant", false).is_some());
+    assert!(check(&aggregate, "self::window::*", false).is_some());
+    assert_eq!(check(&aggregate, "window::{TimeUnit, Window}", false), None);
     // The catalogue crate: from `ops` only.
-    let ops = Module::read(&root().join("src/ops.rs"));
+    let ops = Module::read(&root().join("crates/model/src/ops.rs"));
     assert_eq!(check(&ops, "mfstream_ops::Op", false), None);
-    assert!(check(&engine, "mfstream_ops::Op", false).is_some());
+    assert!(check(&aggregate, "mfstream_ops::Op", false).is_some());
     assert!(check(&lib, "mfstream_ops::Op", true).is_some());
 }

@@ -3,9 +3,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use mfstream_registry::config::Config;
 use mfstream_engine::{EngineKind, Source};
 use mfstream_model::QueryStatus;
+use mfstream_registry::config::Config;
 use mfstream_registry::{Registry, RegistryError};
 
 use crate::util::*;
@@ -111,7 +111,10 @@ async fn a_runtime_added_by_configuration_runs_queries() {
         "speed",
         mfstream_model::ops::Transform::new("log10", None).unwrap(),
     );
-    let input = vec![mfstream_model::Instant::number("2026-01-01T00:00:00Z", 1000.0)];
+    let input = vec![mfstream_model::Instant::number(
+        "2026-01-01T00:00:00Z",
+        1000.0,
+    )];
     let handle = engine
         .submit(spec, Source::from_instants(input))
         .await
@@ -201,7 +204,8 @@ fn get_is_concurrent_and_a_reload_swaps_the_whole_snapshot() {
 fn the_process_wide_registry_is_built_once_from_the_discovered_file() {
     // Tests run in the package root, where the shipped engines.toml is found
     // (unless MFSTREAM_CONFIG names another file).
-    let registry = mfstream_registry::Registry::global().expect("the shipped engines.toml is valid");
+    let registry =
+        mfstream_registry::Registry::global().expect("the shipped engines.toml is valid");
     assert!(std::ptr::eq(
         registry,
         mfstream_registry::Registry::global().unwrap()

@@ -6,12 +6,12 @@ use std::time::Duration;
 
 use std::process::{Command, Output};
 
-use mfstream_registry::config::Config;
+use mfstream_engine::{BridgeEngine, BridgeOptions};
 use mfstream_engine::{QueryHandle, Source, SourceSender, StreamEngine};
 use mfstream_model::ops::{Kind, Op, Transform};
-use mfstream_engine::{BridgeEngine, BridgeOptions};
 use mfstream_model::{Event, Instant, QuerySpec, QueryStatus};
 use mfstream_registry::Registry;
+use mfstream_registry::config::Config;
 
 /// The repository root.
 pub fn root() -> PathBuf {
@@ -331,7 +331,8 @@ pub fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
     let path = dir.join("engines.toml");
     std::fs::write(&path, text).unwrap();
     let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
-    let env = move |name: &str| (name == mfstream_engine::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
+    let env =
+        move |name: &str| (name == mfstream_engine::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
     Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
 }
 
@@ -489,16 +490,7 @@ pub fn rfc3339(t: std::time::SystemTime) -> String {
     let secs = ms.div_euclid(1000);
     let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
-    // Days to a civil date (H. Hinnant).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = mfstream_model::datetime::civil_from_days(days);
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
         rem / 3600,

@@ -5,11 +5,13 @@
 use std::io::Write;
 use std::process::{Output, Stdio};
 
-use mfstream_model::aggregate::{Aggregate, TimeUnit, Window};
-use mfstream_engine::{EngineError, Source, StreamEngine};
-use mfstream_model::ops::Transform;
 use mfstream_engine::LocalEngine;
-use mfstream_model::{Aggregation, Event, Instant, PropertyType, QuerySpec, QueryStatus, Value, WindowEvent};
+use mfstream_engine::{EngineError, Source, StreamEngine};
+use mfstream_model::aggregate::{Aggregate, TimeUnit, Window};
+use mfstream_model::ops::Transform;
+use mfstream_model::{
+    Aggregation, Event, Instant, PropertyType, QuerySpec, QueryStatus, Value, WindowEvent,
+};
 
 use crate::util::*;
 

@@ -5,9 +5,9 @@ use std::fs::File;
 use std::io::{self, Read};
 use std::path::Path;
 
-use mfstream_model::Instant;
-use mfstream_engine::{BATCH, SourceError, SourceSender};
 use mfstream_engine::lines::{LineReader, quote};
+use mfstream_engine::{BATCH, SourceError, SourceSender};
+use mfstream_model::Instant;
 
 /// Opens `path` (stdin for `None` or `-`). A directory is refused here, as
 /// a missing file is, rather than failing the query at its first read.

@@ -154,7 +154,10 @@ pub(crate) enum Command {
 
 /// Writes the completion script for `shell`. A closed stdout (`| head`)
 /// is success, as everywhere.
-pub(crate) fn completions(shell: clap_complete::Shell, config: ConfigArgs) -> anyhow::Result<Outcome> {
+pub(crate) fn completions(
+    shell: clap_complete::Shell,
+    config: ConfigArgs,
+) -> anyhow::Result<Outcome> {
     // `--engine` takes any name (the registry decides), so its completions
     // are the engines known now, put on a copy of the command for the script.
     let registry = mfstream_registry::Registry::load(
@@ -332,4 +335,3 @@ pub(crate) struct RunArgs {
     #[arg(value_name = "INPUT")]
     pub input: Option<PathBuf>,
 }
-

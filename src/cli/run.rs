@@ -7,8 +7,8 @@ use std::time::{Duration, Instant as Clock};
 
 use anyhow::{Context, Result};
 use mfstream_engine::{QueryHandle, Source};
-use mfstream_model::{QuerySpec, QueryStatus, Registration};
 use mfstream_model::budget::StateBudget;
+use mfstream_model::{QuerySpec, QueryStatus, Registration};
 use mfstream_registry::Registry;
 use tokio::signal::unix::{SignalKind, signal};
 

@@ -6,8 +6,8 @@ use mfstream_store::{check_state, repair_state};
 
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand};
 use crate::Outcome;
+use clap::{Args, Subcommand};
 
 /// Checks (read-only) or repairs a state directory; prints the report.
 /// Exit 0: nothing damaged (after a repair: nothing left damaged); 1:
@@ -96,4 +96,3 @@ pub(crate) enum StateAction {
         dir: PathBuf,
     },
 }
-

@@ -1,9 +1,9 @@
 //! Apache Beam (jobs/beam/): the Python SDK pipeline in the FnApiRunner.
 
-use mfstream_engine::{Source, StreamEngine};
-use mfstream_model::ops::{Kind, Op};
 use mfstream_engine::BridgeOptions;
+use mfstream_engine::{Source, StreamEngine};
 use mfstream_model::QueryStatus;
+use mfstream_model::ops::{Kind, Op};
 
 use super::*;
 use crate::util::*;

@@ -1,8 +1,8 @@
 //! MEOS (jobs/meos/): MobilityDB's C library applies the operations,
 //! loaded through the engine's library path.
 
-use mfstream_model::QueryStatus;
 use mfstream_engine::{Source, StreamEngine};
+use mfstream_model::QueryStatus;
 use mfstream_model::ops::{Kind, Op};
 
 use super::*;

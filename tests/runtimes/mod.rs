@@ -18,11 +18,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use mfstream_registry::config::Config;
+use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
 use mfstream_engine::{QueryHandle, Source, StreamEngine};
 use mfstream_model::ops::{Domain, Kind, Op, Transform};
-use mfstream_engine::{BridgeEngine, BridgeOptions, Framing, LocalEngine};
 use mfstream_model::{Event, Instant, QuerySpec, QueryStatus, Value};
+use mfstream_registry::config::Config;
 
 use crate::util::*;
 

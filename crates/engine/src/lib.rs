@@ -69,11 +69,11 @@ use mfstream_model::SpecError;
 pub use crate::bridge::{
     BridgeEngine, BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy,
 };
-pub use handle::{ConsumerGone, QueryHandle, QueryOutput};
-pub use info::{AggregatesIn, EngineInfo, EngineKind, Serves};
-pub use local::{LOCAL, LocalEngine};
-pub use progress::{Progress, ProgressSnapshot};
-pub use source::{Source, SourceClosed, SourceError, SourcePermit, SourceSender};
+pub use crate::handle::{ConsumerGone, QueryHandle, QueryOutput};
+pub use crate::info::{AggregatesIn, EngineInfo, EngineKind, Serves};
+pub use crate::local::{LOCAL, LocalEngine};
+pub use crate::progress::{Progress, ProgressSnapshot};
+pub use crate::source::{Source, SourceClosed, SourceError, SourcePermit, SourceSender};
 
 /// The number of instants a batch carries at most, by convention.
 pub const BATCH: usize = 1024;

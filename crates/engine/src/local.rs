@@ -6,17 +6,17 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tracing::Instrument;
 
-use mfstream_model::aggregate::{WindowError, Windower};
-use mfstream_model::clock::WallClock;
+use crate::plan::{self, Plan, Pushed, Records, plan};
 use crate::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
 use mfstream_model::OnError;
+use mfstream_model::aggregate::{WindowError, Windower};
+use mfstream_model::clock::WallClock;
 use mfstream_model::ops::{DomainError, Op, Transform};
-use crate::plan::{self, Plan, Pushed, Records, plan};
+use mfstream_model::{Event, Instant, InstantEvent, Value};
 use mfstream_model::{QueryKind, QuerySpec};
 use mfstream_model::{SpecError, SpecErrorKind};
-use mfstream_model::{Event, Instant, InstantEvent, Value};
 
 /// The name of the built-in engine.
 pub const LOCAL: &str = "local";

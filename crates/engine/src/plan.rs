@@ -14,17 +14,17 @@
 
 use std::sync::Arc;
 
+use crate::{BATCH, Progress, QueryOutput, Source};
+use mfstream_model::OnError;
 use mfstream_model::aggregate::{Aggregate, Windower};
 use mfstream_model::clock::WallClock;
 use mfstream_model::compute::{self, CpuLimit, CpuWindow};
-use crate::{BATCH, Progress, QueryOutput, Source};
 use mfstream_model::geo::Crs;
-use mfstream_model::OnError;
 use mfstream_model::ops::Transform;
 use mfstream_model::position::{PositionQuery, PositionStep};
+use mfstream_model::{Event, Instant, PropertyType, QueryStatus};
 use mfstream_model::{QueryKind, QuerySpec};
 use mfstream_model::{SpecError, SpecErrorKind};
-use mfstream_model::{Event, Instant, PropertyType, QueryStatus};
 
 /// How a validated query runs.
 #[derive(Debug)]

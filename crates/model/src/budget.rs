@@ -38,7 +38,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// What one entry of a set of texts costs beyond its bytes: the set's slot
 /// (a `String`, 24 bytes, at a load of at least one half), its control byte
 /// and the allocator's header of the text.
-pub const ENTRY_OVERHEAD: u64 = 64;
+pub(crate) const ENTRY_OVERHEAD: u64 = 64;
 
 /// The default budget: 64 MiB.
 pub const DEFAULT_MAX_QUERY_STATE: u64 = 64 * 1024 * 1024;

@@ -180,8 +180,8 @@ fn days_in_month(year: i64, month: i64) -> i64 {
 }
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-/// `days_from_civil`).
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+/// `days_from_civil`): the one calendar of mfstream and its tests.
+pub fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let y = if month <= 2 { year - 1 } else { year };
     let era = y.div_euclid(400);
     let yoe = y - era * 400;
@@ -226,9 +226,10 @@ pub fn format_micros(micros: i64) -> String {
     out
 }
 
-/// The proleptic Gregorian date of a day since 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
+/// The proleptic Gregorian date `(year, month, day)` of a day since
+/// 1970-01-01 (Howard Hinnant's `civil_from_days`): the inverse of
+/// [`days_from_civil`].
+pub fn civil_from_days(days: i64) -> (i64, i64, i64) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z - era * 146_097;

@@ -13,7 +13,7 @@ use crate::vocab::PropertyType;
 /// The kind of value a property of type `t` holds, for the catalogue's
 /// "applies to" ([`Op::applies_to`]); `None` for a kind no operation
 /// takes (text, booleans).
-pub fn kind_of(t: PropertyType) -> Option<Kind> {
+pub(crate) fn kind_of(t: PropertyType) -> Option<Kind> {
     t.is_numeric().then_some(Kind::Number)
 }
 

@@ -19,11 +19,11 @@ use std::sync::{Arc, LazyLock};
 use arc_swap::ArcSwap;
 use serde::Serialize;
 
-use mfstream_engine::BridgeEngine;
 use crate::config::{Config, ConfigError};
+use mfstream_engine::BridgeEngine;
+use mfstream_engine::plugin::{self, PluginError, PluginErrorKind};
 use mfstream_engine::{AggregatesIn, EngineInfo, EngineKind, Serves, StreamEngine};
 use mfstream_engine::{LOCAL, LocalEngine};
-use mfstream_engine::plugin::{self, PluginError, PluginErrorKind};
 use mfstream_model::{QueryKind, QuerySpec};
 
 /// The variable that picks the default engine, as in the Go tier.

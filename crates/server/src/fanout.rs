@@ -29,8 +29,8 @@ use bytes::{Bytes, BytesMut};
 use tokio::sync::watch;
 
 use mfstream_model::budget::{Part, StateBudget};
-use mfstream_store::StoredEvent;
 use mfstream_model::{Event, QueryStatus};
+use mfstream_store::StoredEvent;
 
 use super::metrics::QueryTally;
 

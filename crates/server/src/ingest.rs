@@ -13,10 +13,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use axum::http::StatusCode;
 use tokio::time::Instant as Clock;
 
-use mfstream_model::datetime::Timestamp;
 use mfstream_engine::{SourceError, SourcePermit};
-use mfstream_store::{PropertyPath, Store, StoreErrorKind};
+use mfstream_model::PropertyPath;
+use mfstream_model::datetime::Timestamp;
 use mfstream_model::{Instant, PropertyType, Value};
+use mfstream_store::{Store, StoreErrorKind};
 
 use super::App;
 use super::durable::{LogCap, unavailable};

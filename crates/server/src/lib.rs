@@ -71,9 +71,9 @@ use utoipa_axum::routes;
 use mfstream_model::compute::{Compute, ComputePool, CpuLimit};
 use mfstream_registry::Registry;
 
-pub use self::ingest::DEFAULT_MAX_DATETIME_AHEAD;
-pub use self::kafka::KafkaIngest;
-pub use self::mqtt::MqttIngest;
+pub use crate::ingest::DEFAULT_MAX_DATETIME_AHEAD;
+pub use crate::kafka::KafkaIngest;
+pub use crate::mqtt::MqttIngest;
 use mfstream_store::{Durability, Store, StoreError, StoreOptions};
 
 use self::connections::{Connections, Limits};
@@ -482,7 +482,9 @@ impl Server {
             local_addr,
             inflight: inflight::InFlight::new(options_max_inflight),
             streams: connections::Streams::new(max_streams),
-            state_total: Arc::new(mfstream_model::budget::StateTotal::new(max_total_query_state)),
+            state_total: Arc::new(mfstream_model::budget::StateTotal::new(
+                max_total_query_state,
+            )),
             connections: Arc::default(),
             ingest_tally: metrics::IngestTally::default(),
             mqtt,

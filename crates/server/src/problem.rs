@@ -5,8 +5,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use mfstream_engine::EngineError;
-use mfstream_registry::RegistryError;
 use mfstream_model::{RegistrationError, SpecError};
+use mfstream_registry::RegistryError;
 
 /// A request that could not be served, as the client sees it.
 #[derive(Debug)]

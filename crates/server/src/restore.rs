@@ -22,15 +22,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
+use mfstream_engine::{BATCH, EngineError, Source, SourceSender};
 use mfstream_model::aggregate::resume::StateError;
 use mfstream_model::clock::{ClockRelease, WallClock};
-use mfstream_engine::{BATCH, EngineError, Source, SourceSender};
-use mfstream_registry::RegistryError;
+use mfstream_model::{PropertyPath, QueryStatus};
 use mfstream_model::{QuerySpec, Registration, RegistrationError};
+use mfstream_registry::RegistryError;
 use mfstream_store::{
     EventIds, OwnedPropertyGuard, RestoredQuery, Store, StoreError, StoreErrorKind,
 };
-use mfstream_model::{PropertyPath, QueryStatus};
 
 use super::App;
 use super::durable::{Keeper, Ledger, Rule};

@@ -11,11 +11,11 @@ use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
-use mfstream_model::budget::{GeometryRefused, StateBudget};
 use mfstream_engine::Source;
 use mfstream_model::Registration;
-use mfstream_store::{EventIds, NewQuery, PropertyGuard};
+use mfstream_model::budget::{GeometryRefused, StateBudget};
 use mfstream_model::{PropertyType, QueryStatus};
+use mfstream_store::{EventIds, NewQuery, PropertyGuard};
 
 use super::App;
 use super::api::{

@@ -16,11 +16,11 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument;
 
-use mfstream_model::budget::StateBudget;
 use mfstream_engine::{Progress, QueryHandle, SourceSender};
+use mfstream_model::budget::StateBudget;
+use mfstream_model::{PropertyType, QueryStatus};
 use mfstream_model::{QueryKind, QuerySpec};
 use mfstream_store::PropertyLock;
-use mfstream_model::{PropertyType, QueryStatus};
 
 use super::durable::{Keeper, Ledger, is_unknown};
 use super::fanout::Fanout;

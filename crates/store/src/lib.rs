@@ -145,8 +145,8 @@
 //! which is cut to its bound (a status must not be lost to a long stderr).
 //!
 //! ```
-//! use mfstream_store::{NewQuery, PropertyLock, PropertyPath, Store, StoreOptions};
-//! use mfstream_model::Instant;
+//! use mfstream_model::{Instant, PropertyPath};
+//! use mfstream_store::{NewQuery, PropertyLock, Store, StoreOptions};
 //!
 //! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
 //! let dir = std::env::temp_dir().join(format!("mfstream-doc-{}", std::process::id()));
@@ -197,19 +197,18 @@ use std::thread::JoinHandle;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
-pub use self::error::{CheckpointFault, StoreError, StoreErrorKind};
-pub use self::journal::inspect::{
+use self::journal::{Journal, Registered};
+use self::writer::{CatalogFiles, Job, Writer};
+pub use crate::error::{CheckpointFault, StoreError, StoreErrorKind};
+pub use crate::journal::inspect::{
     DamageReport, SegmentReport, StateReport, check as check_state, repair as repair_state,
 };
-use self::journal::{Journal, Registered};
-pub use self::journal::{JournalStats, SYNC_BUCKETS, SyncHistogram};
-pub use self::property_lock::{OwnedPropertyGuard, PropertyGuard, PropertyLock};
-pub use self::record::{
-    Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, PropertyPath,
-    RestoredQuery, StoredEvent,
+pub use crate::journal::{JournalStats, SYNC_BUCKETS, SyncHistogram};
+pub use crate::property_lock::{OwnedPropertyGuard, PropertyGuard, PropertyLock};
+pub use crate::record::{
+    Assigned, Checkpoint, EventBatch, EventIds, LoggedInstant, NewQuery, RestoredQuery, StoredEvent,
 };
-use self::writer::{CatalogFiles, Job, Writer};
-use mfstream_model::{Instant, QueryStatus, Value};
+use mfstream_model::{Instant, PropertyPath, QueryStatus, Value};
 
 /// How far a write is durable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

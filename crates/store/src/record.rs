@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use mfstream_model::{Event, EventKind, Instant, QueryStatus};
 
-pub use mfstream_model::PropertyPath;
+pub(crate) use mfstream_model::PropertyPath;
 
 /// A query to register: what `POST …/queries` accepted.
 #[derive(Debug, Clone)]

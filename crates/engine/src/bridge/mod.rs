@@ -34,10 +34,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tracing::Instrument;
 
+use crate::plan::{Plan, plan};
 use crate::{
     AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Serves, Source, StreamEngine,
 };
-use crate::plan::{Plan, plan};
 use mfstream_model::{QueryKind, QuerySpec};
 use mfstream_model::{SpecError, SpecErrorKind};
 
@@ -220,7 +220,7 @@ pub struct BridgeEngine {
 
 impl BridgeEngine {
     /// What a bridge engine serves: transforms and aggregates, and positions
-        /// when its entry says `positions = true`.
+    /// when its entry says `positions = true`.
     pub fn serves(positions: bool) -> Serves {
         let serves = Serves::TRANSFORM | Serves::AGGREGATE;
         if positions {
@@ -401,8 +401,10 @@ impl StreamEngine for BridgeEngine {
         })?;
         let span = tracing::info_span!("query", engine = %name, id = %spec.id);
         let progress = handle.progress_counters();
-        spec.compute
-            .spawn(move |nanos| progress.add_cpu(nanos), driver.run(job).instrument(span));
+        spec.compute.spawn(
+            move |nanos| progress.add_cpu(nanos),
+            driver.run(job).instrument(span),
+        );
         Ok(handle)
     }
 }

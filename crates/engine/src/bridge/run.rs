@@ -31,13 +31,13 @@ use super::framing::{self, JobEvent, OutputError};
 use super::job::{Job, JobCommand, describe_exit};
 use super::watermark::{Due, Watermarks};
 use super::{BridgeOptions, Framing};
+use crate::lines::{LineReader, quote};
+use crate::plan::sleep_until;
+use crate::{QueryOutput, Source, SourceError};
+use mfstream_model::OnError;
 use mfstream_model::aggregate::Windower;
 use mfstream_model::budget::{Part, StateBudget};
-use crate::{QueryOutput, Source, SourceError};
-use crate::lines::{LineReader, quote};
-use mfstream_model::OnError;
 use mfstream_model::ops::Transform;
-use crate::plan::sleep_until;
 use mfstream_model::{Aggregation, Event, Instant, InstantEvent, QueryStatus, Value, WindowEvent};
 
 mod positions;

@@ -41,9 +41,9 @@ use std::time::Duration;
 
 use tokio::time::Instant as Clock;
 
+use crate::QueryOutput;
 use mfstream_model::aggregate::{Aggregate, Grid, Windower};
 use mfstream_model::clock::{WallClock, rfc3339_millis};
-use crate::QueryOutput;
 use mfstream_model::{Instant, QueryStatus};
 
 /// How long a `json` job that transforms must have been quiet (read and
@@ -357,9 +357,9 @@ mod tests {
     use super::*;
     use proptest::prelude::{Just, Strategy};
 
+    use mfstream_model::Aggregation;
     use mfstream_model::aggregate::TimeUnit;
     use mfstream_model::aggregate::Window;
-    use mfstream_model::Aggregation;
 
     fn clock_at(millis: u64) -> WallClock {
         WallClock::starting_at(UNIX_EPOCH + Duration::from_millis(millis))

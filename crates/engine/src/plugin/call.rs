@@ -627,7 +627,8 @@ fn to_raw(instant: &Instant, positions: bool) -> MfsInstant {
                 y: p.y,
                 z: p.z().unwrap_or(0.0),
             };
-            micros = mfstream_model::datetime::parse(&instant.datetime).map_or(MFS_NO_TIME, |t| t.micros());
+            micros = mfstream_model::datetime::parse(&instant.datetime)
+                .map_or(MFS_NO_TIME, |t| t.micros());
         }
         // A numeric query never gets a position (the typed source ends a
         // query on a scalar property at its first); were one to come, it

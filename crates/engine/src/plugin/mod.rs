@@ -43,10 +43,8 @@ pub use self::error::{ElfError, PluginError, PluginErrorKind};
 pub use self::isolated::{IsolatedEngine, PLUGIN_HOST_VAR};
 use self::isolated::{describe as describe_isolated, host_binary};
 use self::load::{EngineFns, Library, load};
-use crate::{
-    AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine,
-};
 use crate::plan::{Plan, engine_spec, plan};
+use crate::{AggregatesIn, EngineError, EngineInfo, EngineKind, QueryHandle, Source, StreamEngine};
 use mfstream_model::QuerySpec;
 
 /// Where a plugin's engines run.
@@ -205,7 +203,9 @@ pub fn engines(
             loaded
                 .engines
                 .into_iter()
-                .map(|fns| Arc::new(PluginEngine::new(library.clone(), fns)) as Arc<dyn StreamEngine>)
+                .map(|fns| {
+                    Arc::new(PluginEngine::new(library.clone(), fns)) as Arc<dyn StreamEngine>
+                })
                 .collect()
         }),
         Isolation::Process => host_binary(env)

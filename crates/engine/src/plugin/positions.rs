@@ -14,11 +14,11 @@ use mfstream_plugin::abi::{
 };
 
 use super::call::PositionSpec;
+use crate::plan::engine_position_spec;
+use mfstream_model::QuerySpec;
 use mfstream_model::datetime;
 use mfstream_model::geo::{self, Crs, Detect};
-use crate::plan::engine_position_spec;
 use mfstream_model::position::{Measure, PositionStep};
-use mfstream_model::QuerySpec;
 use mfstream_model::{Instant, Value};
 
 /// The ABI's view of `step` of `spec`, in `crs`.

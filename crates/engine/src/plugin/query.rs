@@ -16,13 +16,13 @@ use super::load::{EngineFns, Library};
 use super::positions::Checker;
 use std::cell::RefCell;
 
+use crate::plan;
+use crate::{QueryOutput, Source};
+use mfstream_model::OnError;
 use mfstream_model::aggregate::Windower;
 use mfstream_model::clock::WallClock;
 use mfstream_model::compute::{self, CpuLimit, CpuWindow};
-use crate::{QueryOutput, Source};
-use mfstream_model::OnError;
 use mfstream_model::ops::Transform;
-use crate::plan;
 use mfstream_model::{Event, Instant, QueryStatus};
 
 /// How a query is opened in the plugin.

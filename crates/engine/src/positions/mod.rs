@@ -6,16 +6,16 @@ use std::sync::Arc;
 
 use tracing::Instrument;
 
-use mfstream_model::position::{Measure, PositionQuery, What};
+use crate::plan::{self, Pushed, Records};
+use crate::{QueryHandle, Source};
+use mfstream_model::OnError;
+use mfstream_model::QuerySpec;
+use mfstream_model::SpecError;
 use mfstream_model::aggregate::{Aggregate, WindowError, Windower};
 use mfstream_model::clock::WallClock;
 use mfstream_model::datetime;
-use crate::{QueryHandle, Source};
 use mfstream_model::geo::{self, Crs, Micros};
-use mfstream_model::OnError;
-use crate::plan::{self, Pushed, Records};
-use mfstream_model::QuerySpec;
-use mfstream_model::SpecError;
+use mfstream_model::position::{Measure, PositionQuery, What};
 use mfstream_model::{DetectEvent, Event, Instant, InstantEvent, Point, PropertyType, Value};
 
 /// Runs `query` (the kind of `spec`) in process, its handle naming

@@ -288,7 +288,6 @@ async fn distance_is_measured_to_the_geometry_zero_inside_a_polygon() {
     assert!((d - 110_574.388_557_799).abs() < 1e-6, "{d}");
 }
 
-
 /// `position` with a `crs` other than the feature's reprojects (EPSG:4326
 /// ↔ EPSG:3857); another pair, or another operation, is 422; the form the
 /// store records (`type` the feature's, `crs` the output's) resolves to

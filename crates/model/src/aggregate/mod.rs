@@ -121,7 +121,7 @@ impl Aggregate {
 pub const MAX_GRACE: u64 = 86_400;
 
 /// Checks `aggregation` is defined for values of type `t`.
-pub fn check_allowed(aggregation: Aggregation, t: PropertyType) -> Result<(), SpecError> {
+pub(crate) fn check_allowed(aggregation: Aggregation, t: PropertyType) -> Result<(), SpecError> {
     let allowed = Aggregation::allowed_for(t);
     if allowed.contains(&aggregation) {
         return Ok(());
@@ -141,7 +141,7 @@ pub fn check_allowed(aggregation: Aggregation, t: PropertyType) -> Result<(), Sp
 }
 
 /// Parses an aggregation's name, listing every name when it is unknown.
-pub fn parse_aggregation(name: &str) -> Result<Aggregation, SpecError> {
+pub(crate) fn parse_aggregation(name: &str) -> Result<Aggregation, SpecError> {
     Aggregation::parse(name).ok_or_else(|| {
         SpecError::new(
             "aggregation",

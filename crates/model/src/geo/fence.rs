@@ -147,13 +147,7 @@ impl Fence {
 
     /// Feeds the instant `(t, p)` of a feature (in increasing time order)
     /// and appends what it detects to `out`.
-    pub fn step(
-        &self,
-        state: &mut FenceState,
-        t: Micros,
-        p: Point,
-        out: &mut Vec<FenceEvent>,
-    ) {
+    pub fn step(&self, state: &mut FenceState, t: Micros, p: Point, out: &mut Vec<FenceEvent>) {
         let inside = self.covers(p);
         if let Some(last) = state.last {
             self.segment(last, (t, p, inside), out);

@@ -35,7 +35,7 @@ pub(super) fn vec_bytes<T>(v: &Vec<T>) -> u64 {
 /// (a clone: arrays and texts exactly their length). A number is held
 /// inline; an object is a B-tree of leaves of 11 entries, about half full
 /// past one leaf.
-pub fn json_heap_bytes(v: &Value) -> u64 {
+pub(crate) fn json_heap_bytes(v: &Value) -> u64 {
     const VALUE: usize = std::mem::size_of::<Value>();
     /// A leaf of `serde_json::Map`: its header and 11 keys and values.
     const LEAF: u64 = (16 + 11 * (std::mem::size_of::<String>() + VALUE)) as u64;

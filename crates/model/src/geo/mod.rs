@@ -33,13 +33,13 @@ use geographiclib_rs::{Geodesic, InverseGeodesic};
 
 pub use acc::{AggregateValue, PositionAcc, PositionAggregate};
 pub use fence::{Detect, Fence, FenceEvent, FenceState};
-pub use geometry::{Geometry, MAX_GEOMETRY_BYTES, json_heap_bytes};
 #[cfg(test)]
 pub(crate) use geometry::MAX_GEOMETRY_VERTICES;
+pub(crate) use geometry::json_heap_bytes;
+pub use geometry::{Geometry, MAX_GEOMETRY_BYTES};
 pub use motion::{Motion, Step};
-pub use reproject::{
-    SUPPORTED as REPROJECTIONS, reproject, source as reprojection_source, supported as reprojects,
-};
+pub(crate) use reproject::{SUPPORTED as REPROJECTIONS, source as reprojection_source};
+pub use reproject::{reproject, supported as reprojects};
 
 /// A position: lon/lat in degrees (geodetic, EPSG:4326) or x/y in the CRS's
 /// units (planar).
@@ -82,7 +82,7 @@ const WGS84_EPSG: u32 = 4326;
 /// ellipsoid itself), and WGS84's 3D system (4979). A geographic code in
 /// neither this list nor [`GEOGRAPHIC_OTHER`] is taken as planar, as MEOS
 /// takes a `tgeompoint`'s SRID (README says so).
-pub const WGS84_LIKE: [u32; 15] = [
+pub(crate) const WGS84_LIKE: [u32; 15] = [
     4258, 4269, 4283, 7844, 4167, 4617, 4612, 6668, 4619, 4674, 4490, 4171, 4152, 4148, 4979,
 ];
 
@@ -93,7 +93,7 @@ pub const WGS84_LIKE: [u32; 15] = [
 /// (4203), NZGD49 (4272), DHDN (4314), MGI (4312), NTF (4275), RD Bessel
 /// Amersfoort (4289), Belge 1972 (4313), CH1903 (4149), Monte Mario
 /// (4265), Indian 1975 (4240), Korean 1985 (4162), Hong Kong 1980 (4611).
-pub const GEOGRAPHIC_OTHER: [u32; 20] = [
+pub(crate) const GEOGRAPHIC_OTHER: [u32; 20] = [
     4267, 4230, 4277, 4301, 4322, 4214, 4284, 4202, 4203, 4272, 4314, 4312, 4275, 4289, 4313, 4149,
     4265, 4240, 4162, 4611,
 ];
@@ -286,7 +286,7 @@ static WGS84: LazyLock<Geodesic> = LazyLock::new(Geodesic::wgs84);
 /// The ellipsoidal distance in metres between two lon/lat points, by
 /// Karney's algorithm (accurate to nanometres): what MEOS/PostGIS compute
 /// for geography (`spheroid_distance` calls GeographicLib's `geod_inverse`).
-pub fn geodesic_distance(a: Point, b: Point) -> f64 {
+pub(crate) fn geodesic_distance(a: Point, b: Point) -> f64 {
     WGS84.inverse(a.y, a.x, b.y, b.x)
 }
 
@@ -318,7 +318,7 @@ pub fn azimuth(crs: Crs, a: Point, b: Point) -> Option<f64> {
 }
 
 /// [`distance`] and [`azimuth`] together, with one geodesic computation.
-pub fn distance_azimuth(crs: Crs, a: Point, b: Point) -> (f64, Option<f64>) {
+pub(crate) fn distance_azimuth(crs: Crs, a: Point, b: Point) -> (f64, Option<f64>) {
     if a == b {
         return (0.0, None);
     }

@@ -29,7 +29,7 @@ pub fn supported(from: Crs, to: Crs) -> bool {
 /// The system `position` converts to `to` from when `to` is not the
 /// feature's: the other end of `to`'s pair (EPSG:3857 for EPSG:4326, else
 /// EPSG:4326).
-pub fn source(to: Crs) -> Crs {
+pub(crate) fn source(to: Crs) -> Crs {
     match to {
         Crs::Geodetic => Crs::Planar(WEB_MERCATOR),
         Crs::Planar(_) => Crs::Geodetic,
@@ -37,7 +37,7 @@ pub fn source(to: Crs) -> Crs {
 }
 
 /// The pairs [`supported`] converts, for messages.
-pub const SUPPORTED: &str = "EPSG:4326 ↔ EPSG:3857";
+pub(crate) const SUPPORTED: &str = "EPSG:4326 ↔ EPSG:3857";
 
 /// `p`, a position of `from`, in `to`; an error for a pair not
 /// [`supported`], and for a pole (whose Mercator northing is infinite).

@@ -33,14 +33,12 @@
 //! `EXTENT`, …) asks the engine for `position`, a numeric aggregate of a
 //! measure asks it for the measure.
 
-
 use crate::aggregate::{Aggregate, Window, check_allowed, parse_aggregation};
 use crate::geo::{self, Crs, Detect, GeoError};
 use crate::ops::{Arg, Kind, Op};
 use crate::spec::Registration;
 use crate::spec_error::{SpecError, SpecErrorKind};
 use crate::vocab::PropertyType;
-
 
 /// A query over a feature's positions (`TGeogPoint`, `TGeomPoint`): a
 /// measure per instant (`speed`, `azimuth`, `cumulativeLength`,
@@ -415,7 +413,7 @@ pub fn crs_of(registration: &Registration) -> Result<Option<Crs>, SpecError> {
 /// Whether a registration asks for the positions themselves (`position`,
 /// not aggregated): the one operation whose `crs` may differ from the
 /// feature's, reprojecting.
-pub fn is_plain_position(registration: &Registration) -> bool {
+pub(crate) fn is_plain_position(registration: &Registration) -> bool {
     registration.aggregation.is_none()
         && registration.geofence.is_none()
         && registration
@@ -427,7 +425,7 @@ pub fn is_plain_position(registration: &Registration) -> bool {
 
 /// The fields that only a position query takes, given on a scalar
 /// property's registration: the first, for its error.
-pub fn position_only_field(registration: &Registration) -> Option<&'static str> {
+pub(crate) fn position_only_field(registration: &Registration) -> Option<&'static str> {
     [
         ("geofence", registration.geofence.is_some()),
         ("detect", registration.detect.is_some()),

@@ -1,6 +1,6 @@
 use super::*;
 use crate::spec::{QueryKind, QuerySpec, RegistrationError};
-use crate::vocab::{PropertyType};
+use crate::vocab::PropertyType;
 
 fn spec(body: &str, t: PropertyType) -> Result<QuerySpec, SpecError> {
     Registration::from_json(body)?.into_spec("tgsequence", t)
@@ -200,7 +200,6 @@ fn a_feature_has_one_reference_system_and_another_is_unfit() {
     assert!(matches!(scalar, Err(RegistrationError::Unfit(ref e)) if e.field == "type"));
 }
 
-
 #[test]
 fn a_geojson_fault_names_its_member_under_the_field() {
     let e = spec(
@@ -226,7 +225,6 @@ fn a_geojson_fault_names_its_member_under_the_field() {
         "{e}"
     );
 }
-
 
 /// The heap each thread holds, counted by the test binary's allocator: what
 /// a test allocates and frees on its own thread while others run.

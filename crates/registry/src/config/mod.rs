@@ -73,10 +73,10 @@ use toml::de::{DeTable, DeValue, ValueDeserializer};
 mod problem;
 mod resolve;
 
-use mfstream_engine::{BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy};
-use mfstream_engine::is_engine_name;
 use mfstream_engine::LOCAL;
+use mfstream_engine::is_engine_name;
 use mfstream_engine::plugin::Isolation;
+use mfstream_engine::{BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy};
 
 pub use self::problem::{ConfigError, ConfigProblem, ConfigProblemKind};
 use self::problem::{ErrorKind, Problems};

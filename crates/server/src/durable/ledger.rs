@@ -4,13 +4,13 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 
+use mfstream_engine::{EngineInfo, EngineKind};
 use mfstream_model::aggregate::resume::{self, Closed, StateError};
 use mfstream_model::aggregate::{Grid, Window};
 use mfstream_model::budget::{Part, StateBudget};
-use mfstream_engine::{EngineInfo, EngineKind};
+use mfstream_model::{Event, Instant};
 use mfstream_model::{QueryKind, QuerySpec};
 use mfstream_store::Checkpoint;
-use mfstream_model::{Event, Instant};
 
 /// How a query's results cover the instants fed to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +173,8 @@ impl Ledger {
             Rule::Instants(_) => inner.fed.extend(instants.map(|(seq, _)| (seq, 0))),
             Rule::Windows(_) => inner.fed.extend(instants.map(|(seq, i)| {
                 // Every datetime was checked when it was ingested.
-                let secs = mfstream_model::datetime::parse(&i.datetime).map_or(i64::MIN, |t| t.secs);
+                let secs =
+                    mfstream_model::datetime::parse(&i.datetime).map_or(i64::MIN, |t| t.secs);
                 (seq, secs)
             })),
         }

@@ -67,8 +67,8 @@ use axum::http::StatusCode;
 use bytes::BytesMut;
 
 use mfstream_model::budget::Bytes;
-use mfstream_store::{Assigned, EventBatch, EventIds, Store, StoreError, StoreErrorKind};
 use mfstream_model::{Event, Instant};
+use mfstream_store::{Assigned, EventBatch, EventIds, Store, StoreError, StoreErrorKind};
 
 use super::fanout::Fanout;
 use super::problem::Problem;
@@ -194,7 +194,10 @@ impl LogCap {
         ledger: &Ledger,
         instants: &[Instant],
     ) -> Option<String> {
-        let bytes = instants.iter().map(mfstream_model::budget::instant_bytes).sum();
+        let bytes = instants
+            .iter()
+            .map(mfstream_model::budget::instant_bytes)
+            .sum();
         if !ledger.logged(bytes, self.every()) {
             return None;
         }

@@ -8,8 +8,8 @@ use std::time::Duration;
 use mfstream_test_client::{Client, subscribe};
 use tokio::sync::oneshot;
 
-use mfstream_registry::Registry;
 use crate::{ServeOptions, Server};
+use mfstream_registry::Registry;
 use mfstream_store::StoreErrorKind;
 
 const P: &str = "/collections/ships/items/s1/tproperties/speed";

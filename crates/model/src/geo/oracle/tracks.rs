@@ -29,19 +29,10 @@ pub(super) type Track = Vec<(Micros, Point)>;
 /// `2026-01-01T00:00:00Z` in µs.
 const START: Micros = 1_767_225_600_000_000;
 
-/// An ISO-8601 UTC datetime with microseconds (days to civil date after
-/// Howard Hinnant's `civil_from_days`).
+/// An ISO-8601 UTC datetime with microseconds.
 pub(super) fn iso(t: Micros) -> String {
     let (days, us) = (t.div_euclid(86_400_000_000), t.rem_euclid(86_400_000_000));
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::datetime::civil_from_days(days);
     let s = us / 1_000_000;
     format!(
         "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:06}Z",
