@@ -23,7 +23,7 @@ pub const LOCAL: &str = "local";
 
 /// The in-process engine.
 ///
-/// Runs each query as a task of its [`Compute`](crate::Compute) (a compute
+/// Runs each query as a task of its [`Compute`](mfstream_model::compute::Compute) (a compute
 /// pool, or the caller's runtime), in slices: a transform is applied
 /// to each instant in order, passing the datetime through verbatim; a
 /// windowed aggregate feeds the instants (transformed first, when the query

@@ -267,7 +267,7 @@ impl SourceSender {
     /// sent before this one, and before any sent after. The query reads it
     /// as an empty batch.
     ///
-    /// [`WallClock::held`]: crate::WallClock::held
+    /// [`WallClock::held`]: mfstream_model::clock::WallClock::held
     pub async fn release_clock(&self, release: ClockRelease) -> Result<(), SourceClosed> {
         self.tx
             .send(Item::Release(release))

@@ -25,7 +25,7 @@
 //! is then dropped with it.
 //!
 //! Bytes are an estimate of the heap held, not an allocator's exact figure:
-//! a text counts its capacity plus [`ENTRY_OVERHEAD`] (its slot in a set,
+//! a text counts its capacity plus `ENTRY_OVERHEAD` (its slot in a set,
 //! the allocator's header), a bucket its size, an instant its size and its
 //! strings' capacities.
 //!
@@ -236,7 +236,7 @@ impl StateBudget {
     /// Counts a query's static geometry, `bytes`, before the query is
     /// built: refused when they alone pass this budget's limit, or would
     /// take the server's total past its limit (the total is moved at once,
-    /// not by [`REPORT_STEP`]s, so concurrent registrations cannot pass
+    /// not by `REPORT_STEP`s, so concurrent registrations cannot pass
     /// it together).
     pub fn hold_geometry(&self, bytes: u64) -> Result<(), GeometryRefused> {
         if bytes > self.limit {

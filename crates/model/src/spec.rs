@@ -96,8 +96,8 @@ impl QuerySpec {
     }
 
     /// The same query, its in-process work run by `compute`: on a
-    /// [`ComputePool`](crate::ComputePool), in slices, within its
-    /// [`CpuLimit`](crate::CpuLimit) if it has one.
+    /// [`ComputePool`](crate::compute::ComputePool), in slices, within its
+    /// [`CpuLimit`](crate::compute::CpuLimit) if it has one.
     pub fn with_compute(mut self, compute: Compute) -> QuerySpec {
         self.compute = compute;
         self

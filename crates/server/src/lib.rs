@@ -119,7 +119,7 @@ pub struct ServeOptions {
     /// The most bytes of state one query may hold (`--max-query-state`):
     /// its open windows (with `COUNT_DISTINCT`'s distinct texts), the
     /// instants handed to it and not yet answered and its replay buffer, estimated as
-    /// [`StateBudget`](crate::StateBudget) says. A query over it fails
+    /// [`StateBudget`](mfstream_model::budget::StateBudget) says. A query over it fails
     /// alone, naming the limit; its state is freed. `replay_bytes` counts
     /// in it: keep it well below.
     pub max_query_state: u64,

@@ -92,7 +92,7 @@ impl fmt::Display for CpuLimit {
 const SLOTS: usize = 10;
 
 /// A query's CPU over the last window, checked against its
-/// [`CpuLimit`]: the window in [`SLOTS`] slots, each the CPU spent in a
+/// [`CpuLimit`]: the window in `SLOTS` slots, each the CPU spent in a
 /// tenth of it, so that the sum is the CPU of the last window to within
 /// one slot.
 #[derive(Debug)]

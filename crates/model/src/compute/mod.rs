@@ -20,7 +20,7 @@
 //!   Linux's scheduler and tokio's cooperative budget do it. Every poll of
 //!   a query's task starts a slice; the record loops ask
 //!   [`record_done`] after each record, and once the task has worked
-//!   [`SLICE`] (or one record, when one record costs more) it yields,
+//!   `SLICE` (500 µs) (or one record, when one record costs more) it yields,
 //!   going to the back of the pool's queue. A query with cheap records
 //!   then waits at most about one slice per busy query sharing its pool.
 //! - **accounting** (`cpu`): every poll of a query's task is timed on the
@@ -38,7 +38,6 @@
 //! sliced here; a plugin query's thread is still accounted.
 //!
 //! [`QuerySpec::with_compute`]: crate::QuerySpec::with_compute
-//! [`SLICE`]: slice::SLICE
 //! [`record_done`]: slice::record_done
 
 mod cpu;

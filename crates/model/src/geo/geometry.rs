@@ -90,7 +90,7 @@ pub(super) enum Shape {
 
 impl Geometry {
     /// Reads a GeoJSON geometry object: bounded in bytes
-    /// ([`MAX_GEOMETRY_BYTES`]) and vertices ([`MAX_GEOMETRY_VERTICES`]);
+    /// ([`MAX_GEOMETRY_BYTES`]) and vertices (`MAX_GEOMETRY_VERTICES`, 10,000);
     /// positions of two (or three, the altitude ignored) finite numbers;
     /// line strings of at least 2 positions; polygon rings closed, of at
     /// least 4 positions.

@@ -103,9 +103,9 @@ impl Crs {
     /// `http://www.opengis.net/def/crs/EPSG/0/4326`) as [`Crs::Geodetic`] and
     /// `EPSG:NNNN` (or its URN/URI) as [`Crs::Planar`], as MEOS takes a
     /// `tgeompoint`'s SRID, except the geographic (lon/lat) codes, which are
-    /// never planar: those on the GRS80 ellipsoid ([`WGS84_LIKE`]) are
+    /// never planar: those on the GRS80 ellipsoid (`WGS84_LIKE`) are
     /// geodetic on WGS84, their datum's offset from it (≤ 2 m) ignored;
-    /// the others ([`GEOGRAPHIC_OTHER`]) are refused.
+    /// the others (`GEOGRAPHIC_OTHER`) are refused.
     pub fn parse(text: &str) -> Result<Crs, GeoError> {
         let t = text.trim();
         let lower = t.to_ascii_lowercase();

@@ -25,7 +25,7 @@
 //! # On engines other than `local`
 //!
 //! The `local` engine runs a position query whole, in process (the `positions` module of `mfstream-engine`).
-//! Any other engine that serves positions ([`Serves::POSITIONS`]) is split
+//! Any other engine that serves positions (`Serves::POSITIONS` in `mfstream-engine`) is split
 //! like a numeric query (`plan::Plan::Position`): the engine computes the
 //! query's [`PositionStep`], the per-instant part (a [`Measure`], the
 //! position itself, or a geofence's detections), and the host windows its
