@@ -8,6 +8,7 @@ mod bridge_positions;
 mod bridge_windows;
 mod cli;
 mod jobs_watermark;
+mod layers;
 mod local;
 mod meos;
 mod meos_positions;
