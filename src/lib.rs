@@ -130,11 +130,18 @@ pub use crate::vocab::{
     QueryStatus, Value, WindowEvent,
 };
 
-// README's Rust examples run as doctests (`cargo test --doc`); its other
-// code blocks are marked (`sh`, `text`, `toml` …) so that rustdoc skips them.
+// The Rust examples of README and of the book's chapters that have any
+// (docs/src) run as doctests (`cargo test --doc`); their other code blocks
+// are marked (`sh`, `text`, `toml` …) so that rustdoc skips them.
 #[cfg(doctest)]
 #[doc = include_str!("../README.md")]
 struct ReadmeDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/src/architecture.md")]
+struct BookArchitectureDoctests;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/src/plugins.md")]
+struct BookPluginsDoctests;
 
 /// The child side of `isolation = "process"`, run by the `mfstream`
 /// binary's hidden `plugin-host` command.

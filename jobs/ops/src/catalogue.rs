@@ -5,7 +5,7 @@
 //! is read or generated from, and the `match` arm that computes it on a
 //! number (the engines' per-record path: a `match`, no table look-up).
 //! `cargo test -p mfstream-ops --test generated` then says which checked-in
-//! tables (README, the Python, Java and C jobs) to regenerate, and
+//! tables (the book's `docs/src/cli.md`, the Python, Java and C jobs) to regenerate, and
 //! `MFSTREAM_BLESS=1` regenerates them.
 //!
 //! Fields, in this order:

@@ -15,8 +15,8 @@
 //!   `plugins/meos`), through [`Transform`] and [`Op`];
 //! - the Flink cluster client (`jobs/flink-cluster-client`), which checks
 //!   a query's operation before submitting it;
-//! - the tables generated from it ([`render`]): README's table of
-//!   operations (numbers and positions), the server page's menu (`src/server/page.html`), the
+//! - the tables generated from it ([`render`]): the book's table of
+//!   operations (`docs/src/cli.md`: numbers and positions), the server page's menu (`src/server/page.html`), the
 //!   Python jobs' (`jobs/reference`, `jobs/beam`), the JVM
 //!   jobs' (`jobs/jvm/LiftedOperation.java`), the MEOS C job's
 //!   (`jobs/meos/meos_job.c`) and the tests' C plugin's
