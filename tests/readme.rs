@@ -155,7 +155,9 @@ fn the_readmes_tour_shows_the_books_own_examples() {
     // (above, and in the other modules) check them: a copy that drifts
     // fails here.
     let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let tour = &readme[readme.find("## A five-minute tour").expect("README has its tour")..];
+    let tour = &readme[readme
+        .find("## A five-minute tour")
+        .expect("README has its tour")..];
     let tour = &tour[..tour.find("\n## ").expect("a section after the tour")];
     let blocks = fenced(tour);
     assert!(blocks.len() >= 3, "the tour shows examples: {blocks:?}");
