@@ -1,4 +1,4 @@
-//! The position functions of `src/geo` on their own (no parsing, no
+//! The position functions of `crates/model/src/geo` on their own (no parsing, no
 //! engine): positions per second, and side by side pymeos/shapely on the
 //! same trajectory. Figures printed, never asserted.
 //!

@@ -699,12 +699,12 @@ fn completions_print_a_script_for_each_shell() {
 }
 
 #[test]
-fn the_readmes_engines_example_is_what_mfstream_engines_prints() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+fn the_books_engines_example_is_what_mfstream_engines_prints() {
+    let readme = crate::util::book("cli.md");
     let command = "$ MFAPI_SPARK_CMD='java -cp \"jobs/spark/*\" SparkJob' mfstream engines\n";
     let start = readme
         .find(command)
-        .expect("the README shows `mfstream engines`")
+        .expect("the book's cli.md shows `mfstream engines`")
         + command.len();
     let shown = &readme[start..start + readme[start..].find("```").unwrap()];
     let mut cmd = mfstream_command(&root());

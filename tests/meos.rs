@@ -180,9 +180,9 @@ fn a_meos_domain_error_fails_the_query_with_meos_message_under_fail_and_is_skipp
 }
 
 #[test]
-fn the_readmes_meos_plugin_recipe_names_a_config_where_meos_is_the_plugin() {
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = &readme[readme.find("### The `meos` plugin").unwrap()..];
+fn the_books_meos_plugin_recipe_names_a_config_where_meos_is_the_plugin() {
+    let chapter = crate::util::book("plugins.md");
+    let section = &chapter[chapter.find("## The `meos` plugin").unwrap()..];
     let build = "cargo build --release -p mfstream-plugin-meos\n";
     assert!(section.contains(build), "the recipe builds the plugin");
     let line = section

@@ -3,7 +3,7 @@
 
 use crate::util::*;
 
-/// The fence of the README walk-through: lon 2.811..2.831, lat 51.2..51.22.
+/// The fence of the book's walk-through (positions.md): lon 2.811..2.831, lat 51.2..51.22.
 const FENCE: &str = r#"{"type":"Polygon","coordinates":[[[2.811,51.2],[2.831,51.2],[2.831,51.22],[2.811,51.22],[2.811,51.2]]]}"#;
 
 fn run(args: &[&str]) -> Vec<serde_json::Value> {

@@ -18,6 +18,13 @@ pub fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// A chapter of the book (`docs/src/CHAPTER`, e.g. `"server.md"`), whose
+/// examples the tests hold to what mfstream really does.
+pub fn book(chapter: &str) -> String {
+    let path = root().join("docs/src").join(chapter);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// A chaos or fixture job script under `tests/jobs/`.
 pub fn job(script: &str) -> String {
     root().join("tests/jobs").join(script).display().to_string()

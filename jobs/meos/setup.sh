@@ -10,7 +10,7 @@ set -euo pipefail
 
 PYMEOS_CFFI_VERSION=1.3.0
 # The geometric oracles (tests/oracle/geo_oracle.py and edge_oracle.py,
-# src/geo/oracle/): pymeos over the same libmeos, shapely for fences,
+# crates/model/src/geo/oracle/): pymeos over the same libmeos, shapely for fences,
 # GeographicLib, and mpmath for distances in extended precision.
 PYMEOS_VERSION=1.3.0
 SHAPELY_VERSION=2.2.0

@@ -1,6 +1,6 @@
 """Position queries for the reference job: the per-instant part of a query on
 a feature's positions (jobs/README.md, "Positions"), with the semantics of
-mfstream's `local` engine (src/geo/), written again from its description.
+mfstream's `local` engine (crates/model/src/geo/), written again from its description.
 
 - A step is one of `speed`, `azimuth`, `cumulativeLength`, `distance`
   (to MFSTREAM_QUERY's "geometry"), `position`, or `geofence` (MFSTREAM_QUERY's
@@ -231,7 +231,7 @@ def edge_normal(a, b):
     and latitudes, whose differences are taken in degrees first. The plain
     cross product of two nearly equal unit vectors cancels (near edges of
     10 m to 5 km the distance erred by up to 0.17 mm); this one keeps the
-    relative precision of the differences (src/geo/sphere.rs)."""
+    relative precision of the differences (crates/model/src/geo/sphere.rs)."""
     dlon = lon_diff(a[0], b[0])
     s = math.radians(a[0] + dlon / 2.0)
     h = math.radians(dlon / 2.0)

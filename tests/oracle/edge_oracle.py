@@ -2,7 +2,7 @@
 """The geodetic distance from a point to lines and polygon rings, in extended
 precision (mpmath, 50 digits): the semantics of MEOS/PostGIS geography
 (liblwgeom's `ptarray_distance_spheroid`) computed without rounding, to check
-src/geo (`cargo test --lib geo::oracle`) and the reference job on short edges.
+crates/model/src/geo (`cargo test -p mfstream-model --lib geo::oracle`) and the reference job on short edges.
 
 Semantics: edges are great-circle arcs on the unit sphere, the lon/lat taken as
 spherical coordinates. Each line's or ring's nearest point to the position is

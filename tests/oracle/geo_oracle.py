@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Expected position results from independent implementations: pymeos (MEOS),
-GeographicLib and shapely. Used by src/geo/oracle/ (cargo test --lib geo::oracle), and usable on its own
+GeographicLib and shapely. Used by crates/model/src/geo/oracle/ (cargo test -p mfstream-model --lib geo::oracle), and usable on its own
 to check `mfstream run` or `serve` output end to end.
 
 Input (stdin): NDJSON, one instant a line, in time order per feature:
@@ -27,7 +27,7 @@ Output (stdout): NDJSON, per feature in input order:
      "extent_plain", "centroid_exact"}              # plain min/max, exact rational arithmetic
 null where a value does not exist (first instant, a stop's azimuth, one-instant speeds).
 
-Semantics (the ones src/geo documents):
+Semantics (the ones crates/model/src/geo documents):
 - speed/azimuth/length of the segment ending at an instant: pymeos on the two-instant
   sequence [previous, this] (MEOS normalises longer sequences, and its value at a
   sub-second timestamp is unreliable); azimuth converted from radians to degrees.

@@ -9,7 +9,7 @@ use crate::serve::{Serve, register};
 /// The positions of ship s1.
 pub const S: &str = "/collections/ships/items/s1/tgsequence";
 
-/// A square fence, lon 2.811..2.831, lat 51.2..51.22 (README's walk-through).
+/// A square fence, lon 2.811..2.831, lat 51.2..51.22 (the book's walk-through, positions.md).
 const FENCE: &str = r#"{"type":"Polygon","coordinates":[[[2.811,51.2],[2.831,51.2],[2.831,51.22],[2.811,51.22],[2.811,51.2]]]}"#;
 
 #[tokio::test]

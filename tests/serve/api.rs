@@ -1,6 +1,6 @@
 //! `GET /api`: the OpenAPI document lists exactly the paths and methods the
 //! server answers (probed, as a client would find them), every route of
-//! README's table is in it, it validates with `openapi-spec-validator`, and
+//! the book's table (docs/src/server.md) is in it, it validates with `openapi-spec-validator`, and
 //! real answers validate against its schemas.
 
 use std::collections::BTreeSet;
@@ -13,7 +13,7 @@ use super::*;
 const METHODS: [&str; 5] = ["GET", "POST", "PUT", "PATCH", "DELETE"];
 
 /// Paths a route could plausibly be added at, beyond the document's and
-/// README's: the prefixes of the property routes, and the usual names of
+/// the book's: the prefixes of the property routes, and the usual names of
 /// health, version and API endpoints. A route added at one of them without
 /// its documentation fails the probe.
 const GUESSES: [&str; 22] = [
@@ -50,14 +50,13 @@ fn fill(template: &str) -> String {
         .replace("{qid}", "0123456789abcdef0123456789abcdef")
 }
 
-/// The routes of README's table (`P/queries` written out), as
-/// `(method, path template)`.
-fn readme_routes() -> BTreeSet<(String, String)> {
-    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
-        .expect("README.md");
+/// The routes of the book's table (docs/src/server.md, `P/queries`
+/// written out), as `(method, path template)`.
+fn book_routes() -> BTreeSet<(String, String)> {
+    let readme = crate::util::book("server.md");
     let start = readme
         .find("| method | path | answer |")
-        .expect("README has the routes table");
+        .expect("server.md has the routes table");
     readme[start..]
         .lines()
         .skip(2)
@@ -113,16 +112,16 @@ async fn the_api_lists_every_route_the_server_answers_and_only_those() {
                 .map(|method| (method.to_uppercase(), path.clone()))
         })
         .collect();
-    let readme = readme_routes();
-    let undocumented: Vec<_> = readme.difference(&documented).collect();
+    let book = book_routes();
+    let undocumented: Vec<_> = book.difference(&documented).collect();
     assert!(
         undocumented.is_empty(),
-        "README lists {undocumented:?}, /api does not"
+        "the book (server.md) lists {undocumented:?}, /api does not"
     );
     let templates: BTreeSet<String> = documented
         .iter()
         .map(|(_, path)| path.clone())
-        .chain(readme.iter().map(|(_, path)| path.clone()))
+        .chain(book.iter().map(|(_, path)| path.clone()))
         .chain(GUESSES.iter().map(|path| path.to_string()))
         .collect();
     let mut answered = BTreeSet::new();

@@ -469,7 +469,7 @@ fn fence_body(n: usize, zigzag: bool) -> String {
 #[tokio::test]
 async fn a_position_querys_geometry_counts_in_its_state_and_the_total_before_it_is_built() {
     // A 9,999-vertex circle holds about 1.5 MB once parsed and indexed
-    // (src/position/tests.rs measures it): two fit in 4 MB, not three.
+    // (crates/model/src/position/tests.rs measures it): two fit in 4 MB, not three.
     let server = Serve::start(
         "serve-geometry-state",
         &[

@@ -357,7 +357,7 @@ async fn query_and_engine_series_follow_a_query_from_registration_to_deletion() 
     let stopped = [labels[0], labels[1], labels[2], ("status", "stopped")];
     assert_eq!(before.get("mfstream_query_status", &running), 1.0);
     assert_eq!(before.get("mfstream_query_status", &stopped), 0.0);
-    // As many series per query as README says `--max-queries` bounds.
+    // As many series per query as the book (operating.md) says `--max-queries` bounds.
     let id = format!("query=\"{}\"", labels[0].1);
     let per_query = before.series.keys().filter(|k| k.contains(&id)).count();
     assert_eq!(per_query, 13, "{}", before.text);
@@ -591,7 +591,7 @@ async fn in_flight_bytes_and_connections_move_with_the_requests_open() {
 }
 
 #[tokio::test]
-async fn the_readme_lists_every_metric_served_and_no_other() {
+async fn the_book_lists_every_metric_served_and_no_other() {
     // Every family is served: the store's with --state, MQTT's with --mqtt
     // (on a real mosquitto).
     let broker = super::mqtt::Broker::start("metrics-readme");
@@ -604,11 +604,11 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
         &[],
     );
     let served = scrape(&mut server.client()).await.families();
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme
-        .split("### Metrics")
+    let chapter = crate::util::book("operating.md");
+    let section = chapter
+        .split("\n## Metrics\n")
         .nth(1)
-        .expect("README has a ### Metrics section");
+        .expect("operating.md has a ## Metrics section");
     let section = section.split("\n#").next().unwrap();
     let rows: Vec<(String, &str)> = section
         .lines()
@@ -633,7 +633,7 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
     listed_sorted.sort();
     assert_eq!(
         served_sorted, listed_sorted,
-        "README's ### Metrics table and GET /metrics (with --state and --mqtt) differ"
+        "the book's Metrics table (operating.md) and GET /metrics (with --state and --mqtt) differ"
     );
     // The rows that say "with `--mqtt`" are MQTT's families, and a server
     // without --mqtt serves none of them.
@@ -656,19 +656,19 @@ async fn the_readme_lists_every_metric_served_and_no_other() {
 
 #[test]
 #[ignore = "needs promtool: apt-get install --no-install-recommends prometheus"]
-fn the_readme_scrape_config_passes_promtool_check_config() {
+fn the_books_scrape_config_passes_promtool_check_config() {
     let promtool = require(
         promtool(),
         "promtool",
         "apt-get install --no-install-recommends prometheus",
     );
-    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
-    let section = readme.split("### Metrics").nth(1).unwrap();
+    let chapter = crate::util::book("operating.md");
+    let section = chapter.split("\n## Metrics\n").nth(1).unwrap();
     let yaml = section
         .split("```yaml\n")
         .nth(1)
         .and_then(|rest| rest.split("```").next())
-        .expect("a yaml block in README's ### Metrics");
+        .expect("a yaml block in the book's Metrics (operating.md)");
     let dir = TempDir::new("metrics-scrape-config");
     let file = dir.join("prometheus.yml");
     std::fs::write(&file, yaml).unwrap();

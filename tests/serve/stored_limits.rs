@@ -6,7 +6,7 @@ use super::*;
 
 const NAMES: &str = "/collections/ships/items/s1/tproperties/name";
 /// The most bytes of a text value the store keeps (`StoreOptions`'
-/// `max_text_bytes`, README's limits).
+/// `max_text_bytes`, the book's limits in operating.md).
 const MAX_TEXT: usize = 64 * 1024;
 
 fn text(i: usize, len: usize) -> String {

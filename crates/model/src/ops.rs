@@ -1,6 +1,6 @@
 //! The lifted operations: the catalogue's [`Op`] (from the `mfstream-ops`
 //! crate, `crates/ops`, the one list every engine, spec validation, the
-//! bridge jobs' tables and README's table are read or generated from), and
+//! bridge jobs' tables and the book's table (`docs/src/cli.md`) are read or generated from), and
 //! the host's validated [`Transform`] with its typed errors.
 
 use std::fmt;

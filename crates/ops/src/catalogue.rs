@@ -5,7 +5,7 @@
 //! is read or generated from, and the `match` arm that computes it on a
 //! number (the engines' per-record path: a `match`, no table look-up).
 //! `cargo test -p mfstream-ops --test generated` then says which checked-in
-//! tables (README, the Python, Java and C jobs) to regenerate, and
+//! tables (the book's `docs/src/cli.md`, the Python, Java and C jobs) to regenerate, and
 //! `MFSTREAM_BLESS=1` regenerates them.
 //!
 //! Fields, in this order:
@@ -28,7 +28,7 @@
 //! operation on another kind of value (positions: `kinds:
 //! &[Kind::Position]`, a [`Domain::Instants`]) has no `number`, and the
 //! jobs, which compute numbers, do not list it; the `local` engine computes
-//! it (`src/position`: its `Measure`, from the [`Op`]). Every operation on
+//! it (`crates/engine/src/positions`, with `mfstream_model::position::Measure`, from the [`Op`]). Every operation on
 //! numbers has `number`, `python`, `java` and `c` (a test says so). Names are
 //! lowercase, but for the position operations, which are spelt as OGC API
 //! – Moving Features and MEOS spell them (`cumulativeLength`); every name

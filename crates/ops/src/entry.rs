@@ -34,7 +34,7 @@ pub struct Entry {
     pub meos: Option<Meos>,
     /// The MEOS function whose result it gives, where no job calls one:
     /// the position operations, which the `local` engine computes
-    /// (`src/geo`, checked against pymeos) after MEOS's `speed`, ….
+    /// (`crates/model/src/geo`, checked against pymeos) after MEOS's `speed`, ….
     pub follows: Option<&'static str>,
 }
 
@@ -158,7 +158,7 @@ pub enum Kind {
     /// operations, which give a number per position (`speed`) or the
     /// position itself. An entry for one has `kinds: &[Kind::Position]`, a
     /// [`Domain::Instants`] and no `number`, `python`, `java`, `c` or `meos`:
-    /// the `local` engine computes it (`src/position`), spec validation
+    /// the `local` engine computes it (`crates/engine/src/positions`), spec validation
     /// keeps it to positions, and the jobs' tables, which are for numbers,
     /// leave it out.
     Position,

@@ -8,15 +8,15 @@
 //! languages' jobs compute it, or the MEOS function it follows. Readers:
 //!
 //! - the `mfstream` crate: spec validation, the `local` engine and the host's
-//!   guard before version-1 jobs and plugins (`src/ops.rs` wraps [`Op`]);
-//!   the position queries' validation (`src/position`) and `mfstream run
+//!   guard before version-1 jobs and plugins (`crates/model/src/ops.rs` wraps [`Op`]);
+//!   the position queries' validation (`crates/model/src/position`) and `mfstream run
 //!   --op`'s completions and help (`src/cli/values.rs`);
 //! - the native bridge job (`jobs/fastjob`) and the plugins (`plugins/scale`,
 //!   `plugins/meos`), through [`Transform`] and [`Op`];
 //! - the Flink cluster client (`jobs/flink-cluster-client`), which checks
 //!   a query's operation before submitting it;
-//! - the tables generated from it ([`render`]): README's table of
-//!   operations (numbers and positions), the server page's menu (`src/server/page.html`), the
+//! - the tables generated from it ([`render`]): the book's table of
+//!   operations (`docs/src/cli.md`: numbers and positions), the server page's menu (`crates/server/src/page.html`), the
 //!   Python jobs' (`jobs/reference`, `jobs/beam`), the JVM
 //!   jobs' (`jobs/jvm/LiftedOperation.java`), the MEOS C job's
 //!   (`jobs/meos/meos_job.c`) and the tests' C plugin's
@@ -26,7 +26,7 @@
 //!   rewrites them.
 //!
 //! Adding an operation on numbers is one entry in `catalogue.rs`; one on
-//! positions is an entry there and its computation in `src/position`.
+//! positions is an entry there and its computation in `crates/engine/src/positions`.
 //!
 //! The crate is std only, with no dependencies, so a job or a plugin that
 //! uses it stays small; the host crate depends on it, never the reverse.

@@ -1,5 +1,5 @@
-//! The catalogue's tables for the places that cannot read it as Rust: README
-//! (Markdown), the server's page (HTML), the Python jobs, the JVM jobs, the
+//! The catalogue's tables for the places that cannot read it as Rust: the
+//! book's command-line chapter (`docs/src/cli.md`, Markdown), the server's page (HTML), the Python jobs, the JVM jobs, the
 //! MEOS C job and the C plugin the tests build (`tests/plugins/c/scale.c`).
 //!
 //! Each checked-in file holds its table between two marker lines, in its own
@@ -20,7 +20,7 @@ pub const REGENERATE: &str = "MFSTREAM_BLESS=1 cargo test -p mfstream-ops --test
 /// The name in the marker lines of every operations table.
 pub const OPERATIONS: &str = "operations";
 
-/// README's table: every operation (on numbers and on positions), its
+/// The book's table (`docs/src/cli.md`): every operation (on numbers and on positions), its
 /// argument, formula, domain, kinds and MEOS function.
 pub fn markdown() -> String {
     let mut out = String::from(
@@ -46,7 +46,7 @@ pub fn markdown() -> String {
     out
 }
 
-/// The page's operation menu (`src/server/page.html`): an `<option>` per
+/// The page's operation menu (`crates/server/src/page.html`): an `<option>` per
 /// operation on numbers (the page charts numbers), `data-arg` on those
 /// that take an argument, so the page sends its `arg` with them.
 pub fn html() -> String {

@@ -1,5 +1,5 @@
-//! The tables generated from the catalogue are what is checked in: README's
-//! table of operations, the page's menu of them, the Python, Java and C
+//! The tables generated from the catalogue are what is checked in: the
+//! book's table of operations (`docs/src/cli.md`), the page's menu of them, the Python, Java and C
 //! jobs' tables and the tests' C plugin's. When one
 //! differs (the catalogue changed, or someone edited a table by hand), this
 //! test fails naming the files; `MFSTREAM_BLESS=1` rewrites them.
@@ -13,8 +13,8 @@ type Render = fn() -> String;
 
 /// Each file with a generated table, and how to render it.
 const FILES: &[(&str, Render)] = &[
-    ("README.md", render::markdown),
-    ("src/server/page.html", render::html),
+    ("docs/src/cli.md", render::markdown),
+    ("crates/server/src/page.html", render::html),
     ("jobs/reference/mfstream_job.py", render::python),
     ("jobs/beam/beam_job.py", render::python),
     ("jobs/jvm/LiftedOperation.java", render::java),

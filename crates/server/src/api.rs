@@ -425,7 +425,7 @@ pub(crate) struct QueryList {
 /// One instant of a temporal property.
 #[derive(Serialize, ToSchema)]
 pub(crate) struct Instant {
-    /// RFC 3339 (or one of the forms README's "Datetimes accepted" lists).
+    /// RFC 3339 (or one of the forms the book's "Datetimes accepted" (`docs/src/windows.md`) lists).
     #[schema(example = "2026-01-01T00:00:00Z")]
     datetime: String,
     /// A number (`TReal`, `TInteger`), a string (`TText`) or a boolean

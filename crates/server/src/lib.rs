@@ -651,3 +651,19 @@ fn router(app: Arc<App>) -> Router {
         ))
         .with_state(app)
 }
+
+// README's and the book's Rust examples run as doctests (`cargo test
+// --doc`), here, in the top library crate, where every layer is a
+// dependency; their other code blocks are marked (`sh`, `text`, `toml` …)
+// so that rustdoc skips them.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+struct ReadmeDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/src/architecture.md")]
+struct ArchitectureDoctests;
+
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/src/plugins.md")]
+struct PluginsDoctests;

@@ -20,7 +20,7 @@
 //! `sin` and `cos` are those, applied to the value (an infinite one is an
 //! error through MEOS's handler), and `tan`, for want of a `pg_dtan`, is the
 //! quotient `pg_dsin(x) / pg_dcos(x)`, which may be 2 ulps from libm's `tan`
-//! (README.md, "Plugins").
+//! (the book, docs/src/plugins.md).
 //!
 //! The engine also serves positions (plugin ABI version 3): `speed`,
 //! `azimuth`, `cumulativeLength`, `distance`, `position` and geofences,

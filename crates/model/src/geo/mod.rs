@@ -81,7 +81,7 @@ const WGS84_EPSG: u32 = 4326;
 /// RGF93 (4171), NAD83(HARN) (4152), Hartebeesthoek94 (4148, on the WGS84
 /// ellipsoid itself), and WGS84's 3D system (4979). A geographic code in
 /// neither this list nor [`GEOGRAPHIC_OTHER`] is taken as planar, as MEOS
-/// takes a `tgeompoint`'s SRID (README says so).
+/// takes a `tgeompoint`'s SRID (the book's Positions chapter, `docs/src/positions.md`, says so).
 pub(crate) const WGS84_LIKE: [u32; 15] = [
     4258, 4269, 4283, 7844, 4167, 4617, 4612, 6668, 4619, 4674, 4490, 4171, 4152, 4148, 4979,
 ];

@@ -5,7 +5,7 @@
 //! The position operations are the catalogue's entries that apply to
 //! positions ([`Kind::Position`]: `speed`, `azimuth`, `cumulativeLength`,
 //! `distance`, `position`; their results, domains and the MEOS function
-//! each follows are there, and in README's table generated from it).
+//! each follows are there, and in the book's table generated from it, `docs/src/cli.md`).
 //! Validation looks names up in it; [`Measure`] is how the local engine
 //! computes the ones that give a number (the geometry is [`crate::geo`]'s).
 //! Besides them:

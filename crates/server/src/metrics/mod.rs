@@ -20,7 +20,7 @@
 //! by default; a deleted query's series go with it); `engine` the
 //! registry's engines; `source`, `reason` and `status` fixed lists (MQTT's
 //! `reason` too). So a scrape holds 13 series per query plus a few dozen.
-//! The README's "Metrics" section lists every metric.
+//! The book's "Metrics" section (`docs/src/operating.md`) lists every metric.
 
 mod tally;
 

@@ -108,7 +108,7 @@ fn distance_near_short_edges_matches_the_semantics_in_extended_precision() {
         input.push_str(&format!("{line}\n"));
     }
     let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/edge_oracle.py");
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/oracle/edge_oracle.py");
     let mut cmd = Command::new(&python);
     cmd.arg(script);
     let rows = super::json_lines(cmd, input, "edge_oracle.py");

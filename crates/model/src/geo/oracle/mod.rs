@@ -70,7 +70,7 @@ fn oracle(
         )
         .expect("dump");
     }
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oracle/geo_oracle.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/oracle/geo_oracle.py");
     let mut cmd = Command::new(python);
     cmd.arg(script)
         .args(["--crs", &crs.name(), "--fence", &fence.to_string()]);
