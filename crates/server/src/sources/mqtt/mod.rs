@@ -44,6 +44,8 @@ use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet, SubAck, SubscribeReasonCode};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::{TlsConfiguration, Transport};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -188,7 +190,9 @@ fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, String> {
         )
     })?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+    // The certificates only: a key or another section in the file is
+    // passed over.
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| format!("--mqtt-ca {:?}: {e}", ca.display()))?;
         roots
             .add(cert)
@@ -720,6 +724,28 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn a_ca_file_without_a_certificate_is_refused_saying_what_it_needs() {
+        let dir = std::env::temp_dir().join(format!("mfstream-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        // A key alone: not a certificate, passed over.
+        std::fs::write(
+            &ca,
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let err = tls_config(&ca).unwrap_err();
+        assert!(err.contains("no PEM certificate"), "{err}");
+        // A certificate section that does not end.
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap();
+        let err = tls_config(&ca).unwrap_err();
+        assert!(err.starts_with("--mqtt-ca "), "{err}");
+        let err = tls_config(&dir.join("absent.pem")).unwrap_err();
+        assert!(err.contains("cannot read it"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
