@@ -71,7 +71,6 @@ pub(crate) fn serve(args: ServeArgs) -> Result<Outcome> {
         ..ServeOptions::default()
     };
     raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);
-    let mqtt_url = options.mqtt.as_ref().map(|m| m.url.clone());
     if !options.addr.ip().is_loopback() && options.token.is_none() {
         tracing::warn!(
             "serving on {} without a token: anyone who reaches it can run queries",
@@ -94,11 +93,8 @@ pub(crate) fn serve(args: ServeArgs) -> Result<Outcome> {
         out.flush().context("cannot write to stdout")?;
         drop(out);
         tokio::spawn(reload_on_hangup(hangup, registry));
-        if let (Some(subscriptions), Some(url)) = (server.mqtt_subscriptions(), mqtt_url) {
-            tokio::spawn(say_subscribed(subscriptions, url));
-        }
-        if let Some((brokers, assignments)) = server.kafka_assignments() {
-            tokio::spawn(say_assigned(assignments, brokers));
+        for (line, count) in server.ready() {
+            tokio::spawn(say_ready(line, count));
         }
         let shutdown = async move {
             tokio::select! {
@@ -112,23 +108,14 @@ pub(crate) fn serve(args: ServeArgs) -> Result<Outcome> {
     })
 }
 
-/// Prints `mfstream: kafka assigned on BROKERS` each time the consumer
-/// group gives the server partitions: the line a test or a supervisor
-/// waits for.
-async fn say_assigned(mut assignments: tokio::sync::watch::Receiver<u64>, brokers: String) {
-    while assignments.changed().await.is_ok() {
+/// Prints a source's ready line (`mfstream: mqtt subscribed on URL`,
+/// `mfstream: kafka assigned on BROKERS`) each time it holds again (each
+/// subscription granted, each assignment of partitions): the line a test or
+/// a supervisor waits for.
+async fn say_ready(line: String, mut count: tokio::sync::watch::Receiver<u64>) {
+    while count.changed().await.is_ok() {
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "mfstream: kafka assigned on {brokers}").and_then(|()| out.flush());
-    }
-}
-
-/// Prints `mfstream: mqtt subscribed on URL` each time the broker grants
-/// the subscriptions (at each connection): the line a test or a supervisor
-/// waits for.
-async fn say_subscribed(mut subscriptions: tokio::sync::watch::Receiver<u64>, url: String) {
-    while subscriptions.changed().await.is_ok() {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "mfstream: mqtt subscribed on {url}").and_then(|()| out.flush());
+        let _ = writeln!(out, "mfstream: {line}").and_then(|()| out.flush());
     }
 }
 

@@ -4,7 +4,8 @@
 //! port and stopped by its process id (the broker-restart test keeps its
 //! storage in moto's S3 server, `MFSTREAM_MOTO_SERVER`, which outlives
 //! it). Records are produced with librdkafka (rdkafka), the client the
-//! server uses.
+//! server uses. The cases every broker source shares are the conformance
+//! suite's ([`super::sources`]), run here against tansu.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
@@ -17,6 +18,7 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::metrics::scrape_until;
+use super::sources::{self, TestBroker, assert_each_once, assert_line, instants as records};
 use super::*;
 
 /// The property's topic, by the default pattern.
@@ -317,71 +319,33 @@ fn serve_on(name: &str, broker: &Broker, args: &[&str]) -> Serve {
 }
 
 /// Waits for the line the server prints once the group gave it
-/// partitions; a server that never prints it is killed after
-/// [`REBALANCE`], so the wait ends and the assertion says so.
+/// partitions.
 fn assert_assigned(server: &mut Serve, broker: &Broker) {
-    let pid = server.pid() as i32;
-    let (done, watch) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if watch.recv_timeout(REBALANCE) == Err(mpsc::RecvTimeoutError::Timeout) {
-            // SAFETY: signalling the test's own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    });
-    let line = server.next_line();
-    let _ = done.send(());
-    watchdog.join().unwrap();
-    assert_eq!(
-        line.trim(),
-        format!("mfstream: kafka assigned on {}", broker.brokers()),
-        "the server is given partitions in time"
-    );
-}
-
-/// Instants `from..from + n`, one per record, value `i`.
-fn records(from: usize, n: usize) -> Vec<String> {
-    (from..from + n)
-        .map(|i| instant(i, &i.to_string()))
-        .collect()
+    let want = format!("mfstream: kafka assigned on {}", broker.brokers());
+    assert_line(server, &want, REBALANCE, "is given partitions in time");
 }
 
 /// Events until the one whose value is `last`; every value before it.
 async fn until_value(sse: &mut Sse, last: f64) -> Vec<f64> {
-    let mut seen = Vec::new();
-    loop {
-        let event = tokio::time::timeout(REBALANCE, sse.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream goes on");
-        if event.event != "instant" {
-            continue;
-        }
-        let value = event.json()["value"].as_f64().unwrap();
-        seen.push(value);
-        if value == last {
-            return seen;
-        }
-    }
+    sources::until_value(sse, last, REBALANCE).await
 }
 
-/// `seen` is `0, 1, …, n - 1`: each value once, in order.
-fn assert_each_once(seen: &[f64], n: usize) {
-    let mut count = vec![0; n];
-    for v in seen {
-        count[*v as usize] += 1;
+impl TestBroker for Broker {
+    const STATUS: &'static str = "/ingest/kafka";
+    const RECEIVED: &'static str = "records";
+    const ACKNOWLEDGED: &'static str = "committed";
+    /// Read but not committed: one batch at most, the rest waits at the
+    /// broker (or in librdkafka's bounded pre-fetch).
+    const MAX_HELD: u64 = 1024;
+    const PATIENCE: Duration = REBALANCE;
+
+    fn serve(&self, name: &str, args: &[&str]) -> Serve {
+        serve_on(name, self, args)
     }
-    let missing: Vec<usize> = (0..n).filter(|&i| count[i] == 0).collect();
-    let doubled: Vec<usize> = (0..n).filter(|&i| count[i] > 1).collect();
-    assert!(
-        missing.is_empty() && doubled.is_empty(),
-        "{} results for {n} records: missing {} (first {:?}), doubled {} (first {:?})",
-        seen.len(),
-        missing.len(),
-        missing.first(),
-        doubled.len(),
-        doubled.first()
-    );
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order");
+
+    fn send(&self, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
+        self.produce(TOPIC, payloads)
+    }
 }
 
 #[tokio::test]
@@ -459,38 +423,7 @@ async fn kafka_records_reach_the_queries_and_their_offsets_are_committed() {
 async fn kafka_after_a_sigkill_of_serve_every_record_is_in_the_results_exactly_once() {
     let broker = Broker::start();
     broker.create(TOPIC).await;
-    let state = TempDir::new("kafka-kill-state");
-    let dir = state.path().to_str().unwrap();
-    let args = [
-        "--state",
-        dir,
-        "--replay",
-        "100000",
-        "--replay-bytes",
-        "33554432",
-    ];
-    let server = serve_on("kafka-kill-1", &broker, &args);
-    let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let n = 20_000;
-    let producer = broker.produce(TOPIC, records(0, n));
-    // Mid-stream: some results out, the rest still coming.
-    take(&mut sse, n / 10).await;
-    server.signal(libc::SIGKILL);
-    drop(sse);
-    producer.await.expect("every record produced");
-    drop(server);
-
-    // The same state directory: the same group, so its committed offsets.
-    let server = serve_on("kafka-kill-2", &broker, &args);
-    broker
-        .produce(TOPIC, records(n, 1))
-        .await
-        .expect("the last record produced");
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let seen = until_value(&mut sse, n as f64).await;
-    assert_each_once(&seen, n + 1);
+    let (server, state) = sources::exactly_once_across_a_sigkill(&broker, "kafka-kill").await;
     // What the killed server took but did not commit was read again, and
     // dropped as duplicates.
     let mut client = server.client();
@@ -506,6 +439,8 @@ async fn kafka_after_a_sigkill_of_serve_every_record_is_in_the_results_exactly_o
         taken + duplicates,
         "every record read again taken or a duplicate"
     );
+    drop(server);
+    drop(state);
 }
 
 #[tokio::test]
@@ -665,43 +600,8 @@ async fn kafka_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_
 async fn kafka_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_drains() {
     let broker = Broker::start();
     broker.create(TOPIC).await;
-    let server = serve_on("kafka-saturated", &broker, &["--ingest-wait-ms", "50"]);
-    let mut client = server.client();
-    // A query whose job never answers: its source buffer fills, and the
-    // ingest path holds the ingests back (503 after --ingest-wait-ms).
-    let query = register(
-        &mut client,
-        P,
-        r#"{"operation":"mul","arg":1,"engine":"hang"}"#,
-    )
-    .await;
-    let n = 20_000;
-    broker
-        .produce(TOPIC, records(0, n))
-        .await
-        .expect("every record produced");
-    let status = status_until(&mut client, "an ingest tried again", |status| {
-        status["retries"].as_u64().unwrap() > 0
-    })
-    .await;
-    // Read but not committed: one batch at most, the rest waits at the
-    // broker (or in librdkafka's bounded pre-fetch).
-    let held = status["records"].as_u64().unwrap() - status["committed"].as_u64().unwrap();
-    assert!(held <= 1024, "{held} held: {status}");
-    assert!(
-        status["records"].as_u64().unwrap() < n as u64,
-        "the rest is not read: {status}"
-    );
-    // Once the query is gone, the property has none: every record is
-    // taken (checked alone) and committed, none lost on the way.
-    assert_eq!(client.delete(&query).await.status, 204);
-    let status = status_until(&mut client, "every record committed", |status| {
-        status["committed"].as_u64().unwrap() >= n as u64
-    })
-    .await;
-    assert_eq!(status["committed"], n, "{status}");
-    assert_eq!(status["records"], n, "{status}");
-    assert_eq!(status["instants"], n, "{status}");
+    sources::a_saturated_ingest_stops_the_reading_and_loses_nothing(&broker, "kafka-saturated")
+        .await;
 }
 
 /// `GET /ingest/kafka` until `done` holds ([`eventually`], within

@@ -19,6 +19,7 @@ mod positions;
 mod positions_bridge;
 mod reproject;
 mod reset;
+mod sources;
 mod state;
 mod stored_limits;
 mod stream;

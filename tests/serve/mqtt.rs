@@ -1,11 +1,15 @@
 //! `serve --mqtt`: ingest from a real mosquitto (Debian's `mosquitto` and
 //! `mosquitto-clients`, installed by .ci/run), started on a random
-//! loopback port with persistence on, stopped by its process id.
+//! loopback port with persistence on, stopped by its process id. The
+//! cases every broker source shares are the conformance suite's
+//! ([`super::sources`]), run here against mosquitto.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
+use std::time::Duration;
 
+use super::sources::{self, TestBroker, assert_each_once, assert_line, instants};
 use super::*;
 
 /// A mosquitto of the test's own: a config file on a loopback port, its
@@ -112,12 +116,12 @@ impl Broker {
         assert!(status.success(), "mosquitto_pub {topic} {payload}");
     }
 
-    /// Publishes each line of `lines` as a message at QoS 1 from a client
-    /// of its own (rumqttc, MQTT 5), on a task: its end means the broker
+    /// Publishes each of `payloads` as a message at QoS 1 from a client of
+    /// its own (rumqttc, MQTT 5), on a task: its end means the broker
     /// acknowledged every one. (`mosquitto_pub -l` exits 0 before its
     /// queue is sent: with 300,000 lines an independent subscriber got
     /// about a third.)
-    fn publish_lines(&self, topic: &str, lines: String) -> tokio::task::JoinHandle<()> {
+    fn publish_all(&self, topic: &str, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
         use rumqttc::v5::mqttbytes::QoS;
         use rumqttc::v5::mqttbytes::v5::Packet;
         use rumqttc::v5::{AsyncClient, Event, MqttOptions};
@@ -129,7 +133,6 @@ impl Broker {
         );
         let options = MqttOptions::new(id, "127.0.0.1", self.port);
         let (client, mut eventloop) = AsyncClient::new(options, 1024);
-        let payloads: Vec<String> = lines.lines().map(str::to_owned).collect();
         let n = payloads.len();
         let topic = topic.to_owned();
         let sender = client.clone();
@@ -168,11 +171,22 @@ impl Drop for Broker {
 
 pub(super) const TOPIC: &str = "mfapi/ships/s1/speed";
 
-/// Instants `from..from + n` at [`at`], value `i`, one per line.
-fn instant_lines(from: usize, n: usize) -> String {
-    (from..from + n)
-        .map(|i| instant(i, &i.to_string()) + "\n")
-        .collect()
+impl TestBroker for Broker {
+    const STATUS: &'static str = "/ingest/mqtt";
+    const RECEIVED: &'static str = "messages";
+    const ACKNOWLEDGED: &'static str = "acknowledged";
+    /// Held between the socket and their acknowledgement: at most the
+    /// channel (4,096), a batch (1,024) and the one being sent.
+    const MAX_HELD: u64 = 4096 + 1024 + 1;
+    const PATIENCE: Duration = PATIENCE;
+
+    fn serve(&self, name: &str, args: &[&str]) -> Serve {
+        serve_on(name, self, args, &[])
+    }
+
+    fn send(&self, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
+        self.publish_all(TOPIC, payloads)
+    }
 }
 
 /// `serve --mqtt URL ARGS`, once it is subscribed.
@@ -191,65 +205,15 @@ pub(super) fn serve_on(
 }
 
 /// Waits for the line the server prints once subscribed (at each
-/// connection); a server that never prints it is killed after
-/// [`PATIENCE`], so the wait ends and the assertion says so.
+/// connection).
 pub(super) fn assert_subscribed(server: &mut Serve, broker: &Broker) {
-    let pid = server.pid() as i32;
-    let (done, watch) = mpsc::channel::<()>();
-    let watchdog = std::thread::spawn(move || {
-        if watch.recv_timeout(PATIENCE) == Err(mpsc::RecvTimeoutError::Timeout) {
-            // SAFETY: signalling the test's own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
-    });
-    let line = server.next_line();
-    let _ = done.send(());
-    watchdog.join().unwrap();
-    assert_eq!(
-        line.trim(),
-        format!("mfstream: mqtt subscribed on {}", broker.url()),
-        "the server subscribes in time"
-    );
+    let want = format!("mfstream: mqtt subscribed on {}", broker.url());
+    assert_line(server, &want, PATIENCE, "subscribes in time");
 }
 
 /// Events until the one whose value is `last`; every value before it.
 async fn until_value(sse: &mut Sse, last: f64) -> Vec<f64> {
-    let mut seen = Vec::new();
-    loop {
-        let event = tokio::time::timeout(PATIENCE, sse.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream goes on");
-        if event.event != "instant" {
-            continue;
-        }
-        let value = event.json()["value"].as_f64().unwrap();
-        seen.push(value);
-        if value == last {
-            return seen;
-        }
-    }
-}
-
-/// `seen` is `0, 1, …, n - 1`: each value once, in order; else says
-/// which are missing and which doubled (not the whole list).
-fn assert_each_once(seen: &[f64], n: usize) {
-    let mut count = vec![0; n];
-    for v in seen {
-        count[*v as usize] += 1;
-    }
-    let missing: Vec<usize> = (0..n).filter(|&i| count[i] == 0).collect();
-    let doubled: Vec<usize> = (0..n).filter(|&i| count[i] > 1).collect();
-    assert!(
-        missing.is_empty() && doubled.is_empty(),
-        "{} results for {n} messages: missing {} (first {:?}), doubled {} (first {:?})",
-        seen.len(),
-        missing.len(),
-        missing.first(),
-        doubled.len(),
-        doubled.first()
-    );
-    assert!(seen.windows(2).all(|w| w[0] < w[1]), "in order");
+    sources::until_value(sse, last, PATIENCE).await
 }
 
 #[tokio::test]
@@ -527,13 +491,13 @@ async fn mqtt_a_broker_restart_mid_stream_loses_and_doubles_nothing_and_a_lost_s
     let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
     let n = 3000;
-    let publisher = broker.publish_lines(TOPIC, instant_lines(0, n / 2));
+    let publisher = broker.publish_all(TOPIC, instants(0, n / 2));
     publisher.await.unwrap();
     let mut seen = until_value(&mut sse, (n / 2 - 1) as f64).await;
     // Stop reading: the broker queues the second half for the session (some
     // in flight, unacknowledged, some in the server's socket buffer).
     server.signal(libc::SIGSTOP);
-    let publisher = broker.publish_lines(TOPIC, instant_lines(n / 2, n / 2));
+    let publisher = broker.publish_all(TOPIC, instants(n / 2, n / 2));
     publisher.await.unwrap();
     broker.stop();
     broker.run();
@@ -559,35 +523,9 @@ async fn mqtt_a_broker_restart_mid_stream_loses_and_doubles_nothing_and_a_lost_s
 #[tokio::test]
 async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results_exactly_once() {
     let broker = Broker::start("mqtt-kill");
-    let state = TempDir::new("mqtt-kill-state");
-    let dir = state.path().to_str().unwrap();
-    let args = [
-        "--state",
-        dir,
-        "--replay",
-        "100000",
-        "--replay-bytes",
-        "33554432",
-    ];
-    let server = serve_on("mqtt-kill-1", &broker, &args, &[]);
-    let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let n = 20_000;
-    let publisher = broker.publish_lines(TOPIC, instant_lines(0, n));
-    // Mid-stream: some results out, the rest still coming.
-    take(&mut sse, n / 10).await;
-    server.signal(libc::SIGKILL);
-    drop(sse);
-    publisher.await.expect("every message published");
+    let (server, state) = sources::exactly_once_across_a_sigkill(&broker, "mqtt-kill").await;
     drop(server);
-
-    // The same state directory: the same client id, so the same session.
-    let server = serve_on("mqtt-kill-2", &broker, &args, &[]);
-    broker.publish(TOPIC, &instant(n, &n.to_string()));
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let seen = until_value(&mut sse, n as f64).await;
-    assert_each_once(&seen, n + 1);
+    drop(state);
 }
 
 #[tokio::test]
@@ -643,8 +581,7 @@ async fn mqtt_positions_after_a_sigkill_of_serve_are_each_in_the_results_exactly
         )
     };
     let n = 10_000;
-    let lines: String = (0..n).map(|i| point(i) + "\n").collect();
-    let publisher = broker.publish_lines(POSITIONS, lines);
+    let publisher = broker.publish_all(POSITIONS, (0..n).map(point).collect());
     take(&mut sse, n / 10).await;
     server.signal(libc::SIGKILL);
     drop(sse);
@@ -839,47 +776,6 @@ fn mqtt_a_bad_url_pattern_or_tls_option_exits_2_naming_it() {
 #[tokio::test]
 async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_drains() {
     let broker = Broker::start("mqtt-saturated");
-    let server = serve_on("mqtt-saturated", &broker, &["--ingest-wait-ms", "50"], &[]);
-    let mut client = server.client();
-    // A query whose job never answers: its source buffer fills, and the
-    // ingest path holds the ingests back (503 after --ingest-wait-ms).
-    let query = register(
-        &mut client,
-        P,
-        r#"{"operation":"mul","arg":1,"engine":"hang"}"#,
-    )
-    .await;
-    let n = 20_000;
-    broker
-        .publish_lines(TOPIC, instant_lines(0, n))
-        .await
-        .unwrap();
-    let status = eventually(
-        "an ingest tried again",
-        PATIENCE,
-        async || client.get("/ingest/mqtt").await.json(),
-        |status| status["retries"].as_u64().unwrap() > 0,
-    )
-    .await;
-    // Held between the socket and their acknowledgement: at most the
-    // channel (4,096), a batch (1,024) and the one being sent.
-    let held = status["messages"].as_u64().unwrap() - status["acknowledged"].as_u64().unwrap();
-    assert!(held <= 4096 + 1024 + 1, "{held} held: {status}");
-    assert!(
-        status["messages"].as_u64().unwrap() < n as u64,
-        "the rest waits at the broker: {status}"
-    );
-    // Once the query is gone, the property has none: every message is
-    // taken (checked alone) and acknowledged, none lost on the way.
-    assert_eq!(client.delete(&query).await.status, 204);
-    let status = eventually(
-        "every message acknowledged",
-        PATIENCE,
-        async || client.get("/ingest/mqtt").await.json(),
-        |status| status["acknowledged"].as_u64().unwrap() >= n as u64,
-    )
-    .await;
-    assert_eq!(status["acknowledged"], n, "{status}");
-    assert_eq!(status["messages"], n, "{status}");
-    assert_eq!(status["instants"], n, "{status}");
+    sources::a_saturated_ingest_stops_the_reading_and_loses_nothing(&broker, "mqtt-saturated")
+        .await;
 }

@@ -725,6 +725,25 @@ mod tests {
                  and a #[utoipa::path] on its handler, so that /api documents it"
             );
         }
+        // The sources' routes: each kind's, in its `KIND`.
+        for (file, source) in [
+            ("sources/http.rs", include_str!("sources/http.rs")),
+            ("sources/mqtt/mod.rs", include_str!("sources/mqtt/mod.rs")),
+            ("sources/kafka/mod.rs", include_str!("sources/kafka/mod.rs")),
+        ] {
+            let start = source
+                .find("    routes: |router| ")
+                .unwrap_or_else(|| panic!("{file} declares its kind's routes"));
+            let line = &source[start..];
+            let line = &line[..line.find('\n').expect("the line ends")];
+            for plain in [".route(", ".route_service(", ".nest_service(", ".merge("] {
+                assert!(
+                    !line.contains(plain),
+                    "{file} declares a route with `{plain}`: declare it with \
+                     `.routes(routes!(…))` and a #[utoipa::path] on its handler"
+                );
+            }
+        }
         let router = &source[source.find("fn router(").expect("mod.rs has router()")..];
         let router = &router[..router.find("\n}\n").expect("the function ends")];
         for plain in [".route(", ".route_service(", ".nest", ".merge("] {

@@ -41,9 +41,9 @@ pub const DEFAULT_MAX_DATETIME_AHEAD: Duration = Duration::from_secs(86_400);
 /// body (or batch of messages), plus `--max-datetime-ahead-ms`.
 ///
 /// One instant stamped far in the future would otherwise move its
-/// property's duplicate mark (MQTT, Kafka: [`super::mqtt`]) so far that
-/// every later instant were dropped as a duplicate, and close every time
-/// window up to it. Only the server bounds it: `mfstream run` reads files
+/// property's duplicate mark (MQTT, Kafka: the broker pipeline) so far
+/// that every later instant were dropped as a duplicate, and close every
+/// time window up to it. Only the server bounds it: `mfstream run` reads files
 /// of any time.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Horizon {

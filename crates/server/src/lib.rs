@@ -9,6 +9,10 @@
 //!   feeds (the live sources its queries read);
 //! - ingest (`ingest`) hands a body's instants to every query on the
 //!   property, in order, with bounded backpressure;
+//! - the sources (`sources`) bring the instants: HTTP ingest, and MQTT and
+//!   Kafka (cargo features `mqtt` and `kafka`) on one broker pipeline,
+//!   each a plug-in with its options, its run, its status and its
+//!   counters;
 //! - the fan-out (`fanout`) renders each result once as an SSE frame into
 //!   a bounded replay buffer that every subscriber reads at its own pace.
 //!
@@ -45,9 +49,7 @@ mod durable;
 mod fanout;
 mod inflight;
 mod ingest;
-mod kafka;
 mod metrics;
-mod mqtt;
 mod page;
 mod parse_errors;
 mod positions;
@@ -55,6 +57,7 @@ mod problem;
 mod request;
 mod restore;
 mod routes;
+mod sources;
 mod table;
 
 use std::future::Future;
@@ -71,9 +74,11 @@ use utoipa_axum::routes;
 use mfstream_model::compute::{Compute, ComputePool, CpuLimit};
 use mfstream_registry::Registry;
 
-pub use crate::ingest::DEFAULT_MAX_DATETIME_AHEAD;
-pub use crate::kafka::KafkaIngest;
-pub use crate::mqtt::MqttIngest;
+pub use self::ingest::DEFAULT_MAX_DATETIME_AHEAD;
+#[cfg(feature = "kafka")]
+pub use self::sources::kafka::KafkaIngest;
+#[cfg(feature = "mqtt")]
+pub use self::sources::mqtt::MqttIngest;
 use mfstream_store::{Durability, Store, StoreError, StoreOptions};
 
 use self::connections::{Connections, Limits};
@@ -191,10 +196,12 @@ pub struct ServeOptions {
     pub max_query_log: u64,
     /// MQTT ingest (`--mqtt URL`): subscribe to a broker and ingest what
     /// its topics carry, as `POST …/ingest` does. `None` (the default): off.
+    #[cfg(feature = "mqtt")]
     pub mqtt: Option<MqttIngest>,
     /// Kafka ingest (`--kafka BROKERS`): read the topics of a pattern as a
     /// consumer group and ingest their records, as `POST …/ingest` does.
     /// `None` (the default): off.
+    #[cfg(feature = "kafka")]
     pub kafka: Option<KafkaIngest>,
 }
 
@@ -229,7 +236,9 @@ impl Default for ServeOptions {
             cors_origins: Vec::new(),
             tiles: None,
             max_query_log: 1024 * 1024 * 1024,
+            #[cfg(feature = "mqtt")]
             mqtt: None,
+            #[cfg(feature = "kafka")]
             kafka: None,
         }
     }
@@ -279,10 +288,15 @@ pub enum ServeError {
         /// What is wrong with it (the token itself is not repeated).
         why: String,
     },
-    /// An MQTT option (`--mqtt`, `--mqtt-topic`, `--mqtt-ca`, …) that
-    /// cannot be used: the message names it and the form expected.
-    #[error("{0}")]
-    Mqtt(String),
+    /// A source's option (`--mqtt`, `--mqtt-topic`, `--kafka-group`, …)
+    /// that cannot be used: the message names it and the form expected.
+    #[error("{message}")]
+    Source {
+        /// The source (`mqtt`, `kafka`).
+        name: &'static str,
+        /// What is wrong, naming the option.
+        message: String,
+    },
     /// A `--tiles` template the page cannot use.
     #[error("--tiles {value}: {why}")]
     BadTiles {
@@ -291,11 +305,6 @@ pub enum ServeError {
         /// Why it is refused, and the form expected.
         why: String,
     },
-    /// A Kafka option (`--kafka`, `--kafka-topic`, `--kafka-group`, …)
-    /// that cannot be used: the message names it and the form expected.
-    #[error("{0}")]
-    Kafka(String),
-
     /// An `--allowed-host` or `--cors-origin` entry that cannot match.
     #[error("{option} {value:?}: {why}")]
     BadBrowserOption {
@@ -332,12 +341,12 @@ pub(crate) struct App {
     pub(crate) compute: ComputePool,
     /// The connections being served (and counted for `GET /metrics`).
     pub(crate) connections: Arc<Connections>,
-    /// Instants accepted and bodies refused, per source (`GET /metrics`).
+    /// Instants accepted and bodies refused per source, and the sources'
+    /// own counters (`GET /metrics`).
     pub(crate) ingest_tally: metrics::IngestTally,
-    /// MQTT ingest (`--mqtt`).
-    pub(crate) mqtt: Option<Arc<mqtt::Mqtt>>,
-    /// Kafka ingest (`--kafka`).
-    pub(crate) kafka: Option<Arc<kafka::Kafka>>,
+    /// The sources of instants: HTTP ingest, and those the options turn on
+    /// (`--mqtt`, `--kafka`).
+    pub(crate) sources: sources::Sources,
 }
 
 impl App {
@@ -387,13 +396,7 @@ impl Server {
             .as_deref()
             .map(page::Tiles::parse)
             .transpose()?;
-        if let Some(o) = &options.mqtt {
-            mqtt::Mqtt::new(o, options.state.as_deref(), options.addr).map_err(ServeError::Mqtt)?;
-        }
-        if let Some(o) = &options.kafka {
-            kafka::Kafka::new(o, options.state.as_deref(), options.addr)
-                .map_err(ServeError::Kafka)?;
-        }
+        let sources = sources::Sources::configure(&options)?;
         if options.replay_bytes as u64 >= options.max_query_state {
             // Not refused: a server that ran with a large replay buffer
             // still starts; its queries fail when their rings fill.
@@ -435,20 +438,12 @@ impl Server {
             .map_err(|source| ServeError::Bind { addr, source })?;
         let local_addr = listener.local_addr()?;
         let browsers = browser::Browsers::new(&options, local_addr)?;
-        let mqtt = match &options.mqtt {
-            Some(o) => Some(Arc::new(
-                mqtt::Mqtt::new(o, options.state.as_deref(), local_addr)
-                    .map_err(ServeError::Mqtt)?,
-            )),
-            None => None,
+        let mut ingest_tally = metrics::IngestTally::default();
+        let site = sources::Site {
+            state: options.state.as_deref(),
+            addr: local_addr,
         };
-        let kafka = match &options.kafka {
-            Some(o) => Some(Arc::new(
-                kafka::Kafka::new(o, options.state.as_deref(), local_addr)
-                    .map_err(ServeError::Kafka)?,
-            )),
-            None => None,
-        };
+        let sources = sources::Sources::build(sources, site, &mut ingest_tally);
         let options_max_inflight = options.max_inflight_bytes;
         if options.max_body > options.max_inflight_bytes {
             tracing::warn!(
@@ -486,9 +481,8 @@ impl Server {
                 max_total_query_state,
             )),
             connections: Arc::default(),
-            ingest_tally: metrics::IngestTally::default(),
-            mqtt,
-            kafka,
+            ingest_tally,
+            sources,
         });
         if let Some(store) = &app.store {
             let restored = restore::restore(&app, store).await?;
@@ -508,20 +502,14 @@ impl Server {
         Ok(self.listener.local_addr()?)
     }
 
-    /// With MQTT ingest: the number of subscriptions the broker granted,
-    /// which moves at every (re)connection once the client is subscribed
-    /// again.
-    pub fn mqtt_subscriptions(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
-        self.app.mqtt.as_ref().map(|m| m.subscriptions())
-    }
-
-    /// With Kafka ingest: its brokers, and the number of rebalances that
-    /// gave this server partitions.
-    pub fn kafka_assignments(&self) -> Option<(String, tokio::sync::watch::Receiver<u64>)> {
-        self.app
-            .kafka
-            .as_ref()
-            .map(|k| (k.brokers().to_owned(), k.assignments()))
+    /// What each source says when it is ready, the lines a supervisor (or
+    /// a test) waits for: `mqtt subscribed on URL`, which holds again at
+    /// every (re)connection once the client is subscribed again, and
+    /// `kafka assigned on BROKERS`, at every rebalance that gives this
+    /// server partitions. Each line comes with a count that moves each time
+    /// it holds again.
+    pub fn ready(&self) -> Vec<(String, tokio::sync::watch::Receiver<u64>)> {
+        self.app.sources.iter().filter_map(|s| s.ready()).collect()
     }
 
     /// Serves until `shutdown` resolves; then stops accepting, stops every
@@ -544,29 +532,24 @@ impl Server {
             let router = router(app.clone());
             tokio::spawn(async move { connections.accept(self.listener, router, limits).await })
         };
-        // MQTT ingest from now to the shutdown: stopped first, so that what
-        // it did not acknowledge is sent again at the next start.
-        let stop_mqtt = tokio_util::sync::CancellationToken::new();
-        let mqtt = app
-            .mqtt
-            .clone()
-            .map(|m| tokio::spawn(mqtt::run(app.clone(), m, stop_mqtt.clone())));
-        // Kafka's too: what it did not commit is read again.
-        let kafka = app
-            .kafka
-            .clone()
-            .map(|k| tokio::spawn(kafka::run(app.clone(), k, stop_mqtt.clone())));
+        // The sources from now to the shutdown: stopped first, so that what
+        // they did not acknowledge (MQTT) or commit (Kafka) is delivered
+        // again at the next start.
+        let stop_sources = tokio_util::sync::CancellationToken::new();
+        let running: Vec<_> = app
+            .sources
+            .iter()
+            .map(|s| {
+                let run = s.clone().run(app.clone(), stop_sources.clone());
+                (s.name(), tokio::spawn(run))
+            })
+            .collect();
         shutdown.await;
-        stop_mqtt.cancel();
-        if let Some(mqtt) = mqtt
-            && let Err(e) = mqtt.await
-        {
-            tracing::warn!("the MQTT ingest ended badly: {e}");
-        }
-        if let Some(kafka) = kafka
-            && let Err(e) = kafka.await
-        {
-            tracing::warn!("the Kafka ingest ended badly: {e}");
+        stop_sources.cancel();
+        for (name, run) in running {
+            if let Err(e) = run.await {
+                tracing::warn!("the {name} ingest ended badly: {e}");
+            }
         }
         tracing::info!("shutting down: stopping every query");
         connections.drain();
@@ -599,9 +582,10 @@ impl Server {
 /// Every route, each declared with its documentation: `routes!` takes the
 /// method and the path from the handler's `#[utoipa::path]`, so a route
 /// and its entry in `GET /api` are one declaration. Declare routes here
-/// only, and only so (a test reads this function).
+/// (or in a source's [`sources::Kind`]) only, and only so (a test reads
+/// this function and the kinds).
 pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
-    OpenApiRouter::new()
+    let router = OpenApiRouter::new()
         .routes(routes!(page::landing))
         .routes(routes!(api::serve))
         .routes(routes!(page::conformance))
@@ -618,9 +602,10 @@ pub(crate) fn routes() -> OpenApiRouter<Arc<App>> {
             routes::delete_positions_query
         ))
         .routes(routes!(routes::stream_positions))
-        .routes(routes!(routes::ingest_positions))
-        .routes(routes!(mqtt::status))
-        .routes(routes!(kafka::status))
+        .routes(routes!(routes::ingest_positions));
+    // Each source's status, `GET /ingest/{name}`, declared by its kind in
+    // the same way.
+    sources::routes(router)
 }
 
 fn router(app: Arc<App>) -> Router {

@@ -120,11 +120,13 @@ impl Problem {
 
     /// The status (for a source that is not HTTP: MQTT tells a message it
     /// must refuse, 4xx, from a moment to wait, 5xx).
+    #[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
     pub(crate) fn status(&self) -> StatusCode {
         self.status
     }
 
     /// What went wrong, as the body's `description` says.
+    #[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
     pub(crate) fn description(&self) -> &str {
         &self.description
     }

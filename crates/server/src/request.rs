@@ -19,7 +19,7 @@ use http_body_util::BodyExt;
 
 use super::App;
 use super::inflight::Held;
-use super::metrics::{IngestSource, Reason};
+use super::metrics::Reason;
 use super::problem::Problem;
 use mfstream_model::PropertyPath;
 
@@ -58,8 +58,7 @@ pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: N
     {
         // Refused before its route: an ingest is counted here.
         if request.method() == Method::POST && request.uri().path().ends_with("/ingest") {
-            app.ingest_tally
-                .refused(IngestSource::Http, Reason::TooLarge);
+            app.sources.http().refused(Reason::TooLarge);
         }
         return too_large(app.options.max_body).into_response();
     }

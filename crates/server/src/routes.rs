@@ -25,7 +25,6 @@ use super::api::{
 use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest::{self, Horizon};
-use super::metrics::IngestSource;
 use super::positions;
 use super::problem::Problem;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
@@ -595,7 +594,7 @@ pub(crate) async fn ingest(
 ) -> Result<Response, Problem> {
     let delivered = take_ingest(&app, key, &headers, body).await;
     let accepted = delivered.as_ref().map(|d| d.accepted);
-    app.ingest_tally.answered(IngestSource::Http, accepted);
+    app.sources.http().answered(accepted);
     let delivered = delivered?;
     Ok((
         StatusCode::ACCEPTED,

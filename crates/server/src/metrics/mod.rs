@@ -18,7 +18,7 @@
 //! Every label takes values from a bounded set: `query` (with `property`
 //! and `engine`) one per query registered, at most `--max-queries` (1,024
 //! by default; a deleted query's series go with it); `engine` the
-//! registry's engines; `source`, `reason` and `status` fixed lists (MQTT's
+//! registry's engines; `source`, `reason` and `status` fixed lists (a source's
 //! `reason` too). So a scrape holds 13 series per query plus a few dozen.
 //! The book's "Metrics" section (`docs/src/operating.md`) lists every metric.
 
@@ -42,11 +42,14 @@ use prometheus_client::registry::Registry;
 use mfstream_store::{JournalStats, SYNC_BUCKETS};
 
 use self::tally::EngineTotals;
-pub(crate) use self::tally::{EngineTally, IngestSource, IngestTally, QueryTally, Reason};
+pub(crate) use self::tally::{
+    EngineTally, Family, FamilyKind, IngestCounters, IngestTally, QueryTally, Reason,
+};
+// What a source registers: none does without the broker features.
+#[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(unused_imports))]
+pub(crate) use self::tally::SourceMetrics;
 
 use super::App;
-use super::kafka::KafkaSnapshot;
-use super::mqtt::MqttSnapshot;
 use super::problem::Problem;
 
 /// How long a scrape waits for the journal's numbers: well within
@@ -89,8 +92,8 @@ pub(crate) async fn serve(State(app): State<Arc<App>>) -> Result<Response, Probl
 struct Snapshot {
     queries: Vec<QueryRow>,
     engines: Vec<(String, EngineTotals)>,
-    accepted: Vec<(IngestSource, u64)>,
-    refused: Vec<(IngestSource, Reason, u64)>,
+    accepted: Vec<(&'static str, u64)>,
+    refused: Vec<(&'static str, Reason, u64)>,
     inflight_bytes: u64,
     query_state_bytes: u64,
     connections: u64,
@@ -98,10 +101,8 @@ struct Snapshot {
     streams: u64,
     /// With `--state`, when the journal answered.
     store: Option<JournalStats>,
-    /// With `--mqtt`.
-    mqtt: Option<MqttSnapshot>,
-    /// With `--kafka`.
-    kafka: Option<KafkaSnapshot>,
+    /// The sources' own families (those configured).
+    sources: Vec<Family>,
 }
 
 #[derive(Debug)]
@@ -187,14 +188,13 @@ impl Snapshot {
         Snapshot {
             queries,
             engines: engines.into_iter().collect(),
-            accepted: IngestSource::ALL
-                .iter()
-                .map(|&s| (s, ingest.accepted_from(s)))
+            accepted: ingest
+                .rows()
+                .map(|(s, c)| (s, c.accepted_total()))
                 .collect(),
-            refused: IngestSource::ALL
-                .iter()
-                .flat_map(|&s| Reason::ALL.iter().map(move |&r| (s, r)))
-                .map(|(s, r)| (s, r, ingest.refused_from(s, r)))
+            refused: ingest
+                .rows()
+                .flat_map(|(s, c)| Reason::ALL.iter().map(move |&r| (s, r, c.refused_for(r))))
                 .collect(),
             inflight_bytes: app.inflight.used() as u64,
             query_state_bytes: app.state_total.used(),
@@ -202,8 +202,7 @@ impl Snapshot {
             connections_accepted: app.connections.accepted(),
             streams: app.streams.open() as u64,
             store,
-            mqtt: app.mqtt.as_ref().map(|m| m.snapshot()),
-            kafka: app.kafka.as_ref().map(|k| k.snapshot()),
+            sources: ingest.families(),
         }
     }
 
@@ -351,9 +350,7 @@ impl Snapshot {
             enc,
             "mfstream_ingest_instants",
             "Instants accepted, by source.",
-            self.accepted
-                .iter()
-                .map(|(s, n)| ([("source", s.name())], *n)),
+            self.accepted.iter().map(|(s, n)| ([("source", *s)], *n)),
         )?;
         counter(
             enc,
@@ -361,7 +358,7 @@ impl Snapshot {
             "Ingest bodies refused, by source and reason (one may follow a partial accept).",
             self.refused
                 .iter()
-                .map(|(s, r, n)| ([("source", s.name()), ("reason", r.name())], *n)),
+                .map(|(s, r, n)| ([("source", *s), ("reason", r.name())], *n)),
         )?;
         gauge(
             enc,
@@ -454,113 +451,18 @@ impl Snapshot {
 }
 
 impl Snapshot {
-    /// MQTT's own counters (`--mqtt`); its instants and refusals are in
-    /// the ingest families, `source="mqtt"`.
-    fn encode_mqtt(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
-        let Some(mqtt) = &self.mqtt else {
-            return Ok(());
-        };
-        gauge(
-            enc,
-            "mfstream_mqtt_connected",
-            "1 while connected to the MQTT broker, else 0.",
-            one(u64::from(mqtt.connected)),
-        )?;
-        gauge(
-            enc,
-            "mfstream_mqtt_subscribed",
-            "1 while the broker has granted the subscriptions of this connection, else 0.",
-            one(u64::from(mqtt.subscribed)),
-        )?;
-        counter(
-            enc,
-            "mfstream_mqtt_connections",
-            "Connections made to the MQTT broker: the first and each reconnection.",
-            one(mqtt.connects),
-        )?;
-        counter(
-            enc,
-            "mfstream_mqtt_messages",
-            "MQTT messages received, redeliveries included.",
-            one(mqtt.messages),
-        )?;
-        counter(
-            enc,
-            "mfstream_mqtt_acknowledged",
-            "MQTT messages acknowledged to the broker.",
-            one(mqtt.acked),
-        )?;
-        counter(
-            enc,
-            "mfstream_mqtt_duplicates",
-            "MQTT instants dropped as duplicates (at or before their property's last).",
-            one(mqtt.duplicates),
-        )?;
-        counter(
-            enc,
-            "mfstream_mqtt_retries",
-            "MQTT ingests tried again (a query's buffer full, the store unavailable).",
-            one(mqtt.retries),
-        )?;
-        counter(
-            enc,
-            "mfstream_mqtt_bad_messages",
-            "Bad MQTT messages (acknowledged and dropped), by reason.",
-            mqtt.bad.iter().map(|(r, n)| ([("reason", *r)], *n)),
-        )
-    }
-}
-
-impl Snapshot {
-    /// Kafka's own counters (`--kafka`); its instants and refusals are in
-    /// the ingest families, `source="kafka"`.
-    fn encode_kafka(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
-        let Some(kafka) = &self.kafka else {
-            return Ok(());
-        };
-        let c = &kafka.counters;
-        gauge(
-            enc,
-            "mfstream_kafka_assigned_partitions",
-            "Partitions the consumer group assigned to this server now.",
-            one(kafka.assigned),
-        )?;
-        counter(
-            enc,
-            "mfstream_kafka_assignments",
-            "Rebalances of the consumer group that assigned partitions to this server.",
-            one(c.connects),
-        )?;
-        counter(
-            enc,
-            "mfstream_kafka_records",
-            "Kafka records read, those read again after a restart or a rebalance included.",
-            one(c.messages),
-        )?;
-        counter(
-            enc,
-            "mfstream_kafka_committed",
-            "Kafka records whose offsets were committed (taken, or refused as bad).",
-            one(c.acked),
-        )?;
-        counter(
-            enc,
-            "mfstream_kafka_duplicates",
-            "Kafka instants dropped as duplicates (at or before their property's last).",
-            one(c.duplicates),
-        )?;
-        counter(
-            enc,
-            "mfstream_kafka_retries",
-            "Kafka ingests tried again (a query's buffer full, the store unavailable).",
-            one(c.retries),
-        )?;
-        counter(
-            enc,
-            "mfstream_kafka_bad_records",
-            "Bad Kafka records (committed and dropped), by reason.",
-            c.bad.iter().map(|(r, n)| ([("reason", *r)], *n)),
-        )
+    /// The sources' own families (`mfstream_mqtt_…` with `--mqtt`, …);
+    /// their instants and refusals are in the ingest families, by
+    /// `source`.
+    fn encode_sources(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        for family in &self.sources {
+            let series = family.series.iter().map(|(labels, n)| (labels.clone(), *n));
+            match family.kind {
+                FamilyKind::Counter => counter(enc, family.name, family.help, series)?,
+                FamilyKind::Gauge => gauge(enc, family.name, family.help, series)?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -570,8 +472,7 @@ impl Collector for Snapshot {
         self.encode_engines(&mut enc)?;
         self.encode_ingest(&mut enc)?;
         self.encode_store(&mut enc)?;
-        self.encode_mqtt(&mut enc)?;
-        self.encode_kafka(&mut enc)?;
+        self.encode_sources(&mut enc)?;
         self.encode_server(&mut enc)
     }
 }

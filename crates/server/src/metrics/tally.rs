@@ -7,7 +7,9 @@
 //!   running and failed, and the counts of the queries that ended (their
 //!   [`Progress`] goes with them);
 //! - [`IngestTally`], in the server: instants accepted and bodies refused
-//!   (by reason), per source.
+//!   (by reason), per source ([`IngestCounters`]), and each source's own
+//!   families ([`SourceMetrics`]), which the sources register: the
+//!   metrics name no source.
 //!
 //! Those on a hot path (a batch of results, an ingest) are relaxed atomics
 //! added once per batch or per request; the engine tally takes a lock only
@@ -20,7 +22,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use mfstream_engine::{Progress, ProgressSnapshot};
 use mfstream_model::{Event, QueryStatus};
 
-use super::super::problem::Problem;
+use crate::problem::Problem;
 
 /// A query's counts that its engine's [`Progress`] does not keep.
 #[derive(Debug, Default)]
@@ -187,31 +189,6 @@ impl Drop for Running {
     }
 }
 
-/// Where instants come from: the label `source`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum IngestSource {
-    /// `POST …/ingest`.
-    Http,
-    /// `serve --mqtt`: a broker's messages.
-    Mqtt,
-    /// `serve --kafka`: a Kafka cluster's records.
-    Kafka,
-}
-
-impl IngestSource {
-    pub(crate) const ALL: [IngestSource; 3] =
-        [IngestSource::Http, IngestSource::Mqtt, IngestSource::Kafka];
-
-    /// The label value.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            IngestSource::Http => "http",
-            IngestSource::Mqtt => "mqtt",
-            IngestSource::Kafka => "kafka",
-        }
-    }
-}
-
 /// Why a body (or a message) of instants was refused: the label `reason`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reason {
@@ -238,7 +215,7 @@ pub(crate) enum Reason {
     Store,
     /// The server is shutting down (503).
     Unavailable,
-    /// A topic no `--mqtt-topic` pattern matches (MQTT only).
+    /// A topic no topic pattern matches (a broker's message only).
     Topic,
     /// Anything else (an internal failure).
     Other,
@@ -299,46 +276,144 @@ impl Reason {
     }
 }
 
-/// Instants accepted and bodies refused, per source (and reason).
+/// One source's instants accepted and bodies (or messages) refused, by
+/// reason: its rows of `mfstream_ingest_instants_total{source}` and
+/// `mfstream_ingest_refused_total{source, reason}`.
 #[derive(Debug, Default)]
-pub(crate) struct IngestTally {
-    accepted: [AtomicU64; IngestSource::ALL.len()],
-    refused: [[AtomicU64; Reason::ALL.len()]; IngestSource::ALL.len()],
+pub(crate) struct IngestCounters {
+    accepted: AtomicU64,
+    refused: [AtomicU64; Reason::ALL.len()],
 }
 
-impl IngestTally {
-    /// Counts `n` instants accepted from `source`.
-    pub(crate) fn accepted(&self, source: IngestSource, n: usize) {
+impl IngestCounters {
+    /// Counts `n` instants accepted.
+    pub(crate) fn accepted(&self, n: usize) {
         if n > 0 {
-            self.accepted[source as usize].fetch_add(n as u64, Ordering::Relaxed);
+            self.accepted.fetch_add(n as u64, Ordering::Relaxed);
         }
     }
 
-    /// Counts one body (or message) from `source` refused for `reason`.
-    pub(crate) fn refused(&self, source: IngestSource, reason: Reason) {
-        self.refused[source as usize][reason as usize].fetch_add(1, Ordering::Relaxed);
+    /// Counts one body (or message) refused for `reason`.
+    pub(crate) fn refused(&self, reason: Reason) {
+        self.refused[reason as usize].fetch_add(1, Ordering::Relaxed);
     }
 
     /// Counts an ingest's answer: the instants it accepted (an error may
     /// come after some were), and its reason if it is an error.
-    pub(crate) fn answered(&self, source: IngestSource, answer: Result<usize, &Problem>) {
+    pub(crate) fn answered(&self, answer: Result<usize, &Problem>) {
         match answer {
-            Ok(accepted) => self.accepted(source, accepted),
+            Ok(accepted) => self.accepted(accepted),
             Err(problem) => {
-                self.accepted(source, problem.accepted().unwrap_or(0));
-                self.refused(source, Reason::of(problem));
+                self.accepted(problem.accepted().unwrap_or(0));
+                self.refused(Reason::of(problem));
             }
         }
     }
 
-    /// Instants accepted from `source`.
-    pub(crate) fn accepted_from(&self, source: IngestSource) -> u64 {
-        self.accepted[source as usize].load(Ordering::Relaxed)
+    /// Instants accepted.
+    pub(crate) fn accepted_total(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
-    /// Bodies from `source` refused for `reason`.
-    pub(crate) fn refused_from(&self, source: IngestSource, reason: Reason) -> u64 {
-        self.refused[source as usize][reason as usize].load(Ordering::Relaxed)
+    /// Bodies refused for `reason`.
+    pub(crate) fn refused_for(&self, reason: Reason) -> u64 {
+        self.refused[reason as usize].load(Ordering::Relaxed)
+    }
+}
+
+/// What a source counts beyond its instants and refusals: its own
+/// families (`mfstream_mqtt_…`, `mfstream_kafka_…`), read at each scrape.
+/// A source registers it with the [`IngestTally`]; the metrics know no
+/// source by name.
+pub(crate) trait SourceMetrics: Send + Sync + std::fmt::Debug {
+    /// The families, with their series now.
+    fn families(&self) -> Vec<Family>;
+}
+
+/// A family of a source's own: a counter (`name` gets its `_total` from
+/// the encoder) or a gauge, each series with at most a few fixed labels.
+#[derive(Debug, Clone)]
+pub(crate) struct Family {
+    pub(crate) name: &'static str,
+    pub(crate) help: &'static str,
+    pub(crate) kind: FamilyKind,
+    pub(crate) series: Vec<(Vec<(&'static str, &'static str)>, u64)>,
+}
+
+/// A [`Family`]'s type.
+#[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FamilyKind {
+    /// Only goes up.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+}
+
+#[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
+impl Family {
+    /// A counter of one series without labels.
+    pub(crate) fn counter(name: &'static str, help: &'static str, value: u64) -> Family {
+        Family::new(name, help, FamilyKind::Counter, vec![(Vec::new(), value)])
+    }
+
+    /// A gauge of one series without labels.
+    pub(crate) fn gauge(name: &'static str, help: &'static str, value: u64) -> Family {
+        Family::new(name, help, FamilyKind::Gauge, vec![(Vec::new(), value)])
+    }
+
+    /// A family of `kind` with its `series`.
+    pub(crate) fn new(
+        name: &'static str,
+        help: &'static str,
+        kind: FamilyKind,
+        series: Vec<(Vec<(&'static str, &'static str)>, u64)>,
+    ) -> Family {
+        Family {
+            name,
+            help,
+            kind,
+            series,
+        }
+    }
+}
+
+/// Every source's [`IngestCounters`], in the order of the sources (each
+/// source this build has, configured or not: its rows are zero when it is
+/// off), and the [`SourceMetrics`] of those configured.
+#[derive(Debug, Default)]
+pub(crate) struct IngestTally {
+    counters: Vec<(&'static str, Arc<IngestCounters>)>,
+    sources: Vec<Arc<dyn SourceMetrics>>,
+}
+
+impl IngestTally {
+    /// The counters of the source `name`: its rows, made now (after those
+    /// of the sources before it) if it had none.
+    pub(crate) fn counters(&mut self, name: &'static str) -> Arc<IngestCounters> {
+        if let Some((_, counters)) = self.counters.iter().find(|(n, _)| *n == name) {
+            return counters.clone();
+        }
+        let counters = Arc::<IngestCounters>::default();
+        self.counters.push((name, counters.clone()));
+        counters
+    }
+
+    /// Registers a source's own families, read at each scrape after those
+    /// registered before.
+    #[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
+    pub(crate) fn register(&mut self, source: Arc<dyn SourceMetrics>) {
+        self.sources.push(source);
+    }
+
+    /// Every source's counters, in order.
+    pub(crate) fn rows(&self) -> impl Iterator<Item = (&'static str, &IngestCounters)> {
+        self.counters.iter().map(|(name, c)| (*name, &**c))
+    }
+
+    /// The registered sources' own families now.
+    pub(crate) fn families(&self) -> Vec<Family> {
+        self.sources.iter().flat_map(|s| s.families()).collect()
     }
 }
 
@@ -377,28 +452,21 @@ mod tests {
 
     #[test]
     fn an_error_answer_is_refused_by_its_reason_and_keeps_what_it_accepted() {
-        let tally = IngestTally::default();
-        tally.answered(IngestSource::Http, Ok(5));
-        tally.answered(
-            IngestSource::Http,
-            Err(&Problem::invalid("datetime", "instant 1: \"soon\"")),
-        );
-        tally.answered(IngestSource::Http, Err(&Problem::ingest_busy(2, 9, 5)));
-        tally.answered(
-            IngestSource::Http,
-            Err(&Problem::unprocessable("crs", "not the feature's")),
-        );
-        tally.accepted(IngestSource::Mqtt, 3);
-        tally.refused(IngestSource::Mqtt, Reason::Topic);
-        tally.answered(
-            IngestSource::Http,
-            Err(&Problem::new(
-                StatusCode::UNSUPPORTED_MEDIA_TYPE,
-                "UnsupportedMediaType",
-                "text/plain".into(),
-            )),
-        );
-        assert_eq!(tally.accepted_from(IngestSource::Http), 7);
+        let mut tally = IngestTally::default();
+        let http = tally.counters("http");
+        let mqtt = tally.counters("mqtt");
+        http.answered(Ok(5));
+        http.answered(Err(&Problem::invalid("datetime", "instant 1: \"soon\"")));
+        http.answered(Err(&Problem::ingest_busy(2, 9, 5)));
+        http.answered(Err(&Problem::unprocessable("crs", "not the feature's")));
+        mqtt.accepted(3);
+        mqtt.refused(Reason::Topic);
+        http.answered(Err(&Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "UnsupportedMediaType",
+            "text/plain".into(),
+        )));
+        assert_eq!(http.accepted_total(), 7);
         for (reason, n) in [
             (Reason::Datetime, 1),
             (Reason::Busy, 1),
@@ -408,28 +476,28 @@ mod tests {
             (Reason::Unavailable, 0),
             (Reason::Topic, 0),
         ] {
-            assert_eq!(
-                tally.refused_from(IngestSource::Http, reason),
-                n,
-                "{reason:?}"
-            );
+            assert_eq!(http.refused_for(reason), n, "{reason:?}");
         }
-        assert_eq!(tally.accepted_from(IngestSource::Mqtt), 3);
-        assert_eq!(tally.refused_from(IngestSource::Mqtt, Reason::Topic), 1);
-        assert_eq!(tally.refused_from(IngestSource::Mqtt, Reason::Datetime), 0);
+        assert_eq!(mqtt.accepted_total(), 3);
+        assert_eq!(mqtt.refused_for(Reason::Topic), 1);
+        assert_eq!(mqtt.refused_for(Reason::Datetime), 0);
+        // One row per source, in order; asking again gives the same.
+        let rows: Vec<_> = tally
+            .rows()
+            .map(|(name, c)| (name, c.accepted_total()))
+            .collect();
+        assert_eq!(rows, [("http", 7), ("mqtt", 3)]);
+        assert_eq!(tally.counters("mqtt").accepted_total(), 3);
     }
 
     #[test]
-    fn every_reason_and_source_has_its_own_label() {
+    fn every_reason_has_its_own_label() {
         let mut names: Vec<_> = Reason::ALL.iter().map(|r| r.name()).collect();
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), Reason::ALL.len());
         for (i, reason) in Reason::ALL.iter().enumerate() {
             assert_eq!(*reason as usize, i, "ALL is in declaration order");
-        }
-        for (i, source) in IngestSource::ALL.iter().enumerate() {
-            assert_eq!(*source as usize, i, "ALL is in declaration order");
         }
     }
 

@@ -1,21 +1,23 @@
 //! From messages to the ingest path, and back to acknowledgements.
 //!
-//! The messages waiting are taken in batches (up to [`BATCH`]); a bad one
-//! is counted and acknowledged at once, the good ones are grouped by
-//! property (in order) and each group is one call of the ingest path (one
-//! journal record with `--state`), the groups of a batch concurrently.
-//! Then every message of the group is acknowledged, and the next batch
-//! is taken: a property's instants are ingested in the order received.
+//! A source hands the messages waiting in batches (MQTT's up to 1,024
+//! messages, Kafka's up to 1,024 records and `--max-inflight-bytes`) to
+//! [`take`]: a bad one is counted and acknowledged at once, the good ones
+//! are grouped by property (in order) and each group is one call of the
+//! ingest path (one journal record with `--state`), the groups of a batch
+//! concurrently. Then every message of the group is acknowledged (MQTT's
+//! ack, Kafka's commit of the offsets), and the next batch is taken: a
+//! property's instants are ingested in the order received.
 //!
-//! **The duplicate rule.** MQTT delivers at least once: after a
-//! reconnection, and after `serve` was killed, the broker sends again what
-//! it has no acknowledgement for, some of which the store may already
-//! hold. So each property has a mark: the datetime of the last instant it
-//! took from MQTT (at start-up, lazily, that of the last instant in its
-//! log, from any source). An instant at or before the mark is dropped and
-//! counted as a duplicate; the mark moves only once the ingest took the
-//! instants. A bare number has no datetime: it is stamped with the
-//! server's clock when ingested (microseconds, UTC), at least a
+//! **The duplicate rule.** A broker delivers at least once: after a
+//! reconnection (or a rebalance), and after `serve` was killed, it sends
+//! again what it has no acknowledgement for, some of which the store may
+//! already hold. So each property has a mark: the datetime of the last
+//! instant it took from the broker (at start-up, lazily, that of the last
+//! instant in its log, from any source). An instant at or before the mark
+//! is dropped and counted as a duplicate; the mark moves only once the
+//! ingest took the instants. A bare number has no datetime: it is stamped
+//! with the server's clock when ingested (microseconds, UTC), at least a
 //! microsecond after the mark, so it is never a duplicate (nor recognised
 //! as one when redelivered).
 //!
@@ -23,73 +25,51 @@
 //! group of their own (the feature's `tgsequence` path), parsed by its
 //! ingest task in the feature's reference system, and the same mark.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use rumqttc::v5::AsyncClient;
-use rumqttc::v5::mqttbytes::v5::Publish;
-use tokio::sync::mpsc;
-
+use mfstream_model::PropertyPath;
 use mfstream_model::datetime::Timestamp;
 use mfstream_model::geo::Crs;
 use mfstream_model::{Instant, Value};
 
-use super::super::App;
-use super::super::ingest::{self, Horizon};
-use super::super::metrics::{self, IngestSource};
-use super::super::table::Property;
 use super::payload::{self, Payload};
 use super::stats::{Reason, Stats};
-use super::topic::{self, Route};
-use super::{BATCH, Mqtt, Msg};
-use mfstream_model::PropertyPath;
+use super::topic::Route;
+use crate::App;
+use crate::ingest::{self, Horizon};
+use crate::metrics::{self, IngestCounters};
+use crate::table::Property;
 
-/// A broker's message on its way to the ingest path (MQTT's, Kafka's):
-/// what the pipeline reads of it.
-pub(crate) trait Delivery: Send + 'static {
+/// A broker's message on its way to the ingest path (an MQTT message, a
+/// Kafka record): what the pipeline reads of it.
+pub(crate) trait Delivery: Send + Sync + 'static {
     /// Its topic.
     fn topic(&self) -> &str;
     /// Its payload.
     fn payload(&self) -> &[u8];
 }
 
-/// An ingest source's counters (MQTT's, Kafka's).
-pub(crate) trait Counted: Send + Sync + 'static {
+/// A broker source, as the pipeline sees it: its topics and its counters.
+pub(crate) trait Broker: Send + Sync + 'static {
+    /// Its name, in the log.
+    fn name(&self) -> &'static str;
     /// Its counters, bad messages and samples.
     fn stats(&self) -> &Stats;
-    /// Its `source` in `mfstream_ingest_…{source}`.
-    fn source(&self) -> IngestSource;
-}
-
-impl Delivery for Msg {
-    fn topic(&self) -> &str {
-        &self.topic
-    }
-
-    fn payload(&self) -> &[u8] {
-        &self.publish.payload
-    }
-}
-
-impl Counted for Mqtt {
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn source(&self) -> IngestSource {
-        IngestSource::Mqtt
-    }
+    /// Its rows of `mfstream_ingest_…{source}`.
+    fn counters(&self) -> &IngestCounters;
+    /// The property a topic names, if one of its patterns matches it.
+    fn route(&self, topic: &str) -> Option<Route>;
+    /// Its topic patterns, for the reason of a topic it does not take.
+    fn patterns(&self) -> String;
 }
 
 /// The first wait before an ingest that could not be taken is tried
 /// again, doubled up to [`MAX_RETRY`].
 const MIN_RETRY: Duration = Duration::from_millis(50);
 const MAX_RETRY: Duration = Duration::from_secs(2);
-
-/// How soon owed acknowledgements are tried again.
-const ACK_RETRY: Duration = Duration::from_millis(1);
 
 /// One good message, parsed.
 struct Item<M> {
@@ -98,8 +78,8 @@ struct Item<M> {
 }
 
 /// The good messages of a batch for one property, in order.
-pub(crate) struct Group<M> {
-    pub(crate) key: PropertyPath,
+struct Group<M> {
+    key: PropertyPath,
     items: Vec<Item<M>>,
     /// Bare numbers to stamp, by item index.
     numbers: Vec<(usize, f64)>,
@@ -109,136 +89,82 @@ pub(crate) struct Group<M> {
 /// taken, if any.
 pub(crate) type Marks = HashMap<PropertyPath, Option<Timestamp>>;
 
-/// Ingests the messages of `rx` until it closes.
-pub(super) async fn run(
-    app: Arc<App>,
-    mqtt: Arc<Mqtt>,
-    client: AsyncClient,
-    mut rx: mpsc::Receiver<Msg>,
-    connection: Arc<AtomicU64>,
-) {
-    let mut acks = Acks {
-        client,
-        connection,
-        mqtt: mqtt.clone(),
-        owed: VecDeque::new(),
-    };
-    let mut marks = Marks::new();
-    let mut batch = Vec::with_capacity(BATCH);
-    loop {
-        acks.flush();
-        let received = if acks.owed.is_empty() {
-            rx.recv_many(&mut batch, BATCH).await
-        } else {
-            // Acknowledgements wait for room in rumqttc's channel: tried
-            // again soon, whether or not more messages come.
-            tokio::select! {
-                n = rx.recv_many(&mut batch, BATCH) => n,
-                () = tokio::time::sleep(ACK_RETRY) => continue,
-            }
+/// Ingests a batch: each bad message counted and handed to `done` at
+/// once; the good ones grouped by property, each group ingested by a task
+/// of its own (their journal writes commit together, and the ingest path
+/// runs to its end even at a shutdown), and its messages handed to `done`
+/// once taken. `marks` are the properties' marks, moved. `false` when some
+/// message was not taken (the server shutting down, or a task that failed):
+/// the broker delivers it again.
+pub(crate) async fn take<M: Delivery, B: Broker>(
+    app: &Arc<App>,
+    broker: &Arc<B>,
+    marks: &mut Marks,
+    batch: impl Iterator<Item = M>,
+    mut done: impl FnMut(M),
+) -> bool {
+    let mut received = 0;
+    let mut taken = 0;
+    let (groups, bad) = sort(app, &**broker, batch.inspect(|_| received += 1));
+    for msg in bad {
+        taken += 1;
+        done(msg);
+    }
+    let mut tasks = Vec::with_capacity(groups.len());
+    for group in groups {
+        let mark = marks.get(&group.key).copied();
+        tasks.push(tokio::spawn(ingest(
+            app.clone(),
+            broker.clone(),
+            group,
+            mark,
+        )));
+    }
+    for task in tasks {
+        let Ok((key, mark, acked)) = task.await else {
+            // Its messages are not acknowledged: the broker delivers them
+            // again (at the next connection, or the next start).
+            tracing::error!("{}: an ingest task failed", broker.name());
+            continue;
         };
-        if received == 0 {
-            break;
-        }
-        let describe = || {
-            mqtt.patterns
-                .iter()
-                .map(|p| p.text())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
-        let route = |t: &str| topic::route(&mqtt.patterns, t);
-        let (groups, bad) = sort(&app, &*mqtt, route, describe, batch.drain(..));
-        for msg in bad {
-            acks.ack(&msg);
-        }
-        let mut tasks = Vec::with_capacity(groups.len());
-        for group in groups {
-            let mark = marks.get(&group.key).copied();
-            // A task each: the groups' journal writes commit together,
-            // and the ingest path runs to its end even at a shutdown.
-            tasks.push(tokio::spawn(ingest(app.clone(), mqtt.clone(), group, mark)));
-        }
-        for task in tasks {
-            let Ok((key, mark, done)) = task.await else {
-                // Its messages are not acknowledged: the broker sends
-                // them again at the next connection.
-                tracing::error!("mqtt: an ingest task failed");
-                continue;
-            };
-            marks.insert(key, mark);
-            for msg in done {
-                acks.ack(&msg);
-            }
-        }
-        if marks.len() > 2 * app.options.max_properties {
-            // The marks of properties no query reads any more.
-            marks.retain(|key, _| app.table.property(key).is_some());
+        marks.insert(key, mark);
+        for msg in acked {
+            taken += 1;
+            done(msg);
         }
     }
+    if marks.len() > 2 * app.options.max_properties {
+        // The marks of properties no query reads any more.
+        marks.retain(|key, _| app.table.property(key).is_some());
+    }
+    taken == received
 }
 
-/// Acknowledges messages on the connection they came on.
-///
-/// An acknowledgement goes through rumqttc's request channel, which its
-/// event loop drains one request per turn, while a turn of reading takes
-/// up to ten messages: when the broker sends more unacknowledged messages
-/// than the channel holds (mosquitto may exceed the Receive Maximum on a
-/// resumed session), a blocking send would wait on the reader, which waits
-/// on this pipeline. So the acknowledgements that find the channel full
-/// wait here, owed (a packet id and a few bytes each, the payload freed),
-/// and are tried again before each batch and every millisecond.
-struct Acks {
-    client: AsyncClient,
-    connection: Arc<AtomicU64>,
-    mqtt: Arc<Mqtt>,
-    owed: VecDeque<(u64, Publish)>,
-}
-
-impl Acks {
-    fn ack(&mut self, msg: &Msg) {
-        let mut skeleton = msg.publish.clone();
-        skeleton.payload = bytes::Bytes::new();
-        skeleton.topic = bytes::Bytes::new();
-        self.owed.push_back((msg.connection, skeleton));
-        self.flush();
+/// Refuses a message over `--max-body` before it is parsed (`what` is
+/// `payload` or `record`, as its source says): counted, and `true`; the
+/// caller acknowledges it.
+pub(crate) fn over_max_body<B: Broker>(
+    app: &App,
+    broker: &B,
+    topic: &str,
+    len: usize,
+    what: &str,
+) -> bool {
+    let max_body = app.options.max_body;
+    if len <= max_body {
+        return false;
     }
-
-    /// Hands the owed acknowledgements to rumqttc, in order, until its
-    /// channel is full.
-    fn flush(&mut self) {
-        let current = self.connection.load(Relaxed);
-        while let Some((connection, publish)) = self.owed.front() {
-            // A message from an earlier connection is sent again on this
-            // one (under the same packet id, if the session was kept): its
-            // redelivery is acknowledged, as a duplicate, not it.
-            if *connection != current {
-                self.owed.pop_front();
-                continue;
-            }
-            match self.client.try_ack(publish) {
-                Ok(()) => {
-                    self.owed.pop_front();
-                    self.mqtt.stats.acked.fetch_add(1, Relaxed);
-                }
-                // Full (or the event loop gone, at a shutdown: then
-                // nothing is sent any more, and the broker sends the
-                // messages again at the next start).
-                Err(_) => break,
-            }
-        }
-    }
+    let detail = format!("the {what} is {len} bytes; at most --max-body ({max_body}) are taken");
+    broker.stats().bad(topic, Reason::TooLarge, &detail, &[]);
+    broker.counters().refused(Reason::TooLarge.metric());
+    true
 }
 
 /// Parses and routes each message: the good ones grouped by property,
 /// in order; the bad ones counted, and returned to be acknowledged.
-/// `route` names a topic's property; `patterns` says which topics it
-/// takes (for the reason of a topic it does not).
-pub(crate) fn sort<M: Delivery, C: Counted>(
+fn sort<M: Delivery, B: Broker>(
     app: &App,
-    counted: &C,
-    route: impl Fn(&str) -> Option<Route>,
-    patterns: impl Fn() -> String,
+    broker: &B,
     batch: impl Iterator<Item = M>,
 ) -> (Vec<Group<M>>, Vec<M>) {
     let mut groups: Vec<Group<M>> = Vec::new();
@@ -246,13 +172,13 @@ pub(crate) fn sort<M: Delivery, C: Counted>(
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
     let horizon = Horizon::from_now(app.options.max_datetime_ahead);
     for msg in batch {
-        let parsed = match route(msg.topic()) {
+        let parsed = match broker.route(msg.topic()) {
             None => Err((
                 Reason::Topic,
                 format!(
                     "the topic matches no topic pattern ({}), or has an id that is empty, `.`, \
                      `..` or over 256 bytes",
-                    patterns()
+                    broker.patterns()
                 ),
             )),
             // Parsed by the group's ingest task: it needs the feature's
@@ -267,7 +193,7 @@ pub(crate) fn sort<M: Delivery, C: Counted>(
         let (key, payload) = match parsed {
             Ok(good) => good,
             Err((reason, detail)) => {
-                refuse(app, counted, &msg, reason, reason.metric(), &detail);
+                refuse(broker, &msg, reason, reason.metric(), &detail);
                 bad.push(msg);
                 continue;
             }
@@ -301,7 +227,7 @@ pub(crate) fn sort<M: Delivery, C: Counted>(
 /// `badDatetime` for a datetime at fault (not ISO-8601, not after the one
 /// before it, past the horizon), as on a property's topic; else
 /// `badPosition`.
-async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut Group<M>) {
+async fn positions<M: Delivery, B: Broker>(app: &App, broker: &B, group: &mut Group<M>) {
     let known = match app.table.property(&group.key) {
         Some(property) => crs_of(&property).await,
         None => None,
@@ -309,7 +235,7 @@ async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut 
     let horizon = Horizon::from_now(app.options.max_datetime_ahead);
     for item in &mut group.items {
         let payload = item.msg.payload();
-        match super::super::positions::parse(payload, known, &horizon) {
+        match crate::positions::parse(payload, known, &horizon) {
             Ok(instants) => item.instants = instants,
             Err(problem) => {
                 let reason = if problem.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
@@ -326,14 +252,7 @@ async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut 
                 } else {
                     metrics::Reason::of(&problem)
                 };
-                refuse(
-                    app,
-                    counted,
-                    &item.msg,
-                    reason,
-                    metric,
-                    problem.description(),
-                );
+                refuse(broker, &item.msg, reason, metric, problem.description());
             }
         }
     }
@@ -343,7 +262,7 @@ async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut 
 /// feature's, on its `tgsequence` topic).
 fn no_positions(key: &PropertyPath, payload: Payload) -> Result<Payload, (Reason, String)> {
     match payload {
-        Payload::Instants(instants) => super::super::positions::scalars(instants, key)
+        Payload::Instants(instants) => crate::positions::scalars(instants, key)
             .map(Payload::Instants)
             .map_err(|problem| (Reason::WrongType, problem.description().to_owned())),
         number => Ok(number),
@@ -353,7 +272,7 @@ fn no_positions(key: &PropertyPath, payload: Payload) -> Result<Payload, (Reason
 /// The reference system a feature's positions are checked in, once fixed.
 async fn crs_of(property: &Property) -> Option<Crs> {
     let state = property.state.lock().await;
-    super::super::positions::feature_crs(state.property_type, state.crs)
+    crate::positions::feature_crs(state.property_type, state.crs)
 }
 
 /// Whether `payload` is JSON, or JSON lines.
@@ -371,9 +290,9 @@ fn is_json(payload: &[u8]) -> bool {
 /// Ingests one group; its property's mark after it, and the messages to
 /// acknowledge (all of them but those whose ingest was cut short by a
 /// shutdown).
-pub(crate) async fn ingest<M: Delivery, C: Counted>(
+async fn ingest<M: Delivery, B: Broker>(
     app: Arc<App>,
-    mqtt: Arc<C>,
+    broker: Arc<B>,
     mut group: Group<M>,
     mark: Option<Option<Timestamp>>,
 ) -> (PropertyPath, Option<Timestamp>, Vec<M>) {
@@ -382,11 +301,11 @@ pub(crate) async fn ingest<M: Delivery, C: Counted>(
         None => seed(&app, &group.key).await,
     };
     if group.key.is_sequence() {
-        positions(&app, &*mqtt, &mut group).await;
+        positions(&app, &*broker, &mut group).await;
     } else {
         stamp(&mut group, mark);
     }
-    let stats = mqtt.stats();
+    let stats = broker.stats();
     // The whole group at once, the common case.
     let (kept, duplicates, last) = fresh(group.items.iter().map(|i| &i.instants), mark);
     stats.duplicates.fetch_add(duplicates, Relaxed);
@@ -396,14 +315,14 @@ pub(crate) async fn ingest<M: Delivery, C: Counted>(
     let n = kept.len();
     match ingest::take(&app, &group.key, kept, ()).await {
         Ok(_) => {
-            took(&app, &*mqtt, n);
+            took(&*broker, n);
             return (group.key, last.or(mark), done(group.items));
         }
         Err(problem) => {
             if let Some(k) = problem.accepted().filter(|&k| k > 0) {
                 // Taken in part (memory only): the mark says how far.
                 mark = nth_datetime(group.items.iter().map(|i| &i.instants), mark, k).or(mark);
-                took(&app, &*mqtt, k);
+                took(&*broker, k);
             }
         }
     }
@@ -411,7 +330,7 @@ pub(crate) async fn ingest<M: Delivery, C: Counted>(
     // that cannot be taken now is tried again until it is.
     let mut acked = Vec::with_capacity(group.items.len());
     for item in group.items {
-        if !one(&app, &*mqtt, &group.key, &item, &mut mark).await {
+        if !one(&app, &*broker, &group.key, &item, &mut mark).await {
             // Shutting down: not acknowledged, sent again at the next start.
             return (group.key, mark, acked);
         }
@@ -423,14 +342,14 @@ pub(crate) async fn ingest<M: Delivery, C: Counted>(
 /// Ingests one message's instants alone, moving `mark`: taken, or
 /// refused as a bad message (counted), or tried again until one of those;
 /// `false` when the server shuts down first.
-async fn one<M: Delivery, C: Counted>(
+async fn one<M: Delivery, B: Broker>(
     app: &Arc<App>,
-    mqtt: &C,
+    broker: &B,
     key: &PropertyPath,
     item: &Item<M>,
     mark: &mut Option<Timestamp>,
 ) -> bool {
-    let stats = mqtt.stats();
+    let stats = broker.stats();
     let mut wait = MIN_RETRY;
     loop {
         // The duplicates were counted for the whole group; what is
@@ -442,7 +361,7 @@ async fn one<M: Delivery, C: Counted>(
         let n = kept.len();
         let problem = match ingest::take(app, key, kept, ()).await {
             Ok(_) => {
-                took(app, mqtt, n);
+                took(broker, n);
                 *mark = last.or(*mark);
                 return true;
             }
@@ -457,12 +376,12 @@ async fn one<M: Delivery, C: Counted>(
                 Reason::WrongType
             };
             let metric = metrics::Reason::of(&problem);
-            refuse(app, mqtt, &item.msg, reason, metric, problem.description());
+            refuse(broker, &item.msg, reason, metric, problem.description());
             return true;
         }
         if let Some(k) = problem.accepted().filter(|&k| k > 0) {
             *mark = nth_datetime(std::iter::once(&item.instants), *mark, k).or(*mark);
-            took(app, mqtt, k);
+            took(broker, k);
         }
         if app.table.is_closing() {
             return false;
@@ -470,7 +389,7 @@ async fn one<M: Delivery, C: Counted>(
         stats.retries.fetch_add(1, Relaxed);
         tracing::debug!(
             topic = %item.msg.topic(),
-            source = mqtt.source().name(),
+            source = broker.name(),
             "ingest not taken now, trying again in {wait:?}: {}",
             problem.description()
         );
@@ -481,24 +400,23 @@ async fn one<M: Delivery, C: Counted>(
 
 /// Counts `n` instants the ingest path took: in the source's counters and
 /// in `mfstream_ingest_instants_total{source}`.
-fn took<C: Counted>(app: &App, counted: &C, n: usize) {
-    counted.stats().instants.fetch_add(n as u64, Relaxed);
-    app.ingest_tally.accepted(counted.source(), n);
+fn took<B: Broker>(broker: &B, n: usize) {
+    broker.stats().instants.fetch_add(n as u64, Relaxed);
+    broker.counters().accepted(n);
 }
 
 /// Counts a bad message: in the source's counters (and samples, and the
 /// log) by `reason`, and in `mfstream_ingest_refused_total{source}` by
 /// `metric`.
-fn refuse<M: Delivery, C: Counted>(
-    app: &App,
-    counted: &C,
+fn refuse<M: Delivery, B: Broker>(
+    broker: &B,
     msg: &M,
     reason: Reason,
     metric: metrics::Reason,
     why: &str,
 ) {
-    counted.stats().bad(msg.topic(), reason, why, msg.payload());
-    app.ingest_tally.refused(counted.source(), metric);
+    broker.stats().bad(msg.topic(), reason, why, msg.payload());
+    broker.counters().refused(metric);
 }
 
 fn done<M>(items: Vec<Item<M>>) -> Vec<M> {
@@ -507,7 +425,7 @@ fn done<M>(items: Vec<Item<M>>) -> Vec<M> {
 
 /// The mark of a property not seen yet since start-up: the datetime of
 /// the last instant in its log (with `--state`), else none.
-pub(crate) async fn seed(app: &App, key: &PropertyPath) -> Option<Timestamp> {
+async fn seed(app: &App, key: &PropertyPath) -> Option<Timestamp> {
     let store = app.store.clone()?;
     let path = key.clone();
     let newest = tokio::task::spawn_blocking(move || store.newest_instant(&path)).await;

@@ -4,8 +4,8 @@
 
 use mfstream_model::Instant;
 
-use super::super::ingest::{Horizon, MAX_DATETIME};
 use super::stats::Reason;
+use crate::ingest::{Horizon, MAX_DATETIME};
 
 /// What a payload holds.
 #[derive(Debug, PartialEq)]
@@ -86,7 +86,7 @@ mod tests {
 
     /// A payload parsed as the server does by default.
     fn parse(payload: &[u8]) -> Result<Payload, (Reason, String)> {
-        let horizon = Horizon::from_now(super::super::super::ingest::DEFAULT_MAX_DATETIME_AHEAD);
+        let horizon = Horizon::from_now(crate::ingest::DEFAULT_MAX_DATETIME_AHEAD);
         super::parse(payload, &horizon)
     }
 

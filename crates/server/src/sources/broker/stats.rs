@@ -1,5 +1,6 @@
-//! What the MQTT ingest did: counters (per reason for bad messages), the
-//! last bad messages, the connection's state. Read at `GET /ingest/mqtt`.
+//! What a broker source did: counters (per reason for bad messages), the
+//! last bad messages, the connection's state. Read at `GET /ingest/mqtt`
+//! (and, under Kafka's names, `GET /ingest/kafka`) and at `GET /metrics`.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -8,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value as Json, json};
 
-use super::super::metrics;
 use super::payload::cut;
+use crate::metrics;
 
 /// The bad messages kept as samples.
 pub(crate) const SAMPLES: usize = 16;
@@ -36,7 +37,7 @@ pub(crate) enum Reason {
     /// A payload over `--max-body`, or (with `--state`) a text value over
     /// what the store keeps.
     TooLarge,
-    /// A topic no `--mqtt-topic` pattern matches (an id that is empty,
+    /// A topic no topic pattern (`--mqtt-topic`, `--kafka-topic`) matches (an id that is empty,
     /// `.`, `..` or over 256 bytes).
     Topic,
     /// A feature's positions (`…/tgsequence`) that are JSON but not
@@ -68,7 +69,7 @@ impl Reason {
         }
     }
 
-    /// The `reason` of `mfstream_ingest_refused_total{source="mqtt"}` for a
+    /// The `reason` of `mfstream_ingest_refused_total{source}` for a
     /// message refused before the ingest path answered: the one an HTTP
     /// ingest of the same payload is refused for. (A message the ingest
     /// path refused counts by its answer, as an HTTP ingest does.)
@@ -87,7 +88,10 @@ impl Reason {
 /// The counters at one moment, for `GET /metrics`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Snapshot {
+    // MQTT's families read these; Kafka's have partitions instead.
+    #[cfg_attr(not(feature = "mqtt"), allow(dead_code))]
     pub(crate) connected: bool,
+    #[cfg_attr(not(feature = "mqtt"), allow(dead_code))]
     pub(crate) subscribed: bool,
     pub(crate) connects: u64,
     pub(crate) messages: u64,
@@ -108,7 +112,7 @@ struct Sample {
 }
 
 /// The counters.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Stats {
     pub(crate) connected: AtomicBool,
     pub(crate) subscribed: AtomicBool,
@@ -129,16 +133,27 @@ pub(crate) struct Stats {
     /// When a bad message was last logged, and how many were not since.
     log: Mutex<(Option<Instant>, u64)>,
     last_error: Mutex<Option<String>>,
-    /// The source in the log's lines: `None` is MQTT.
-    label: Option<&'static str>,
+    /// The source in the log's lines.
+    label: &'static str,
 }
 
 impl Stats {
-    /// Counters whose log lines name `label` (`kafka`), not `mqtt`.
-    pub(crate) fn labelled(label: &'static str) -> Stats {
+    /// Counters whose log lines name `label` (`mqtt`, `kafka`).
+    pub(crate) fn new(label: &'static str) -> Stats {
         Stats {
-            label: Some(label),
-            ..Stats::default()
+            connected: AtomicBool::default(),
+            subscribed: AtomicBool::default(),
+            connects: AtomicU64::default(),
+            messages: AtomicU64::default(),
+            acked: AtomicU64::default(),
+            instants: AtomicU64::default(),
+            duplicates: AtomicU64::default(),
+            retries: AtomicU64::default(),
+            bad: Default::default(),
+            samples: Mutex::default(),
+            log: Mutex::default(),
+            last_error: Mutex::default(),
+            label,
         }
     }
 
@@ -172,7 +187,7 @@ impl Stats {
                     reason = reason.name(),
                     suppressed,
                     "{}: bad message acknowledged and dropped: {}",
-                    self.label.unwrap_or("mqtt"),
+                    self.label,
                     cut(detail, SAMPLE_BYTES * 2)
                 );
             }
@@ -254,7 +269,7 @@ mod tests {
 
     #[test]
     fn bad_messages_are_counted_per_reason_and_the_last_ones_kept_newest_first() {
-        let stats = Stats::default();
+        let stats = Stats::new("mqtt");
         for i in 0..SAMPLES + 3 {
             stats.bad(&format!("t/{i}"), Reason::NotJson, "no", b"x");
         }

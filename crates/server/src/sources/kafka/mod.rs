@@ -1,6 +1,7 @@
 //! Kafka ingest (`serve --kafka BROKERS`): a source of instants like
-//! `POST …/ingest` and `--mqtt`, through the same pipeline (grouping by
-//! property, the duplicate rule, bad records counted per reason).
+//! `POST …/ingest` and `--mqtt`, through the same broker pipeline
+//! ([`super::broker`]: grouping by property, the duplicate rule, bad
+//! records counted per reason).
 //!
 //! Nothing lost, nothing doubled:
 //!
@@ -11,8 +12,8 @@
 //!   as bad is counted, and committed with the others.
 //! - After `serve` was killed (or its partitions moved to another member),
 //!   the group's next reader starts at the last committed offset, so it
-//!   reads again what was taken but not committed. The MQTT duplicate
-//!   rule drops those: an instant at or before the last one its property
+//!   reads again what was taken but not committed. The duplicate rule
+//!   drops those: an instant at or before the last one its property
 //!   took (after a restart: the last instant in its log) is a duplicate.
 //!   Kafka keeps records in order within a partition only, so a
 //!   property's records must be in one partition (one-partition topics, or
@@ -34,26 +35,46 @@ mod consumer;
 mod link;
 mod topic;
 
-pub(crate) use consumer::run;
-
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use serde_json::json;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use utoipa_axum::routes;
 
-use super::App;
-use super::metrics::IngestSource;
-use super::mqtt::pipeline::Counted;
-use super::mqtt::stats::{Snapshot, Stats};
-use super::problem::Problem;
+use super::broker::pipeline::Broker;
+use super::broker::stats::Stats;
+use super::broker::topic::Route;
+use super::{Config, Configured, Kind, Run, Site, Source};
+use crate::metrics::{Family, FamilyKind, IngestCounters, IngestTally, SourceMetrics};
+use crate::{App, ServeError, ServeOptions};
 use topic::Pattern;
+
+/// Kafka ingest's kind.
+pub(crate) const KIND: Kind = Kind {
+    name: NAME,
+    configure,
+    routes: |router| router.routes(routes!(status)),
+};
+
+const NAME: &str = "kafka";
+
+/// `--kafka`'s options, checked: `None` without `--kafka`.
+fn configure(options: &ServeOptions) -> Configured {
+    let Some(o) = &options.kafka else {
+        return Ok(None);
+    };
+    let config = Checked::new(o).map_err(|message| ServeError::Source {
+        name: NAME,
+        message,
+    })?;
+    Ok(Some(Box::new(config)))
+}
 
 /// The most records ingested together (one journal record per property).
 pub(crate) const BATCH: usize = 1024;
@@ -82,6 +103,16 @@ pub struct KafkaIngest {
     pub session_timeout: Option<Duration>,
 }
 
+/// `--kafka`'s options, checked; the group, if not given, is derived once
+/// the state directory is open.
+#[derive(Debug)]
+struct Checked {
+    brokers: String,
+    group: Option<String>,
+    patterns: Vec<Pattern>,
+    session_timeout: Duration,
+}
+
 /// The Kafka ingest of a server: its checked configuration and counters.
 #[derive(Debug)]
 pub(crate) struct Kafka {
@@ -89,7 +120,9 @@ pub(crate) struct Kafka {
     group: String,
     patterns: Vec<Pattern>,
     session_timeout: Duration,
-    pub(crate) stats: Stats,
+    stats: Stats,
+    /// Its rows of `mfstream_ingest_…{source="kafka"}`.
+    counters: Arc<IngestCounters>,
     /// Whether the brokers can be reached, and since when.
     link: link::Link,
     /// Partitions assigned now.
@@ -97,23 +130,6 @@ pub(crate) struct Kafka {
     /// Counts the assignments the group made (one per rebalance that gave
     /// this member partitions).
     assignments: watch::Sender<u64>,
-}
-
-impl Counted for Kafka {
-    fn stats(&self) -> &Stats {
-        &self.stats
-    }
-
-    fn source(&self) -> IngestSource {
-        IngestSource::Kafka
-    }
-}
-
-/// Kafka's counters at one moment, for `GET /metrics`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct KafkaSnapshot {
-    pub(crate) assigned: u64,
-    pub(crate) counters: Snapshot,
 }
 
 /// Checks `BROKERS`: `HOST:PORT` entries separated by commas.
@@ -143,34 +159,23 @@ fn check_brokers(brokers: &str) -> Result<(), String> {
     Ok(())
 }
 
-impl Kafka {
-    /// Checks `options`; `state` and `addr` seed the default group.
-    pub(crate) fn new(
-        options: &KafkaIngest,
-        state: Option<&Path>,
-        addr: std::net::SocketAddr,
-    ) -> Result<Kafka, String> {
+impl Checked {
+    /// Checks `options`: the brokers, topics, group and session timeout;
+    /// the error names the option and the form expected.
+    fn new(options: &KafkaIngest) -> Result<Checked, String> {
         check_brokers(&options.brokers)?;
-        let patterns = super::mqtt::topic::parse_patterns(
+        let patterns = super::broker::topic::parse_patterns(
             &options.topics,
             "--kafka-topic",
             topic::MAX_PATTERNS,
             topic::DEFAULT,
             Pattern::parse,
         )?;
-        let group = match &options.group {
-            Some(g) if g.is_empty() || g.len() > 255 => {
-                return Err(format!("--kafka-group {g:?}: give 1 to 255 bytes"));
-            }
-            Some(g) => g.clone(),
-            None => super::mqtt::derived_client_id(&match state {
-                Some(dir) => std::fs::canonicalize(dir)
-                    .unwrap_or_else(|_| dir.to_owned())
-                    .display()
-                    .to_string(),
-                None => addr.to_string(),
-            }),
-        };
+        if let Some(g) = &options.group
+            && (g.is_empty() || g.len() > 255)
+        {
+            return Err(format!("--kafka-group {g:?}: give 1 to 255 bytes"));
+        }
         let session_timeout = options.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
         if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&session_timeout) {
             return Err(format!(
@@ -179,35 +184,45 @@ impl Kafka {
                 session_timeout.as_millis()
             ));
         }
-        Ok(Kafka {
+        Ok(Checked {
             brokers: options.brokers.clone(),
-            group,
+            group: options.group.clone(),
             patterns,
             session_timeout,
-            stats: Stats::labelled("kafka"),
-            link: link::Link::default(),
-            assigned: std::sync::atomic::AtomicU64::new(0),
-            assignments: watch::Sender::new(0),
         })
     }
 
-    /// Its counters now, for `GET /metrics`.
-    pub(crate) fn snapshot(&self) -> KafkaSnapshot {
-        KafkaSnapshot {
-            assigned: self.assigned.load(Relaxed),
-            counters: self.stats.snapshot(),
+    /// The Kafka ingest at `site`, counted in `counters`.
+    fn kafka(self, site: Site<'_>, counters: Arc<IngestCounters>) -> Kafka {
+        Kafka {
+            group: self
+                .group
+                .unwrap_or_else(|| super::broker::default_id(site)),
+            brokers: self.brokers,
+            patterns: self.patterns,
+            session_timeout: self.session_timeout,
+            stats: Stats::new(NAME),
+            counters,
+            link: link::Link::default(),
+            assigned: std::sync::atomic::AtomicU64::new(0),
+            assignments: watch::Sender::new(0),
         }
     }
+}
 
+impl Config for Checked {
+    fn build(self: Box<Self>, site: Site<'_>, tally: &mut IngestTally) -> Arc<dyn Source> {
+        let kafka = Arc::new(self.kafka(site, tally.counters(NAME)));
+        tally.register(kafka.clone());
+        kafka
+    }
+}
+
+impl Kafka {
     /// Counts the assignments of partitions: it moves once per rebalance
     /// that gives this server partitions.
     pub(crate) fn assignments(&self) -> watch::Receiver<u64> {
         self.assignments.subscribe()
-    }
-
-    /// The brokers, as given.
-    pub(crate) fn brokers(&self) -> &str {
-        &self.brokers
     }
 
     /// The consumer's librdkafka configuration.
@@ -285,15 +300,108 @@ impl Kafka {
     operation_id = "getKafkaIngest",
     summary = "the Kafka ingest (`--kafka`): brokers, group, topics, partitions, counters, last bad records",
     responses(
-        (status = 200, description = "the Kafka ingest's state", body = super::api::KafkaStatus),
-        (status = 404, description = "the server runs without `--kafka`", body = super::api::Exception),
+        (status = 200, description = "the Kafka ingest's state", body = crate::api::KafkaStatus),
+        (status = 404, description = "the server runs without `--kafka`", body = crate::api::Exception),
     ),
 )]
 pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
-    match &app.kafka {
-        Some(kafka) => Json(kafka.to_json()).into_response(),
-        None => Problem::not_found("Kafka ingest is off: start the server with --kafka HOST:PORT")
-            .into_response(),
+    super::status(
+        &app,
+        NAME,
+        "Kafka ingest is off: start the server with --kafka HOST:PORT",
+    )
+}
+
+impl Source for Kafka {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run {
+        Box::pin(consumer::run(app, self, stop))
+    }
+
+    fn status(&self) -> Option<serde_json::Value> {
+        Some(self.to_json())
+    }
+
+    fn ready(&self) -> Option<(String, watch::Receiver<u64>)> {
+        Some((
+            format!("kafka assigned on {}", self.brokers),
+            self.assignments(),
+        ))
+    }
+}
+
+impl Broker for Kafka {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn counters(&self) -> &IngestCounters {
+        &self.counters
+    }
+
+    fn route(&self, topic: &str) -> Option<Route> {
+        topic::route(&self.patterns, topic)
+    }
+
+    fn patterns(&self) -> String {
+        let texts: Vec<&str> = self.patterns.iter().map(Pattern::text).collect();
+        texts.join(", ")
+    }
+}
+
+impl SourceMetrics for Kafka {
+    /// Kafka's own families; its instants and refusals are in the ingest
+    /// families, `source="kafka"`.
+    fn families(&self) -> Vec<Family> {
+        let c = self.stats.snapshot();
+        vec![
+            Family::gauge(
+                "mfstream_kafka_assigned_partitions",
+                "Partitions the consumer group assigned to this server now.",
+                self.assigned.load(Relaxed),
+            ),
+            Family::counter(
+                "mfstream_kafka_assignments",
+                "Rebalances of the consumer group that assigned partitions to this server.",
+                c.connects,
+            ),
+            Family::counter(
+                "mfstream_kafka_records",
+                "Kafka records read, those read again after a restart or a rebalance included.",
+                c.messages,
+            ),
+            Family::counter(
+                "mfstream_kafka_committed",
+                "Kafka records whose offsets were committed (taken, or refused as bad).",
+                c.acked,
+            ),
+            Family::counter(
+                "mfstream_kafka_duplicates",
+                "Kafka instants dropped as duplicates (at or before their property's last).",
+                c.duplicates,
+            ),
+            Family::counter(
+                "mfstream_kafka_retries",
+                "Kafka ingests tried again (a query's buffer full, the store unavailable).",
+                c.retries,
+            ),
+            Family::new(
+                "mfstream_kafka_bad_records",
+                "Bad Kafka records (committed and dropped), by reason.",
+                FamilyKind::Counter,
+                c.bad
+                    .iter()
+                    .map(|(r, n)| (vec![("reason", *r)], *n))
+                    .collect(),
+            ),
+        ]
     }
 }
 
@@ -301,20 +409,26 @@ pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
 mod tests {
     use super::*;
 
+    fn site(state: Option<&std::path::Path>) -> Site<'_> {
+        Site {
+            state,
+            addr: "127.0.0.1:0".parse().unwrap(),
+        }
+    }
+
     /// `GET /api`'s schema of this answer names exactly the fields it has.
     #[test]
     fn the_api_schema_of_the_status_names_its_fields() {
         use utoipa::PartialSchema;
-        let addr = "127.0.0.1:0".parse().unwrap();
         let o = KafkaIngest {
             brokers: "127.0.0.1:9092".into(),
             ..KafkaIngest::default()
         };
-        let kafka = Kafka::new(&o, None, addr).unwrap();
+        let kafka = Checked::new(&o).unwrap().kafka(site(None), Arc::default());
         let mut answer = kafka.to_json();
         let mut keys: Vec<String> = answer.as_object().unwrap().keys().cloned().collect();
         keys.sort();
-        let schema = serde_json::to_value(super::super::api::KafkaStatus::schema()).unwrap();
+        let schema = serde_json::to_value(crate::api::KafkaStatus::schema()).unwrap();
         let mut want: Vec<String> = schema["properties"]
             .as_object()
             .unwrap()
@@ -353,17 +467,20 @@ mod tests {
 
     #[test]
     fn the_default_group_is_stable_and_bad_options_name_the_flag() {
-        let addr = "127.0.0.1:0".parse().unwrap();
         let o = KafkaIngest {
             brokers: "127.0.0.1:9092".into(),
             ..KafkaIngest::default()
         };
         let dir = std::env::temp_dir();
-        let a = Kafka::new(&o, Some(&dir), addr).unwrap();
-        let b = Kafka::new(&o, Some(&dir), addr).unwrap();
+        let kafka = || {
+            Checked::new(&o)
+                .unwrap()
+                .kafka(site(Some(&dir)), Arc::default())
+        };
+        let (a, b) = (kafka(), kafka());
         assert_eq!(a.group, b.group);
         assert!(a.group.starts_with("mfstream-"));
-        let bad = |o: KafkaIngest| Kafka::new(&o, None, addr).unwrap_err();
+        let bad = |o: KafkaIngest| Checked::new(&o).unwrap_err();
         assert!(
             bad(KafkaIngest {
                 group: Some(String::new()),

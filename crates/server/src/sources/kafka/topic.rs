@@ -5,7 +5,7 @@
 //! subscription is a regular expression (librdkafka's `^…`) matching
 //! every topic of the pattern, so topics created later are read too.
 
-use super::super::mqtt::topic::{Level, Route, check_placeholders, route_levels};
+use super::super::broker::topic::{Level, Route, check_placeholders, route_levels};
 
 /// The MQTT tier's `mfapi/{cid}/{fid}/{pname}`, with Kafka's separator.
 pub(crate) const DEFAULT: &str = "mfapi.{cid}.{fid}.{pname}";

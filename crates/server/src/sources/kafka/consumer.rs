@@ -1,4 +1,4 @@
-//! The consumer: reads a batch, ingests it through the MQTT pipeline,
+//! The consumer: reads a batch, ingests it through the broker pipeline,
 //! commits the offsets of what the ingest path took, reads the next.
 
 use std::collections::{HashMap, HashSet};
@@ -15,13 +15,11 @@ use rdkafka::message::Message;
 use rdkafka::{ClientContext, Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
-use super::super::App;
-use super::super::metrics::IngestSource;
-use super::super::mqtt::pipeline::{self, Delivery, Marks};
-use super::super::mqtt::stats::Reason;
+use super::super::broker::pipeline::{self, Delivery, Marks};
 use super::link;
-use super::topic::{self, Pattern};
+use super::topic::Pattern;
 use super::{BATCH, Kafka};
+use crate::App;
 
 /// The wait after a failed read before the next (one the error callback
 /// did not take: librdkafka paces those).
@@ -116,7 +114,7 @@ impl Delivery for Record {
 
 /// Runs the Kafka ingest until `stop`: reads a batch, ingests it through
 /// the pipeline, commits the offsets of what it took, and reads the next.
-pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToken) {
+pub(super) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToken) {
     let context = Context {
         kafka: kafka.clone(),
     };
@@ -153,10 +151,6 @@ pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
             // last offset committed. Reading on would commit the offsets
             // after it, and lose it.
             break;
-        }
-        if marks.len() > 2 * app.options.max_properties {
-            // The marks of properties no query reads any more.
-            marks.retain(|key, _| app.table.property(key).is_some());
         }
     }
     commits.finish(&kafka, &consumer).await;
@@ -254,60 +248,18 @@ async fn ingest(
     let mut order: Vec<(String, i32, i64)> = Vec::with_capacity(batch.len());
     let mut done: HashSet<(String, i32, i64)> = HashSet::with_capacity(batch.len());
     let mut good = Vec::with_capacity(batch.len());
-    let max_body = app.options.max_body;
     for record in batch {
         order.push((record.topic.clone(), record.partition, record.offset));
-        if record.payload.len() > max_body {
-            let detail = format!(
-                "the record is {} bytes; at most --max-body ({max_body}) are taken",
-                record.payload.len()
-            );
-            kafka
-                .stats
-                .bad(&record.topic, Reason::TooLarge, &detail, &[]);
-            app.ingest_tally
-                .refused(IngestSource::Kafka, Reason::TooLarge.metric());
+        if pipeline::over_max_body(app, &**kafka, &record.topic, record.payload.len(), "record") {
             done.insert((record.topic, record.partition, record.offset));
             continue;
         }
         good.push(record);
     }
-    let describe = || {
-        kafka
-            .patterns
-            .iter()
-            .map(Pattern::text)
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let route = |t: &str| topic::route(&kafka.patterns, t);
-    let (groups, bad) = pipeline::sort(app, &**kafka, route, describe, good.into_iter());
-    for record in bad {
+    pipeline::take(app, kafka, marks, good.into_iter(), |record| {
         done.insert((record.topic, record.partition, record.offset));
-    }
-    let mut tasks = Vec::with_capacity(groups.len());
-    for group in groups {
-        let mark = marks.get(&group.key).copied();
-        // A task each: the groups' journal writes commit together, and
-        // the ingest path runs to its end even at a shutdown.
-        tasks.push(tokio::spawn(pipeline::ingest(
-            app.clone(),
-            kafka.clone(),
-            group,
-            mark,
-        )));
-    }
-    for task in tasks {
-        let Ok((key, mark, taken)) = task.await else {
-            // Not committed: read again at the next start.
-            tracing::error!("kafka: an ingest task failed");
-            continue;
-        };
-        marks.insert(key, mark);
-        for record in taken {
-            done.insert((record.topic, record.partition, record.offset));
-        }
-    }
+    })
+    .await;
     let complete = done.len() == order.len();
     commits.add(&order, &done);
     commits.commit(kafka, consumer).await;

@@ -1,5 +1,6 @@
 //! MQTT ingest (`serve --mqtt URL`): a source of instants like `POST
-//! …/ingest`, through the same ingest path ([`super::ingest::take`]).
+//! …/ingest`, through the same ingest path ([`crate::ingest::take`]) and
+//! the broker pipeline it shares with Kafka ([`super::broker`]).
 //!
 //! Nothing lost, nothing doubled:
 //!
@@ -15,7 +16,8 @@
 //! - Redeliveries (after a reconnect, or after `serve` was killed) are
 //!   recognised: an instant at or before the last one the property took
 //!   from MQTT (after a restart: the last instant in its log) is dropped
-//!   and counted as a duplicate. See the pipeline (`pipeline`).
+//!   and counted as a duplicate. See the pipeline
+//!   ([`super::broker::pipeline`]).
 //! - Back-pressure: at most [`MAX_INFLIGHT`] messages (and
 //!   `--max-inflight-bytes` of payload) are held between the socket and
 //!   their acknowledgement; past that the client stops reading the socket.
@@ -28,33 +30,55 @@
 //! rumqttc's request channel the acknowledgements would wait on a reader
 //! that waits on them.)
 
-mod payload;
-pub(super) mod pipeline;
-pub(super) mod stats;
-pub(super) mod topic;
+mod acks;
+mod topic;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use axum::Json;
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet, SubAck, SubscribeReasonCode};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::{TlsConfiguration, Transport};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
+use utoipa_axum::routes;
 
-use super::App;
-use super::metrics::IngestSource;
-use super::problem::Problem;
-pub(crate) use stats::Snapshot as MqttSnapshot;
-use stats::{Reason, Stats};
+use super::broker::pipeline::{self, Broker, Delivery};
+use super::broker::stats::Stats;
+use super::broker::topic::Route;
+use super::{Config, Configured, Kind, Run, Site, Source};
+use crate::metrics::{Family, FamilyKind, IngestCounters, IngestTally, SourceMetrics};
+use crate::{App, ServeError, ServeOptions};
 use topic::Pattern;
+
+/// MQTT ingest's kind.
+pub(crate) const KIND: Kind = Kind {
+    name: NAME,
+    configure,
+    routes: |router| router.routes(routes!(status)),
+};
+
+const NAME: &str = "mqtt";
+
+/// `--mqtt`'s options, checked: `None` without `--mqtt`.
+fn configure(options: &ServeOptions) -> Configured {
+    let Some(o) = &options.mqtt else {
+        return Ok(None);
+    };
+    let config = Checked::new(o).map_err(|message| ServeError::Source {
+        name: NAME,
+        message,
+    })?;
+    Ok(Some(Box::new(config)))
+}
 
 /// The most messages held between the socket and their acknowledgement:
 /// past it the client stops reading (the broker holds the rest).
@@ -65,9 +89,6 @@ const MAX_PACKET: u32 = 268_435_455;
 
 /// rumqttc's request channel: every acknowledgement owed fits.
 const REQUESTS: usize = 2 * MAX_INFLIGHT + 16;
-
-/// Messages ingested together (one journal record per property).
-const BATCH: usize = 1024;
 
 /// The first wait before a reconnection, doubled after each failure up
 /// to [`MAX_BACKOFF`].
@@ -99,14 +120,14 @@ pub struct MqttIngest {
 
 /// A broker address, checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
-struct Broker {
+struct Address {
     tls: bool,
     host: String,
     port: u16,
 }
 
 /// Parses `mqtt://host[:port]` or `mqtts://host[:port]`.
-fn parse_url(url: &str) -> Result<Broker, String> {
+fn parse_url(url: &str) -> Result<Address, String> {
     let form = "give mqtt://HOST[:PORT] or mqtts://HOST[:PORT], such as mqtt://127.0.0.1:1883";
     let (tls, rest) = if let Some(rest) = url.strip_prefix("mqtt://") {
         (false, rest)
@@ -152,21 +173,11 @@ fn parse_url(url: &str) -> Result<Broker, String> {
                 format!("--mqtt {url:?}: the port {p:?} is not 1 to 65535: {form}")
             })?,
         };
-    Ok(Broker {
+    Ok(Address {
         tls,
         host: host.to_owned(),
         port,
     })
-}
-
-/// A stable client id: `mfstream-` and 14 hex digits of a hash of `seed`
-/// (23 characters, as MQTT 3.1.1 brokers must accept).
-pub(super) fn derived_client_id(seed: &str) -> String {
-    // FNV-1a: stable across Rust versions, unlike the std hasher.
-    let hash = seed.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("mfstream-{:014x}", hash >> 8)
 }
 
 /// The rustls configuration trusting the CA in `ca` (PEM).
@@ -179,7 +190,9 @@ fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, String> {
         )
     })?;
     let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pemfile::certs(&mut pem.as_slice()) {
+    // The certificates only: a key or another section in the file is
+    // passed over.
+    for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| format!("--mqtt-ca {:?}: {e}", ca.display()))?;
         roots
             .add(cert)
@@ -200,27 +213,22 @@ fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, String> {
         .with_no_client_auth())
 }
 
-/// The MQTT ingest of a server: its checked configuration and counters.
+/// `--mqtt`'s options, checked; the client id, if not given, is derived
+/// once the state directory is open.
 #[derive(Debug)]
-pub(crate) struct Mqtt {
+struct Checked {
     url: String,
-    broker: Broker,
+    broker: Address,
     tls: Option<Arc<rustls::ClientConfig>>,
     patterns: Vec<Pattern>,
-    client_id: String,
+    client_id: Option<String>,
     credentials: Option<(String, String)>,
-    pub(crate) stats: Stats,
-    /// Counts the subscriptions the broker granted (one per connection).
-    subscribed: watch::Sender<u64>,
 }
 
-impl Mqtt {
-    /// Checks `options`; `state` and `addr` seed the default client id.
-    pub(crate) fn new(
-        options: &MqttIngest,
-        state: Option<&Path>,
-        addr: std::net::SocketAddr,
-    ) -> Result<Mqtt, String> {
+impl Checked {
+    /// Checks `options`: the broker's URL, TLS, topics, client id and
+    /// credentials; the error names the option and the form expected.
+    fn new(options: &MqttIngest) -> Result<Checked, String> {
         let broker = parse_url(&options.url)?;
         let tls = match (broker.tls, &options.ca) {
             (true, Some(ca)) => Some(Arc::new(tls_config(ca)?)),
@@ -239,29 +247,21 @@ impl Mqtt {
             }
             (false, None) => None,
         };
-        let patterns = topic::parse_patterns(
+        let patterns = super::broker::topic::parse_patterns(
             &options.topics,
             "--mqtt-topic",
             topic::MAX_PATTERNS,
             topic::DEFAULT,
             Pattern::parse,
         )?;
-        let client_id = match &options.client_id {
-            Some(id) if id.is_empty() || id.len() > 65_535 => {
-                return Err(format!(
-                    "--mqtt-client-id {id:?}: give 1 to 65535 bytes (23 letters and digits fit \
-                     every broker)"
-                ));
-            }
-            Some(id) => id.clone(),
-            None => derived_client_id(&match state {
-                Some(dir) => std::fs::canonicalize(dir)
-                    .unwrap_or_else(|_| dir.to_owned())
-                    .display()
-                    .to_string(),
-                None => addr.to_string(),
-            }),
-        };
+        if let Some(id) = &options.client_id
+            && (id.is_empty() || id.len() > 65_535)
+        {
+            return Err(format!(
+                "--mqtt-client-id {id:?}: give 1 to 65535 bytes (23 letters and digits fit \
+                 every broker)"
+            ));
+        }
         let credentials = match (&options.username, &options.password) {
             (Some(user), password) => Some((user.clone(), password.clone().unwrap_or_default())),
             (None, Some(_)) => {
@@ -273,23 +273,55 @@ impl Mqtt {
             }
             (None, None) => None,
         };
-        Ok(Mqtt {
+        Ok(Checked {
             url: options.url.clone(),
             broker,
             tls,
             patterns,
-            client_id,
+            client_id: options.client_id.clone(),
             credentials,
-            stats: Stats::default(),
-            subscribed: watch::Sender::new(0),
         })
     }
+}
 
-    /// Its counters now, for `GET /metrics`.
-    pub(crate) fn snapshot(&self) -> MqttSnapshot {
-        self.stats.snapshot()
+impl Config for Checked {
+    fn build(self: Box<Self>, site: Site<'_>, tally: &mut IngestTally) -> Arc<dyn Source> {
+        let checked = *self;
+        let mqtt = Arc::new(Mqtt {
+            client_id: checked
+                .client_id
+                .unwrap_or_else(|| super::broker::default_id(site)),
+            url: checked.url,
+            broker: checked.broker,
+            tls: checked.tls,
+            patterns: checked.patterns,
+            credentials: checked.credentials,
+            stats: Stats::new(NAME),
+            counters: tally.counters(NAME),
+            subscribed: watch::Sender::new(0),
+        });
+        tally.register(mqtt.clone());
+        mqtt
     }
+}
 
+/// The MQTT ingest of a server: its checked configuration and counters.
+#[derive(Debug)]
+pub(crate) struct Mqtt {
+    url: String,
+    broker: Address,
+    tls: Option<Arc<rustls::ClientConfig>>,
+    patterns: Vec<Pattern>,
+    client_id: String,
+    credentials: Option<(String, String)>,
+    stats: Stats,
+    /// Its rows of `mfstream_ingest_…{source="mqtt"}`.
+    counters: Arc<IngestCounters>,
+    /// Counts the subscriptions the broker granted (one per connection).
+    subscribed: watch::Sender<u64>,
+}
+
+impl Mqtt {
     /// Counts the subscriptions granted: it moves once per connection.
     pub(crate) fn subscriptions(&self) -> watch::Receiver<u64> {
         self.subscribed.subscribe()
@@ -340,7 +372,7 @@ struct Msg {
 
 /// Runs the MQTT ingest until `stop`: the connection task reads messages
 /// into a bounded channel, the pipeline ingests and acknowledges them.
-pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken) {
+async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken) {
     let options = mqtt.options();
     let (client, eventloop) = AsyncClient::new(options, REQUESTS);
     let (tx, rx) = mpsc::channel(MAX_INFLIGHT);
@@ -359,7 +391,7 @@ pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken)
         mqtt.clone(),
         connection.clone(),
     );
-    let ingest = pipeline::run(app, mqtt, client, rx, connection);
+    let ingest = acks::run(app, mqtt, client, rx, connection);
     tokio::select! {
         () = reader => {}
         () = ingest => {}
@@ -380,7 +412,6 @@ async fn connect(
     connection: Arc<AtomicU64>,
 ) {
     let stats = &mqtt.stats;
-    let max_body = app.options.max_body;
     let filters: Vec<Filter> = mqtt
         .patterns
         .iter()
@@ -411,14 +442,7 @@ async fn connect(
             Ok(Event::Incoming(Packet::Publish(publish))) => {
                 stats.messages.fetch_add(1, Relaxed);
                 let topic = String::from_utf8_lossy(&publish.topic).into_owned();
-                if publish.payload.len() > max_body {
-                    let detail = format!(
-                        "the payload is {} bytes; at most --max-body ({max_body}) are taken",
-                        publish.payload.len()
-                    );
-                    stats.bad(&topic, Reason::TooLarge, &detail, &[]);
-                    app.ingest_tally
-                        .refused(IngestSource::Mqtt, Reason::TooLarge.metric());
+                if pipeline::over_max_body(&app, &*mqtt, &topic, publish.payload.len(), "payload") {
                     if client.ack(&publish).await.is_err() {
                         return;
                     }
@@ -504,26 +528,140 @@ fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
     operation_id = "getMqttIngest",
     summary = "the MQTT ingest (`--mqtt`): broker, topics, connection, counters, last bad messages",
     responses(
-        (status = 200, description = "the MQTT ingest's state", body = super::api::MqttStatus),
-        (status = 404, description = "the server runs without `--mqtt`", body = super::api::Exception),
+        (status = 200, description = "the MQTT ingest's state", body = crate::api::MqttStatus),
+        (status = 404, description = "the server runs without `--mqtt`", body = crate::api::Exception),
     ),
 )]
 pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
-    let Some(mqtt) = &app.mqtt else {
-        return Problem::not_found(
-            "MQTT ingest is off: start the server with --mqtt mqtt://HOST:PORT",
-        )
-        .into_response();
-    };
-    let mut body = mqtt.stats.to_json();
-    body["broker"] = json!(mqtt.url);
-    body["clientId"] = json!(mqtt.client_id);
-    body["topics"] = json!(mqtt.patterns.iter().map(Pattern::text).collect::<Vec<_>>());
-    Json(body).into_response()
+    super::status(
+        &app,
+        NAME,
+        "MQTT ingest is off: start the server with --mqtt mqtt://HOST:PORT",
+    )
+}
+
+impl Mqtt {
+    /// `GET /ingest/mqtt`'s answer.
+    fn to_json(&self) -> serde_json::Value {
+        let mut body = self.stats.to_json();
+        body["broker"] = json!(self.url);
+        body["clientId"] = json!(self.client_id);
+        body["topics"] = json!(self.patterns.iter().map(Pattern::text).collect::<Vec<_>>());
+        body
+    }
+}
+
+impl Source for Mqtt {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run {
+        Box::pin(run(app, self, stop))
+    }
+
+    fn status(&self) -> Option<serde_json::Value> {
+        Some(self.to_json())
+    }
+
+    fn ready(&self) -> Option<(String, watch::Receiver<u64>)> {
+        Some((
+            format!("mqtt subscribed on {}", self.url),
+            self.subscriptions(),
+        ))
+    }
+}
+
+impl Delivery for Msg {
+    fn topic(&self) -> &str {
+        &self.topic
+    }
+
+    fn payload(&self) -> &[u8] {
+        &self.publish.payload
+    }
+}
+
+impl Broker for Mqtt {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    fn counters(&self) -> &IngestCounters {
+        &self.counters
+    }
+
+    fn route(&self, topic: &str) -> Option<Route> {
+        topic::route(&self.patterns, topic)
+    }
+
+    fn patterns(&self) -> String {
+        let texts: Vec<&str> = self.patterns.iter().map(Pattern::text).collect();
+        texts.join(", ")
+    }
+}
+
+impl SourceMetrics for Mqtt {
+    /// MQTT's own families; its instants and refusals are in the ingest
+    /// families, `source="mqtt"`.
+    fn families(&self) -> Vec<Family> {
+        let c = self.stats.snapshot();
+        vec![
+            Family::gauge(
+                "mfstream_mqtt_connected",
+                "1 while connected to the MQTT broker, else 0.",
+                u64::from(c.connected),
+            ),
+            Family::gauge(
+                "mfstream_mqtt_subscribed",
+                "1 while the broker has granted the subscriptions of this connection, else 0.",
+                u64::from(c.subscribed),
+            ),
+            Family::counter(
+                "mfstream_mqtt_connections",
+                "Connections made to the MQTT broker: the first and each reconnection.",
+                c.connects,
+            ),
+            Family::counter(
+                "mfstream_mqtt_messages",
+                "MQTT messages received, redeliveries included.",
+                c.messages,
+            ),
+            Family::counter(
+                "mfstream_mqtt_acknowledged",
+                "MQTT messages acknowledged to the broker.",
+                c.acked,
+            ),
+            Family::counter(
+                "mfstream_mqtt_duplicates",
+                "MQTT instants dropped as duplicates (at or before their property's last).",
+                c.duplicates,
+            ),
+            Family::counter(
+                "mfstream_mqtt_retries",
+                "MQTT ingests tried again (a query's buffer full, the store unavailable).",
+                c.retries,
+            ),
+            Family::new(
+                "mfstream_mqtt_bad_messages",
+                "Bad MQTT messages (acknowledged and dropped), by reason.",
+                FamilyKind::Counter,
+                c.bad
+                    .iter()
+                    .map(|(r, n)| (vec![("reason", *r)], *n))
+                    .collect(),
+            ),
+        ]
+    }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::broker::stats::Reason;
     use super::*;
 
     /// `GET /api`'s schema of this answer names exactly the fields it has
@@ -539,7 +677,7 @@ mod tests {
         let schema = |s: utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>| {
             serde_json::to_value(s).expect("a schema serialises")["properties"].clone()
         };
-        let stats = Stats::default();
+        let stats = Stats::new(NAME);
         stats.bad("mfapi/c/f", Reason::NotJson, "detail", b"payload");
         let mut answer = stats.to_json();
         for key in ["broker", "clientId", "topics"] {
@@ -547,17 +685,17 @@ mod tests {
         }
         assert_eq!(
             keys(&answer),
-            keys(&schema(super::super::api::MqttStatus::schema()))
+            keys(&schema(crate::api::MqttStatus::schema()))
         );
         assert_eq!(
             keys(&answer["badSamples"][0]),
-            keys(&schema(super::super::api::MqttBadSample::schema()))
+            keys(&schema(crate::api::MqttBadSample::schema()))
         );
     }
 
     #[test]
     fn broker_urls_are_parsed_with_their_default_ports_and_bad_ones_say_the_form() {
-        let b = |tls, host: &str, port| Broker {
+        let b = |tls, host: &str, port| Address {
             tls,
             host: host.into(),
             port,
@@ -589,38 +727,46 @@ mod tests {
     }
 
     #[test]
-    fn the_default_client_id_is_stable_short_and_differs_by_state_dir() {
-        let a = derived_client_id("/var/lib/mfstream");
-        assert_eq!(a, derived_client_id("/var/lib/mfstream"));
-        assert_ne!(a, derived_client_id("/var/lib/other"));
-        assert_eq!(a.len(), 23);
-        assert!(a.starts_with("mfstream-"));
+    fn a_ca_file_without_a_certificate_is_refused_saying_what_it_needs() {
+        let dir = std::env::temp_dir().join(format!("mfstream-ca-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let ca = dir.join("ca.pem");
+        // A key alone: not a certificate, passed over.
+        std::fs::write(
+            &ca,
+            "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+        )
+        .unwrap();
+        let err = tls_config(&ca).unwrap_err();
+        assert!(err.contains("no PEM certificate"), "{err}");
+        // A certificate section that does not end.
+        std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap();
+        let err = tls_config(&ca).unwrap_err();
+        assert!(err.starts_with("--mqtt-ca "), "{err}");
+        let err = tls_config(&dir.join("absent.pem")).unwrap_err();
+        assert!(err.contains("cannot read it"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn mqtts_needs_a_ca_and_a_ca_needs_mqtts_and_a_password_needs_a_user() {
-        let addr = "127.0.0.1:0".parse().unwrap();
         let mut o = MqttIngest {
             url: "mqtts://b".into(),
             ..MqttIngest::default()
         };
-        assert!(Mqtt::new(&o, None, addr).unwrap_err().contains("--mqtt-ca"));
+        assert!(Checked::new(&o).unwrap_err().contains("--mqtt-ca"));
         o.url = "mqtt://b".into();
         o.ca = Some("/nonexistent".into());
-        assert!(
-            Mqtt::new(&o, None, addr)
-                .unwrap_err()
-                .contains("only for mqtts")
-        );
+        assert!(Checked::new(&o).unwrap_err().contains("only for mqtts"));
         o.ca = None;
         o.password = Some("p".into());
         assert!(
-            Mqtt::new(&o, None, addr)
+            Checked::new(&o)
                 .unwrap_err()
                 .contains("MFSTREAM_MQTT_USERNAME")
         );
         o.password = None;
         o.topics = vec!["a/{cid}".into()];
-        assert!(Mqtt::new(&o, None, addr).unwrap_err().contains("{fid}"));
+        assert!(Checked::new(&o).unwrap_err().contains("{fid}"));
     }
 }

@@ -1,0 +1,128 @@
+//! Topic patterns, what the brokers' patterns share: levels, each a literal or
+//! one of the placeholders `{cid}`, `{fid}`, `{pname}`, which name the
+//! temporal property a message is for. Each broker's patterns (MQTT's
+//! `--mqtt-topic`, Kafka's `--kafka-topic`) differ in the separator and in
+//! what a literal level may hold; they parse their levels, and route a
+//! topic, with these.
+
+use mfstream_model::PropertyPath;
+
+/// The property name reserved for a feature's positions on a pattern
+/// (`mfapi/{cid}/{fid}/tgsequence`): the moving-point ingest takes them.
+pub(crate) const POSITIONS: &str = "tgsequence";
+
+/// A placeholder level of a topic pattern: the part of the property it
+/// names. MQTT's and Kafka's patterns share it (and [`check_placeholders`]
+/// and [`route_levels`]); they differ in the separator and in what a level
+/// may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    Collection,
+    Feature,
+    Property,
+}
+
+impl Level {
+    /// The placeholder `text` is, if it is one.
+    pub(crate) fn placeholder(text: &str) -> Option<Level> {
+        match text {
+            "{cid}" => Some(Level::Collection),
+            "{fid}" => Some(Level::Feature),
+            "{pname}" => Some(Level::Property),
+            _ => None,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::Collection => "{cid}",
+            Level::Feature => "{fid}",
+            Level::Property => "{pname}",
+        }
+    }
+}
+
+/// The `flag`'s patterns, each parsed by `parse`: at most `max`, and
+/// `default` when none is given.
+pub(crate) fn parse_patterns<P>(
+    topics: &[String],
+    flag: &str,
+    max: usize,
+    default: &str,
+    parse: impl Fn(&str) -> Result<P, String>,
+) -> Result<Vec<P>, String> {
+    if topics.len() > max {
+        return Err(format!(
+            "{} {flag} patterns; at most {max} are taken",
+            topics.len()
+        ));
+    }
+    if topics.is_empty() {
+        return Ok(vec![parse(default)?]);
+    }
+    topics.iter().map(|t| parse(t)).collect()
+}
+
+/// Each placeholder exactly once among `levels`; else the error, for the
+/// `flag`'s pattern `text`, ending with `hint`.
+pub(crate) fn check_placeholders(
+    levels: &[Result<Level, String>],
+    flag: &str,
+    text: &str,
+    hint: &str,
+) -> Result<(), String> {
+    for wanted in [Level::Collection, Level::Feature, Level::Property] {
+        let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
+        if n != 1 {
+            return Err(format!("{flag} {text:?} has {n} {}: {hint}", wanted.name()));
+        }
+    }
+    Ok(())
+}
+
+/// The property the topic's `parts` name under `levels`, if they match:
+/// each literal level equal, each placeholder's part an id `valid` takes,
+/// no part left over.
+pub(crate) fn route_levels<'a>(
+    levels: &[Result<Level, String>],
+    mut parts: impl Iterator<Item = &'a str>,
+    valid: impl Fn(&str) -> bool,
+) -> Option<Route> {
+    let mut key = PropertyPath {
+        collection: String::new(),
+        feature: String::new(),
+        property: String::new(),
+    };
+    for level in levels {
+        let part = parts.next()?;
+        let slot = match level {
+            Err(literal) if literal == part => continue,
+            Err(_) => return None,
+            Ok(Level::Collection) => &mut key.collection,
+            Ok(Level::Feature) => &mut key.feature,
+            Ok(Level::Property) => &mut key.property,
+        };
+        if !valid(part) {
+            return None;
+        }
+        *slot = part.to_owned();
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(if key.property == POSITIONS {
+        Route::Positions(key)
+    } else {
+        Route::Property(key)
+    })
+}
+
+/// Where a message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// A temporal property's instants.
+    Property(PropertyPath),
+    /// A feature's positions: `{pname}` is [`POSITIONS`]; `key.property`
+    /// holds it.
+    Positions(PropertyPath),
+}
