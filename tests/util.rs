@@ -61,7 +61,7 @@ impl Drop for TempDir {
 /// that the stop sequence of a test takes a fraction of a second.
 pub fn sh_options(script: &str) -> BridgeOptions {
     let mut options = BridgeOptions::new("test", vec!["sh".into(), job(script)]);
-    options.stop_grace = Duration::from_millis(200);
+    options.stop_grace = Duration::from_millis(200).into();
     options
 }
 
@@ -331,7 +331,8 @@ pub fn isolating_registry(dir: &TempDir, text: &str) -> Registry {
     let path = dir.join("engines.toml");
     std::fs::write(&path, text).unwrap();
     let host = env!("CARGO_BIN_EXE_mfstream").to_owned();
-    let env = move |name: &str| (name == mfstream_engine::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
+    let env =
+        move |name: &str| (name == mfstream_engine::plugin::PLUGIN_HOST_VAR).then(|| host.clone());
     Registry::from_config_with_env(&Config::from_file(&path).unwrap(), &env)
 }
 

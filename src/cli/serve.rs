@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use mfstream_model::compute::CpuLimit;
+use mfstream_model::origin::{Origin, Value};
 use mfstream_registry::Registry;
 use mfstream_server::{KafkaIngest, MqttIngest, ServeOptions, Server};
 use tokio::signal::unix::{SignalKind, signal};
@@ -40,7 +41,10 @@ pub(crate) fn serve(args: ServeArgs) -> Result<Outcome> {
         compute_threads: args.compute_threads.map(usize::from),
         max_query_cpu: args
             .max_query_cpu
-            .map(|share| CpuLimit::new(share, Duration::from_secs(args.query_cpu_window)))
+            .map(|share| {
+                let share = Value::new(share, Origin::flag("--max-query-cpu"));
+                CpuLimit::new(share, Duration::from_secs(args.query_cpu_window))
+            })
             .transpose()
             .context("--max-query-cpu")?,
         max_inflight_bytes: args.max_inflight_bytes,

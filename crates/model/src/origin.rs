@@ -109,7 +109,7 @@ impl fmt::Display for Origin {
             ),
             Origin::File(key) => write!(
                 f,
-                "default ({} at {}:{} sets no {})",
+                "default: {} at {}:{} sets no {}",
                 key.table, key.file, key.line, key.key
             ),
             Origin::Program => f.write_str("set by the embedding program"),
@@ -203,7 +203,7 @@ mod tests {
                 "no_progress_timeout_ms of engine \"spark\" (engines.toml:12)",
             ),
             (
-                "default (engine \"spark\" at engines.toml:12 sets no no_progress_timeout_ms)",
+                "default: engine \"spark\" at engines.toml:12 sets no no_progress_timeout_ms",
                 "no_progress_timeout_ms of engine \"spark\" (engines.toml:12, unset)",
             ),
             (

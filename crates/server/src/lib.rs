@@ -346,8 +346,11 @@ impl App {
     /// the query fails alone.
     pub(crate) fn query_budget(&self) -> Arc<mfstream_model::budget::StateBudget> {
         Arc::new(
-            mfstream_model::budget::StateBudget::new(self.options.max_query_state)
-                .within(self.state_total.clone()),
+            mfstream_model::budget::StateBudget::new(mfstream_model::origin::Value::new(
+                self.options.max_query_state,
+                mfstream_model::origin::Origin::flag("--max-query-state"),
+            ))
+            .within(self.state_total.clone()),
         )
     }
 
@@ -356,7 +359,7 @@ impl App {
     pub(crate) fn query_compute(&self) -> Compute {
         self.compute
             .compute()
-            .with_limit(self.options.max_query_cpu)
+            .with_limit(self.options.max_query_cpu.clone())
     }
 }
 
@@ -482,7 +485,12 @@ impl Server {
             local_addr,
             inflight: inflight::InFlight::new(options_max_inflight),
             streams: connections::Streams::new(max_streams),
-            state_total: Arc::new(mfstream_model::budget::StateTotal::new(max_total_query_state)),
+            state_total: Arc::new(mfstream_model::budget::StateTotal::new(
+                mfstream_model::origin::Value::new(
+                    max_total_query_state,
+                    mfstream_model::origin::Origin::flag("--max-total-query-state"),
+                ),
+            )),
             connections: Arc::default(),
             ingest_tally: metrics::IngestTally::default(),
             mqtt,
