@@ -121,7 +121,7 @@ pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
         kafka: kafka.clone(),
     };
     let consumer: StreamConsumer<Context> = match kafka
-        .config(app.options.max_inflight_bytes)
+        .config(*app.options.limits.max_inflight_bytes)
         .create_with_context(context)
     {
         Ok(consumer) => consumer,
@@ -154,7 +154,7 @@ pub(crate) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
             // after it, and lose it.
             break;
         }
-        if marks.len() > 2 * app.options.max_properties {
+        if marks.len() > 2 * *app.options.limits.max_properties {
             // The marks of properties no query reads any more.
             marks.retain(|key, _| app.table.property(key).is_some());
         }
@@ -214,7 +214,7 @@ async fn read(
                     payload,
                 });
                 kafka.stats.messages.fetch_add(1, Relaxed);
-                if batch.len() == BATCH || bytes >= app.options.max_inflight_bytes {
+                if batch.len() == BATCH || bytes >= *app.options.limits.max_inflight_bytes {
                     return batch;
                 }
             }
@@ -254,7 +254,7 @@ async fn ingest(
     let mut order: Vec<(String, i32, i64)> = Vec::with_capacity(batch.len());
     let mut done: HashSet<(String, i32, i64)> = HashSet::with_capacity(batch.len());
     let mut good = Vec::with_capacity(batch.len());
-    let max_body = app.options.max_body;
+    let max_body = *app.options.limits.max_body;
     for record in batch {
         order.push((record.topic.clone(), record.partition, record.offset));
         if record.payload.len() > max_body {

@@ -347,6 +347,7 @@ pub(crate) async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken)
     let connection = Arc::new(AtomicU64::new(0));
     let bytes = Arc::new(Semaphore::new(
         app.options
+            .limits
             .max_inflight_bytes
             .clamp(1, Semaphore::MAX_PERMITS),
     ));
@@ -380,7 +381,7 @@ async fn connect(
     connection: Arc<AtomicU64>,
 ) {
     let stats = &mqtt.stats;
-    let max_body = app.options.max_body;
+    let max_body = *app.options.limits.max_body;
     let filters: Vec<Filter> = mqtt
         .patterns
         .iter()

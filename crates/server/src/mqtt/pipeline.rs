@@ -171,7 +171,7 @@ pub(super) async fn run(
                 acks.ack(&msg);
             }
         }
-        if marks.len() > 2 * app.options.max_properties {
+        if marks.len() > 2 * *app.options.limits.max_properties {
             // The marks of properties no query reads any more.
             marks.retain(|key, _| app.table.property(key).is_some());
         }
@@ -244,7 +244,7 @@ pub(crate) fn sort<M: Delivery, C: Counted>(
     let mut groups: Vec<Group<M>> = Vec::new();
     let mut bad = Vec::new();
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
-    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
+    let horizon = Horizon::from_now(*app.options.timing.max_datetime_ahead);
     for msg in batch {
         let parsed = match route(msg.topic()) {
             None => Err((
@@ -306,7 +306,7 @@ async fn positions<M: Delivery, C: Counted>(app: &App, counted: &C, group: &mut 
         Some(property) => crs_of(&property).await,
         None => None,
     };
-    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
+    let horizon = Horizon::from_now(*app.options.timing.max_datetime_ahead);
     for item in &mut group.items {
         let payload = item.msg.payload();
         match super::super::positions::parse(payload, known, &horizon) {
