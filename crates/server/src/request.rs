@@ -290,3 +290,22 @@ pub(crate) fn id_fault(id: &str) -> Option<String> {
     }
     None
 }
+
+#[cfg(test)]
+mod tests {
+    use mfstream_model::origin::{Origin, Value};
+
+    #[test]
+    fn a_body_over_the_bound_names_the_bound_as_its_origin_does() {
+        let cli = format!(
+            "{:?}",
+            super::too_large(&Value::new(10, Origin::flag("--max-body")))
+        );
+        assert!(cli.contains("body: over 10 bytes (--max-body)"), "{cli}");
+        let embedded = format!("{:?}", super::too_large(&10.into()));
+        assert!(
+            embedded.contains("body: over 10 bytes (the embedding program's max_body)"),
+            "{embedded}"
+        );
+    }
+}
