@@ -6,7 +6,7 @@ mod cli;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command};
 
@@ -116,7 +116,11 @@ fn colour_logs() -> bool {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // The matches say where each value came from (the command line, the
+    // environment, a default), which `serve` gives its options.
+    let matches = Cli::command().get_matches();
+    let cli =
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -132,7 +136,7 @@ fn main() -> ExitCode {
         Command::Help { command } => cli::help(command.as_deref()),
         Command::PluginHost(args) => cli::plugin_host(args),
         #[cfg(feature = "serve")]
-        Command::Serve(args) => cli::serve(args),
+        Command::Serve(args) => cli::serve(args, matches.subcommand_matches("serve")),
         #[cfg(feature = "serve")]
         Command::State(args) => cli::state(args),
         Command::Completions { shell, config } => cli::completions(shell, config),

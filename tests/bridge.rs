@@ -95,7 +95,7 @@ async fn a_hung_job_is_stopped_and_its_status_says_stopped() {
 #[tokio::test]
 async fn a_silent_job_fails_after_the_no_progress_timeout() {
     let mut options = sh_options("hang.sh");
-    options.no_progress_timeout = Some(Duration::from_millis(300));
+    options.no_progress_timeout = Some(Duration::from_millis(300)).into();
     let handle = submit(options, echo_spec(), instants(5)).await;
     let (_, status) = collect(handle).await;
     let reason = failure(&status);
@@ -165,8 +165,8 @@ async fn a_job_that_buffers_its_answers_completes_within_the_window() {
 #[tokio::test]
 async fn a_full_window_with_a_silent_job_is_reported_not_a_silent_hang() {
     let mut options = sh_options("block_answers.sh");
-    options.max_in_flight = 100;
-    options.no_progress_timeout = Some(Duration::from_millis(300));
+    options.max_in_flight = 100.into();
+    options.no_progress_timeout = Some(Duration::from_millis(300)).into();
     let handle = submit(options, echo_spec(), instants(1_000)).await;
     let (events, status) = collect(handle).await;
     assert!(events.is_empty());
@@ -350,7 +350,7 @@ fn json_sh(script: &str) -> BridgeOptions {
     let mut options = sh_options("echo.sh");
     options.argv = vec!["sh".into(), "-c".into(), script.into()];
     options.framing = Framing::Json;
-    options.no_progress_timeout = Some(Duration::from_millis(300));
+    options.no_progress_timeout = Some(Duration::from_millis(300)).into();
     options
 }
 
@@ -414,7 +414,7 @@ async fn a_json_job_that_reads_everything_may_stay_silent_past_the_timeout() {
 #[test]
 fn jobs_fail_after_two_minutes_without_progress_by_default() {
     let options = BridgeOptions::new("x", vec!["job".into()]);
-    assert_eq!(options.no_progress_timeout, Some(Duration::from_secs(120)));
+    assert_eq!(*options.no_progress_timeout, Some(Duration::from_secs(120)));
 }
 
 #[tokio::test]
@@ -422,7 +422,7 @@ async fn records_a_job_has_not_answered_count_in_the_querys_state_budget() {
     // A job that reads everything and never answers: 20,000 records in
     // flight are about 2 MiB, over a budget of 1 MiB.
     let mut options = sh_options("hang.sh");
-    options.max_in_flight = 1_000_000;
+    options.max_in_flight = 1_000_000.into();
     let budget = std::sync::Arc::new(mfstream_model::budget::StateBudget::new(1 << 20));
     let (sender, source) = Source::budgeted(4, budget.clone());
     let handle = BridgeEngine::new(options)
@@ -441,7 +441,7 @@ async fn records_a_job_has_not_answered_count_in_the_querys_state_budget() {
         .expect("the query ends");
     let reason = failure(&status);
     assert!(
-        reason.starts_with("query state reached --max-query-state (1 MiB)"),
+        reason.starts_with("query state reached the embedding program's max_query_state (1 MiB)"),
         "{reason}"
     );
     feed.await.unwrap();

@@ -19,9 +19,9 @@ const SQUARE: &str = r#"{"type":"Polygon","coordinates":[[[0,0],[10,0],[10,10],[
 fn position_options(argv: Vec<String>) -> BridgeOptions {
     let mut options = BridgeOptions::new("ref", argv);
     options.framing = Framing::Json;
-    options.protocol = 2;
+    options.protocol = 2.into();
     options.positions = true;
-    options.stop_grace = Duration::from_millis(200);
+    options.stop_grace = Duration::from_millis(200).into();
     options
 }
 

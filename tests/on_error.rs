@@ -295,7 +295,7 @@ fn job_engine(name: &str, argv: Vec<String>, framing: Framing, protocol: u32) ->
     }
     let mut options = BridgeOptions::new(name, argv);
     options.framing = framing;
-    options.protocol = protocol;
+    options.protocol = protocol.into();
     BridgeEngine::new(options)
 }
 
@@ -327,7 +327,7 @@ async fn a_version_1_job_is_never_sent_a_bad_record_under_skip_and_fails_in_its_
     // echo.sh answers every record it is sent: under skip it never sees the
     // bad ones (the host's guard), so the pairing holds.
     let mut options = sh_options("echo.sh");
-    options.protocol = 1;
+    options.protocol = 1.into();
     let echo = BridgeEngine::new(options);
     for case in cases() {
         let (events, status, skipped) = run(&echo, case.spec(OnError::Skip), case.input()).await;
@@ -399,7 +399,7 @@ async fn a_job_that_aggregates_reports_a_bad_record_and_an_overflowing_window() 
     let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
     options.framing = Framing::Json;
     options.aggregates = true;
-    options.protocol = 2;
+    options.protocol = 2.into();
     let engine = BridgeEngine::new(options);
     // SUM over COUNT 2 of ln: [0 s, 1 s] overflows? No: ln keeps it small;
     // the record at 2 s (ln of -1) has no result and is left out.
@@ -508,8 +508,8 @@ async fn under_fail_a_job_that_reports_a_bad_record_is_ended_gracefully_through_
     let dir = TempDir::new("on-error-graceful");
     let marker = dir.join("reached-eof");
     let mut options = sh_options("error_line_then_eof.sh");
-    options.protocol = 2;
-    options.stop_grace = std::time::Duration::from_secs(30);
+    options.protocol = 2.into();
+    options.stop_grace = std::time::Duration::from_secs(30).into();
     options
         .env
         .push(("MARKER".into(), marker.display().to_string()));

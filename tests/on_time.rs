@@ -241,7 +241,7 @@ fn reference(framing: Framing, aggregates: bool) -> BridgeEngine {
     let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
     options.framing = framing;
     options.aggregates = aggregates;
-    options.no_progress_timeout = None;
+    options.no_progress_timeout = None.into();
     BridgeEngine::new(options)
 }
 
@@ -383,7 +383,7 @@ async fn a_flink_job_closes_a_live_window_on_the_hosts_watermark_line() {
     let mut options = BridgeOptions::new("flink", argv);
     options.framing = Framing::Json;
     options.aggregates = true;
-    options.no_progress_timeout = None;
+    options.no_progress_timeout = None.into();
     let flink = BridgeEngine::new(options);
     closes_on_time(&flink, 1).await;
 }
@@ -394,8 +394,8 @@ async fn a_flink_job_closes_a_live_window_on_the_hosts_watermark_line() {
 #[tokio::test(start_paused = true)]
 async fn a_live_window_closes_on_the_clock_after_a_record_the_job_found_no_result_for() {
     let mut options = BridgeOptions::new("reference", vec!["python3".into(), reference_job()]);
-    options.protocol = 2;
-    options.no_progress_timeout = None;
+    options.protocol = 2.into();
+    options.no_progress_timeout = None.into();
     let engine = BridgeEngine::new(options);
     let body = r#"{"operation":"ln","aggregation":"SUM","window":{"type":"TUMBLING","size":1,"unit":"SECONDS"}}"#;
     let (sender, mut handle) = start(&engine, live_spec(body, clock_at(500))).await;
@@ -452,9 +452,9 @@ async fn a_live_window_over_a_position_jobs_answers_waits_for_an_answer_held_bac
     let mut options =
         BridgeOptions::new("positions", vec!["python3".into(), "-c".into(), job.into()]);
     options.framing = Framing::Json;
-    options.protocol = 2;
+    options.protocol = 2.into();
     options.positions = true;
-    options.no_progress_timeout = None;
+    options.no_progress_timeout = None.into();
     options
         .env
         .push(("HELD_FIFO".into(), fifo.display().to_string()));

@@ -68,7 +68,7 @@ impl Drop for TempDir {
 /// that the stop sequence of a test takes a fraction of a second.
 pub fn sh_options(script: &str) -> BridgeOptions {
     let mut options = BridgeOptions::new("test", vec!["sh".into(), job(script)]);
-    options.stop_grace = Duration::from_millis(200);
+    options.stop_grace = Duration::from_millis(200).into();
     options
 }
 

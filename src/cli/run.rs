@@ -8,6 +8,7 @@ use std::time::{Duration, Instant as Clock};
 use anyhow::{Context, Result};
 use mfstream_engine::{QueryHandle, Source};
 use mfstream_model::budget::StateBudget;
+use mfstream_model::origin::{Origin, Value};
 use mfstream_model::{QuerySpec, QueryStatus, Registration};
 use mfstream_registry::Registry;
 use tokio::signal::unix::{SignalKind, signal};
@@ -23,7 +24,10 @@ const SOURCE_BUFFER: usize = 16;
 pub(crate) fn run(args: RunArgs) -> Result<Outcome> {
     let path = Registry::discover(args.config.config.as_deref());
     let registry = Registry::load(path.as_deref())?;
-    let budget = Arc::new(StateBudget::new(args.max_query_state));
+    let budget = Arc::new(StateBudget::new(Value::new(
+        args.max_query_state,
+        Origin::flag("--max-query-state"),
+    )));
     let spec = spec(&args)?.with_budget(budget.clone());
     let engine = match &args.engine {
         Some(name) => registry.get(name)?,

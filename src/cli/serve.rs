@@ -6,11 +6,16 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use mfstream_model::compute::CpuLimit;
+use mfstream_model::origin::{Origin, Value};
 use mfstream_registry::Registry;
-use mfstream_server::{KafkaIngest, MqttIngest, ServeOptions, Server};
+use mfstream_server::{
+    Access, ComputeOptions, KafkaIngest, Limits, MqttIngest, ServeOptions, Server, StateOptions,
+    Timing,
+};
 use tokio::signal::unix::{SignalKind, signal};
 
-use clap::{Args, ValueEnum};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -19,59 +24,12 @@ use crate::Outcome;
 
 /// Serves until a signal; then stops every query, ends every stream and
 /// exits 0.
-pub(crate) fn serve(args: ServeArgs) -> Result<Outcome> {
+pub(crate) fn serve(args: ServeArgs, matches: Option<&ArgMatches>) -> Result<Outcome> {
     let path = Registry::discover(args.config.config.as_deref());
     let registry = Arc::new(Registry::load(path.as_deref())?);
-    let options = ServeOptions {
-        addr: args.addr,
-        token: args.token,
-        max_body: args.max_body,
-        max_connections: args.max_connections,
-        header_timeout: Duration::from_millis(args.header_timeout_ms),
-        body_timeout: Duration::from_millis(args.body_timeout_ms),
-        max_queries: args.max_queries,
-        max_subscribers: args.max_subscribers,
-        max_streams: args.max_streams,
-        max_properties: args.max_properties,
-        replay: args.replay,
-        replay_bytes: args.replay_bytes,
-        max_query_state: args.max_query_state,
-        max_total_query_state: args.max_total_query_state,
-        compute_threads: args.compute_threads.map(usize::from),
-        max_query_cpu: args
-            .max_query_cpu
-            .map(|share| CpuLimit::new(share, Duration::from_secs(args.query_cpu_window)))
-            .transpose()
-            .context("--max-query-cpu")?,
-        max_inflight_bytes: args.max_inflight_bytes,
-        shutdown_grace: Duration::from_millis(args.shutdown_grace_ms),
-        ingest_wait: Duration::from_millis(args.ingest_wait_ms),
-        max_datetime_ahead: Duration::from_millis(args.max_datetime_ahead_ms),
-        keep_alive: Duration::from_millis(args.keep_alive_ms),
-        state: args.state,
-        durability: args.durability.into(),
-        allowed_hosts: args.allowed_host,
-        cors_origins: args.cors_origin,
-        tiles: args.tiles,
-        max_query_log: args.max_query_log,
-        mqtt: args.mqtt.map(|url| MqttIngest {
-            url,
-            ca: args.mqtt_ca,
-            topics: args.mqtt_topic,
-            client_id: args.mqtt_client_id,
-            username: std::env::var("MFSTREAM_MQTT_USERNAME").ok(),
-            password: std::env::var("MFSTREAM_MQTT_PASSWORD").ok(),
-        }),
-        kafka: args.kafka.map(|brokers| KafkaIngest {
-            brokers,
-            group: args.kafka_group,
-            topics: args.kafka_topic,
-            session_timeout: Some(Duration::from_millis(args.kafka_session_timeout_ms)),
-        }),
-        ..ServeOptions::default()
-    };
-    raise_open_files_limit(options.max_connections as u64 + SPARE_FILES);
-    if !options.addr.ip().is_loopback() && options.token.is_none() {
+    let options = args.into_options(matches)?;
+    raise_open_files_limit(*options.limits.max_connections as u64 + SPARE_FILES);
+    if !options.addr.ip().is_loopback() && options.access.token.is_none() {
         tracing::warn!(
             "serving on {} without a token: anyone who reaches it can run queries",
             options.addr
@@ -185,7 +143,7 @@ pub(crate) struct ServeArgs {
     #[command(flatten)]
     pub config: ConfigArgs,
     /// The address to listen on (port 0 picks a free port).
-    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    #[arg(long, value_name = "ADDR", default_value_t = ServeOptions::DEFAULT_ADDR)]
     pub addr: SocketAddr,
     /// A bearer token every route but the landing page requires: visible
     /// ASCII, no leading or trailing space (else exit 2).
@@ -199,24 +157,24 @@ pub(crate) struct ServeArgs {
     /// The largest request body, in bytes (a larger declared Content-Length
     /// is refused at once with 413). With --state, an ingest up to this size
     /// is one journal record: after a crash all of it is in, or none.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_BODY)]
     pub max_body: usize,
     /// The most connections open at once (more wait to be accepted).
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
     /// How long a request head may take to arrive, and a kept-alive
     /// connection may stay idle.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = Limits::DEFAULT_HEADER_TIMEOUT.as_millis() as u64)]
     pub header_timeout_ms: u64,
     /// How long a request body may take to arrive (408 after).
-    #[arg(long, value_name = "MS", default_value_t = 30_000)]
+    #[arg(long, value_name = "MS", default_value_t = Limits::DEFAULT_BODY_TIMEOUT.as_millis() as u64)]
     pub body_timeout_ms: u64,
     /// The most queries registered at once (and so the per-query series
     /// of GET /metrics: 13 each).
-    #[arg(long, value_name = "N", default_value_t = 1024)]
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT_MAX_QUERIES)]
     pub max_queries: usize,
     /// The most SSE subscribers of one query.
-    #[arg(long, value_name = "N", default_value_t = 64)]
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT_MAX_SUBSCRIBERS)]
     pub max_subscribers: usize,
     /// The most SSE streams open at once, server-wide; keep it below
     /// --max-connections so that streams never take every connection and
@@ -225,26 +183,26 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub max_streams: Option<usize>,
     /// The most temporal properties known (registered on or ingested to).
-    #[arg(long, value_name = "N", default_value_t = 65_536)]
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT_MAX_PROPERTIES)]
     pub max_properties: usize,
     /// The results each query keeps for late and reconnecting subscribers.
-    #[arg(long, value_name = "N", default_value_t = 4096)]
+    #[arg(long, value_name = "N", default_value_t = StateOptions::DEFAULT_REPLAY)]
     pub replay: usize,
     /// The most bytes of results each query keeps for them.
-    #[arg(long, value_name = "BYTES", default_value_t = 4 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = StateOptions::DEFAULT_REPLAY_BYTES)]
     pub replay_bytes: usize,
     /// The most bytes of state one query may hold: its open windows (with
     /// COUNT_DISTINCT's distinct texts), the instants handed to it and not yet answered and its
     /// replay buffer (estimated: a text counts its length plus 64 bytes). A
     /// query over it fails alone, with a reason naming this limit, and its
     /// state is freed (keep --replay-bytes well below it).
-    #[arg(long, value_name = "BYTES", default_value_t = mfstream_model::budget::DEFAULT_MAX_QUERY_STATE)]
+    #[arg(long, value_name = "BYTES", default_value_t = StateOptions::DEFAULT_MAX_QUERY_STATE)]
     pub max_query_state: u64,
     /// The most bytes of state every query together may hold (as
     /// --max-query-state counts it, replay buffers aside). Past it, a query
     /// that grows while holding at least its share (this over the number of
     /// queries) fails, with a reason naming this limit; smaller ones go on.
-    #[arg(long, value_name = "BYTES", default_value_t = mfstream_model::budget::DEFAULT_MAX_TOTAL_QUERY_STATE)]
+    #[arg(long, value_name = "BYTES", default_value_t = StateOptions::DEFAULT_MAX_TOTAL_QUERY_STATE)]
     pub max_total_query_state: u64,
     /// The threads that compute queries' records (transforms, windows,
     /// position measures and fences, the replay at start-up), apart from
@@ -261,17 +219,17 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "SHARE")]
     pub max_query_cpu: Option<f64>,
     /// The window --max-query-cpu is measured over.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    #[arg(long, value_name = "SECONDS", default_value_t = ComputeOptions::DEFAULT_QUERY_CPU_WINDOW.as_secs(), value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub query_cpu_window: u64,
     /// The most bytes of request bodies being received or ingested at once,
     /// server-wide: a body holds its Content-Length (or its chunks as they
     /// come) until its call is done; past it, 503 with Retry-After.
-    #[arg(long, value_name = "BYTES", default_value_t = 256 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = Limits::DEFAULT_MAX_INFLIGHT_BYTES)]
     pub max_inflight_bytes: usize,
     /// How long an ingest waits on a full query buffer before answering 503
     /// (with --state, only until the ingest is logged, as one record; its
     /// later chunks are then owed to the queries and wait for room).
-    #[arg(long, value_name = "MS", default_value_t = 5000)]
+    #[arg(long, value_name = "MS", default_value_t = Timing::DEFAULT_INGEST_WAIT.as_millis() as u64)]
     pub ingest_wait_ms: u64,
     /// How far ahead of the server's clock an ingested datetime may be:
     /// a later one is refused (400 naming the instant; over MQTT and Kafka a
@@ -282,11 +240,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "MS", default_value_t = mfstream_server::DEFAULT_MAX_DATETIME_AHEAD.as_millis() as u64)]
     pub max_datetime_ahead_ms: u64,
     /// How often an idle SSE stream gets a keep-alive comment.
-    #[arg(long, value_name = "MS", default_value_t = 15000)]
+    #[arg(long, value_name = "MS", default_value_t = Timing::DEFAULT_KEEP_ALIVE.as_millis() as u64)]
     pub keep_alive_ms: u64,
     /// On SIGTERM or SIGINT: how long queries get to stop, and then
     /// connections to take their last bytes, before they are closed.
-    #[arg(long, value_name = "MS", default_value_t = 10_000)]
+    #[arg(long, value_name = "MS", default_value_t = Timing::DEFAULT_SHUTDOWN_GRACE.as_millis() as u64)]
     pub shutdown_grace_ms: u64,
     /// Keep registrations, results and ingested instants in DIR (created
     /// if missing), and resume the queries found there at start-up.
@@ -329,7 +287,7 @@ pub(crate) struct ServeArgs {
     /// checkpoint; a query on a bridge or plugin engine replays from its
     /// registration, so it keeps them all). Past it the query fails, with a
     /// reason naming this limit, and the journal releases them.
-    #[arg(long, value_name = "BYTES", default_value_t = 1024 * 1024 * 1024)]
+    #[arg(long, value_name = "BYTES", default_value_t = StateOptions::DEFAULT_MAX_QUERY_LOG)]
     pub max_query_log: u64,
     /// Ingest from an MQTT broker: mqtt://HOST[:PORT] (1883) or
     /// mqtts://HOST[:PORT] (8883, with --mqtt-ca). QoS 1 on a persistent
@@ -390,6 +348,95 @@ pub(crate) struct ServeArgs {
     /// on.
     #[arg(long, value_name = "MS", default_value_t = 10_000, requires = "kafka")]
     pub kafka_session_timeout_ms: u64,
+}
+
+/// A value from the command line: `flag` set it, or left it at the
+/// default it shows.
+fn flag<T>(value: T, flag: &'static str) -> Value<T> {
+    Value::new(value, Origin::flag(flag))
+}
+
+/// Milliseconds from the command line's `name`.
+fn millis(ms: u64, name: &'static str) -> Value<Duration> {
+    flag(Duration::from_millis(ms), name)
+}
+
+impl ServeArgs {
+    /// The server's options, grouped as the library groups them, each
+    /// value with the flag that sets it (or, for the token, the variable
+    /// when it came from there).
+    fn into_options(self, matches: Option<&ArgMatches>) -> Result<ServeOptions> {
+        let token_origin = match matches.and_then(|m| m.value_source("token")) {
+            Some(ValueSource::EnvVariable) => Origin::env("MFSTREAM_TOKEN"),
+            _ => Origin::flag("--token"),
+        };
+        let access = Access {
+            token: Value::new(self.token, token_origin),
+            allowed_hosts: flag(self.allowed_host, "--allowed-host"),
+            cors_origins: flag(self.cors_origin, "--cors-origin"),
+            tiles: flag(self.tiles, "--tiles"),
+        };
+        let limits = Limits {
+            max_body: flag(self.max_body, "--max-body"),
+            max_connections: flag(self.max_connections, "--max-connections"),
+            header_timeout: millis(self.header_timeout_ms, "--header-timeout-ms"),
+            body_timeout: millis(self.body_timeout_ms, "--body-timeout-ms"),
+            max_queries: flag(self.max_queries, "--max-queries"),
+            max_subscribers: flag(self.max_subscribers, "--max-subscribers"),
+            max_streams: flag(self.max_streams, "--max-streams"),
+            max_properties: flag(self.max_properties, "--max-properties"),
+            max_inflight_bytes: flag(self.max_inflight_bytes, "--max-inflight-bytes"),
+            ..Limits::default()
+        };
+        let state = StateOptions {
+            dir: flag(self.state, "--state"),
+            durability: flag(self.durability.into(), "--durability"),
+            replay: flag(self.replay, "--replay"),
+            replay_bytes: flag(self.replay_bytes, "--replay-bytes"),
+            max_query_state: flag(self.max_query_state, "--max-query-state"),
+            max_total_query_state: flag(self.max_total_query_state, "--max-total-query-state"),
+            max_query_log: flag(self.max_query_log, "--max-query-log"),
+        };
+        let compute = ComputeOptions {
+            threads: flag(self.compute_threads.map(usize::from), "--compute-threads"),
+            max_query_cpu: self
+                .max_query_cpu
+                .map(|share| {
+                    let share = flag(share, "--max-query-cpu");
+                    CpuLimit::new(share, Duration::from_secs(self.query_cpu_window))
+                })
+                .transpose()
+                .context("--max-query-cpu")?,
+        };
+        let timing = Timing {
+            ingest_wait: millis(self.ingest_wait_ms, "--ingest-wait-ms"),
+            max_datetime_ahead: millis(self.max_datetime_ahead_ms, "--max-datetime-ahead-ms"),
+            keep_alive: millis(self.keep_alive_ms, "--keep-alive-ms"),
+            shutdown_grace: millis(self.shutdown_grace_ms, "--shutdown-grace-ms"),
+        };
+        Ok(ServeOptions {
+            addr: self.addr,
+            access,
+            limits,
+            state,
+            compute,
+            timing,
+            mqtt: self.mqtt.map(|url| MqttIngest {
+                url,
+                ca: self.mqtt_ca,
+                topics: self.mqtt_topic,
+                client_id: self.mqtt_client_id,
+                username: std::env::var("MFSTREAM_MQTT_USERNAME").ok(),
+                password: std::env::var("MFSTREAM_MQTT_PASSWORD").ok(),
+            }),
+            kafka: self.kafka.map(|brokers| KafkaIngest {
+                brokers,
+                group: self.kafka_group,
+                topics: self.kafka_topic,
+                session_timeout: Some(Duration::from_millis(self.kafka_session_timeout_ms)),
+            }),
+        })
+    }
 }
 
 /// `serve --durability`: what a write to the state store survives.

@@ -73,7 +73,7 @@ async fn a_domain_error_on_beam_is_skipped_by_default_or_fails_the_query() {
     let input = values(&[4.0, 1.0, 0.0, 2.0]);
     // The job speaks protocol 2 (engines.toml): it answers the record with
     // an error line; skipped by default.
-    assert_eq!(options.protocol, 2);
+    assert_eq!(*options.protocol, 2);
     let engine = mfstream_engine::BridgeEngine::new(options.clone());
     check_skipped(&engine, transform(Op::Ln), &input, &[0, 1, 3]).await;
     let fail = transform(Op::Ln).on_error(mfstream_model::OnError::Fail);
@@ -87,7 +87,7 @@ async fn a_domain_error_on_beam_is_skipped_by_default_or_fails_the_query() {
     assert!(reason.contains(&expected), "{reason}");
     // As a version-1 job (no MFSTREAM_PROTOCOL), it fails in its own words.
     let mut v1 = options;
-    v1.protocol = 1;
+    v1.protocol = 1.into();
     v1.argv
         .splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
     let (_, status) = collect(submit(v1, fail, input).await).await;

@@ -130,7 +130,7 @@ async fn a_domain_error_on_flink_cluster_is_skipped_or_fails_with_the_jobs_messa
     let (argv, rest) = cluster();
     let _turn = CLUSTER.lock().await;
     // The shipped engine speaks protocol 2: the job answers an error line.
-    assert_eq!(runtime("flink-cluster").0.protocol, 2);
+    assert_eq!(*runtime("flink-cluster").0.protocol, 2);
     check_domain_error("flink-cluster", &argv, "mfstream-flink-client", 2).await;
     // As a version-1 job (the host speaks 2 to every job: told 1 here) it
     // fails, naming the line.

@@ -48,7 +48,7 @@ const TAN_ULPS: u64 = 2;
 async fn check_no_result(op: Op, input: &[Instant], kept: &[usize], v2: &str, v1: &str) {
     let (options, _) = runtime("meos");
     // The job speaks protocol 2 (engines.toml).
-    assert_eq!(options.protocol, 2);
+    assert_eq!(*options.protocol, 2);
     let engine = mfstream_engine::BridgeEngine::new(options.clone());
     check_skipped(&engine, transform(op), input, kept).await;
     let bad = (0..input.len())
@@ -70,7 +70,7 @@ async fn check_no_result(op: Op, input: &[Instant], kept: &[usize], v2: &str, v1
     );
     // As a version-1 job (no error lines), it fails in its own words.
     let mut old = options;
-    old.protocol = 1;
+    old.protocol = 1.into();
     old.argv
         .splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
     let (events, status) = collect(submit(old, fail, input.to_vec()).await).await;
@@ -137,7 +137,7 @@ async fn an_exp_that_would_end_meos_itself_is_a_record_with_no_result() {
     .await;
     let (options, _) = runtime("meos");
     let mut old = options;
-    old.protocol = 1;
+    old.protocol = 1.into();
     old.argv
         .splice(0..0, ["env".to_owned(), "MFSTREAM_PROTOCOL=1".to_owned()]);
     let (_, status) = collect(submit(old, transform(Op::Exp), input).await).await;

@@ -34,7 +34,7 @@ pub fn runtime(name: &str) -> (BridgeOptions, Marked) {
     let def = config
         .engines
         .iter()
-        .find(|e| e.name == name)
+        .find(|e| e.name() == name)
         .unwrap_or_else(|| panic!("engines.toml has no `{name}` entry"));
     require(
         std::env::var_os(&def.cmd_env),
@@ -387,7 +387,7 @@ pub async fn check_domain_error(name: &str, argv: &[String], prefix: &str, proto
     let pid_file = dir.join("pid");
     let mut options = traced_options(name, argv, &pid_file);
     options.env = jvm_tmp_env(&dir.join("tmp"));
-    options.protocol = protocol;
+    options.protocol = protocol.into();
     let job = BridgeEngine::new(options);
     let input: Vec<Instant> = [1.0, 0.0, 3.0]
         .into_iter()

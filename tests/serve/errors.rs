@@ -394,7 +394,11 @@ fn an_empty_token_is_refused_at_start_up_instead_of_turning_auth_off() {
     let output = child.wait_with_output().unwrap();
     assert_eq!(output.status.code(), Some(2), "{output:?}");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("the token is empty"), "{stderr}");
+    // It says where the empty token came from.
+    assert!(
+        stderr.contains("the token is empty (from --token)"),
+        "{stderr}"
+    );
 }
 
 #[tokio::test]

@@ -67,7 +67,7 @@ use mfstream_model::QuerySpec;
 use mfstream_model::SpecError;
 
 pub use crate::bridge::{
-    BridgeEngine, BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy,
+    BridgeEngine, BridgeOptions, BridgeSetting, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy,
 };
 pub use crate::handle::{ConsumerGone, QueryHandle, QueryOutput};
 pub use crate::info::{AggregatesIn, EngineInfo, EngineKind, Serves};

@@ -374,7 +374,7 @@ mod tests {
         assert!(
             failure
                 .0
-                .starts_with("query state reached --max-query-state"),
+                .starts_with("query state reached the embedding program's max_query_state"),
             "{failure}"
         );
     }

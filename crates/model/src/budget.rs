@@ -35,6 +35,8 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use crate::origin::Value;
+
 /// What one entry of a set of texts costs beyond its bytes: the set's slot
 /// (a `String`, 24 bytes, at a load of at least one half), its control byte
 /// and the allocator's header of the text.
@@ -60,16 +62,22 @@ const REPORT_STEP: u64 = 64 * 1024;
 #[derive(Debug)]
 pub struct StateTotal {
     limit: u64,
+    /// How the limit is named in a failure: as its origin names it.
+    option: String,
     used: AtomicU64,
     /// The budgets counted in it.
     budgets: AtomicU64,
 }
 
 impl StateTotal {
-    /// A bound of `limit` bytes.
-    pub fn new(limit: u64) -> StateTotal {
+    /// A bound of `limit` bytes; failures name it as its origin does
+    /// (`--max-total-query-state` from the command line; a plain number is
+    /// the embedding program's `max_total_query_state`).
+    pub fn new(limit: impl Into<Value<u64>>) -> StateTotal {
+        let limit = limit.into();
         StateTotal {
-            limit,
+            option: limit.name("max_total_query_state"),
+            limit: limit.value,
             used: AtomicU64::new(0),
             budgets: AtomicU64::new(0),
         }
@@ -88,8 +96,8 @@ impl StateTotal {
 #[derive(Debug)]
 pub struct StateBudget {
     limit: u64,
-    /// How the limit is named in a failure: the option that sets it.
-    option: &'static str,
+    /// How the limit is named in a failure: as its origin names it.
+    option: String,
     /// A position query's static geometry, counted once at registration
     /// ([`StateBudget::hold_geometry`]).
     geometry: AtomicU64,
@@ -121,12 +129,14 @@ pub enum Part {
 }
 
 impl StateBudget {
-    /// A budget of `limit` bytes (`--max-query-state`, as failures name
-    /// it).
-    pub fn new(limit: u64) -> StateBudget {
+    /// A budget of `limit` bytes; failures name it as its origin does
+    /// (`--max-query-state` from the command line; a plain number is the
+    /// embedding program's `max_query_state`).
+    pub fn new(limit: impl Into<Value<u64>>) -> StateBudget {
+        let limit = limit.into();
         StateBudget {
-            limit,
-            option: "--max-query-state",
+            option: limit.name("max_query_state"),
+            limit: limit.value,
             geometry: AtomicU64::new(0),
             windows: AtomicU64::new(0),
             pending: AtomicU64::new(0),
@@ -243,7 +253,7 @@ impl StateBudget {
             return Err(GeometryRefused::Query {
                 bytes,
                 limit: self.limit,
-                option: self.option,
+                option: self.option.clone(),
             });
         }
         if let Some(total) = &self.total {
@@ -257,6 +267,7 @@ impl StateBudget {
                     bytes,
                     used,
                     limit: total.limit,
+                    option: total.option.clone(),
                 })?;
             self.reported.fetch_add(bytes, Ordering::Relaxed);
         }
@@ -319,11 +330,13 @@ impl StateBudget {
             return None;
         }
         Some(format!(
-            "the queries' state together reached --max-total-query-state ({}): this query holds \
-             {}, at least its share ({}); raise --max-total-query-state, or delete queries",
+            "the queries' state together reached {} ({}): this query holds {}, at least its \
+             share ({}); raise {}, or delete queries",
+            total.option,
             Bytes(total.limit),
             Bytes(own),
             Bytes(share),
+            total.option,
         ))
     }
 }
@@ -343,14 +356,13 @@ pub enum GeometryRefused {
         bytes: u64,
         /// The query's limit.
         limit: u64,
-        /// The option that sets it.
-        option: &'static str,
+        /// The option that sets it, as its origin names it.
+        option: String,
     },
     /// The geometry would take the queries' state past the server's total.
     #[error(
-        "the queries' state together would pass --max-total-query-state ({}): they hold {} and \
-         this query's geometry {} once parsed and indexed; delete queries, or raise \
-         --max-total-query-state",
+        "the queries' state together would pass {option} ({}): they hold {} and this query's \
+         geometry {} once parsed and indexed; delete queries, or raise {option}",
         Bytes(*limit),
         Bytes(*used),
         Bytes(*bytes)
@@ -362,6 +374,8 @@ pub enum GeometryRefused {
         used: u64,
         /// The server's total.
         limit: u64,
+        /// The option that sets it, as its origin names it.
+        option: String,
     },
 }
 
@@ -419,6 +433,12 @@ pub fn instant_bytes(instant: &crate::vocab::Instant) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::origin::Origin;
+
+    /// `bytes` from the command line's `flag`.
+    fn flag(bytes: u64, flag: &'static str) -> Value<u64> {
+        Value::new(bytes, Origin::flag(flag))
+    }
 
     #[test]
     fn byte_counts_read_as_people_write_them() {
@@ -430,7 +450,7 @@ mod tests {
 
     #[test]
     fn past_the_total_only_queries_holding_their_share_fail_and_dropped_ones_leave_it() {
-        let total = Arc::new(StateTotal::new(1 << 20));
+        let total = Arc::new(StateTotal::new(flag(1 << 20, "--max-total-query-state")));
         let big = StateBudget::new(u64::MAX).within(total.clone());
         let small = StateBudget::new(u64::MAX).within(total.clone());
         small.set(Part::Windows, 100 << 10);
@@ -453,8 +473,8 @@ mod tests {
 
     #[test]
     fn a_geometry_is_refused_past_its_budget_or_the_total_and_given_back_with_its_query() {
-        let total = Arc::new(StateTotal::new(3 << 20));
-        let small = StateBudget::new(1 << 20).within(total.clone());
+        let total = Arc::new(StateTotal::new(flag(3 << 20, "--max-total-query-state")));
+        let small = StateBudget::new(flag(1 << 20, "--max-query-state")).within(total.clone());
         let refused = small.hold_geometry(2 << 20).expect_err("2 MiB of 1 MiB");
         assert_eq!(
             refused.to_string(),
@@ -495,7 +515,7 @@ mod tests {
 
     #[test]
     fn a_budget_is_exceeded_by_its_parts_together_and_names_its_option() {
-        let budget = StateBudget::new(1000);
+        let budget = StateBudget::new(flag(1000, "--max-query-state"));
         budget.set(Part::Windows, 600);
         budget.add(Part::Pending, 300);
         assert_eq!(budget.exceeded(), None);
@@ -509,5 +529,28 @@ mod tests {
         );
         budget.sub(Part::Pending, 1000);
         assert_eq!(budget.used(), 800);
+    }
+
+    #[test]
+    fn a_limit_the_embedding_program_set_is_named_by_its_field_not_a_flag() {
+        let total = Arc::new(StateTotal::new(1 << 20));
+        let budget = StateBudget::new(1000).within(total.clone());
+        budget.set(Part::Windows, 1100);
+        let reason = budget.exceeded().expect("1100 bytes of 1000");
+        assert!(
+            reason.starts_with(
+                "query state reached the embedding program's max_query_state (1000 bytes)"
+            ) && reason.contains("raise the embedding program's max_query_state or"),
+            "{reason}"
+        );
+        let other = StateBudget::new(u64::MAX).within(total.clone());
+        let refused = other.hold_geometry(2 << 20).expect_err("past the total");
+        assert!(
+            refused.to_string().starts_with(
+                "the queries' state together would pass the embedding program's \
+                 max_total_query_state (1 MiB)"
+            ),
+            "{refused}"
+        );
     }
 }

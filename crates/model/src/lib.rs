@@ -15,7 +15,10 @@
 //! - [`aggregate`]: windows and the [`Windower`](aggregate::Windower) any
 //!   engine can use; [`ops`]: the lifted operations; [`position`]: queries
 //!   over a feature's positions; [`geo`]: their geodesy and geometry;
-//!   [`datetime`]: the datetimes instants carry.
+//!   [`datetime`]: the datetimes instants carry;
+//! - [`origin`]: where an option's value came from (a flag, the
+//!   environment, `engines.toml`, the embedding program), so that a
+//!   message about it names it as its origin does.
 //!
 //! The engines that run a spec are `mfstream-engine`'s; the registry that
 //! names them is `mfstream-registry`'s.
@@ -51,6 +54,7 @@ pub mod geo;
 pub mod json;
 mod on_error;
 pub mod ops;
+pub mod origin;
 pub mod position;
 mod spec;
 mod spec_error;

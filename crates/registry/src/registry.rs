@@ -292,13 +292,13 @@ impl Snapshot {
                 Ok(options) => Slot::Ready(Arc::new(BridgeEngine::new(options))),
                 Err(reason) => Slot::NotReady(EngineInfo {
                     abi_version: None,
-                    name: def.name.clone(),
+                    name: def.name().to_owned(),
                     kind: EngineKind::Bridge,
                     ready: false,
                     reason: Some(reason.to_string()),
-                    description: def.description.clone(),
-                    serves: BridgeEngine::serves(def.positions),
-                    aggregates_in: if def.aggregates {
+                    description: def.options.description.clone(),
+                    serves: BridgeEngine::serves(def.options.positions),
+                    aggregates_in: if def.options.aggregates {
                         AggregatesIn::Job
                     } else {
                         AggregatesIn::Host

@@ -202,7 +202,7 @@ fn document(token: bool) -> &'static str {
 pub(crate) async fn serve(State(app): State<Arc<App>>) -> Response {
     (
         [(header::CONTENT_TYPE, MEDIA_TYPE)],
-        document(app.options.token.is_some()),
+        document(app.options.access.token.is_some()),
     )
         .into_response()
 }

@@ -9,6 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use mfstream_model::origin::Origin;
+
 use super::problem::Problem;
 use super::{App, ServeError};
 
@@ -17,9 +19,11 @@ use super::{App, ServeError};
 /// space (a client trims it), a control character (a header line cannot hold
 /// one) or a non-ASCII character (header values are bytes, and clients
 /// encode them differently).
-pub(crate) fn check_token(token: &str) -> Result<(), ServeError> {
+pub(crate) fn check_token(token: &str, origin: &Origin) -> Result<(), ServeError> {
     if token.trim().is_empty() {
-        return Err(ServeError::EmptyToken);
+        return Err(ServeError::EmptyToken {
+            origin: origin.clone(),
+        });
     }
     let why = if token.starts_with(char::is_whitespace) {
         "starts with a space".to_owned()
@@ -41,7 +45,7 @@ pub(crate) async fn require_token(
     request: Request,
     next: Next,
 ) -> Response {
-    if let Some(token) = &app.options.token
+    if let Some(token) = app.options.access.token.as_ref()
         && request.uri().path() != "/"
     {
         let given = request
@@ -80,6 +84,8 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use mfstream_model::origin::Origin;
+
     use crate::ServeError;
 
     #[test]
@@ -91,7 +97,7 @@ mod tests {
             ("s3\u{7f}cret", "control character at byte 2"),
             ("sécret", "non-ASCII character at byte 1"),
         ] {
-            match super::check_token(token) {
+            match super::check_token(token, &Origin::Program) {
                 Err(e @ ServeError::UnsendableToken { .. }) => {
                     let message = e.to_string();
                     assert!(message.contains(why), "{token:?}: {message}");
@@ -100,12 +106,16 @@ mod tests {
                 other => panic!("{token:?}: {other:?}"),
             }
         }
-        assert!(matches!(
-            super::check_token(" "),
-            Err(ServeError::EmptyToken)
-        ));
+        let empty = super::check_token(" ", &Origin::env("MFSTREAM_TOKEN")).unwrap_err();
+        assert_eq!(
+            empty.to_string(),
+            "the token is empty (from MFSTREAM_TOKEN): give a non-empty token, or none"
+        );
         for token in ["s3cret", "a.b-c_d~e+f/g==", "two words"] {
-            assert!(super::check_token(token).is_ok(), "{token:?}");
+            assert!(
+                super::check_token(token, &Origin::Program).is_ok(),
+                "{token:?}"
+            );
         }
     }
 

@@ -40,6 +40,8 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use mfstream_model::origin::Origin;
+
 use super::problem::Problem;
 use super::{App, ServeError, ServeOptions};
 
@@ -47,6 +49,11 @@ use super::{App, ServeError, ServeOptions};
 /// by the accept loop.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Arrived(pub(crate) SocketAddr);
+
+/// The library's names of the two options, for messages to a program
+/// that set them.
+const ALLOWED_HOSTS: &str = "access.allowed_hosts";
+const CORS_ORIGINS: &str = "access.cors_origins";
 
 /// The policy for every answer but the page's, which sets its own.
 const DEFAULT_CSP: &str = "default-src 'none'; frame-ancestors 'none'";
@@ -69,6 +76,10 @@ pub(crate) struct Browsers {
     bound: Option<IpAddr>,
     /// The `--cors-origin` entries, as a browser serialises an origin.
     origins: Vec<String>,
+    /// Where the allowed hosts came from, for the hints of refusals.
+    hosts_origin: Origin,
+    /// Where the CORS origins came from, as `hosts_origin`.
+    origins_origin: Origin,
 }
 
 impl Browsers {
@@ -76,24 +87,45 @@ impl Browsers {
     pub(crate) fn new(options: &ServeOptions, bound: SocketAddr) -> Result<Browsers, ServeError> {
         let mut hosts = Vec::new();
         let mut any_host = false;
-        for entry in &options.allowed_hosts {
+        let access = &options.access;
+        for entry in access.allowed_hosts.iter() {
             if entry == "*" {
                 any_host = true;
             } else {
-                hosts.push(host_entry(entry)?);
+                hosts.push(host_entry(entry, &access.allowed_hosts.origin)?);
             }
         }
-        let origins = options
+        let origins = access
             .cors_origins
             .iter()
-            .map(|entry| origin_entry(entry))
+            .map(|entry| origin_entry(entry, &access.cors_origins.origin))
             .collect::<Result<_, _>>()?;
         Ok(Browsers {
             any_host,
             hosts,
             bound: Some(bound.ip().to_canonical()).filter(|ip| !ip.is_unspecified()),
             origins,
+            hosts_origin: access.allowed_hosts.origin.clone(),
+            origins_origin: access.cors_origins.origin.clone(),
         })
+    }
+
+    /// How a refusal names the allowed hosts: "an --allowed-host entry".
+    fn host_entries(&self) -> String {
+        match &self.hosts_origin {
+            Origin::Flag(flag) => format!("an {flag} entry"),
+            origin => format!("an entry of {}", origin.name(ALLOWED_HOSTS)),
+        }
+    }
+
+    /// How a refusal says to allow `value`: "start the server with
+    /// --allowed-host NAME" (or "--cors-origin ORIGIN"), or, for a program
+    /// that embeds the server, which option to add it to.
+    fn allow_hint(origin: &Origin, field: &str, value: &str) -> String {
+        match origin {
+            Origin::Flag(flag) => format!("start the server with {flag} {value}"),
+            origin => format!("add {value} to {}", origin.name(field)),
+        }
     }
 
     /// Whether `host` (a `Host` header) names this server, for a connection
@@ -128,9 +160,9 @@ impl Browsers {
 
 /// An `--allowed-host` entry: a host name or address, with or without a
 /// port, lowercase (an IPv6 address bracketed, as `Host` carries it).
-fn host_entry(entry: &str) -> Result<String, ServeError> {
+fn host_entry(entry: &str, origin: &Origin) -> Result<String, ServeError> {
     let bad = |why| ServeError::BadBrowserOption {
-        option: "--allowed-host",
+        option: origin.name(ALLOWED_HOSTS),
         value: entry.to_owned(),
         why,
     };
@@ -148,9 +180,9 @@ fn host_entry(entry: &str) -> Result<String, ServeError> {
 
 /// A `--cors-origin` entry: `scheme://host[:port]`, lowercase, without the
 /// scheme's default port (as a browser sends `Origin`).
-fn origin_entry(entry: &str) -> Result<String, ServeError> {
+fn origin_entry(entry: &str, origin: &Origin) -> Result<String, ServeError> {
     let bad = |why| ServeError::BadBrowserOption {
-        option: "--cors-origin",
+        option: origin.name(CORS_ORIGINS),
         value: entry.to_owned(),
         why,
     };
@@ -275,21 +307,21 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         let target = request.uri().authority().map(|a| a.as_str());
         let refused = match target {
             Some(target) if !browsers.host_allowed(target, arrived) => {
-                Some(not_a_name("the request's target names", target))
+                Some(not_a_name(browsers, "the request's target names", target))
             }
             _ => match host {
-                None => Some(
+                None => Some(format!(
                     "the request has no Host header: this server answers requests that name \
-                     it (localhost, its address, or an --allowed-host entry)"
-                        .to_owned(),
-                ),
-                Some(None) => Some(
+                     it (localhost, its address, or {})",
+                    browsers.host_entries()
+                )),
+                Some(None) => Some(format!(
                     "the Host header is not text: name the server as localhost, its address, \
-                     or an --allowed-host entry"
-                        .to_owned(),
-                ),
+                     or {}",
+                    browsers.host_entries()
+                )),
                 Some(Some(host)) if !browsers.host_allowed(host, arrived) => {
-                    Some(not_a_name("host", host))
+                    Some(not_a_name(browsers, "host", host))
                 }
                 Some(Some(_)) => None,
             },
@@ -312,7 +344,7 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
         && headers.contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
     {
         if cors.is_none() {
-            return refuse_origin(origin).into_response();
+            return refuse_origin(browsers, origin).into_response();
         }
         let mut response = StatusCode::NO_CONTENT.into_response();
         let h = response.headers_mut();
@@ -332,15 +364,20 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
     }
     let refused = match origin {
         Some(origin) => (cors.is_none() && !host.is_some_and(|host| own_origin(host, origin)))
-            .then(|| refuse_origin(origin)),
+            .then(|| refuse_origin(browsers, origin)),
         None => (!fetch_metadata_allows(request.method(), headers)).then(|| {
+            let entry = match &browsers.origins_origin {
+                Origin::Flag(flag) => format!("a {flag} entry"),
+                origin => format!("an entry of {}", origin.name(CORS_ORIGINS)),
+            };
             Problem::new(
                 StatusCode::FORBIDDEN,
                 "OriginNotAllowed",
-                "a request the browser marks as from another site (Sec-Fetch-Site), without an \
-                 Origin, is taken only as a link to a page: a page of another origin needs a \
-                 --cors-origin entry"
-                    .into(),
+                format!(
+                    "a request the browser marks as from another site (Sec-Fetch-Site), without \
+                     an Origin, is taken only as a link to a page: a page of another origin \
+                     needs {entry}"
+                ),
             )
         }),
     };
@@ -352,12 +389,12 @@ pub(crate) async fn guard(State(app): State<Arc<App>>, request: Request, next: N
 
 /// Why a `Host` (or a target's authority) is refused: it names another
 /// server, or is not a name at all.
-fn not_a_name(what: &str, host: &str) -> String {
+fn not_a_name(browsers: &Browsers, what: &str, host: &str) -> String {
     let quoted = cut(host);
     match split_authority(host) {
         Some((name, _)) => format!(
-            "{what} {quoted}, which is not a name of this server: if it is one, start the \
-             server with --allowed-host {name}"
+            "{what} {quoted}, which is not a name of this server: if it is one, {}",
+            Browsers::allow_hint(&browsers.hosts_origin, ALLOWED_HOSTS, name)
         ),
         None => format!("{what} {quoted}, which is not a host name or address"),
     }
@@ -377,16 +414,17 @@ fn cut(text: &str) -> String {
     format!("{:?}…", &text[..end])
 }
 
-fn refuse_origin(origin: &str) -> Problem {
+fn refuse_origin(browsers: &Browsers, origin: &str) -> Problem {
     let description = if origin == "null" {
         "origin \"null\" (a sandboxed frame, a file or a redirect) is not taken here".to_owned()
     } else if origin.len() > 256 || origin.contains(char::is_whitespace) {
         format!("origin {} is not taken here", cut(origin))
     } else {
-        format!(
-            "origin {origin:?} is not taken here: if its pages should call the server, start \
-             it with --cors-origin {origin}"
-        )
+        let hint = match &browsers.origins_origin {
+            Origin::Flag(flag) => format!("start it with {flag} {origin}"),
+            _ => Browsers::allow_hint(&browsers.origins_origin, CORS_ORIGINS, origin),
+        };
+        format!("origin {origin:?} is not taken here: if its pages should call the server, {hint}")
     };
     Problem::new(StatusCode::FORBIDDEN, "OriginNotAllowed", description)
 }

@@ -1,5 +1,6 @@
 //! The bytes of request bodies in flight, bounded server-wide
-//! (`--max-inflight-bytes`): each body holds its bytes from the moment it
+//! ([`Limits::max_inflight_bytes`](crate::Limits::max_inflight_bytes),
+//! `--max-inflight-bytes`): each body holds its bytes from the moment it
 //! starts being read (its `Content-Length` at once, else as its chunks
 //! arrive) until the call it carries is done (an ingest: its instants
 //! handed over). Without it, `--max-connections` bodies of `--max-body`
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use mfstream_model::budget::Bytes;
+use mfstream_model::origin::Value;
 
 use super::problem::Problem;
 
@@ -22,6 +24,8 @@ use super::problem::Problem;
 pub(crate) struct InFlight {
     bytes: Arc<Semaphore>,
     max: usize,
+    /// How a refusal names the bound: as its origin does.
+    option: Arc<str>,
 }
 
 /// The bytes one body holds, given back when dropped.
@@ -29,16 +33,18 @@ pub(crate) struct InFlight {
 pub(crate) struct Held {
     flight: Arc<Semaphore>,
     max: usize,
+    option: Arc<str>,
     permit: Option<OwnedSemaphorePermit>,
     bytes: usize,
 }
 
 impl InFlight {
     /// At most `max` bytes of bodies in flight.
-    pub(crate) fn new(max: usize) -> InFlight {
+    pub(crate) fn new(max: Value<usize>) -> InFlight {
         InFlight {
             bytes: Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))),
-            max,
+            option: max.name("max_inflight_bytes").into(),
+            max: max.value,
         }
     }
 
@@ -47,6 +53,7 @@ impl InFlight {
         Held {
             flight: self.bytes.clone(),
             max: self.max,
+            option: self.option.clone(),
             permit: None,
             bytes: 0,
         }
@@ -74,7 +81,7 @@ impl Held {
         let permit = u32::try_from(more)
             .ok()
             .and_then(|n| self.flight.clone().try_acquire_many_owned(n).ok())
-            .ok_or_else(|| busy(self.max))?;
+            .ok_or_else(|| busy(self.max, &self.option))?;
         match &mut self.permit {
             Some(held) => held.merge(permit),
             None => self.permit = Some(permit),
@@ -84,13 +91,13 @@ impl Held {
     }
 }
 
-fn busy(max: usize) -> Problem {
+fn busy(max: usize, option: &str) -> Problem {
     Problem::new(
         axum::http::StatusCode::SERVICE_UNAVAILABLE,
         "TooManyBytesInFlight",
         format!(
-            "request bodies being received or ingested reached --max-inflight-bytes ({}): send \
-             it again after the Retry-After delay",
+            "request bodies being received or ingested reached {option} ({}): send it again \
+             after the Retry-After delay",
             Bytes(max as u64)
         ),
     )
@@ -100,10 +107,11 @@ fn busy(max: usize) -> Problem {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mfstream_model::origin::Origin;
 
     #[test]
     fn bodies_hold_their_bytes_until_dropped_and_the_one_past_the_bound_is_refused() {
-        let flight = InFlight::new(100);
+        let flight = InFlight::new(Value::new(100, Origin::flag("--max-inflight-bytes")));
         let mut a = flight.hold();
         a.cover(60).unwrap();
         a.cover(30).unwrap();

@@ -242,13 +242,13 @@ pub(crate) async fn take(
     if let Some(store) = &app.store {
         check_text_values(&instants, store.options().max_text_bytes)?;
     }
-    let wait = app.options.ingest_wait;
+    let wait = *app.options.timing.ingest_wait;
     match (app.table.property(key), app.store.clone()) {
         (Some(property), None) => deliver(&property, instants, wait, None).await,
         (Some(property), Some(store)) => {
             let path = key.clone();
             let cap = LogCap {
-                max: app.options.max_query_log,
+                max: *app.options.state.max_query_log,
             };
             tokio::spawn(async move {
                 let log = Some((&*store, &path, cap));

@@ -32,14 +32,17 @@
 //! - the metrics (`metrics`) answer `GET /metrics` in the Prometheus text
 //!   format, read at the scrape from what the other parts keep;
 //!
-//! - with `--state DIR` ([`ServeOptions::state`]), the durable side
-//!   (`durable`, `restore`) keeps every registration, result and ingest in
-//!   a [`Store`] as its table says, and restores the queries at start-up.
+//! - with a state directory ([`StateOptions::dir`], `--state DIR`), the
+//!   durable side (`durable`, `restore`) keeps every registration, result
+//!   and ingest in a [`Store`] as its table says, and restores the queries
+//!   at start-up.
 //!
 //! [`Server::bind`] binds the address (loopback by default); [`Server::run`]
 //! serves until its shutdown future resolves, then stops every query,
 //! ends every stream with its `end` event, and returns within twice the
-//! shutdown grace. Every bound is a field of [`ServeOptions`].
+//! shutdown grace. Every bound is a field of [`ServeOptions`]'s groups
+//! (`options`), each value with where it came from, so that a message
+//! about it names it as its origin does.
 
 mod api;
 mod auth;
@@ -50,6 +53,7 @@ mod fanout;
 mod inflight;
 mod ingest;
 mod metrics;
+mod options;
 mod page;
 mod parse_errors;
 mod positions;
@@ -62,197 +66,32 @@ mod table;
 
 use std::future::Future;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::Router;
 use tokio::net::TcpListener;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use mfstream_model::compute::{Compute, ComputePool, CpuLimit};
+use mfstream_model::compute::{Compute, ComputePool};
+use mfstream_model::origin::Origin;
 use mfstream_registry::Registry;
 
 pub use self::ingest::DEFAULT_MAX_DATETIME_AHEAD;
+pub use self::options::{Access, ComputeOptions, Limits, ServeOptions, StateOptions, Timing};
 #[cfg(feature = "kafka")]
 pub use self::sources::kafka::KafkaIngest;
 #[cfg(feature = "mqtt")]
 pub use self::sources::mqtt::MqttIngest;
-use mfstream_store::{Durability, Store, StoreError, StoreOptions};
+use mfstream_store::{Store, StoreError, StoreOptions};
 
-use self::connections::{Connections, Limits};
+use self::connections::Connections;
 use self::table::Table;
 
 /// The largest registration body kept with `--state`: a geometry's bound
 /// ([`mfstream_model::geo::MAX_GEOMETRY_BYTES`], 1 MiB) and 64 KiB for the rest of
 /// the body (the operation, window, engine, `crs`, `detect`).
 pub(crate) const STORED_SPEC_BYTES: usize = mfstream_model::geo::MAX_GEOMETRY_BYTES + 64 * 1024;
-
-/// How a server listens and what it bounds.
-#[derive(Debug, Clone)]
-pub struct ServeOptions {
-    /// The address to bind; `127.0.0.1:8080` by default.
-    pub addr: SocketAddr,
-    /// A bearer token every route but the landing page requires, if set.
-    pub token: Option<String>,
-    /// The largest request body, in bytes: a larger declared
-    /// `Content-Length` is refused at once (413).
-    pub max_body: usize,
-    /// The most connections open at once; more wait to be accepted.
-    pub max_connections: usize,
-    /// How long a request head may take to arrive (and a kept-alive
-    /// connection may stay idle).
-    pub header_timeout: Duration,
-    /// How long a request body may take to arrive (408 after).
-    pub body_timeout: Duration,
-    /// The most queries registered at once.
-    pub max_queries: usize,
-    /// The most SSE subscribers of one query.
-    pub max_subscribers: usize,
-    /// The most SSE streams open at once, server-wide (`--max-streams`):
-    /// fewer than `max_connections`, so that streams never take every
-    /// connection and lock out ingest. `None` (the default): three
-    /// quarters of `max_connections`. A stream past it is answered 503.
-    pub max_streams: Option<usize>,
-    /// The most temporal properties known (registered on or ingested to).
-    pub max_properties: usize,
-    /// The results each query keeps for late and reconnecting subscribers.
-    pub replay: usize,
-    /// The most bytes of results each query keeps for them.
-    pub replay_bytes: usize,
-    /// The most bytes of state one query may hold (`--max-query-state`):
-    /// its open windows (with `COUNT_DISTINCT`'s distinct texts), the
-    /// instants handed to it and not yet answered and its replay buffer, estimated as
-    /// [`StateBudget`](mfstream_model::budget::StateBudget) says. A query over it fails
-    /// alone, naming the limit; its state is freed. `replay_bytes` counts
-    /// in it: keep it well below.
-    pub max_query_state: u64,
-    /// The most bytes of state every query together may hold
-    /// (`--max-total-query-state`): their windows, waiting instants and
-    /// ledgers (not their replay buffers). Past it, a query that grows
-    /// while holding at least its share (this over the queries) fails,
-    /// naming the limit; smaller ones go on.
-    pub max_total_query_state: u64,
-    /// The threads that compute queries' records (`--compute-threads`),
-    /// apart from those that serve requests, run the sources and write
-    /// SSE: `None` (the default), one per core.
-    pub compute_threads: Option<usize>,
-    /// The most CPU one query may spend (`--max-query-cpu`,
-    /// `--query-cpu-window`): past it the query fails alone, naming the
-    /// option. `None` (the default): unbounded, the queries sharing the
-    /// compute threads fairly all the same.
-    pub max_query_cpu: Option<CpuLimit>,
-    /// The most bytes of request bodies being received or ingested at once,
-    /// server-wide (`--max-inflight-bytes`): a body holds its bytes from
-    /// its first (its `Content-Length` at once) until its call is done; a
-    /// request past it is answered 503 with `Retry-After`.
-    pub max_inflight_bytes: usize,
-    /// The batches of instants a query's source buffers.
-    pub source_buffer: usize,
-    /// How long an ingest waits on a full query buffer before a 503.
-    pub ingest_wait: Duration,
-    /// How far ahead of the server's clock an ingested datetime may be
-    /// (`--max-datetime-ahead-ms`; [`DEFAULT_MAX_DATETIME_AHEAD`], a day, by
-    /// default): a later one is refused (400 `datetime` over HTTP, a
-    /// `badDatetime` message over MQTT and Kafka), so that one instant
-    /// stamped in the year 9999 cannot move its property's duplicate mark
-    /// past every later one.
-    pub max_datetime_ahead: Duration,
-    /// How often an idle SSE stream gets a keep-alive comment.
-    pub keep_alive: Duration,
-    /// How long a shutdown waits for queries to end, and then for
-    /// connections to take their last bytes, before closing them.
-    pub shutdown_grace: Duration,
-    /// The state directory (`--state DIR`): registrations, results and
-    /// ingests are kept there and restored at start-up. `None` (the
-    /// default): everything is in memory and a restart forgets it.
-    pub state: Option<PathBuf>,
-    /// How far each commit to the state store is durable (with `state`):
-    /// [`Durability::Process`] (the default) survives `kill -9`,
-    /// [`Durability::Power`] a power failure too, at one fsync per group
-    /// commit.
-    pub durability: Durability,
-    /// Host names (or addresses) requests may name in `Host` besides the
-    /// loopback names and the address a connection arrived on; `*` allows
-    /// any (unsafe: a web page can then read the server through DNS
-    /// rebinding).
-    pub allowed_hosts: Vec<String>,
-    /// Web origins (`scheme://host[:port]`) whose pages may call the
-    /// server: they get CORS headers, and their state-changing requests are
-    /// not refused.
-    pub cors_origins: Vec<String>,
-    /// Map tiles under the page's map (`--tiles URL`): an `http(s)` URL
-    /// template with `{z}`, `{x}` and `{y}`, at most 512 bytes; the page's
-    /// Content-Security-Policy then lets it load images from that origin.
-    /// `None` (the default): no tiles, and images from the server only.
-    pub tiles: Option<String>,
-    /// With `state`: the most bytes of the journal one query may keep from
-    /// being released (`--max-query-log`): its property's instants logged
-    /// after its checkpoint. A query whose checkpoint does not move (on a
-    /// bridge or plugin engine, replayed from its registration) would keep
-    /// them all; past it the query fails, naming the limit, and the
-    /// journal releases them.
-    pub max_query_log: u64,
-    /// MQTT ingest (`--mqtt URL`): subscribe to a broker and ingest what
-    /// its topics carry, as `POST …/ingest` does. `None` (the default): off.
-    #[cfg(feature = "mqtt")]
-    pub mqtt: Option<MqttIngest>,
-    /// Kafka ingest (`--kafka BROKERS`): read the topics of a pattern as a
-    /// consumer group and ingest their records, as `POST …/ingest` does.
-    /// `None` (the default): off.
-    #[cfg(feature = "kafka")]
-    pub kafka: Option<KafkaIngest>,
-}
-
-impl Default for ServeOptions {
-    fn default() -> ServeOptions {
-        ServeOptions {
-            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            token: None,
-            max_body: 4 * 1024 * 1024,
-            max_connections: 1024,
-            header_timeout: Duration::from_secs(10),
-            body_timeout: Duration::from_secs(30),
-            max_queries: 1024,
-            max_subscribers: 64,
-            max_streams: None,
-            max_properties: 65_536,
-            replay: 4096,
-            replay_bytes: 4 * 1024 * 1024,
-            max_query_state: mfstream_model::budget::DEFAULT_MAX_QUERY_STATE,
-            max_total_query_state: mfstream_model::budget::DEFAULT_MAX_TOTAL_QUERY_STATE,
-            compute_threads: None,
-            max_query_cpu: None,
-            max_inflight_bytes: 256 * 1024 * 1024,
-            source_buffer: 16,
-            ingest_wait: Duration::from_secs(5),
-            max_datetime_ahead: DEFAULT_MAX_DATETIME_AHEAD,
-            keep_alive: Duration::from_secs(15),
-            shutdown_grace: Duration::from_secs(10),
-            state: None,
-            durability: Durability::Process,
-            allowed_hosts: Vec::new(),
-            cors_origins: Vec::new(),
-            tiles: None,
-            max_query_log: 1024 * 1024 * 1024,
-            #[cfg(feature = "mqtt")]
-            mqtt: None,
-            #[cfg(feature = "kafka")]
-            kafka: None,
-        }
-    }
-}
-
-impl ServeOptions {
-    /// The most SSE streams open at once: `max_streams`, else three
-    /// quarters of `max_connections` (at least one).
-    pub fn streams(&self) -> usize {
-        self.max_streams
-            .unwrap_or(self.max_connections / 4 * 3 + self.max_connections % 4 * 3 / 4)
-            .max(1)
-    }
-}
 
 /// Why the server could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -273,12 +112,21 @@ pub enum ServeError {
     /// The state directory could not be opened or restored from.
     #[error(transparent)]
     State(#[from] StoreError),
-    /// The compute threads (`--compute-threads`) could not be started.
-    #[error("cannot start the compute threads (--compute-threads)")]
-    Compute(#[source] std::io::Error),
+    /// The compute threads could not be started.
+    #[error("cannot start the compute threads ({option})")]
+    Compute {
+        /// The option that sets their number, as its origin names it.
+        option: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// A token was given, but empty: it would protect nothing.
-    #[error("the token is empty: give a non-empty --token (or MFSTREAM_TOKEN), or none")]
-    EmptyToken,
+    #[error("the token is empty ({origin}): give a non-empty token, or none")]
+    EmptyToken {
+        /// Where the token came from.
+        origin: Origin,
+    },
     /// A token that no `Authorization` header can carry as given.
     #[error(
         "the token {why}: an Authorization header cannot carry it; give a token of visible \
@@ -297,19 +145,21 @@ pub enum ServeError {
         /// What is wrong, naming the option.
         message: String,
     },
-    /// A `--tiles` template the page cannot use.
-    #[error("--tiles {value}: {why}")]
+    /// A tiles template the page cannot use.
+    #[error("{option} {value}: {why}")]
     BadTiles {
+        /// The option, as its origin names it.
+        option: String,
         /// The template, quoted and cut short.
         value: String,
         /// Why it is refused, and the form expected.
         why: String,
     },
-    /// An `--allowed-host` or `--cors-origin` entry that cannot match.
+    /// An allowed host or CORS origin that cannot match.
     #[error("{option} {value:?}: {why}")]
     BadBrowserOption {
-        /// The option.
-        option: &'static str,
+        /// The option, as its origin names it.
+        option: String,
         /// The value given.
         value: String,
         /// Why it is refused, and the form expected.
@@ -355,7 +205,7 @@ impl App {
     /// the query fails alone.
     pub(crate) fn query_budget(&self) -> Arc<mfstream_model::budget::StateBudget> {
         Arc::new(
-            mfstream_model::budget::StateBudget::new(self.options.max_query_state)
+            mfstream_model::budget::StateBudget::new(self.options.state.max_query_state.clone())
                 .within(self.state_total.clone()),
         )
     }
@@ -365,7 +215,7 @@ impl App {
     pub(crate) fn query_compute(&self) -> Compute {
         self.compute
             .compute()
-            .with_limit(self.options.max_query_cpu)
+            .with_limit(self.options.compute.max_query_cpu.clone())
     }
 }
 
@@ -386,38 +236,28 @@ impl Server {
         registry: Arc<Registry>,
         options: ServeOptions,
     ) -> Result<Server, ServeError> {
-        if let Some(token) = &options.token {
-            auth::check_token(token)?;
-        }
+        options.check()?;
         // Checked before the state is opened: a typo costs no restore.
         browser::Browsers::new(&options, options.addr)?;
         let tiles = options
+            .access
             .tiles
             .as_deref()
-            .map(page::Tiles::parse)
+            .map(|template| page::Tiles::parse(template, &options.access.tiles.origin))
             .transpose()?;
         let sources = sources::Sources::configure(&options)?;
-        if options.replay_bytes as u64 >= options.max_query_state {
-            // Not refused: a server that ran with a large replay buffer
-            // still starts; its queries fail when their rings fill.
-            tracing::warn!(
-                "--replay-bytes ({}) is not less than --max-query-state ({}): a query's replay \
-                 buffer counts in its state, so a query may fail once its buffer fills; lower the \
-                 first or raise the second",
-                options.replay_bytes,
-                options.max_query_state
-            );
-        }
-        let store = match &options.state {
+        let store = match options.state.dir.as_ref() {
             Some(dir) => {
                 let store_options = StoreOptions {
-                    ring_events: options.replay,
-                    ring_bytes: options.replay_bytes,
-                    durability: options.durability,
+                    ring_events: *options.state.replay,
+                    ring_bytes: *options.state.replay_bytes,
+                    durability: *options.state.durability,
                     // An ingest is one journal record whatever its size up
                     // to --max-body: a JSON instant takes more than 16
                     // bytes, so a body never holds more.
-                    max_batch: StoreOptions::default().max_batch.max(options.max_body / 16),
+                    max_batch: StoreOptions::default()
+                        .max_batch
+                        .max(*options.limits.max_body / 16),
                     // A registration is kept as its body: a position query's
                     // geometry alone may take MAX_GEOMETRY_BYTES (a fence
                     // the server accepts must not be a 503 to record).
@@ -440,32 +280,22 @@ impl Server {
         let browsers = browser::Browsers::new(&options, local_addr)?;
         let mut ingest_tally = metrics::IngestTally::default();
         let site = sources::Site {
-            state: options.state.as_deref(),
+            state: options.state.dir.as_deref(),
             addr: local_addr,
         };
         let sources = sources::Sources::build(sources, site, &mut ingest_tally);
-        let options_max_inflight = options.max_inflight_bytes;
-        if options.max_body > options.max_inflight_bytes {
-            tracing::warn!(
-                "--max-body ({}) is over --max-inflight-bytes ({}): a body that large is always \
-                 answered 503",
-                options.max_body,
-                options.max_inflight_bytes
-            );
-        }
-        let max_streams = options.streams();
-        let max_total_query_state = options.max_total_query_state;
-        if max_streams >= options.max_connections {
-            tracing::warn!(
-                "--max-streams ({max_streams}) is not below --max-connections ({}): open streams \
-                 can take every connection and lock out ingest",
-                options.max_connections
-            );
-        }
+        let inflight = inflight::InFlight::new(options.limits.max_inflight_bytes.clone());
+        let streams = connections::Streams::new(options.limits.streams());
+        let state_total =
+            mfstream_model::budget::StateTotal::new(options.state.max_total_query_state.clone());
         let threads = options
-            .compute_threads
+            .compute
+            .threads
             .unwrap_or_else(ComputePool::default_threads);
-        let compute = ComputePool::new(threads).map_err(ServeError::Compute)?;
+        let compute = ComputePool::new(threads).map_err(|source| ServeError::Compute {
+            option: options.compute.threads.name("compute.threads"),
+            source,
+        })?;
         let app = Arc::new(App {
             compute,
             browsers,
@@ -475,11 +305,9 @@ impl Server {
             table: Table::default(),
             store,
             local_addr,
-            inflight: inflight::InFlight::new(options_max_inflight),
-            streams: connections::Streams::new(max_streams),
-            state_total: Arc::new(mfstream_model::budget::StateTotal::new(
-                max_total_query_state,
-            )),
+            inflight,
+            streams,
+            state_total: Arc::new(state_total),
             connections: Arc::default(),
             ingest_tally,
             sources,
@@ -522,9 +350,9 @@ impl Server {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), ServeError> {
         let app = self.app;
-        let limits = Limits {
-            max_connections: app.options.max_connections,
-            header_timeout: app.options.header_timeout,
+        let limits = connections::Limits {
+            max_connections: *app.options.limits.max_connections,
+            header_timeout: *app.options.limits.header_timeout,
         };
         let connections = app.connections.clone();
         let accept = {
@@ -553,7 +381,7 @@ impl Server {
         }
         tracing::info!("shutting down: stopping every query");
         connections.drain();
-        let grace = app.options.shutdown_grace;
+        let grace = *app.options.timing.shutdown_grace;
         app.table.shutdown(grace).await;
         if !connections.wait(grace).await {
             tracing::warn!("some connections were still open {grace:?} after the queries ended");

@@ -13,6 +13,8 @@ use serde_json::json;
 
 use super::api::{Conformance, Landing, LandingParams};
 use super::problem::Problem;
+use mfstream_model::origin::Origin;
+
 use super::{App, ServeError};
 
 /// The page: register a query, push instants, watch the results as a line
@@ -36,8 +38,9 @@ pub(crate) struct Tiles {
 }
 
 impl Tiles {
-    pub(crate) fn parse(template: &str) -> Result<Tiles, ServeError> {
+    pub(crate) fn parse(template: &str, origin: &Origin) -> Result<Tiles, ServeError> {
         let bad = |why: String| ServeError::BadTiles {
+            option: origin.name("access.tiles"),
             value: quote_cut(template),
             why,
         };
@@ -211,19 +214,32 @@ pub(crate) async fn conformance() -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{MAX_TILES_TEMPLATE, Tiles};
+    use super::{MAX_TILES_TEMPLATE, Origin, Tiles};
+
+    /// The command line's `--tiles`, as messages name it.
+    fn tiles_flag() -> Origin {
+        Origin::flag("--tiles")
+    }
 
     #[test]
     fn a_tiles_template_gives_its_origin_to_the_pages_policy() {
-        let tiles = Tiles::parse("https://Tile.OpenStreetMap.org/{z}/{x}/{y}.png").unwrap();
+        let tiles = Tiles::parse(
+            "https://Tile.OpenStreetMap.org/{z}/{x}/{y}.png",
+            &tiles_flag(),
+        )
+        .unwrap();
         assert_eq!(tiles.origin, "https://tile.openstreetmap.org");
-        let tiles = Tiles::parse("http://127.0.0.1:8089/t?z={z}&x={x}&y={y}&key=a%20b").unwrap();
+        let tiles = Tiles::parse(
+            "http://127.0.0.1:8089/t?z={z}&x={x}&y={y}&key=a%20b",
+            &tiles_flag(),
+        )
+        .unwrap();
         assert_eq!(tiles.origin, "http://127.0.0.1:8089");
         assert_eq!(
             tiles.template,
             "http://127.0.0.1:8089/t?z={z}&x={x}&y={y}&key=a%20b"
         );
-        let tiles = Tiles::parse("https://[::1]:8443/{y}/{x}/{z}").unwrap();
+        let tiles = Tiles::parse("https://[::1]:8443/{y}/{x}/{z}", &tiles_flag()).unwrap();
         assert_eq!(tiles.origin, "https://[::1]:8443");
     }
 
@@ -256,7 +272,9 @@ mod tests {
             ("https://t.example/{z}/{x}/{y}.png\n", "'\\n' is not taken"),
             ("https://t.example/é/{z}/{x}/{y}", "'é' is not taken"),
         ] {
-            let e = Tiles::parse(template).unwrap_err().to_string();
+            let e = Tiles::parse(template, &tiles_flag())
+                .unwrap_err()
+                .to_string();
             assert!(e.starts_with("--tiles \""), "{e}");
             assert!(e.contains(why), "{template}: {e}");
             assert!(e.len() < 300, "{e}");
@@ -271,9 +289,17 @@ mod tests {
             policy.to_str().unwrap().to_owned()
         };
         assert!(policy(None).contains("img-src 'self';"), "{}", policy(None));
-        let tiles = Tiles::parse("https://tile.example:8443/{z}/{x}/{y}.png?a=1&b='").ok();
+        let tiles = Tiles::parse(
+            "https://tile.example:8443/{z}/{x}/{y}.png?a=1&b='",
+            &tiles_flag(),
+        )
+        .ok();
         assert!(tiles.is_none(), "a quote is refused");
-        let tiles = Tiles::parse("https://tile.example:8443/{z}/{x}/{y}.png?a=1&b=2").unwrap();
+        let tiles = Tiles::parse(
+            "https://tile.example:8443/{z}/{x}/{y}.png?a=1&b=2",
+            &tiles_flag(),
+        )
+        .unwrap();
         let with = policy(Some(&tiles));
         assert!(
             with.contains("img-src 'self' https://tile.example:8443;"),

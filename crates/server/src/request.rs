@@ -22,6 +22,7 @@ use super::inflight::Held;
 use super::metrics::Reason;
 use super::problem::Problem;
 use mfstream_model::PropertyPath;
+use mfstream_model::origin::Value;
 
 /// The longest request target (path and query), in bytes: a longer one is
 /// answered 414.
@@ -54,13 +55,13 @@ pub(crate) async fn bound(State(app): State<Arc<App>>, request: Request, next: N
         .into_response();
     }
     if let Some(len) = declared_length(request.headers())
-        && len > app.options.max_body as u64
+        && len > *app.options.limits.max_body as u64
     {
         // Refused before its route: an ingest is counted here.
         if request.method() == Method::POST && request.uri().path().ends_with("/ingest") {
             app.sources.http().refused(Reason::TooLarge);
         }
-        return too_large(app.options.max_body).into_response();
+        return too_large(&app.options.limits.max_body).into_response();
     }
     let has_body = declared_length(request.headers()).is_some_and(|n| n > 0)
         || request.headers().contains_key(header::TRANSFER_ENCODING);
@@ -84,11 +85,12 @@ fn declared_length(headers: &HeaderMap) -> Option<u64> {
         .ok()
 }
 
-fn too_large(max: usize) -> Problem {
+/// 413 for a body over `max`, naming it as its origin does.
+fn too_large(max: &Value<usize>) -> Problem {
     Problem::new(
         StatusCode::PAYLOAD_TOO_LARGE,
         "PayloadTooLarge",
-        format!("body: over {max} bytes (--max-body)"),
+        format!("body: over {} bytes ({})", **max, max.name("max_body")),
     )
     .closing()
 }
@@ -146,15 +148,17 @@ pub(crate) fn require_content_type(headers: &HeaderMap, accepted: &[&str]) -> Re
 /// `--max-inflight-bytes` from the start (503 past it) until the returned
 /// [`Held`] is dropped: keep it until the call the body carries is done.
 pub(crate) async fn read_body(app: &App, body: Body) -> Result<(Bytes, Held), Problem> {
-    let wait: Duration = app.options.body_timeout;
+    let timeout = &app.options.limits.body_timeout;
+    let wait: Duration = **timeout;
     match tokio::time::timeout(wait, collect(app, body)).await {
         Ok(read) => read,
         Err(_elapsed) => Err(Problem::new(
             StatusCode::REQUEST_TIMEOUT,
             "RequestTimeout",
             format!(
-                "body: not received within {} ms (--body-timeout-ms)",
-                wait.as_millis()
+                "body: not received within {} ms ({})",
+                wait.as_millis(),
+                timeout.name("body_timeout")
             ),
         )
         .closing()),
@@ -163,11 +167,11 @@ pub(crate) async fn read_body(app: &App, body: Body) -> Result<(Bytes, Held), Pr
 
 /// The body's bytes, held as they come: a declared length at once.
 async fn collect(app: &App, mut body: Body) -> Result<(Bytes, Held), Problem> {
-    let max = app.options.max_body;
+    let max = &app.options.limits.max_body;
     let mut held = app.inflight.hold();
     let declared = body.size_hint().exact().map(|n| n as usize);
     if let Some(n) = declared {
-        if n > max {
+        if n > **max {
             return Err(too_large(max));
         }
         held.cover(n)?;
@@ -179,7 +183,7 @@ async fn collect(app: &App, mut body: Body) -> Result<(Bytes, Held), Problem> {
         let Ok(data) = frame.into_data() else {
             continue;
         };
-        if buf.len() + data.len() > max {
+        if buf.len() + data.len() > **max {
             return Err(too_large(max));
         }
         held.cover(buf.len() + data.len())?;
@@ -284,4 +288,23 @@ pub(crate) fn id_fault(id: &str) -> Option<String> {
         ));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use mfstream_model::origin::{Origin, Value};
+
+    #[test]
+    fn a_body_over_the_bound_names_the_bound_as_its_origin_does() {
+        let cli = format!(
+            "{:?}",
+            super::too_large(&Value::new(10, Origin::flag("--max-body")))
+        );
+        assert!(cli.contains("body: over 10 bytes (--max-body)"), "{cli}");
+        let embedded = format!("{:?}", super::too_large(&10.into()));
+        assert!(
+            embedded.contains("body: over 10 bytes (the embedding program's max_body)"),
+            "{embedded}"
+        );
+    }
 }

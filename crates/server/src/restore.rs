@@ -250,9 +250,9 @@ async fn one(
     };
     let o = &app.options;
     let fanout = Arc::new(Fanout::restore(
-        o.replay,
-        o.replay_bytes,
-        o.max_subscribers,
+        *o.state.replay,
+        *o.state.replay_bytes,
+        *o.limits.max_subscribers,
         &restored.ring,
         restored.last_event_id,
     ));
@@ -362,7 +362,7 @@ async fn resume<'a>(
     let property_type = spec.property_type;
     let crs = spec.crs();
     let about = About::of(&spec, key.clone(), engine.name());
-    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
+    let (sender, source) = Source::budgeted(app.options.limits.source_buffer, budget.clone());
     let handle = match engine.submit(spec, source).await {
         Ok(handle) => handle,
         Err(e) => return Err((reservation, e.into())),

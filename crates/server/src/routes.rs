@@ -107,14 +107,14 @@ pub(crate) async fn register(
         .store
         .as_ref()
         .map(|_| Rule::of(&spec, &engine.describe()));
-    let (sender, source) = Source::budgeted(app.options.source_buffer, budget.clone());
+    let (sender, source) = Source::budgeted(app.options.limits.source_buffer, budget.clone());
     let handle = engine.submit(spec, source).await?;
     let stored = stored_spec(text, engine.name(), property_type, registered_crs);
     let (keeper, recording) = record(&app, &state, &about, stored, rule, &budget).await?;
     let fanout = Arc::new(Fanout::new(
-        app.options.replay,
-        app.options.replay_bytes,
-        app.options.max_subscribers,
+        *app.options.state.replay,
+        *app.options.state.replay_bytes,
+        *app.options.limits.max_subscribers,
     ));
     let started = Started {
         about,
@@ -174,15 +174,19 @@ fn geometry_refused(field: &'static str, refused: GeometryRefused) -> Problem {
 /// Reserves a query slot on `key` (`--max-queries`, `--max-properties`).
 fn reserve<'a>(app: &'a App, key: &PropertyPath) -> Result<Reservation<'a>, Problem> {
     app.table
-        .reserve(key, app.options.max_queries, app.options.max_properties)
+        .reserve(
+            key,
+            *app.options.limits.max_queries,
+            *app.options.limits.max_properties,
+        )
         .map_err(|full| match full {
             Full::Queries => Problem::unavailable(format!(
                 "the server holds at most {} queries (--max-queries): delete one first",
-                app.options.max_queries
+                *app.options.limits.max_queries
             )),
             Full::Properties => Problem::unavailable(format!(
                 "the server holds queries on {} temporal properties already (--max-properties)",
-                app.options.max_properties
+                *app.options.limits.max_properties
             )),
         })
 }
@@ -530,14 +534,14 @@ pub(crate) async fn stream(
     })?;
     let subscriber = query
         .fanout
-        .subscribe(last_event_id, app.options.keep_alive)
+        .subscribe(last_event_id, *app.options.timing.keep_alive)
         .map_err(|_| {
             Problem::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "TooManySubscribers",
                 format!(
                     "query {qid} has {} subscribers already (--max-subscribers)",
-                    app.options.max_subscribers
+                    *app.options.limits.max_subscribers
                 ),
             )
         })?;
@@ -617,7 +621,7 @@ async fn take_ingest(
     if app.table.is_closing() {
         return Err(Problem::unavailable("the server is shutting down".into()));
     }
-    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
+    let horizon = Horizon::from_now(*app.options.timing.max_datetime_ahead);
     let instants = match app.table.property(&key) {
         _ if !key.is_sequence() => positions::scalars(ingest::parse(&body, &horizon)?, &key)?,
         Some(property) => {

@@ -22,14 +22,16 @@
 
 mod framing;
 mod job;
+mod options;
 mod run;
 mod watermark;
 
 pub(crate) use self::job::describe_exit;
-pub use self::run::DEFAULT_NO_PROGRESS_TIMEOUT;
+pub use self::options::{
+    BridgeOptions, BridgeSetting, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy,
+};
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use async_trait::async_trait;
 use tracing::Instrument;
@@ -54,101 +56,6 @@ pub(crate) const PROTOCOL: u32 = 2;
 /// 1 MiB) may not fit: it is refused, naming the bound, rather than failing
 /// to start with `E2BIG`.
 pub(crate) const MAX_QUERY_ENV: usize = 131_072 - "MFSTREAM_QUERY=".len() - 1;
-
-/// How records cross the job's stdin and stdout.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum Framing {
-    /// One number per line each way, answers in order (the seed's contract).
-    #[default]
-    Value,
-    /// One JSON instant per line in, one JSON event per line out.
-    Json,
-}
-
-impl Framing {
-    /// The framing's name, as `engines.toml` and `MFSTREAM_FRAMING` spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Framing::Value => "value",
-            Framing::Json => "json",
-        }
-    }
-}
-
-/// Restarting a job that dies, with exponential backoff.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestartPolicy {
-    /// Restarts allowed per query.
-    pub max_restarts: u32,
-    /// The wait before the first restart; doubled each time.
-    pub backoff: Duration,
-    /// The longest wait between restarts.
-    pub backoff_max: Duration,
-}
-
-/// Everything a bridge engine needs to run a job, resolved from its
-/// `engines.toml` entry and the environment.
-#[derive(Debug, Clone, PartialEq)]
-pub struct BridgeOptions {
-    /// The engine's registry name.
-    pub name: String,
-    /// A line for people.
-    pub description: String,
-    /// The job's command prefix, split into words.
-    pub argv: Vec<String>,
-    /// A library path prepended to the job's `LD_LIBRARY_PATH`.
-    pub libpath: Option<String>,
-    /// How records are framed.
-    pub framing: Framing,
-    /// Whether the job computes windowed aggregates itself (`json` framing
-    /// only); otherwise the host aggregates the job's transformed outputs.
-    pub aggregates: bool,
-    /// Whether the job serves queries on positions (`json` framing only):
-    /// it computes each instant's measure, the instant itself, or a
-    /// geofence's detections (jobs/README.md, "Positions").
-    pub positions: bool,
-    /// The protocol version the job speaks: 1 (the default), or 2 (it
-    /// answers a record it cannot compute with an error line, as
-    /// jobs/README.md says; the host speaks 2 and tells every job so in
-    /// `MFSTREAM_PROTOCOL`).
-    pub protocol: u32,
-    /// How long a stopping job may take to finish before SIGTERM, and again
-    /// before SIGKILL.
-    pub stop_grace: Duration,
-    /// Records sent but not yet answered, at most (`value` framing).
-    pub max_in_flight: usize,
-    /// Fail the query when the job leaves records unanswered (`value`
-    /// framing) or unread (`json`) this long; two minutes by default, never
-    /// when `None`.
-    pub no_progress_timeout: Option<Duration>,
-    /// Restart a job that dies; off when `None`.
-    pub restart: Option<RestartPolicy>,
-    /// Extra environment variables for the job.
-    pub env: Vec<(String, String)>,
-}
-
-impl BridgeOptions {
-    /// Options with the defaults for a job run as `argv`.
-    pub fn new(name: impl Into<String>, argv: Vec<String>) -> BridgeOptions {
-        BridgeOptions {
-            name: name.into(),
-            description: String::new(),
-            argv,
-            libpath: None,
-            framing: Framing::Value,
-            aggregates: false,
-            positions: false,
-            protocol: 1,
-            stop_grace: Duration::from_secs(5),
-            max_in_flight: 65_536,
-            no_progress_timeout: Some(DEFAULT_NO_PROGRESS_TIMEOUT),
-            restart: None,
-            env: Vec::new(),
-        }
-    }
-}
 
 /// How a query is split with the host, as [`BridgeEngine::submit`] starts it.
 enum Planned {
@@ -372,7 +279,7 @@ impl StreamEngine for BridgeEngine {
         // A version-1 job dies on a record with no result: under skip, the
         // host keeps such records from it.
         let guard = match &spec.kind {
-            _ if self.options.protocol >= 2 => None,
+            _ if *self.options.protocol >= 2 => None,
             QueryKind::Transform(t) => Some(*t),
             QueryKind::Aggregate { transform, .. } => *transform,
             // The job answers a position it cannot measure with an error

@@ -46,15 +46,6 @@ pub(crate) use self::positions::PositionAnswers;
 
 /// The write buffer is refilled from the source only below this size.
 const WRITE_HIGH: usize = 64 * 1024;
-/// How long a job may leave records waiting, unanswered (`value` framing)
-/// or unread (`json`), before the query fails, unless configured otherwise.
-///
-/// Long enough for a JVM runtime to start with records already waiting
-/// (Spark, Flink: seconds to tens of seconds on a busy machine) and for
-/// micro-batches and commit intervals (Kafka Streams' 30 s default); short
-/// enough that a hung job is a failure with its reason, not a query that
-/// stalls forever.
-pub const DEFAULT_NO_PROGRESS_TIMEOUT: Duration = Duration::from_secs(120);
 /// How long a full in-flight window may go unanswered before it is reported.
 const STALL_REPORT: Duration = Duration::from_secs(10);
 
@@ -583,7 +574,7 @@ impl<'a> Run<'a> {
         self.running()
             && d.ending.is_none()
             && (d.options.no_progress_timeout.is_some()
-                || (d.paired() && d.answers.pending.len() >= d.options.max_in_flight))
+                || (d.paired() && d.answers.pending.len() >= *d.options.max_in_flight))
     }
 
     /// Whether to read the source now.
@@ -594,14 +585,14 @@ impl<'a> Run<'a> {
             && self.stdin.is_some()
             && self.wbuf.len() < WRITE_HIGH
             && d.held.is_empty()
-            && (!d.paired() || d.answers.pending.len() < d.options.max_in_flight)
+            && (!d.paired() || d.answers.pending.len() < *d.options.max_in_flight)
     }
 
     /// The query is asked to stop: close stdin, then the stop sequence.
     fn on_stop(&mut self) {
         self.driver.ending = Some(Ending::Stop);
         self.stdin = None;
-        self.escalate_at(Clock::now() + self.driver.options.stop_grace);
+        self.escalate_at(Clock::now() + *self.driver.options.stop_grace);
     }
 
     /// Bytes from stdout: decode its complete lines and deliver the events.
@@ -707,7 +698,7 @@ impl<'a> Run<'a> {
             self.driver.ending = Some(Ending::Fail(reason));
         }
         self.stdin = None;
-        self.escalate_by(Clock::now() + self.driver.options.stop_grace);
+        self.escalate_by(Clock::now() + *self.driver.options.stop_grace);
     }
 
     fn on_written(&mut self, written: std::io::Result<usize>) {
@@ -790,7 +781,7 @@ impl<'a> Run<'a> {
                 self.signalled = true;
                 tracing::debug!("grace period over: SIGTERM to the job's process group");
                 self.job.signal_group(libc::SIGTERM);
-                let at = Clock::now() + self.driver.options.stop_grace;
+                let at = Clock::now() + *self.driver.options.stop_grace;
                 *next = Some((at, Escalation::Kill));
             }
             _ => {
@@ -843,24 +834,29 @@ impl<'a> Run<'a> {
                     silent.as_millis()
                 )
             };
+            // The timeout with where it was set: the engine's entry in
+            // engines.toml, its default, or the embedding program.
             let reason = format!(
-                "no progress: {what} (no_progress_timeout_ms = {})",
-                limit.as_millis()
+                "no progress: {what} (no_progress_timeout_ms = {}, {})",
+                limit.as_millis(),
+                options.no_progress_timeout.origin
             );
             self.fail(reason);
         } else if self.driver.paired()
-            && self.driver.answers.pending.len() >= options.max_in_flight
+            && self.driver.answers.pending.len() >= *options.max_in_flight
             && silent >= STALL_REPORT
             && !self.stall_reported
         {
             self.stall_reported = true;
             tracing::warn!(
                 in_flight = self.driver.answers.pending.len(),
-                "the job holds max_in_flight = {} unanswered records and has answered nothing \
-                 for {} s; a job that buffers more records than that before answering never \
-                 will: raise max_in_flight",
-                options.max_in_flight,
-                silent.as_secs()
+                "the job holds max_in_flight = {} unanswered records ({}) and has answered \
+                 nothing for {} s; a job that buffers more records than that before answering \
+                 never will: raise {}",
+                *options.max_in_flight,
+                options.max_in_flight.origin,
+                silent.as_secs(),
+                options.max_in_flight.name("max_in_flight")
             );
         }
     }
@@ -909,7 +905,7 @@ impl<'a> Run<'a> {
             && d.ending.is_none()
             && matches!(self.phase, JobPhase::Running { next: None })
         {
-            let at = Clock::now() + d.options.stop_grace;
+            let at = Clock::now() + *d.options.stop_grace;
             self.escalate_at(at);
         }
     }
@@ -955,8 +951,9 @@ impl<'a> Run<'a> {
             Some(Ending::Fail(reason)) => RunEnd::Done(QueryStatus::Failed { reason }),
             None if self.signalled => failed(format!(
                 "the job answered every record but did not exit within {} ms of the end of its \
-                 input; it was terminated",
-                d.options.stop_grace.as_millis()
+                 input (its stop grace, {}); it was terminated",
+                d.options.stop_grace.as_millis(),
+                d.options.stop_grace.origin
             )),
             None if !exit.success() => RunEnd::Died(with_tail(format!("the job {how}"))),
             None if d.owes_answers() && d.source_done => {

@@ -106,7 +106,7 @@ pub(crate) fn describe(path: &Path, host: &Path) -> Result<Vec<IsolatedEngine>, 
             // The child speaks protocol 2 (error lines) for a plugin that
             // reports its own bad records; for a version-1 plugin, the
             // host's guard keeps them from it, as from a version-1 job.
-            options.protocol = if engine.abi_version >= 2 { 2 } else { 1 };
+            options.protocol = if engine.abi_version >= 2 { 2 } else { 1 }.into();
             options.description = engine.description.clone();
             let declared = super::serves::from_abi(engine.serves, engine.abi_version);
             // The child answers position queries in the bridge protocol's

@@ -2,7 +2,10 @@
 //! query's share of a core over a window (`--max-query-cpu`).
 
 use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use crate::origin::Value;
 
 /// The CPU time this thread has used, in nanoseconds
 /// (`CLOCK_THREAD_CPUTIME_ID`): time the thread ran, not time it waited
@@ -28,10 +31,12 @@ pub fn thread_cpu_nanos() -> u64 {
 ///
 /// The replay of the log at start-up (`--state`) is accounted but not
 /// bounded: it is the server catching up on instants the query took live.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct CpuLimit {
     share: f64,
     window: Duration,
+    /// How a failure names the limit: as the share's origin names it.
+    option: Arc<str>,
 }
 
 /// Why a [`CpuLimit`] cannot be made.
@@ -50,15 +55,24 @@ pub enum CpuLimitError {
 
 impl CpuLimit {
     /// At most `share` of a core (0.5: half a core; 2: two cores, on a pool
-    /// that has them) over any `window`.
-    pub fn new(share: f64, window: Duration) -> Result<CpuLimit, CpuLimitError> {
+    /// that has them) over any `window`. A failure names the limit as the
+    /// share's origin does (`--max-query-cpu` from the command line; a
+    /// plain number is the embedding program's `max_query_cpu`).
+    pub fn new(share: impl Into<Value<f64>>, window: Duration) -> Result<CpuLimit, CpuLimitError> {
+        let share = share.into();
+        let option = share.name("max_query_cpu").into();
+        let share = share.value;
         if !(share.is_finite() && share > 0.0) {
             return Err(CpuLimitError::Share(share));
         }
         if window < Duration::from_secs(1) || window > Duration::from_secs(86_400) {
             return Err(CpuLimitError::Window(window));
         }
-        Ok(CpuLimit { share, window })
+        Ok(CpuLimit {
+            share,
+            window,
+            option,
+        })
     }
 
     /// The share of one core.
@@ -113,9 +127,9 @@ impl CpuWindow {
     /// spent (not counted against it).
     pub fn new(limit: CpuLimit, total: u64) -> CpuWindow {
         CpuWindow {
+            slot: limit.window / SLOTS as u32,
             limit,
             origin: Instant::now(),
-            slot: limit.window / SLOTS as u32,
             spent: [0; SLOTS],
             current: 0,
             seen: total,
@@ -149,11 +163,13 @@ impl CpuWindow {
         let allowance = self.limit.allowance();
         (window > allowance.as_nanos() as u64).then(|| {
             format!(
-                "query CPU reached --max-query-cpu ({}): it spent {:.2} s of CPU in the last {} s; \
-                 raise --max-query-cpu or make the query cheaper",
+                "query CPU reached {} ({}): it spent {:.2} s of CPU in the last {} s; raise {} \
+                 or make the query cheaper",
+                self.limit.option,
                 self.limit,
                 window as f64 / 1e9,
-                self.limit.window.as_secs_f64()
+                self.limit.window.as_secs_f64(),
+                self.limit.option,
             )
         })
     }
@@ -181,7 +197,8 @@ mod tests {
 
     #[test]
     fn a_query_within_its_share_goes_on_and_one_past_it_fails_naming_the_option() {
-        let limit = CpuLimit::new(0.5, Duration::from_secs(10)).unwrap();
+        let share = crate::origin::Value::new(0.5, crate::origin::Origin::flag("--max-query-cpu"));
+        let limit = CpuLimit::new(share, Duration::from_secs(10)).unwrap();
         let mut window = CpuWindow::new(limit, 0);
         let t0 = window.origin;
         // A quarter of a core for 30 s: 2.5 s of CPU in any window, within
@@ -206,7 +223,8 @@ mod tests {
         let (at, reason) = failed.expect("the query fails");
         assert_eq!(at, 34, "failed at {at} s");
         assert!(
-            reason.contains("--max-query-cpu (0.5 of a core over 10 s)"),
+            reason.contains("--max-query-cpu (0.5 of a core over 10 s)")
+                && reason.contains("raise --max-query-cpu or"),
             "{reason}"
         );
     }

@@ -98,7 +98,7 @@ impl Compute {
 
     /// The CPU bound of its queries, if any.
     pub fn limit(&self) -> Option<CpuLimit> {
-        self.limit
+        self.limit.clone()
     }
 
     /// Runs a query's task, `work`, in slices, each slice's CPU time (in

@@ -62,7 +62,6 @@
 //! never silently undoes what the operator exported.
 
 use std::collections::BTreeMap;
-use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -76,7 +75,8 @@ mod resolve;
 use mfstream_engine::LOCAL;
 use mfstream_engine::is_engine_name;
 use mfstream_engine::plugin::Isolation;
-use mfstream_engine::{BridgeOptions, DEFAULT_NO_PROGRESS_TIMEOUT, Framing, RestartPolicy};
+use mfstream_engine::{BridgeOptions, BridgeSetting, Framing, RestartPolicy};
+use mfstream_model::origin::{FileKey, Origin, Value};
 
 pub use self::problem::{ConfigError, ConfigProblem, ConfigProblemKind};
 use self::problem::{ErrorKind, Problems};
@@ -138,7 +138,7 @@ impl Config {
     /// ```
     /// let text = "[[engine]]\nname = \"flink\"\ncmd_env = \"MFAPI_FLINK_CMD\"\n";
     /// let config = mfstream_registry::config::Config::parse(text, None).unwrap();
-    /// assert_eq!(config.engines[0].name, "flink");
+    /// assert_eq!(config.engines[0].name(), "flink");
     ///
     /// let error = mfstream_registry::config::Config::parse("[[engine]]\nname = 7\n", None).unwrap_err();
     /// assert!(error.to_string().starts_with("engines.toml:2:8: invalid type: integer `7`"));
@@ -180,41 +180,26 @@ impl Config {
 /// One `[[engine]]` entry, validated; the environment is not read yet.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineDef {
-    /// The registry name.
-    pub name: String,
-    /// A line for people.
-    pub description: String,
+    /// The engine's options but for what the environment gives: no
+    /// command yet (`argv` empty, `libpath` unset), and `env` holding the
+    /// entry's own values. Each tunable value's origin is its key's line,
+    /// or the entry's when the key is unset (the value is then
+    /// [`BridgeOptions::new`]'s default).
+    pub options: BridgeOptions,
     /// The variable holding the job command prefix.
     pub cmd_env: String,
     /// The variable holding a library path for the job, if any.
     pub libpath_env: Option<String>,
-    /// How records are framed.
-    pub framing: Framing,
-    /// Whether the job computes windowed aggregates itself.
-    pub aggregates: bool,
-    /// Whether the job serves queries on positions (jobs/README.md,
-    /// "Positions").
-    pub positions: bool,
-    /// The bridge protocol version the job speaks: 1, or 2 (it answers a
-    /// record it cannot compute with an error line).
-    pub protocol: u32,
-    /// The grace period of a stopping job.
-    pub stop_grace: Duration,
-    /// Records sent but not yet answered, at most.
-    pub max_in_flight: usize,
-    /// Fail a query whose job leaves records unanswered (or, `json`, unread)
-    /// this long: `no_progress_timeout_ms`, else the two-minute default.
-    pub no_progress_timeout: Option<Duration>,
-    /// Restarting a job that dies; off when `None`.
-    pub restart: Option<RestartPolicy>,
-    /// The job's environment where the process environment does not set
-    /// it (the module's rule), sorted by name.
-    pub env: Vec<(String, String)>,
     /// The 1-based line of the entry's `name`, for messages.
     pub line: usize,
 }
 
 impl EngineDef {
+    /// The registry name.
+    pub fn name(&self) -> &str {
+        &self.options.name
+    }
+
     /// The options of a bridge engine, with the command and library path read
     /// through `env` (usually `&|name| std::env::var(name).ok()`), and each
     /// key of the entry's `env` taken from `env` where it is set there (the
@@ -251,25 +236,15 @@ impl EngineDef {
             .as_deref()
             .and_then(env)
             .filter(|path| !path.trim().is_empty());
-        Ok(BridgeOptions {
-            name: self.name.clone(),
-            description: self.description.clone(),
-            argv,
-            libpath,
-            framing: self.framing,
-            aggregates: self.aggregates,
-            positions: self.positions,
-            protocol: self.protocol,
-            stop_grace: self.stop_grace,
-            max_in_flight: self.max_in_flight,
-            no_progress_timeout: self.no_progress_timeout,
-            restart: self.restart.clone(),
-            env: self
-                .env
-                .iter()
-                .map(|(key, default)| (key.clone(), env(key).unwrap_or_else(|| default.clone())))
-                .collect(),
-        })
+        let mut options = self.options.clone();
+        options.argv = argv;
+        options.libpath = libpath;
+        for (key, value) in &mut options.env {
+            if let Some(set) = env(key) {
+                *value = set;
+            }
+        }
+        Ok(options)
     }
 }
 
@@ -564,13 +539,25 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
             p.at(key.span(), ConfigProblemKind::Reserved, message);
         }
     }
-    let stop_grace = p.ranged(raw.stop_grace_ms.as_ref(), "stop_grace_ms", 0..=600_000);
-    let protocol = p.ranged(raw.protocol.as_ref(), "protocol", 1..=2);
-    let max_in_flight = p.ranged(raw.max_in_flight.as_ref(), "max_in_flight", 1..=16_777_216);
-    let no_progress = p.ranged(
+    let entry = Entry {
+        table: format!("engine {name:?}"),
+        line: p.line_of(raw.name.span().start),
+    };
+    let stop_grace = p.setting(
+        raw.stop_grace_ms.as_ref(),
+        BridgeOptions::STOP_GRACE_MS,
+        &entry,
+    );
+    let protocol = p.setting(raw.protocol.as_ref(), BridgeOptions::PROTOCOL, &entry);
+    let max_in_flight = p.setting(
+        raw.max_in_flight.as_ref(),
+        BridgeOptions::MAX_IN_FLIGHT,
+        &entry,
+    );
+    let no_progress = p.setting(
         raw.no_progress_timeout_ms.as_ref(),
-        "no_progress_timeout_ms",
-        1..=86_400_000,
+        BridgeOptions::NO_PROGRESS_TIMEOUT_MS,
+        &entry,
     );
     let aggregates = raw.aggregates.as_ref().is_some_and(|a| *a.get_ref());
     let framing_read = !raw.set_aside.iter().any(|key| key == "framing");
@@ -605,40 +592,46 @@ fn validate_engine(raw: &RawEngine, p: &mut Problems<'_>) -> EngineDef {
         }
         validate_restart(restart.get_ref(), p)
     });
+    let mut options = BridgeOptions::new(name.clone(), Vec::new());
+    options.description = raw.description.clone();
+    options.framing = raw.framing;
+    options.aggregates = aggregates;
+    options.positions = positions;
+    options.protocol = protocol.map(|v| v as u32);
+    options.stop_grace = stop_grace.map(Duration::from_millis);
+    options.max_in_flight = max_in_flight.map(|n| n as usize);
+    options.no_progress_timeout = no_progress.map(|ms| Some(Duration::from_millis(ms)));
+    options.restart = restart;
+    options.env = raw
+        .env
+        .iter()
+        .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
+        .collect();
     EngineDef {
-        name: name.clone(),
-        description: raw.description.clone(),
+        options,
         cmd_env: raw.cmd_env.get_ref().clone(),
         libpath_env: raw.libpath_env.as_ref().map(|v| v.get_ref().clone()),
-        framing: raw.framing,
-        aggregates,
-        positions,
-        protocol: protocol.map_or(1, |v| v as u32),
-        // The defaults are `BridgeOptions::new`'s.
-        stop_grace: Duration::from_millis(stop_grace.unwrap_or(5_000)),
-        max_in_flight: max_in_flight.map_or(65_536, |n| n as usize),
-        no_progress_timeout: Some(
-            no_progress.map_or(DEFAULT_NO_PROGRESS_TIMEOUT, Duration::from_millis),
-        ),
-        restart,
-        env: raw
-            .env
-            .iter()
-            .map(|(k, v)| (k.get_ref().clone(), v.get_ref().clone()))
-            .collect(),
-        line: p.line_of(raw.name.span().start),
+        line: entry.line,
     }
 }
 
+/// The entry a key belongs to, for its values' origins.
+struct Entry {
+    /// `engine "spark"`.
+    table: String,
+    /// The line of its `name`.
+    line: usize,
+}
+
 fn validate_restart(raw: &RawRestart, p: &mut Problems<'_>) -> RestartPolicy {
-    let max = p.ranged(Some(&raw.max), "restart.max", 1..=1_000);
+    let max = p.ranged(Some(&raw.max), RestartPolicy::MAX);
     let backoff = p
-        .ranged(raw.backoff_ms.as_ref(), "restart.backoff_ms", 1..=600_000)
-        .unwrap_or(100);
+        .ranged(raw.backoff_ms.as_ref(), RestartPolicy::BACKOFF_MS)
+        .unwrap_or(RestartPolicy::BACKOFF_MS.default);
     let backoff_max = raw
         .backoff_max_ms
         .as_ref()
-        .map_or(10_000, |ms| *ms.get_ref());
+        .map_or(RestartPolicy::BACKOFF_MAX_MS.default, |ms| *ms.get_ref());
     if backoff_max < backoff {
         match (&raw.backoff_max_ms, &raw.backoff_ms) {
             (Some(set), _) => p.at(
@@ -660,24 +653,20 @@ fn validate_restart(raw: &RawRestart, p: &mut Problems<'_>) -> RestartPolicy {
         }
     }
     RestartPolicy {
-        max_restarts: max.map_or(1, |n| n as u32),
+        max_restarts: max.unwrap_or(RestartPolicy::MAX.default) as u32,
         backoff: Duration::from_millis(backoff),
         backoff_max: Duration::from_millis(backoff_max),
     }
 }
 
 impl Problems<'_> {
-    /// The value of an optional integer key when it is set and in `range`.
-    fn ranged(
-        &mut self,
-        value: Option<&Spanned<u64>>,
-        key: &str,
-        range: RangeInclusive<u64>,
-    ) -> Option<u64> {
+    /// The value of an optional integer key when it is set and in its
+    /// setting's range.
+    fn ranged(&mut self, value: Option<&Spanned<u64>>, setting: BridgeSetting) -> Option<u64> {
         let value = value?;
         let n = *value.get_ref();
-        if !range.contains(&n) {
-            let (low, high) = (range.start(), range.end());
+        if !(setting.min..=setting.max).contains(&n) {
+            let (key, low, high) = (setting.key, setting.min, setting.max);
             self.at(
                 value.span(),
                 ConfigProblemKind::OutOfRange,
@@ -686,6 +675,30 @@ impl Problems<'_> {
             return None;
         }
         Some(n)
+    }
+
+    /// An integer key of `entry` with where it came from: its value and
+    /// line when it is set and in range, else the setting's default and
+    /// the entry's line (a value out of range is a problem of the file).
+    fn setting(
+        &mut self,
+        value: Option<&Spanned<u64>>,
+        setting: BridgeSetting,
+        entry: &Entry,
+    ) -> Value<u64> {
+        let set = self.ranged(value, setting);
+        let line = match (set, value) {
+            (Some(_), Some(value)) => self.line_of(value.span().start),
+            _ => entry.line,
+        };
+        let origin = Origin::File(Box::new(FileKey {
+            file: self.file.to_owned(),
+            line,
+            table: entry.table.clone(),
+            key: setting.key,
+            set: set.is_some(),
+        }));
+        Value::new(set.unwrap_or(setting.default), origin)
     }
 
     /// Checks that `name` is a portable environment variable name.

@@ -40,7 +40,7 @@ fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
 fn shipped_engines_toml_parses_into_its_bridge_engines() {
     let config = Config::parse(include_str!("../../../../engines.toml"), None).unwrap();
     assert_eq!(config.default.as_deref(), Some("local"));
-    let names: Vec<&str> = config.engines.iter().map(|e| e.name.as_str()).collect();
+    let names: Vec<&str> = config.engines.iter().map(|e| e.name()).collect();
     assert_eq!(
         names,
         [
@@ -57,28 +57,32 @@ fn shipped_engines_toml_parses_into_its_bridge_engines() {
     let reference = &config.engines[6];
     assert_eq!(reference.cmd_env, "MFAPI_REFERENCE_CMD");
     assert_eq!(
-        (reference.framing, reference.protocol, reference.positions),
+        (
+            reference.options.framing,
+            *reference.options.protocol,
+            reference.options.positions
+        ),
         (Framing::Json, 2, true)
     );
-    assert!(config.engines[..6].iter().all(|e| !e.positions));
+    assert!(config.engines[..6].iter().all(|e| !e.options.positions));
     // flink-cluster runs its jobs on a cluster: no library path here.
     let cluster = &config.engines[5];
     assert_eq!(cluster.cmd_env, "MFAPI_FLINK_CLUSTER_CMD");
     assert_eq!(cluster.libpath_env, None);
     for engine in &config.engines[..5] {
-        let upper = engine.name.to_uppercase();
+        let upper = engine.name().to_uppercase();
         assert_eq!(engine.cmd_env, format!("MFAPI_{upper}_CMD"));
         assert_eq!(engine.libpath_env, Some(format!("MFAPI_{upper}_LIBPATH")));
         // The Flink job speaks json framing and computes windows itself.
-        let framing = match engine.name.as_str() {
+        let framing = match engine.name() {
             "flink" => Framing::Json,
             _ => Framing::Value,
         };
-        assert_eq!(engine.framing, framing, "{}", engine.name);
-        assert!(!engine.description.is_empty());
+        assert_eq!(engine.options.framing, framing, "{}", engine.name());
+        assert!(!engine.options.description.is_empty());
     }
     assert_eq!(
-        config.engines[0].description,
+        config.engines[0].options.description,
         "Apache Flink DataStream bridge job"
     );
 }
@@ -88,14 +92,21 @@ fn absent_keys_take_the_bridge_defaults() {
     let config = Config::parse(&entry("flink", ""), None).unwrap();
     let engine = &config.engines[0];
     let defaults = BridgeOptions::new("flink", vec![]);
-    assert_eq!(engine.framing, defaults.framing);
-    assert_eq!(engine.stop_grace, defaults.stop_grace);
-    assert_eq!(engine.max_in_flight, defaults.max_in_flight);
-    assert_eq!(engine.no_progress_timeout, defaults.no_progress_timeout);
-    assert_eq!(engine.no_progress_timeout, Some(Duration::from_secs(120)));
-    assert_eq!(engine.restart, None);
-    assert_eq!(engine.description, "");
+    let options = &engine.options;
+    assert_eq!(options.framing, defaults.framing);
+    assert_eq!(*options.protocol, *defaults.protocol);
+    assert_eq!(*options.stop_grace, *defaults.stop_grace);
+    assert_eq!(*options.max_in_flight, *defaults.max_in_flight);
+    assert_eq!(*options.no_progress_timeout, *defaults.no_progress_timeout);
+    assert_eq!(*options.no_progress_timeout, Some(Duration::from_secs(120)));
+    assert_eq!(options.restart, None);
+    assert_eq!(options.description, "");
     assert_eq!(engine.line, 2);
+    // Each default says so, and which entry left its key unset.
+    assert_eq!(
+        options.no_progress_timeout.origin.to_string(),
+        "default: engine \"flink\" at engines.toml:2 sets no no_progress_timeout_ms"
+    );
     assert_eq!(config.default, None);
 }
 
@@ -109,19 +120,25 @@ fn every_key_is_read() {
          [engine.restart]\nmax = 3\nbackoff_ms = 50\nbackoff_max_ms = 400\n",
     );
     let engine = &Config::parse(&text, None).unwrap().engines[0];
-    assert_eq!(engine.description, "d");
+    let options = &engine.options;
+    assert_eq!(options.description, "d");
     assert_eq!(engine.libpath_env.as_deref(), Some("MFAPI_X_LIB"));
-    assert_eq!(engine.stop_grace, Duration::ZERO);
-    assert_eq!(engine.max_in_flight, 16);
-    assert_eq!(engine.no_progress_timeout, Some(Duration::from_secs(30)));
+    assert_eq!(*options.stop_grace, Duration::ZERO);
+    assert_eq!(*options.max_in_flight, 16);
+    assert_eq!(*options.no_progress_timeout, Some(Duration::from_secs(30)));
+    // Each value set says where: the file, its line, the entry and the key.
+    assert_eq!(
+        options.no_progress_timeout.origin.to_string(),
+        "from engines.toml:8 (engine \"flink\", key no_progress_timeout_ms)"
+    );
     let env = [("A", "1"), ("JAVA_OPTS", "-Xmx512m")].map(|(k, v)| (k.into(), v.into()));
-    assert_eq!(engine.env, env);
+    assert_eq!(options.env, env);
     let restart = RestartPolicy {
         max_restarts: 3,
         backoff: Duration::from_millis(50),
         backoff_max: Duration::from_millis(400),
     };
-    assert_eq!(engine.restart, Some(restart));
+    assert_eq!(options.restart, Some(restart));
 }
 
 #[test]
@@ -386,8 +403,11 @@ fn restart_with_json_framing_is_taken_for_an_engine_serving_positions() {
     );
     let config = Config::parse(&text, None).unwrap();
     let engine = &config.engines[0];
-    assert!(engine.positions);
-    assert_eq!(engine.restart.as_ref().map(|r| r.max_restarts), Some(3));
+    assert!(engine.options.positions);
+    assert_eq!(
+        engine.options.restart.as_ref().map(|r| r.max_restarts),
+        Some(3)
+    );
 }
 
 #[test]
@@ -401,9 +421,9 @@ fn positions_needs_json_framing_and_is_off_by_default() {
     );
     let json = entry("ref", "framing = \"json\"\npositions = true\n");
     let config = Config::parse(&json, None).unwrap();
-    assert!(config.engines[0].positions);
+    assert!(config.engines[0].options.positions);
     let plain = Config::parse(&entry("ref", "framing = \"json\"\n"), None).unwrap();
-    assert!(!plain.engines[0].positions);
+    assert!(!plain.engines[0].options.positions);
 }
 
 #[test]
@@ -417,9 +437,9 @@ fn aggregates_needs_json_framing_and_is_off_by_default() {
     );
     let json = entry("flink", "framing = \"json\"\naggregates = true\n");
     let config = Config::parse(&json, None).unwrap();
-    assert!(config.engines[0].aggregates);
+    assert!(config.engines[0].options.aggregates);
     let plain = Config::parse(&entry("flink", ""), None).unwrap();
-    assert!(!plain.engines[0].aggregates);
+    assert!(!plain.engines[0].options.aggregates);
 }
 
 #[test]
@@ -721,11 +741,11 @@ fn a_plugin_next_to_a_config_named_without_a_folder_is_looked_for_in_this_folder
 #[test]
 fn protocol_is_1_by_default_2_when_set_and_anything_else_is_refused() {
     let parse = |extra: &str| Config::parse(&entry("job", extra), None);
-    assert_eq!(parse("").unwrap().engines[0].protocol, 1);
+    assert_eq!(*parse("").unwrap().engines[0].options.protocol, 1);
     let two = parse("protocol = 2\n").unwrap();
-    assert_eq!(two.engines[0].protocol, 2);
+    assert_eq!(*two.engines[0].options.protocol, 2);
     let env = env_of(&[("MFAPI_X_CMD", "job")]);
-    assert_eq!(two.engines[0].resolve(&env).unwrap().protocol, 2);
+    assert_eq!(*two.engines[0].resolve(&env).unwrap().protocol, 2);
     assert_eq!(
         problem(&entry("job", "protocol = 3\n")),
         (

@@ -3,11 +3,17 @@
 use super::*;
 
 fn browsers(hosts: &[&str], origins: &[&str], bound: &str) -> Browsers {
-    let options = ServeOptions {
-        allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
-        cors_origins: origins.iter().map(|o| o.to_string()).collect(),
-        ..ServeOptions::default()
-    };
+    let mut options = ServeOptions::default();
+    options.access.allowed_hosts = hosts
+        .iter()
+        .map(|h| h.to_string())
+        .collect::<Vec<_>>()
+        .into();
+    options.access.cors_origins = origins
+        .iter()
+        .map(|o| o.to_string())
+        .collect::<Vec<_>>()
+        .into();
     Browsers::new(&options, bound.parse().unwrap()).unwrap()
 }
 
@@ -76,11 +82,17 @@ fn bad_entries_are_refused_at_start() {
         (vec![], vec!["ftp://app.example"]),
         (vec![], vec!["https://app.example/path"]),
     ] {
-        let options = ServeOptions {
-            allowed_hosts: hosts.iter().map(|h| h.to_string()).collect(),
-            cors_origins: origins.iter().map(|o| o.to_string()).collect(),
-            ..ServeOptions::default()
-        };
+        let mut options = ServeOptions::default();
+        options.access.allowed_hosts = hosts
+            .iter()
+            .map(|h| h.to_string())
+            .collect::<Vec<_>>()
+            .into();
+        options.access.cors_origins = origins
+            .iter()
+            .map(|o| o.to_string())
+            .collect::<Vec<_>>()
+            .into();
         let bound = "127.0.0.1:1".parse().unwrap();
         match Browsers::new(&options, bound) {
             Err(ServeError::BadBrowserOption { .. }) => {}
@@ -144,7 +156,7 @@ fn fetch_metadata_lets_through_same_origin_user_and_link_requests_only() {
 #[test]
 fn a_long_header_is_cut_in_the_message() {
     let long = "é".repeat(200);
-    let message = not_a_name("host", &long);
+    let message = not_a_name(&browsers(&[], &[], "127.0.0.1:1"), "host", &long);
     assert!(message.len() < 320, "{message}");
     assert!(message.contains('…'), "{message}");
 }

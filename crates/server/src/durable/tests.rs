@@ -24,12 +24,12 @@ struct Running {
 }
 
 async fn serve(state: &Path) -> (Running, Arc<mfstream_store::Store>) {
-    let options = ServeOptions {
+    let mut options = ServeOptions {
         addr: ([127, 0, 0, 1], 0).into(),
-        state: Some(state.to_owned()),
-        shutdown_grace: Duration::from_secs(2),
         ..ServeOptions::default()
     };
+    options.state.dir = Some(state.to_owned()).into();
+    options.timing.shutdown_grace = Duration::from_secs(2).into();
     let server = Server::bind(Arc::new(Registry::builtin()), options)
         .await
         .expect("the server binds");

@@ -711,7 +711,8 @@ fn windows_count_their_bytes_as_they_grow_and_close_and_fail_past_the_budget() {
     assert!(matches!(failure, WindowError::OverBudget(_)), "{failure}");
     let failure = failure.to_string();
     assert!(
-        failure.starts_with("query state reached --max-query-state (97.7 KiB)"),
+        failure
+            .starts_with("query state reached the embedding program's max_query_state (97.7 KiB)"),
         "{failure}"
     );
     drop(windower);

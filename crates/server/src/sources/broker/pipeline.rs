@@ -133,7 +133,7 @@ pub(crate) async fn take<M: Delivery, B: Broker>(
             done(msg);
         }
     }
-    if marks.len() > 2 * app.options.max_properties {
+    if marks.len() > 2 * *app.options.limits.max_properties {
         // The marks of properties no query reads any more.
         marks.retain(|key, _| app.table.property(key).is_some());
     }
@@ -150,7 +150,7 @@ pub(crate) fn over_max_body<B: Broker>(
     len: usize,
     what: &str,
 ) -> bool {
-    let max_body = app.options.max_body;
+    let max_body = *app.options.limits.max_body;
     if len <= max_body {
         return false;
     }
@@ -170,7 +170,7 @@ fn sort<M: Delivery, B: Broker>(
     let mut groups: Vec<Group<M>> = Vec::new();
     let mut bad = Vec::new();
     let mut index: HashMap<PropertyPath, usize> = HashMap::new();
-    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
+    let horizon = Horizon::from_now(*app.options.timing.max_datetime_ahead);
     for msg in batch {
         let parsed = match broker.route(msg.topic()) {
             None => Err((
@@ -232,7 +232,7 @@ async fn positions<M: Delivery, B: Broker>(app: &App, broker: &B, group: &mut Gr
         Some(property) => crs_of(&property).await,
         None => None,
     };
-    let horizon = Horizon::from_now(app.options.max_datetime_ahead);
+    let horizon = Horizon::from_now(*app.options.timing.max_datetime_ahead);
     for item in &mut group.items {
         let payload = item.msg.payload();
         match crate::positions::parse(payload, known, &horizon) {

@@ -119,7 +119,7 @@ pub(super) async fn run(app: Arc<App>, kafka: Arc<Kafka>, stop: CancellationToke
         kafka: kafka.clone(),
     };
     let consumer: StreamConsumer<Context> = match kafka
-        .config(app.options.max_inflight_bytes)
+        .config(*app.options.limits.max_inflight_bytes)
         .create_with_context(context)
     {
         Ok(consumer) => consumer,
@@ -208,7 +208,7 @@ async fn read(
                     payload,
                 });
                 kafka.stats.messages.fetch_add(1, Relaxed);
-                if batch.len() == BATCH || bytes >= app.options.max_inflight_bytes {
+                if batch.len() == BATCH || bytes >= *app.options.limits.max_inflight_bytes {
                     return batch;
                 }
             }

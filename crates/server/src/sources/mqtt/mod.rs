@@ -379,6 +379,7 @@ async fn run(app: Arc<App>, mqtt: Arc<Mqtt>, stop: CancellationToken) {
     let connection = Arc::new(AtomicU64::new(0));
     let bytes = Arc::new(Semaphore::new(
         app.options
+            .limits
             .max_inflight_bytes
             .clamp(1, Semaphore::MAX_PERMITS),
     ));
