@@ -33,16 +33,14 @@
 
 mod consumer;
 mod link;
+mod status;
 mod topic;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::response::Response;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::routes;
@@ -59,7 +57,7 @@ use topic::Pattern;
 pub(crate) const KIND: Kind = Kind {
     name: NAME,
     configure,
-    routes: |router| router.routes(routes!(status)),
+    routes: |router| router.routes(routes!(status::status)),
 };
 
 const NAME: &str = "kafka";
@@ -260,58 +258,6 @@ impl Kafka {
     }
 }
 
-impl Kafka {
-    /// `GET /ingest/kafka`'s answer: MQTT's counters under Kafka's names.
-    fn to_json(&self) -> serde_json::Value {
-        let mut counters = self.stats.to_json();
-        let take = |counters: &mut serde_json::Value, key: &str| {
-            counters
-                .as_object_mut()
-                .and_then(|o| o.remove(key))
-                .unwrap_or(serde_json::Value::Null)
-        };
-        let link = self.link.snapshot();
-        json!({
-            "brokers": self.brokers,
-            "group": self.group,
-            "reachable": link.reachable,
-            "reachableSince": link.since,
-            "brokerErrors": link.errors,
-            "topics": self.patterns.iter().map(Pattern::text).collect::<Vec<_>>(),
-            "assignedPartitions": self.assigned.load(Relaxed),
-            "assignments": take(&mut counters, "connects"),
-            "lastError": take(&mut counters, "lastError"),
-            "records": take(&mut counters, "messages"),
-            "committed": take(&mut counters, "acknowledged"),
-            "instants": take(&mut counters, "instants"),
-            "duplicates": take(&mut counters, "duplicates"),
-            "retries": take(&mut counters, "retries"),
-            "bad": take(&mut counters, "bad"),
-            "badSamples": take(&mut counters, "badSamples"),
-        })
-    }
-}
-
-/// `GET /ingest/kafka`: the Kafka ingest's configuration and counters.
-#[utoipa::path(
-    get,
-    path = "/ingest/kafka",
-    tag = "ingest",
-    operation_id = "getKafkaIngest",
-    summary = "the Kafka ingest (`--kafka`): brokers, group, topics, partitions, counters, last bad records",
-    responses(
-        (status = 200, description = "the Kafka ingest's state", body = crate::api::KafkaStatus),
-        (status = 404, description = "the server runs without `--kafka`", body = crate::api::Exception),
-    ),
-)]
-pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
-    super::status(
-        &app,
-        NAME,
-        "Kafka ingest is off: start the server with --kafka HOST:PORT",
-    )
-}
-
 impl Source for Kafka {
     fn name(&self) -> &'static str {
         NAME
@@ -319,10 +265,6 @@ impl Source for Kafka {
 
     fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run {
         Box::pin(consumer::run(app, self, stop))
-    }
-
-    fn status(&self) -> Option<serde_json::Value> {
-        Some(self.to_json())
     }
 
     fn ready(&self) -> Option<(String, watch::Receiver<u64>)> {
@@ -425,10 +367,11 @@ mod tests {
             ..KafkaIngest::default()
         };
         let kafka = Checked::new(&o).unwrap().kafka(site(None), Arc::default());
-        let mut answer = kafka.to_json();
+        let mut answer =
+            serde_json::to_value(status::KafkaStatus::of(&kafka)).expect("a status serialises");
         let mut keys: Vec<String> = answer.as_object().unwrap().keys().cloned().collect();
         keys.sort();
-        let schema = serde_json::to_value(crate::api::KafkaStatus::schema()).unwrap();
+        let schema = serde_json::to_value(status::KafkaStatus::schema()).unwrap();
         let mut want: Vec<String> = schema["properties"]
             .as_object()
             .unwrap()

@@ -31,6 +31,7 @@
 //! that waits on them.)
 
 mod acks;
+mod status;
 mod topic;
 
 use std::path::{Path, PathBuf};
@@ -38,15 +39,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::response::Response;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet, SubAck, SubscribeReasonCode};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::{TlsConfiguration, Transport};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::routes;
@@ -63,7 +61,7 @@ use topic::Pattern;
 pub(crate) const KIND: Kind = Kind {
     name: NAME,
     configure,
-    routes: |router| router.routes(routes!(status)),
+    routes: |router| router.routes(routes!(status::status)),
 };
 
 const NAME: &str = "mqtt";
@@ -521,37 +519,6 @@ fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
     }
 }
 
-/// `GET /ingest/mqtt`: the MQTT ingest's configuration and counters.
-#[utoipa::path(
-    get,
-    path = "/ingest/mqtt",
-    tag = "ingest",
-    operation_id = "getMqttIngest",
-    summary = "the MQTT ingest (`--mqtt`): broker, topics, connection, counters, last bad messages",
-    responses(
-        (status = 200, description = "the MQTT ingest's state", body = crate::api::MqttStatus),
-        (status = 404, description = "the server runs without `--mqtt`", body = crate::api::Exception),
-    ),
-)]
-pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
-    super::status(
-        &app,
-        NAME,
-        "MQTT ingest is off: start the server with --mqtt mqtt://HOST:PORT",
-    )
-}
-
-impl Mqtt {
-    /// `GET /ingest/mqtt`'s answer.
-    fn to_json(&self) -> serde_json::Value {
-        let mut body = self.stats.to_json();
-        body["broker"] = json!(self.url);
-        body["clientId"] = json!(self.client_id);
-        body["topics"] = json!(self.patterns.iter().map(Pattern::text).collect::<Vec<_>>());
-        body
-    }
-}
-
 impl Source for Mqtt {
     fn name(&self) -> &'static str {
         NAME
@@ -559,10 +526,6 @@ impl Source for Mqtt {
 
     fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run {
         Box::pin(run(app, self, stop))
-    }
-
-    fn status(&self) -> Option<serde_json::Value> {
-        Some(self.to_json())
     }
 
     fn ready(&self) -> Option<(String, watch::Receiver<u64>)> {
@@ -680,17 +643,12 @@ mod tests {
         };
         let stats = Stats::new(NAME);
         stats.bad("mfapi/c/f", Reason::NotJson, "detail", b"payload");
-        let mut answer = stats.to_json();
-        for key in ["broker", "clientId", "topics"] {
-            answer[key] = serde_json::Value::Null;
-        }
-        assert_eq!(
-            keys(&answer),
-            keys(&schema(crate::api::MqttStatus::schema()))
-        );
+        let answer = serde_json::to_value(status::MqttStatus::of("", "", &[], &stats))
+            .expect("a status serialises");
+        assert_eq!(keys(&answer), keys(&schema(status::MqttStatus::schema())));
         assert_eq!(
             keys(&answer["badSamples"][0]),
-            keys(&schema(crate::api::MqttBadSample::schema()))
+            keys(&schema(super::super::broker::stats::BadSample::schema()))
         );
     }
 
