@@ -42,6 +42,15 @@ impl Level {
     }
 }
 
+/// A level of a topic pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// A level a topic has as it is.
+    Literal(String),
+    /// A placeholder: an id, which names that part of the property.
+    Placeholder(Level),
+}
+
 /// The `flag`'s patterns, each parsed by `parse`: at most `max`, and
 /// `default` when none is given.
 pub(crate) fn parse_patterns<P>(
@@ -66,13 +75,16 @@ pub(crate) fn parse_patterns<P>(
 /// Each placeholder exactly once among `levels`; else the error, for the
 /// `flag`'s pattern `text`, ending with `hint`.
 pub(crate) fn check_placeholders(
-    levels: &[Result<Level, String>],
+    levels: &[Part],
     flag: &str,
     text: &str,
     hint: &str,
 ) -> Result<(), String> {
     for wanted in [Level::Collection, Level::Feature, Level::Property] {
-        let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
+        let n = levels
+            .iter()
+            .filter(|l| **l == Part::Placeholder(wanted))
+            .count();
         if n != 1 {
             return Err(format!("{flag} {text:?} has {n} {}: {hint}", wanted.name()));
         }
@@ -84,7 +96,7 @@ pub(crate) fn check_placeholders(
 /// each literal level equal, each placeholder's part an id `valid` takes,
 /// no part left over.
 pub(crate) fn route_levels<'a>(
-    levels: &[Result<Level, String>],
+    levels: &[Part],
     mut parts: impl Iterator<Item = &'a str>,
     valid: impl Fn(&str) -> bool,
 ) -> Option<Route> {
@@ -96,11 +108,11 @@ pub(crate) fn route_levels<'a>(
     for level in levels {
         let part = parts.next()?;
         let slot = match level {
-            Err(literal) if literal == part => continue,
-            Err(_) => return None,
-            Ok(Level::Collection) => &mut key.collection,
-            Ok(Level::Feature) => &mut key.feature,
-            Ok(Level::Property) => &mut key.property,
+            Part::Literal(literal) if literal == part => continue,
+            Part::Literal(_) => return None,
+            Part::Placeholder(Level::Collection) => &mut key.collection,
+            Part::Placeholder(Level::Feature) => &mut key.feature,
+            Part::Placeholder(Level::Property) => &mut key.property,
         };
         if !valid(part) {
             return None;

@@ -5,7 +5,7 @@
 //! subscription is a regular expression (librdkafka's `^…`) matching
 //! every topic of the pattern, so topics created later are read too.
 
-use super::super::broker::topic::{Level, Route, check_placeholders, route_levels};
+use super::super::broker::topic::{Level, Part, Route, check_placeholders, route_levels};
 
 /// The MQTT tier's `mfapi/{cid}/{fid}/{pname}`, with Kafka's separator.
 pub(crate) const DEFAULT: &str = "mfapi.{cid}.{fid}.{pname}";
@@ -20,7 +20,7 @@ const MAX_TOPIC: usize = 249;
 #[derive(Debug, Clone)]
 pub(crate) struct Pattern {
     text: String,
-    levels: Vec<Result<Level, String>>,
+    levels: Vec<Part>,
 }
 
 /// A level of a topic name: what Kafka allows but the separator.
@@ -46,7 +46,7 @@ impl Pattern {
         let mut levels = Vec::new();
         for level in text.split('.') {
             if let Some(placeholder) = Level::placeholder(level) {
-                levels.push(Ok(placeholder));
+                levels.push(Part::Placeholder(placeholder));
                 continue;
             }
             levels.push(match level {
@@ -57,7 +57,7 @@ impl Pattern {
                          nor a literal: {hint}"
                     ));
                 }
-                _ => Err(level.to_owned()),
+                _ => Part::Literal(level.to_owned()),
             });
         }
         check_placeholders(&levels, "--kafka-topic", text, hint)?;
@@ -79,9 +79,9 @@ impl Pattern {
             .levels
             .iter()
             .map(|l| match l {
-                Ok(_) => "[A-Za-z0-9_-]+",
+                Part::Placeholder(_) => "[A-Za-z0-9_-]+",
                 // Letters, digits, '_' and '-' only: nothing to escape.
-                Err(literal) => literal.as_str(),
+                Part::Literal(literal) => literal.as_str(),
             })
             .collect();
         format!("^{}$", levels.join("\\."))

@@ -4,7 +4,7 @@
 //! where a placeholder is.
 
 use crate::request::id_fault;
-use crate::sources::broker::topic::{Level, Route, check_placeholders, route_levels};
+use crate::sources::broker::topic::{Level, Part, Route, check_placeholders, route_levels};
 
 /// The Go tier's pattern: devices that published to it keep working.
 pub(crate) const DEFAULT: &str = "mfapi/{cid}/{fid}/{pname}";
@@ -16,7 +16,7 @@ pub(crate) const MAX_PATTERNS: usize = 64;
 #[derive(Debug, Clone)]
 pub(crate) struct Pattern {
     text: String,
-    levels: Vec<Result<Level, String>>,
+    levels: Vec<Part>,
 }
 
 impl Pattern {
@@ -28,7 +28,7 @@ impl Pattern {
         let mut levels = Vec::new();
         for level in text.split('/') {
             if let Some(placeholder) = Level::placeholder(level) {
-                levels.push(Ok(placeholder));
+                levels.push(Part::Placeholder(placeholder));
                 continue;
             }
             levels.push(match level {
@@ -39,7 +39,7 @@ impl Pattern {
                          a literal (no +, #, braces): {hint}"
                     ));
                 }
-                _ => Err(level.to_owned()),
+                _ => Part::Literal(level.to_owned()),
             });
         }
         check_placeholders(&levels, "--mqtt-topic", text, hint)?;
@@ -60,8 +60,8 @@ impl Pattern {
             .levels
             .iter()
             .map(|l| match l {
-                Ok(_) => "+",
-                Err(literal) => literal.as_str(),
+                Part::Placeholder(_) => "+",
+                Part::Literal(literal) => literal.as_str(),
             })
             .collect();
         levels.join("/")
