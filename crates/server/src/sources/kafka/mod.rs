@@ -47,7 +47,7 @@ use utoipa_axum::routes;
 
 use super::broker::pipeline::Broker;
 use super::broker::stats::Stats;
-use super::broker::topic::Route;
+use super::broker::topic::{PatternError, Route};
 use super::{Config, Configured, Kind, Run, Site, Source};
 use crate::metrics::{Family, FamilyKind, IngestCounters, IngestTally, SourceMetrics};
 use crate::{App, ServeError, ServeOptions};
@@ -67,9 +67,9 @@ fn configure(options: &ServeOptions) -> Configured {
     let Some(o) = &options.kafka else {
         return Ok(None);
     };
-    let config = Checked::new(o).map_err(|message| ServeError::Source {
+    let config = Checked::new(o).map_err(|error| ServeError::Source {
         name: NAME,
-        message,
+        message: error.to_string(),
     })?;
     Ok(Some(Box::new(config)))
 }
@@ -130,11 +130,40 @@ pub(crate) struct Kafka {
     assignments: watch::Sender<u64>,
 }
 
+/// How brokers are written, ending the errors about them.
+const BROKERS_FORM: &str = "give HOST:PORT[,HOST:PORT…], such as 127.0.0.1:9092";
+
+/// Why `--kafka`'s options are refused: each names the option and says the
+/// form expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum OptionError {
+    /// No broker.
+    #[error("--kafka {brokers:?}: no broker: {BROKERS_FORM}")]
+    NoBroker { brokers: String },
+    /// An entry that is not `HOST:PORT`.
+    #[error("--kafka {brokers:?}: {entry:?} is not HOST:PORT: {BROKERS_FORM}")]
+    Broker { brokers: String, entry: String },
+    /// A group of no byte, or over 255.
+    #[error("--kafka-group {group:?}: give 1 to 255 bytes")]
+    Group { group: String },
+    /// A session timeout out of 1 s to 1 h.
+    #[error(
+        "--kafka-session-timeout-ms {}: give 1000 to 3600000 (the broker may narrow it: \
+         group.min.session.timeout.ms, group.max.session.timeout.ms)",
+        timeout.as_millis()
+    )]
+    SessionTimeout { timeout: Duration },
+    /// A bad `--kafka-topic`.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+}
+
 /// Checks `BROKERS`: `HOST:PORT` entries separated by commas.
-fn check_brokers(brokers: &str) -> Result<(), String> {
-    let form = "give HOST:PORT[,HOST:PORT…], such as 127.0.0.1:9092";
+fn check_brokers(brokers: &str) -> Result<(), OptionError> {
     if brokers.is_empty() {
-        return Err(format!("--kafka {brokers:?}: no broker: {form}"));
+        return Err(OptionError::NoBroker {
+            brokers: brokers.to_owned(),
+        });
     }
     for entry in brokers.split(',') {
         let entry = entry.trim();
@@ -148,9 +177,10 @@ fn check_brokers(brokers: &str) -> Result<(), String> {
         match port {
             Some((host, Ok(p))) if !host.is_empty() && p > 0 => {}
             _ => {
-                return Err(format!(
-                    "--kafka {brokers:?}: {entry:?} is not HOST:PORT: {form}"
-                ));
+                return Err(OptionError::Broker {
+                    brokers: brokers.to_owned(),
+                    entry: entry.to_owned(),
+                });
             }
         }
     }
@@ -160,11 +190,11 @@ fn check_brokers(brokers: &str) -> Result<(), String> {
 impl Checked {
     /// Checks `options`: the brokers, topics, group and session timeout;
     /// the error names the option and the form expected.
-    fn new(options: &KafkaIngest) -> Result<Checked, String> {
+    fn new(options: &KafkaIngest) -> Result<Checked, OptionError> {
         check_brokers(&options.brokers)?;
         let patterns = super::broker::topic::parse_patterns(
             &options.topics,
-            "--kafka-topic",
+            topic::FLAG,
             topic::MAX_PATTERNS,
             topic::DEFAULT,
             Pattern::parse,
@@ -172,15 +202,13 @@ impl Checked {
         if let Some(g) = &options.group
             && (g.is_empty() || g.len() > 255)
         {
-            return Err(format!("--kafka-group {g:?}: give 1 to 255 bytes"));
+            return Err(OptionError::Group { group: g.clone() });
         }
         let session_timeout = options.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
         if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&session_timeout) {
-            return Err(format!(
-                "--kafka-session-timeout-ms {}: give 1000 to 3600000 (the broker may narrow it: \
-                 group.min.session.timeout.ms, group.max.session.timeout.ms)",
-                session_timeout.as_millis()
-            ));
+            return Err(OptionError::SessionTimeout {
+                timeout: session_timeout,
+            });
         }
         Ok(Checked {
             brokers: options.brokers.clone(),
@@ -400,7 +428,7 @@ mod tests {
             assert_eq!(check_brokers(good), Ok(()), "{good}");
         }
         for bad in ["", "host", "host:0", "host:x", ":9092", "a:1,,b:2"] {
-            let err = check_brokers(bad).unwrap_err();
+            let err = check_brokers(bad).unwrap_err().to_string();
             assert!(
                 err.contains("HOST:PORT") && err.contains("--kafka"),
                 "{bad}: {err}"
@@ -423,7 +451,7 @@ mod tests {
         let (a, b) = (kafka(), kafka());
         assert_eq!(a.group, b.group);
         assert!(a.group.starts_with("mfstream-"));
-        let bad = |o: KafkaIngest| Checked::new(&o).unwrap_err();
+        let bad = |o: KafkaIngest| Checked::new(&o).unwrap_err().to_string();
         assert!(
             bad(KafkaIngest {
                 group: Some(String::new()),
