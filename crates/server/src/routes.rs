@@ -31,6 +31,13 @@ use super::wire::{
 };
 use mfstream_model::PropertyPath;
 
+/// The routes of a temporal property (`P` below): each is a path under it.
+const PROPERTY: &str = "/collections/{cid}/items/{fid}/tproperties/{pname}";
+
+/// The routes of a feature's positions (`S` below), the property routes'
+/// twins: each is a path under it.
+const SEQUENCE: &str = "/collections/{cid}/items/{fid}/tgsequence";
+
 /// The body type of a registration, and of an ingest (one JSON instant or
 /// an array of them, or JSON lines).
 const JSON: &str = "application/json";
@@ -46,7 +53,8 @@ const NDJSON: &str = "application/x-ndjson";
 /// registration fails.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries",
+    context_path = PROPERTY,
+    path = "/queries",
     tag = "cquery",
     operation_id = "registerQuery",
     summary = "register a continuous query on the temporal property",
@@ -370,7 +378,8 @@ fn link(query: &Query, origin: &str, geometry: Geometry) -> CQuery {
 /// `GET P/queries`: the queries registered on the property.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries",
+    context_path = PROPERTY,
+    path = "/queries",
     tag = "cquery",
     operation_id = "listQueries",
     summary = "the queries registered on the temporal property",
@@ -402,7 +411,8 @@ pub(crate) async fn list(
 /// `GET P/queries/{qid}`: one query with its live status.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}",
+    context_path = PROPERTY,
+    path = "/queries/{qid}",
     tag = "cquery",
     operation_id = "getQuery",
     summary = "one query, with its live status",
@@ -440,7 +450,8 @@ fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> 
 /// so a retry works; a 204 means it never comes back after a restart.
 #[utoipa::path(
     delete,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}",
+    context_path = PROPERTY,
+    path = "/queries/{qid}",
     tag = "cquery",
     operation_id = "deleteQuery",
     summary = "stop the query (gracefully) and forget it",
@@ -500,7 +511,8 @@ pub(crate) async fn delete(
 /// `GET P/queries/{qid}/stream`: the results as Server-Sent Events.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}/stream",
+    context_path = PROPERTY,
+    path = "/queries/{qid}/stream",
     tag = "cquery",
     operation_id = "streamQuery",
     summary = "the query's results as Server-Sent Events",
@@ -576,7 +588,8 @@ pub(crate) async fn stream(
 /// kept. The answer is counted for `GET /metrics`.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/ingest",
+    context_path = PROPERTY,
+    path = "/ingest",
     tag = "ingest",
     operation_id = "ingest",
     summary = "live instants for the temporal property",
@@ -665,15 +678,16 @@ pub(crate) async fn engines(State(app): State<Arc<App>>) -> Json<Vec<Engine>> {
     )
 }
 
-// A feature's positions (`S` = `/collections/{cid}/items/{fid}/tgsequence`):
-// the property handlers, keyed by the feature (`PropertyPath::sequence`).
-// Each route has a function of its own so that its `#[utoipa::path]` can
-// declare it (one path per function).
+// A feature's positions (`S`, [`SEQUENCE`]): the property handlers, keyed
+// by the feature (`PropertyPath::sequence`). Each route has a function of
+// its own so that its `#[utoipa::path]` can declare it (one path, and one
+// operation id, per function).
 
 /// `POST S/queries`: registers a continuous query on a feature's positions.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    context_path = SEQUENCE,
+    path = "/queries",
     tag = "positions",
     operation_id = "registerPositionsQuery",
     summary = "register a continuous query on the feature's positions",
@@ -701,7 +715,8 @@ pub(crate) async fn register_positions(
 /// `GET S/queries`.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    context_path = SEQUENCE,
+    path = "/queries",
     tag = "positions",
     operation_id = "listPositionsQueries",
     summary = "the queries registered on the feature's positions",
@@ -722,7 +737,8 @@ pub(crate) async fn list_positions(
 /// `GET S/queries/{qid}`.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    context_path = SEQUENCE,
+    path = "/queries/{qid}",
     tag = "positions",
     operation_id = "getPositionsQuery",
     summary = "one query on the feature's positions, with its live status",
@@ -744,7 +760,8 @@ pub(crate) async fn get_positions_query(
 /// `DELETE S/queries/{qid}`.
 #[utoipa::path(
     delete,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    context_path = SEQUENCE,
+    path = "/queries/{qid}",
     tag = "positions",
     operation_id = "deletePositionsQuery",
     summary = "stop the query (gracefully) and forget it",
@@ -766,7 +783,8 @@ pub(crate) async fn delete_positions_query(
 /// `GET S/queries/{qid}/stream`.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}/stream",
+    context_path = SEQUENCE,
+    path = "/queries/{qid}/stream",
     tag = "positions",
     operation_id = "streamPositionsQuery",
     summary = "the query's results as Server-Sent Events",
@@ -796,7 +814,8 @@ pub(crate) async fn stream_positions(
 /// `POST S/ingest`.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tgsequence/ingest",
+    context_path = SEQUENCE,
+    path = "/ingest",
     tag = "positions",
     operation_id = "ingestPositions",
     summary = "live positions for the feature",
