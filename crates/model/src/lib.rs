@@ -65,6 +65,6 @@ pub use crate::on_error::OnError;
 pub use crate::spec::{QueryKind, QuerySpec, Registration, RegistrationError};
 pub use crate::spec_error::{SpecError, SpecErrorKind};
 pub use crate::vocab::{
-    Aggregation, DetectEvent, Event, EventKind, Instant, InstantEvent, Point, PropertyPath,
-    PropertyType, QueryStatus, Value, WindowEvent,
+    Aggregation, CoordinatesError, DetectEvent, Event, EventKind, Instant, InstantEvent, Point,
+    PropertyPath, PropertyType, QueryStatus, Value, WindowEvent,
 };

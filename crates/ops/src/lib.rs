@@ -131,4 +131,4 @@ mod transform;
 pub use catalogue::{CATALOGUE, LN_MAX, Op};
 pub use entry::{Arg, Domain, Entry, Kind, Meos};
 pub use op::{ArgError, NoResult};
-pub use transform::Transform;
+pub use transform::{Transform, TransformError, TransformErrorKind};

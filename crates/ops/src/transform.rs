@@ -1,6 +1,8 @@
 //! An operation with its argument, as the native job and the plugins
 //! validate and apply it, in their messages.
 
+use std::fmt;
+
 use crate::{ArgError, Kind, NoResult, Op};
 
 /// A validated operation and its argument, as the native job and the
@@ -17,29 +19,27 @@ impl Transform {
     /// Validates a job's arguments: the name of an operation on numbers,
     /// exactly as the host writes it (lowercase), and, exactly when the
     /// operation takes one, a finite argument (non-zero for `div`).
-    pub fn from_args(op: &str, arg: Option<&str>) -> Result<Transform, String> {
+    pub fn from_args(op: &str, arg: Option<&str>) -> Result<Transform, TransformError> {
+        let error = |kind| TransformError {
+            op: op.to_owned(),
+            kind,
+        };
         let Some(found) = Op::find(op, Kind::Number) else {
-            return Err(format!(
-                "unknown operation {op:?}: supported operations are {}",
-                Op::catalogue_of(Kind::Number)
-            ));
+            return Err(error(TransformErrorKind::Unknown));
         };
         let number = match (found.takes_arg(), arg) {
-            (false, Some(_)) => return Err(format!("operation {op} takes no argument")),
+            (false, Some(_)) => return Err(error(TransformErrorKind::Arg(ArgError::Needless))),
             (true, Some(text)) => Some(
                 text.parse::<f64>()
                     .ok()
                     .filter(|x| x.is_finite())
-                    .ok_or_else(|| format!("operation {op} needs a finite number, got {text:?}"))?,
+                    .ok_or_else(|| error(TransformErrorKind::NotANumber(text.to_owned())))?,
             ),
             (_, None) => None,
         };
-        let arg = found.check_arg(number).map_err(|e| match e {
-            ArgError::Needless => format!("operation {op} takes no argument"),
-            ArgError::Missing => format!("operation {op} needs a scalar argument: {op} <x>"),
-            ArgError::NotFinite => format!("operation {op} needs a finite number"),
-            ArgError::Zero => format!("operation {op} by zero is undefined"),
-        })?;
+        let arg = found
+            .check_arg(number)
+            .map_err(|e| error(TransformErrorKind::Arg(e)))?;
         Ok(Transform { op: found, arg })
     }
 
@@ -59,6 +59,68 @@ impl Transform {
     }
 }
 
+/// Why a job's arguments are not a [`Transform`]: the operation as given,
+/// and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransformError {
+    op: String,
+    kind: TransformErrorKind,
+}
+
+/// What is wrong with a job's arguments.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum TransformErrorKind {
+    /// No operation on numbers has that name.
+    Unknown,
+    /// The argument (as given) is not a finite number.
+    NotANumber(String),
+    /// The argument does not fit the operation.
+    Arg(ArgError),
+}
+
+impl TransformError {
+    /// The operation, as given.
+    pub fn op(&self) -> &str {
+        &self.op
+    }
+
+    /// What is wrong.
+    pub fn kind(&self) -> &TransformErrorKind {
+        &self.kind
+    }
+}
+
+impl fmt::Display for TransformError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let op = &self.op;
+        match &self.kind {
+            TransformErrorKind::Unknown => write!(
+                f,
+                "unknown operation {op:?}: supported operations are {}",
+                Op::catalogue_of(Kind::Number)
+            ),
+            TransformErrorKind::NotANumber(text) => {
+                write!(f, "operation {op} needs a finite number, got {text:?}")
+            }
+            TransformErrorKind::Arg(ArgError::Needless) => {
+                write!(f, "operation {op} takes no argument")
+            }
+            TransformErrorKind::Arg(ArgError::Missing) => {
+                write!(f, "operation {op} needs a scalar argument: {op} <x>")
+            }
+            TransformErrorKind::Arg(ArgError::NotFinite) => {
+                write!(f, "operation {op} needs a finite number")
+            }
+            TransformErrorKind::Arg(ArgError::Zero) => {
+                write!(f, "operation {op} by zero is undefined")
+            }
+        }
+    }
+}
+
+impl std::error::Error for TransformError {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -68,7 +130,7 @@ mod tests {
         let mul = Transform::from_args("mul", Some("1.852")).unwrap();
         assert_eq!((mul.op, mul.arg), (Op::Mul, 1.852));
         assert_eq!(Transform::from_args("ln", None).unwrap().op, Op::Ln);
-        let err = |op, arg| Transform::from_args(op, arg).unwrap_err();
+        let err = |op, arg| Transform::from_args(op, arg).unwrap_err().to_string();
         assert_eq!(
             err("sqrt", None),
             format!(

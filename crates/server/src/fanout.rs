@@ -33,6 +33,7 @@ use mfstream_model::{Event, QueryStatus};
 use mfstream_store::StoredEvent;
 
 use super::metrics::QueryTally;
+use super::wire::{EndEvent, LaggedEvent, ResetEvent, Status};
 
 /// The most bytes one read of a subscriber takes from the ring at once.
 const MAX_CHUNK: usize = 256 * 1024;
@@ -264,7 +265,10 @@ impl Fanout {
                 Some(id) if id > last => (
                     ring.first,
                     Some(Bytes::from(format!(
-                        "event: reset\ndata: {{\"lastEventId\":{last}}}\n\n"
+                        "event: reset\ndata: {}\n\n",
+                        data(&ResetEvent {
+                            last_event_id: last
+                        })
                     ))),
                 ),
                 Some(id) => (id + 1, None),
@@ -297,13 +301,18 @@ pub(crate) fn frame(buf: &mut BytesMut, id: u64, kind: &str, json: &[u8]) -> Byt
 
 /// The `end` event's data: `{"status":"failed","reason":"…"}`.
 pub(crate) fn end_data(status: &QueryStatus) -> String {
-    let mut data = format!("{{\"status\":\"{}\"", status.name());
-    if let QueryStatus::Failed { reason } = status {
-        data.push_str(",\"reason\":");
-        data.push_str(&serde_json::Value::from(reason.as_str()).to_string());
-    }
-    data.push('}');
-    data
+    data(&EndEvent {
+        status: Status::from(status),
+        reason: match status {
+            QueryStatus::Failed { reason } => Some(reason.clone()),
+            _ => None,
+        },
+    })
+}
+
+/// An event of the server's own as its frame's `data:`.
+fn data(event: &impl serde::Serialize) -> String {
+    serde_json::to_string(event).expect("an event of numbers and strings serialises")
 }
 
 /// One subscriber's cursor into a query's results.
@@ -360,8 +369,9 @@ impl Subscriber {
             self.fanout.tally.count_lag(missed);
             out.extend_from_slice(
                 format!(
-                    "id: {}\nevent: lagged\ndata: {{\"missed\":{missed}}}\n\n",
-                    ring.first - 1
+                    "id: {}\nevent: lagged\ndata: {}\n\n",
+                    ring.first - 1,
+                    data(&LaggedEvent { missed })
                 )
                 .as_bytes(),
             );

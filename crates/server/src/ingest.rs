@@ -64,18 +64,32 @@ impl Horizon {
 
     /// Why instant `n`, at `datetime` (`at` parsed), is past the horizon,
     /// if it is.
-    pub(crate) fn check(&self, n: usize, datetime: &str, at: Timestamp) -> Result<(), String> {
+    pub(crate) fn check(&self, n: usize, datetime: &str, at: Timestamp) -> Result<(), PastHorizon> {
         if at.micros() <= self.latest {
             return Ok(());
         }
-        Err(format!(
-            "instant {n}: {datetime:?} is after {}, the server's clock plus \
-             --max-datetime-ahead-ms ({}): stamp instants with a clock in time, or raise \
-             --max-datetime-ahead-ms",
-            mfstream_model::datetime::format_micros(self.latest),
-            self.ahead.as_millis()
-        ))
+        Err(PastHorizon {
+            n,
+            datetime: datetime.to_owned(),
+            horizon: *self,
+        })
     }
+}
+
+/// An instant later than the horizon: the `n`th of its body, at
+/// `datetime`.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error(
+    "instant {n}: {datetime:?} is after {}, the server's clock plus \
+     --max-datetime-ahead-ms ({}): stamp instants with a clock in time, or raise \
+     --max-datetime-ahead-ms",
+    mfstream_model::datetime::format_micros(horizon.latest),
+    horizon.ahead.as_millis()
+)]
+pub(crate) struct PastHorizon {
+    n: usize,
+    datetime: String,
+    horizon: Horizon,
 }
 
 /// Parses a body: one JSON instant, a JSON array of instants, or JSON lines;

@@ -63,6 +63,7 @@ mod restore;
 mod routes;
 mod sources;
 mod table;
+mod wire;
 
 use std::future::Future;
 use std::net::SocketAddr;

@@ -5,14 +5,13 @@
 
 use std::sync::Arc;
 
-use axum::Json;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{Html, IntoResponse, Response};
-use serde_json::json;
 
-use super::api::{Conformance, Landing, LandingParams};
+use super::api::LandingParams;
 use super::problem::Problem;
+use super::wire::{Answer, Conformance, Landing, Link};
 use mfstream_model::origin::Origin;
 
 use super::{App, ServeError};
@@ -174,18 +173,22 @@ pub(crate) async fn landing(State(app): State<Arc<App>>, uri: Uri, headers: Head
     if !wants_json {
         return page(app.tiles.as_ref());
     }
-    Json(json!({
-        "title": "mfstream",
-        "description": "OGC API - Moving Features continuous queries (Part 4) on a registry of stream engines",
-        "links": [
-            {"rel": "self", "href": "/?f=json", "type": "application/json"},
-            {"rel": "alternate", "href": "/", "type": "text/html", "title": "the page"},
-            {"rel": "service-desc", "href": "/api", "type": super::api::MEDIA_TYPE, "title": "the API definition (OpenAPI 3.1)"},
-            {"rel": "conformance", "href": "/conformance", "type": "application/json"},
-            {"rel": "engines", "href": "/engines", "type": "application/json"},
-            {"rel": "metrics", "href": "/metrics", "type": "text/plain; version=0.0.4"},
+    let json = "application/json";
+    Answer(Landing {
+        title: "mfstream".to_owned(),
+        description: "OGC API - Moving Features continuous queries (Part 4) on a registry of \
+                      stream engines"
+            .to_owned(),
+        links: vec![
+            Link::new("self", "/?f=json", json),
+            Link::new("alternate", "/", "text/html").titled("the page"),
+            Link::new("service-desc", "/api", super::api::MEDIA_TYPE)
+                .titled("the API definition (OpenAPI 3.1)"),
+            Link::new("conformance", "/conformance", json),
+            Link::new("engines", "/engines", json),
+            Link::new("metrics", "/metrics", "text/plain; version=0.0.4"),
         ],
-    }))
+    })
     .into_response()
 }
 
@@ -200,16 +203,17 @@ pub(crate) async fn landing(State(app): State<Arc<App>>, uri: Uri, headers: Head
         (status = 200, description = "the classes", body = Conformance),
     ),
 )]
-pub(crate) async fn conformance() -> Response {
-    Json(json!({
-        "conformsTo": [
+pub(crate) async fn conformance() -> Answer<Conformance> {
+    Answer(Conformance {
+        conforms_to: [
             "http://www.opengis.net/spec/ogcapi-common-1/1.0/conf/core",
             "http://www.opengis.net/spec/ogcapi-common-1/1.0/conf/json",
             "http://www.opengis.net/spec/ogcapi-movingfeatures-1/1.0/conf/common",
             "http://www.opengis.net/spec/ogcapi-movingfeatures-4/1.0/conf/cquery",
-        ],
-    }))
-    .into_response()
+        ]
+        .map(str::to_owned)
+        .to_vec(),
+    })
 }
 
 #[cfg(test)]

@@ -17,6 +17,8 @@ use std::task::{Context, Poll, ready};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use super::wire::{Answer, Exception};
+
 /// A connection whose hyper-made error answers get a JSON body.
 #[derive(Debug)]
 pub(crate) struct JsonParseErrors<IO> {
@@ -61,7 +63,14 @@ fn rewrite(buf: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let status_line_end = memchr::memmem::find(buf, b"\r\n")?;
-    let body = serde_json::json!({"code": code, "description": description}).to_string();
+    let body = Answer(Exception {
+        code: code.to_owned(),
+        description: description.to_owned(),
+        field: None,
+        accepted: None,
+    })
+    .to_json()
+    .ok()?;
     let mut out = Vec::with_capacity(160 + body.len());
     out.extend_from_slice(&buf[..status_line_end + 2]);
     out.extend_from_slice(b"content-type: application/json\r\nconnection: close\r\n");

@@ -251,10 +251,11 @@ fn instants_of(
         let numbers: Option<Vec<f64>> = c
             .as_array()
             .and_then(|c| c.iter().map(serde_json::Value::as_f64).collect());
-        let point = numbers
-            .ok_or_else(|| "expected an array of numbers".to_owned())
-            .and_then(|c| Point::from_coordinates(&c))
-            .map_err(|why| Problem::invalid("coordinates", format!("position {n}: {why}")))?;
+        let point = match numbers {
+            Some(c) => Point::from_coordinates(&c).map_err(|why| why.to_string()),
+            None => Err("expected an array of numbers".to_owned()),
+        }
+        .map_err(|why| Problem::invalid("coordinates", format!("position {n}: {why}")))?;
         let Some(datetime) = t.as_str() else {
             return Err(Problem::invalid(
                 "datetimes",

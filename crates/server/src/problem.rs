@@ -8,6 +8,8 @@ use mfstream_engine::EngineError;
 use mfstream_model::{RegistrationError, SpecError};
 use mfstream_registry::RegistryError;
 
+use super::wire::{Answer, Exception};
+
 /// A request that could not be served, as the client sees it.
 #[derive(Debug)]
 pub(crate) struct Problem {
@@ -189,17 +191,13 @@ impl From<EngineError> for Problem {
 
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let mut body = serde_json::json!({
-            "code": self.code,
-            "description": self.description,
-        });
-        if let Some(field) = self.field {
-            body["field"] = field.into();
-        }
-        if let Some(accepted) = self.accepted {
-            body["accepted"] = accepted.into();
-        }
-        let mut response = (self.status, axum::Json(body)).into_response();
+        let body = Exception {
+            code: self.code.to_owned(),
+            description: self.description,
+            field: self.field.map(str::to_owned),
+            accepted: self.accepted.map(|n| n as u64),
+        };
+        let mut response = (self.status, Answer(body)).into_response();
         if self.close {
             response
                 .headers_mut()

@@ -35,7 +35,8 @@ use mfstream_store::{
 use super::App;
 use super::durable::{Keeper, Ledger, Rule};
 use super::fanout::Fanout;
-use super::table::{About, Kind, Property, PropertyState, Query, Reservation, Started};
+use super::table::{About, Property, PropertyState, Query, Reservation, Started};
+use super::wire::Kind;
 
 /// The logged instants read at once while replaying.
 const PAGE: usize = 16 * 1024;

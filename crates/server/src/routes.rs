@@ -7,9 +7,8 @@ use std::sync::Arc;
 use axum::Json;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use axum::http::{HeaderMap, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::AppendHeaders;
 
 use mfstream_engine::Source;
 use mfstream_model::Registration;
@@ -18,10 +17,7 @@ use mfstream_model::{PropertyType, QueryStatus};
 use mfstream_store::{EventIds, NewQuery, PropertyGuard};
 
 use super::App;
-use super::api::{
-    self, CQuery, Engine, Exception, FeatureParams, FeatureQueryParams, IngestAnswer, Instant,
-    Instants, PropertyParams, QueryList, QueryParams,
-};
+use super::api::{FeatureParams, FeatureQueryParams, PropertyParams, QueryParams};
 use super::durable::{self, Keeper, Ledger, Recording, Rule};
 use super::fanout::Fanout;
 use super::ingest::{self, Horizon};
@@ -29,7 +25,18 @@ use super::positions;
 use super::problem::Problem;
 use super::request::{PropertyAt, QueryAt, read_body, require_content_type};
 use super::table::{About, Full, PropertyState, Query, Reservation, Started, new_id};
+use super::wire::{
+    self, Answer, CQuery, Engine, EventStream, Exception, IngestAnswer, Instant, Instants, Link,
+    QueryList, Status,
+};
 use mfstream_model::PropertyPath;
+
+/// The routes of a temporal property (`P` below): each is a path under it.
+const PROPERTY: &str = "/collections/{cid}/items/{fid}/tproperties/{pname}";
+
+/// The routes of a feature's positions (`S` below), the property routes'
+/// twins: each is a path under it.
+const SEQUENCE: &str = "/collections/{cid}/items/{fid}/tgsequence";
 
 /// The body type of a registration, and of an ingest (one JSON instant or
 /// an array of them, or JSON lines).
@@ -46,12 +53,13 @@ const NDJSON: &str = "application/x-ndjson";
 /// registration fails.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries",
+    context_path = PROPERTY,
+    path = "/queries",
     tag = "cquery",
     operation_id = "registerQuery",
     summary = "register a continuous query on the temporal property",
     params(PropertyParams),
-    request_body(content = api::Registration, content_type = "application/json"),
+    request_body(content = wire::Registration, content_type = "application/json"),
     responses(
         (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
          headers(("Location" = String, description = "the query's path"))),
@@ -68,7 +76,7 @@ pub(crate) async fn register(
     PropertyAt(key): PropertyAt,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, Problem> {
+) -> Result<Created, Problem> {
     require_content_type(&headers, &[JSON])?;
     // The body's bytes are held (--max-inflight-bytes) while it is read
     // and checked.
@@ -243,17 +251,21 @@ async fn record(
 
 /// The 201 of a registration: the query's link object, and its path as
 /// the `Location`.
-fn created(app: &App, headers: &HeaderMap, query: &Query) -> Response {
+type Created = (
+    StatusCode,
+    AppendHeaders<Option<(HeaderName, HeaderValue)>>,
+    Answer<CQuery>,
+);
+
+/// The 201 of a registration of `query`.
+fn created(app: &App, headers: &HeaderMap, query: &Query) -> Created {
     let origin = origin(app, headers);
-    let mut response = (
+    let location = query.path().parse().ok();
+    (
         StatusCode::CREATED,
-        Json(link(query, &origin, Geometry::With)),
+        AppendHeaders(location.map(|path| (header::LOCATION, path))),
+        Answer(link(query, &origin, Geometry::With)),
     )
-        .into_response();
-    if let Ok(location) = query.path().parse() {
-        response.headers_mut().insert(header::LOCATION, location);
-    }
-    response
 }
 
 /// The registration as the store keeps it: the body, with the engine and
@@ -320,47 +332,54 @@ enum Geometry {
 /// The cquery link object of a query, with its live status; its links are
 /// absolute, under `origin`. A position query's says its `crs`, and with
 /// [`Geometry::With`] the geometry it measures against (for the page's map).
-fn link(query: &Query, origin: &str, geometry: Geometry) -> serde_json::Value {
+fn link(query: &Query, origin: &str, geometry: Geometry) -> CQuery {
     let path = query.path();
     let this = format!("{origin}{path}");
     let stream = format!("{this}/stream");
     let status = query.status();
     let progress = query.progress.snapshot();
-    let mut link = json!({
-        "rel": "cquery",
-        "queryId": query.id,
-        "href": stream,
-        "channel": path,
-        "status": status.name(),
-        "type": "text/event-stream",
-        "kind": query.kind,
-        "operation": query.operation,
-        "engine": query.engine,
-        "property": query.key.name(),
-        "events": query.fanout.events(),
-        "skipped": progress.skipped,
-        "cpuSeconds": progress.cpu_seconds(),
-        "links": [
-            {"rel": "self", "href": this, "type": "application/json"},
-            {"rel": "stream", "href": stream, "type": "text/event-stream"},
+    let (crs, geometry) = match &query.shape {
+        Some(shape) => (
+            Some(shape.crs.clone()),
+            match (&shape.geometry, geometry) {
+                (Some(g), Geometry::With) => Some((**g).clone()),
+                _ => None,
+            },
+        ),
+        None => (None, None),
+    };
+    CQuery {
+        rel: "cquery".to_owned(),
+        query_id: query.id.clone(),
+        href: stream.clone(),
+        channel: path,
+        status: Status::from(&status),
+        media_type: "text/event-stream".to_owned(),
+        kind: query.kind,
+        operation: query.operation.clone(),
+        engine: query.engine.clone(),
+        property: query.key.name().to_owned(),
+        events: query.fanout.events(),
+        skipped: progress.skipped,
+        cpu_seconds: progress.cpu_seconds(),
+        reason: match status {
+            QueryStatus::Failed { reason } => Some(reason),
+            _ => None,
+        },
+        crs,
+        geometry,
+        links: vec![
+            Link::new("self", this, JSON),
+            Link::new("stream", stream, "text/event-stream"),
         ],
-    });
-    if let QueryStatus::Failed { reason } = status {
-        link["reason"] = reason.into();
     }
-    if let Some(shape) = &query.shape {
-        link["crs"] = shape.crs.clone().into();
-        if let (Some(g), Geometry::With) = (&shape.geometry, geometry) {
-            link["geometry"] = (**g).clone();
-        }
-    }
-    link
 }
 
 /// `GET P/queries`: the queries registered on the property.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries",
+    context_path = PROPERTY,
+    path = "/queries",
     tag = "cquery",
     operation_id = "listQueries",
     summary = "the queries registered on the temporal property",
@@ -374,27 +393,26 @@ pub(crate) async fn list(
     State(app): State<Arc<App>>,
     PropertyAt(key): PropertyAt,
     headers: HeaderMap,
-) -> Response {
+) -> Answer<QueryList> {
     let origin = origin(&app, &headers);
-    let queries: Vec<_> = app
+    let queries: Vec<CQuery> = app
         .table
         .list(&key)
         .iter()
         .map(|q| link(q, &origin, Geometry::Without))
         .collect();
-    let n = queries.len();
-    Json(json!({
-        "queries": queries,
-        "numberReturned": n,
-        "links": [{"rel": "self", "href": format!("{}/queries", key.href()), "type": "application/json"}],
-    }))
-    .into_response()
+    Answer(QueryList {
+        number_returned: queries.len() as u64,
+        queries,
+        links: vec![Link::new("self", format!("{}/queries", key.href()), JSON)],
+    })
 }
 
 /// `GET P/queries/{qid}`: one query with its live status.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}",
+    context_path = PROPERTY,
+    path = "/queries/{qid}",
     tag = "cquery",
     operation_id = "getQuery",
     summary = "one query, with its live status",
@@ -409,9 +427,13 @@ pub(crate) async fn get(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
     headers: HeaderMap,
-) -> Result<Response, Problem> {
+) -> Result<Answer<CQuery>, Problem> {
     let query = find(&app, &key, &qid)?;
-    Ok(Json(link(&query, &origin(&app, &headers), Geometry::With)).into_response())
+    Ok(Answer(link(
+        &query,
+        &origin(&app, &headers),
+        Geometry::With,
+    )))
 }
 
 fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> {
@@ -428,7 +450,8 @@ fn find(app: &App, key: &PropertyPath, id: &str) -> Result<Arc<Query>, Problem> 
 /// so a retry works; a 204 means it never comes back after a restart.
 #[utoipa::path(
     delete,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}",
+    context_path = PROPERTY,
+    path = "/queries/{qid}",
     tag = "cquery",
     operation_id = "deleteQuery",
     summary = "stop the query (gracefully) and forget it",
@@ -488,11 +511,12 @@ pub(crate) async fn delete(
 /// `GET P/queries/{qid}/stream`: the results as Server-Sent Events.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/queries/{qid}/stream",
+    context_path = PROPERTY,
+    path = "/queries/{qid}/stream",
     tag = "cquery",
     operation_id = "streamQuery",
     summary = "the query's results as Server-Sent Events",
-    description = api::STREAM,
+    description = wire::STREAM,
     params(
         QueryParams,
         ("Last-Event-ID" = Option<String>, Header,
@@ -511,7 +535,7 @@ pub(crate) async fn stream(
     State(app): State<Arc<App>>,
     QueryAt(key, qid): QueryAt,
     headers: HeaderMap,
-) -> Result<Response, Problem> {
+) -> Result<EventStream, Problem> {
     let query = find(&app, &key, &qid)?;
     let last_event_id = match headers.get("last-event-id") {
         None => None,
@@ -553,15 +577,9 @@ pub(crate) async fn stream(
             let chunk = subscriber.next_chunk().await?;
             Some((Ok::<_, Infallible>(chunk), (subscriber, slot)))
         });
-    let body = Body::from_stream(futures_util::StreamExt::chain(hello, events));
-    Ok((
-        [
-            (header::CONTENT_TYPE, "text/event-stream"),
-            (header::CACHE_CONTROL, "no-cache"),
-        ],
-        body,
-    )
-        .into_response())
+    Ok(EventStream(Body::from_stream(
+        futures_util::StreamExt::chain(hello, events),
+    )))
 }
 
 /// `POST P/ingest`: live instants for the property.
@@ -570,7 +588,8 @@ pub(crate) async fn stream(
 /// kept. The answer is counted for `GET /metrics`.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tproperties/{pname}/ingest",
+    context_path = PROPERTY,
+    path = "/ingest",
     tag = "ingest",
     operation_id = "ingest",
     summary = "live instants for the temporal property",
@@ -595,16 +614,18 @@ pub(crate) async fn ingest(
     PropertyAt(key): PropertyAt,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, Problem> {
+) -> Result<(StatusCode, Answer<IngestAnswer>), Problem> {
     let delivered = take_ingest(&app, key, &headers, body).await;
     let accepted = delivered.as_ref().map(|d| d.accepted);
     app.sources.http().answered(accepted);
     let delivered = delivered?;
     Ok((
         StatusCode::ACCEPTED,
-        Json(json!({"accepted": delivered.accepted, "queries": delivered.queries})),
-    )
-        .into_response())
+        Answer(IngestAnswer {
+            accepted: delivered.accepted as u64,
+            queries: delivered.queries as u64,
+        }),
+    ))
 }
 
 /// The ingest itself: what it delivered, or why not (with what it
@@ -647,24 +668,31 @@ async fn take_ingest(
         (status = 200, description = "the engines", body = Vec<Engine>),
     ),
 )]
-pub(crate) async fn engines(State(app): State<Arc<App>>) -> Response {
-    Json(app.registry.listing()).into_response()
+pub(crate) async fn engines(State(app): State<Arc<App>>) -> Json<Vec<Engine>> {
+    Json(
+        app.registry
+            .listing()
+            .into_iter()
+            .map(Engine::from)
+            .collect(),
+    )
 }
 
-// A feature's positions (`S` = `/collections/{cid}/items/{fid}/tgsequence`):
-// the property handlers, keyed by the feature (`PropertyPath::sequence`).
-// Each route has a function of its own so that its `#[utoipa::path]` can
-// declare it (one path per function).
+// A feature's positions (`S`, [`SEQUENCE`]): the property handlers, keyed
+// by the feature (`PropertyPath::sequence`). Each route has a function of
+// its own so that its `#[utoipa::path]` can declare it (one path, and one
+// operation id, per function).
 
 /// `POST S/queries`: registers a continuous query on a feature's positions.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    context_path = SEQUENCE,
+    path = "/queries",
     tag = "positions",
     operation_id = "registerPositionsQuery",
     summary = "register a continuous query on the feature's positions",
     params(FeatureParams),
-    request_body(content = api::Registration, content_type = "application/json"),
+    request_body(content = wire::Registration, content_type = "application/json"),
     responses(
         (status = 201, description = "registered; `Location` is the query's path", body = CQuery,
          headers(("Location" = String, description = "the query's path"))),
@@ -680,14 +708,15 @@ pub(crate) async fn register_positions(
     at: PropertyAt,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, Problem> {
+) -> Result<Created, Problem> {
     register(app, at, headers, body).await
 }
 
 /// `GET S/queries`.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries",
+    context_path = SEQUENCE,
+    path = "/queries",
     tag = "positions",
     operation_id = "listPositionsQueries",
     summary = "the queries registered on the feature's positions",
@@ -701,14 +730,15 @@ pub(crate) async fn list_positions(
     app: State<Arc<App>>,
     at: PropertyAt,
     headers: HeaderMap,
-) -> Response {
+) -> Answer<QueryList> {
     list(app, at, headers).await
 }
 
 /// `GET S/queries/{qid}`.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    context_path = SEQUENCE,
+    path = "/queries/{qid}",
     tag = "positions",
     operation_id = "getPositionsQuery",
     summary = "one query on the feature's positions, with its live status",
@@ -723,14 +753,15 @@ pub(crate) async fn get_positions_query(
     app: State<Arc<App>>,
     at: QueryAt,
     headers: HeaderMap,
-) -> Result<Response, Problem> {
+) -> Result<Answer<CQuery>, Problem> {
     get(app, at, headers).await
 }
 
 /// `DELETE S/queries/{qid}`.
 #[utoipa::path(
     delete,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}",
+    context_path = SEQUENCE,
+    path = "/queries/{qid}",
     tag = "positions",
     operation_id = "deletePositionsQuery",
     summary = "stop the query (gracefully) and forget it",
@@ -752,11 +783,12 @@ pub(crate) async fn delete_positions_query(
 /// `GET S/queries/{qid}/stream`.
 #[utoipa::path(
     get,
-    path = "/collections/{cid}/items/{fid}/tgsequence/queries/{qid}/stream",
+    context_path = SEQUENCE,
+    path = "/queries/{qid}/stream",
     tag = "positions",
     operation_id = "streamPositionsQuery",
     summary = "the query's results as Server-Sent Events",
-    description = api::STREAM,
+    description = wire::STREAM,
     params(
         FeatureQueryParams,
         ("Last-Event-ID" = Option<String>, Header,
@@ -775,14 +807,15 @@ pub(crate) async fn stream_positions(
     app: State<Arc<App>>,
     at: QueryAt,
     headers: HeaderMap,
-) -> Result<Response, Problem> {
+) -> Result<EventStream, Problem> {
     stream(app, at, headers).await
 }
 
 /// `POST S/ingest`.
 #[utoipa::path(
     post,
-    path = "/collections/{cid}/items/{fid}/tgsequence/ingest",
+    context_path = SEQUENCE,
+    path = "/ingest",
     tag = "positions",
     operation_id = "ingestPositions",
     summary = "live positions for the feature",
@@ -790,8 +823,8 @@ pub(crate) async fn stream_positions(
                    `MovingPoint`. Nothing of a body with an invalid position is taken.",
     params(FeatureParams),
     request_body(content(
-        (api::Positions = "application/json"),
-        (api::Position = "application/x-ndjson"),
+        (wire::Positions = "application/json"),
+        (wire::Position = "application/x-ndjson"),
     )),
     responses(
         (status = 202, description = "taken", body = IngestAnswer),
@@ -806,7 +839,7 @@ pub(crate) async fn ingest_positions(
     at: PropertyAt,
     headers: HeaderMap,
     body: Body,
-) -> Result<Response, Problem> {
+) -> Result<(StatusCode, Answer<IngestAnswer>), Problem> {
     ingest(app, at, headers, body).await
 }
 

@@ -25,6 +25,7 @@ use mfstream_store::PropertyLock;
 use super::durable::{Keeper, Ledger, is_unknown};
 use super::fanout::Fanout;
 use super::metrics::EngineTally;
+use super::wire::Kind;
 use mfstream_model::PropertyPath;
 
 /// A property's type and the feeds of the queries reading it, under the
@@ -60,27 +61,6 @@ pub(crate) struct Feed {
     pub(crate) stop: CancellationToken,
     /// What the query was fed since its checkpoint (with `--state`).
     pub(crate) ledger: Option<Arc<Ledger>>,
-}
-
-/// The two kinds of continuous query, as the link object names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum Kind {
-    /// A lifted operation on each instant.
-    Transform,
-    /// A windowed aggregate (of the instants, or of a transform's outputs).
-    Aggregate,
-}
-
-impl From<&QueryKind> for Kind {
-    fn from(kind: &QueryKind) -> Kind {
-        match kind {
-            QueryKind::Transform(_) => Kind::Transform,
-            QueryKind::Aggregate { .. } => Kind::Aggregate,
-            QueryKind::Position(q) if q.aggregate().is_some() => Kind::Aggregate,
-            QueryKind::Position(_) => Kind::Transform,
-        }
-    }
 }
 
 /// One registered query.

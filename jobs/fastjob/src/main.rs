@@ -102,8 +102,8 @@ fn main() -> ExitCode {
 fn run() -> Result<(), Failure> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let transform = match args.as_slice() {
-        [op] => Transform::from_args(op, None),
-        [op, arg] => Transform::from_args(op, Some(arg)),
+        [op] => Transform::from_args(op, None).map_err(|e| e.to_string()),
+        [op, arg] => Transform::from_args(op, Some(arg)).map_err(|e| e.to_string()),
         _ => Err(format!(
             "expected an operation and at most one argument, got {args:?}"
         )),

@@ -35,7 +35,7 @@ impl Engine for Scale {
             .ok_or("the scale engine serves transforms only: the query has no `operation`")?;
         // `{x}` is the shortest form that parses back to the same number.
         let arg = spec.arg.map(|x| format!("{x}"));
-        let transform = Transform::from_args(&op, arg.as_deref())?;
+        let transform = Transform::from_args(&op, arg.as_deref()).map_err(|e| e.to_string())?;
         Ok(Scale { transform })
     }
 

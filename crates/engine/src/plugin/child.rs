@@ -271,7 +271,7 @@ fn serve_positions(
             ended.set(false);
             match checker.admit(&instant) {
                 Err(reason) => {
-                    write_error(&stdout, &instant.datetime, &reason)
+                    write_error(&stdout, &instant.datetime, &reason.to_string())
                         .map_err(PluginHostError::Stdout)?;
                 }
                 Ok(()) => {

@@ -79,37 +79,60 @@ impl Checker {
 
     /// Whether the plugin may have `instant` (then the next must be
     /// later), or why not.
-    pub(crate) fn admit(&mut self, instant: &Instant) -> Result<(), String> {
+    pub(crate) fn admit(&mut self, instant: &Instant) -> Result<(), Refused> {
         let t = self.check(instant)?;
         self.last = Some(t);
         Ok(())
     }
 
     /// The position's time, or why the plugin may not have it.
-    fn check(&self, instant: &Instant) -> Result<i64, String> {
+    fn check(&self, instant: &Instant) -> Result<i64, Refused> {
         let at = &instant.datetime;
         let Value::Point(point) = &instant.value else {
-            return Err(format!(
-                "record at {at} has the value {}, but positions have \"coordinates\"",
-                instant.value
-            ));
+            return Err(Refused::NotAPosition {
+                at: at.clone(),
+                value: instant.value.to_string(),
+            });
         };
-        geo::check_point(self.crs, geo::Point::new(point.x, point.y))
-            .map_err(|error| format!("record at {at}: {error}"))?;
+        geo::check_point(self.crs, geo::Point::new(point.x, point.y)).map_err(|error| {
+            Refused::Point {
+                at: at.clone(),
+                error,
+            }
+        })?;
         let t = datetime::parse(at)
-            .ok_or_else(|| {
-                format!("record at {at}: not an ISO-8601 datetime, such as 2026-01-01T00:00:00Z")
-            })?
+            .ok_or_else(|| Refused::Datetime { at: at.clone() })?
             .micros();
         match self.last {
-            Some(last) if t <= last => Err(format!(
-                "record at {at} is not after the previous position ({}): a feature's datetimes \
-                 must increase",
-                datetime::format_micros(last)
-            )),
+            Some(last) if t <= last => Err(Refused::NotAfter {
+                at: at.clone(),
+                last,
+            }),
             _ => Ok(t),
         }
     }
+}
+
+/// Why a plugin may not have a record of a feature's positions: each names
+/// the record by its datetime (`at`).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum Refused {
+    /// A value that is not a position.
+    #[error("record at {at} has the value {value}, but positions have \"coordinates\"")]
+    NotAPosition { at: String, value: String },
+    /// A point out of the reference system's bounds, or not finite.
+    #[error("record at {at}: {error}")]
+    Point { at: String, error: geo::GeoError },
+    /// A datetime that does not parse.
+    #[error("record at {at}: not an ISO-8601 datetime, such as 2026-01-01T00:00:00Z")]
+    Datetime { at: String },
+    /// A datetime not after the previous position's.
+    #[error(
+        "record at {at} is not after the previous position ({}): a feature's datetimes \
+         must increase",
+        datetime::format_micros(*last)
+    )]
+    NotAfter { at: String, last: i64 },
 }
 
 #[cfg(test)]
@@ -129,13 +152,13 @@ mod tests {
         let mut checker = Checker::new(Crs::Geodetic);
         let first = at("2026-01-01T00:00:00Z", 1.0, 2.0);
         assert_eq!(checker.admit(&first), Ok(()));
-        let again = checker.admit(&first).unwrap_err();
+        let again = checker.admit(&first).unwrap_err().to_string();
         assert!(
             again.contains("is not after the previous position"),
             "{again}"
         );
         let far = checker.admit(&at("2026-01-01T00:00:01Z", 200.0, 2.0));
-        assert!(far.unwrap_err().contains("longitude 200"));
+        assert!(far.unwrap_err().to_string().contains("longitude 200"));
         // A refused position leaves the last one as it was.
         assert_eq!(checker.admit(&at("2026-01-01T00:00:01Z", 1.0, 2.0)), Ok(()));
         // A planar system takes any finite coordinates.

@@ -225,7 +225,7 @@ fn process_positions(
             run.clear();
         }
         if on_error == OnError::Fail {
-            return (Ok(()), Some(reason));
+            return (Ok(()), Some(reason.to_string()));
         }
         tracing::debug!(%reason, "position skipped");
         collector.skip_one();

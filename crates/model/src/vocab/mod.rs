@@ -74,6 +74,18 @@ pub struct Point {
 /// arithmetic or parser here makes (0x6e6f7a is "noz").
 const NO_Z: u64 = 0x7ff8_0000_006e_6f7a;
 
+/// Why numbers are not a point's coordinates ([`Point::from_coordinates`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CoordinatesError {
+    /// Not two or three numbers: how many there were.
+    #[error("expected 2 or 3 numbers ([x, y] or [x, y, z]), got {0}")]
+    Count(usize),
+    /// A number that is not finite.
+    #[error("every coordinate must be a finite number")]
+    NotFinite,
+}
+
 impl Point {
     /// A 2D point.
     pub const fn new(x: f64, y: f64) -> Point {
@@ -108,21 +120,16 @@ impl Point {
 
     /// The coordinates from a JSON array's numbers: two or three, all
     /// finite; else why not (for a message naming `coordinates`).
-    pub fn from_coordinates(c: &[f64]) -> Result<Point, String> {
+    pub fn from_coordinates(c: &[f64]) -> Result<Point, CoordinatesError> {
         let point = match *c {
             [x, y] => Point::new(x, y),
             [x, y, z] => Point::with_z(x, y, Some(z)),
-            _ => {
-                return Err(format!(
-                    "expected 2 or 3 numbers ([x, y] or [x, y, z]), got {}",
-                    c.len()
-                ));
-            }
+            _ => return Err(CoordinatesError::Count(c.len())),
         };
         if c.iter().all(|v| v.is_finite()) {
             Ok(point)
         } else {
-            Err("every coordinate must be a finite number".into())
+            Err(CoordinatesError::NotFinite)
         }
     }
 

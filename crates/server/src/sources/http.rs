@@ -59,8 +59,4 @@ impl Source for Http {
     fn run(self: Arc<Self>, _app: Arc<App>, _stop: CancellationToken) -> Run {
         Box::pin(std::future::ready(()))
     }
-
-    fn status(&self) -> Option<serde_json::Value> {
-        None
-    }
 }

@@ -12,9 +12,10 @@
 //! - a [`Config`] is a kind's options, checked; once the address is bound
 //!   and the state opened, it builds the [`Source`], and registers the
 //!   source's counters with the metrics (which name no source);
-//! - a [`Source`] runs from the server's start to its shutdown, answers
-//!   its status, and says when it is ready (the line a supervisor waits
-//!   for). The server holds them in [`Sources`], HTTP's first.
+//! - a [`Source`] runs from the server's start to its shutdown, and says
+//!   when it is ready (the line a supervisor waits for). The server holds
+//!   them in [`Sources`], HTTP's first; a kind's status route finds its
+//!   own by name and type ([`configured`]), and answers its own type.
 //!
 //! Every source hands its instants to the same ingest path
 //! ([`crate::ingest::take`]). The broker sources (MQTT and Kafka) share
@@ -35,6 +36,7 @@ pub(crate) mod kafka;
 #[cfg(feature = "mqtt")]
 pub(crate) mod mqtt;
 
+use std::any::Any;
 use std::fmt::Debug;
 use std::future::Future;
 use std::net::SocketAddr;
@@ -42,8 +44,6 @@ use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use axum::Json;
-use axum::response::{IntoResponse, Response};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
@@ -99,8 +99,9 @@ pub(crate) trait Config: Send + Debug {
 /// A source's run: a future that ends once the source has stopped.
 pub(crate) type Run = Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// A source of instants, configured.
-pub(crate) trait Source: Send + Sync + Debug {
+/// A source of instants, configured. Its kind's status route finds it by
+/// name and type ([`configured`]).
+pub(crate) trait Source: Any + Send + Sync + Debug {
     /// Its kind's name.
     fn name(&self) -> &'static str;
 
@@ -109,11 +110,6 @@ pub(crate) trait Source: Send + Sync + Debug {
     /// again at the next start. HTTP ingest runs in the routes: its run
     /// ends at once.
     fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run;
-
-    /// `GET /ingest/{name}`'s answer: its configuration and counters.
-    /// `None` for a source without one (HTTP ingest).
-    #[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
-    fn status(&self) -> Option<serde_json::Value>;
 
     /// The line a supervisor (or a test) waits for, without `mfstream: `
     /// (`mqtt subscribed on URL`), and a count that moves each time it
@@ -181,12 +177,17 @@ pub(crate) fn routes(router: OpenApiRouter<Arc<App>>) -> OpenApiRouter<Arc<App>>
         .fold(router, |router, kind| (kind.routes)(router))
 }
 
-/// `GET /ingest/{name}`: the source's status, or 404 with `off` (how to
-/// turn it on) when the server runs without it.
+/// The configured source named `name`, a `S`, for its status route
+/// (`GET /ingest/{name}`); 404 with `off` (how to turn it on) when the
+/// server runs without it.
 #[cfg_attr(not(any(feature = "mqtt", feature = "kafka")), allow(dead_code))]
-pub(crate) fn status(app: &App, name: &str, off: &str) -> Response {
-    match app.sources.get(name).and_then(|s| s.status()) {
-        Some(status) => Json(status).into_response(),
-        None => Problem::not_found(off).into_response(),
-    }
+pub(crate) fn configured<'a, S: Source>(
+    app: &'a App,
+    name: &str,
+    off: &str,
+) -> Result<&'a S, Problem> {
+    app.sources
+        .get(name)
+        .and_then(|source| (&**source as &dyn Any).downcast_ref::<S>())
+        .ok_or_else(|| Problem::not_found(off))
 }

@@ -54,32 +54,50 @@ fn encode(numbers: &[u64]) -> Vec<u8> {
     out
 }
 
+/// Why bytes are no manifest.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum Damage {
+    /// Fewer bytes than the header.
+    #[error("{0} bytes, shorter than its header")]
+    Short(usize),
+    /// Another file's magic.
+    #[error("not a journal manifest")]
+    Magic,
+    /// A format version this build does not read.
+    #[error("format version {0}, but this mfstream reads version {VERSION}")]
+    Version(u32),
+    /// A length that does not fit the count of segments.
+    #[error("{len} bytes for {count} segments (cut short, or not written whole)")]
+    Length { len: usize, count: u64 },
+    /// A checksum that does not match.
+    #[error("its checksum does not match")]
+    Checksum,
+}
+
 /// The numbers a manifest lists, or why its bytes are no manifest.
-fn decode(bytes: &[u8]) -> Result<Vec<u64>, String> {
+fn decode(bytes: &[u8]) -> Result<Vec<u64>, Damage> {
     if bytes.len() < 20 {
-        return Err(format!("{} bytes, shorter than its header", bytes.len()));
+        return Err(Damage::Short(bytes.len()));
     }
     if &bytes[..8] != MAGIC {
-        return Err("not a journal manifest".into());
+        return Err(Damage::Magic);
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != VERSION {
-        return Err(format!(
-            "format version {version}, but this mfstream reads version {VERSION}"
-        ));
+        return Err(Damage::Version(version));
     }
     let count = u64::from(u32::from_le_bytes(
         bytes[12..16].try_into().expect("4 bytes"),
     ));
     if count > MAX_SEGMENTS || bytes.len() as u64 != 16 + count * 8 + 4 {
-        return Err(format!(
-            "{} bytes for {count} segments (cut short, or not written whole)",
-            bytes.len()
-        ));
+        return Err(Damage::Length {
+            len: bytes.len(),
+            count,
+        });
     }
     let (body, crc) = bytes.split_at(bytes.len() - 4);
     if crc32fast::hash(body).to_le_bytes() != crc {
-        return Err("its checksum does not match".into());
+        return Err(Damage::Checksum);
     }
     Ok(body[16..]
         .chunks_exact(8)
@@ -109,7 +127,9 @@ pub(super) fn read(vfs: &dyn Vfs, dir: &Path) -> Result<Option<Vec<u64>>, StoreE
     let mut bytes = vec![0u8; len as usize];
     file.read_at(&mut bytes, 0)
         .map_err(|e| StoreErrorKind::io("read", &manifest, &e))?;
-    decode(&bytes).map(Some).map_err(damaged)
+    decode(&bytes)
+        .map(Some)
+        .map_err(|damage| damaged(damage.to_string()))
 }
 
 /// Replaces `dir`'s manifest with one listing `numbers`: written aside,
@@ -147,20 +167,26 @@ mod tests {
         let bytes = encode(&[1, 4, 9]);
         assert_eq!(decode(&bytes).unwrap(), [1, 4, 9]);
         assert_eq!(decode(&encode(&[])).unwrap(), Vec::<u64>::new());
-        let cut = decode(&bytes[..bytes.len() - 3]).unwrap_err();
+        let cut = decode(&bytes[..bytes.len() - 3]).unwrap_err().to_string();
         assert!(cut.contains("cut short"), "{cut}");
         let mut flipped = bytes.clone();
         flipped[17] ^= 1;
-        assert!(decode(&flipped).unwrap_err().contains("checksum"));
+        assert!(
+            decode(&flipped)
+                .unwrap_err()
+                .to_string()
+                .contains("checksum")
+        );
         assert!(
             decode(b"garbage that is long enough")
                 .unwrap_err()
+                .to_string()
                 .contains("not a journal manifest")
         );
         // A count far past the bytes allocates nothing.
         let mut huge = bytes.clone();
         huge[12..16].copy_from_slice(&u32::MAX.to_le_bytes());
-        assert!(decode(&huge).unwrap_err().contains("segments"));
+        assert!(decode(&huge).unwrap_err().to_string().contains("segments"));
     }
 
     #[test]

@@ -65,7 +65,7 @@ pub(crate) fn parse(payload: &[u8], horizon: &Horizon) -> Result<Payload, (Reaso
         };
         horizon
             .check(i + 1, datetime, at)
-            .map_err(|why| (Reason::BadDatetime, why))?;
+            .map_err(|why| (Reason::BadDatetime, why.to_string()))?;
     }
     Ok(Payload::Instants(instants))
 }

@@ -2,12 +2,13 @@
 //! last bad messages, the connection's state. Read at `GET /ingest/mqtt`
 //! (and, under Kafka's names, `GET /ingest/kafka`) and at `GET /metrics`.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde_json::{Value as Json, json};
+use serde::Serialize;
+use utoipa::ToSchema;
 
 use super::payload::cut;
 use crate::metrics;
@@ -96,17 +97,20 @@ pub(crate) struct Snapshot {
     pub(crate) connects: u64,
     pub(crate) messages: u64,
     pub(crate) acked: u64,
+    pub(crate) instants: u64,
     pub(crate) duplicates: u64,
     pub(crate) retries: u64,
     /// Bad messages by reason (its name), every reason once.
     pub(crate) bad: Vec<(&'static str, u64)>,
 }
 
-#[derive(Debug)]
-struct Sample {
+/// A bad MQTT message (or Kafka record).
+#[derive(Debug, Clone, Serialize, ToSchema)]
+#[schema(as = MqttBadSample)]
+pub(crate) struct BadSample {
     at: String,
     topic: String,
-    reason: Reason,
+    reason: &'static str,
     detail: String,
     payload: String,
 }
@@ -129,7 +133,7 @@ pub(crate) struct Stats {
     /// store unavailable).
     pub(crate) retries: AtomicU64,
     bad: [AtomicU64; 6],
-    samples: Mutex<VecDeque<Sample>>,
+    samples: Mutex<VecDeque<BadSample>>,
     /// When a bad message was last logged, and how many were not since.
     log: Mutex<(Option<Instant>, u64)>,
     last_error: Mutex<Option<String>>,
@@ -161,10 +165,10 @@ impl Stats {
     /// line per second; the others are counted in the next).
     pub(crate) fn bad(&self, topic: &str, reason: Reason, detail: &str, payload: &[u8]) {
         self.bad[reason as usize].fetch_add(1, Relaxed);
-        let sample = Sample {
+        let sample = BadSample {
             at: now(),
             topic: cut(topic, SAMPLE_BYTES).to_owned(),
-            reason,
+            reason: reason.name(),
             detail: cut(detail, SAMPLE_BYTES * 2).to_owned(),
             payload: String::from_utf8_lossy(&payload[..payload.len().min(SAMPLE_BYTES)])
                 .into_owned(),
@@ -202,6 +206,7 @@ impl Stats {
             connects: self.connects.load(Relaxed),
             messages: self.messages.load(Relaxed),
             acked: self.acked.load(Relaxed),
+            instants: self.instants.load(Relaxed),
             duplicates: self.duplicates.load(Relaxed),
             retries: self.retries.load(Relaxed),
             bad: Reason::ALL
@@ -216,38 +221,21 @@ impl Stats {
         *lock(&self.last_error) = error;
     }
 
-    /// The counters as JSON.
-    pub(crate) fn to_json(&self) -> Json {
-        let bad: serde_json::Map<String, Json> = Reason::ALL
-            .iter()
-            .map(|r| {
-                (
-                    r.name().to_owned(),
-                    json!(self.bad[*r as usize].load(Relaxed)),
-                )
-            })
-            .collect();
-        let samples: Vec<Json> = lock(&self.samples)
-            .iter()
-            .rev()
-            .map(|s| {
-                json!({"at": s.at, "topic": s.topic, "reason": s.reason.name(),
-                       "detail": s.detail, "payload": s.payload})
-            })
-            .collect();
-        json!({
-            "connected": self.connected.load(Relaxed),
-            "subscribed": self.subscribed.load(Relaxed),
-            "connects": self.connects.load(Relaxed),
-            "lastError": *lock(&self.last_error),
-            "messages": self.messages.load(Relaxed),
-            "acknowledged": self.acked.load(Relaxed),
-            "instants": self.instants.load(Relaxed),
-            "duplicates": self.duplicates.load(Relaxed),
-            "retries": self.retries.load(Relaxed),
-            "bad": bad,
-            "badSamples": samples,
-        })
+    /// Why the connection last failed, if it did.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        lock(&self.last_error).clone()
+    }
+
+    /// The last bad messages, newest first.
+    pub(crate) fn samples(&self) -> Vec<BadSample> {
+        lock(&self.samples).iter().rev().cloned().collect()
+    }
+}
+
+impl Snapshot {
+    /// The bad messages per reason, as the status answers show them.
+    pub(crate) fn bad_by_reason(&self) -> BTreeMap<&'static str, u64> {
+        self.bad.iter().copied().collect()
     }
 }
 
@@ -274,7 +262,10 @@ mod tests {
             stats.bad(&format!("t/{i}"), Reason::NotJson, "no", b"x");
         }
         stats.bad("t/last", Reason::Topic, "no pattern", &[0xff; 1000]);
-        let j = stats.to_json();
+        let j = serde_json::json!({
+            "bad": stats.snapshot().bad_by_reason(),
+            "badSamples": stats.samples(),
+        });
         assert_eq!(j["bad"]["notJson"], SAMPLES + 3);
         assert_eq!(j["bad"]["topic"], 1);
         assert_eq!(j["bad"]["wrongType"], 0);

@@ -42,20 +42,82 @@ impl Level {
     }
 }
 
+/// A level of a topic pattern.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Part {
+    /// A level a topic has as it is.
+    Literal(String),
+    /// A placeholder: an id, which names that part of the property.
+    Placeholder(Level),
+}
+
+/// Why a broker's topic patterns (`flag`'s) are refused. Each names the
+/// flag, quotes the pattern, and (but [`PatternError::TooMany`]) ends with
+/// `hint`, how to write one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum PatternError {
+    /// More patterns than are taken.
+    #[error("{count} {flag} patterns; at most {max} are taken")]
+    TooMany {
+        flag: &'static str,
+        count: usize,
+        max: usize,
+    },
+    /// A pattern longer than the broker's longest topic (`what` says
+    /// whose).
+    #[cfg_attr(not(feature = "kafka"), allow(dead_code))]
+    #[error("{flag} {text:?} is over {max} bytes, {what}")]
+    TooLong {
+        flag: &'static str,
+        text: String,
+        max: usize,
+        what: &'static str,
+    },
+    /// An empty level.
+    #[error("{flag} {text:?} has an empty level: {hint}")]
+    EmptyLevel {
+        flag: &'static str,
+        text: String,
+        hint: &'static str,
+    },
+    /// A level that is neither a placeholder nor a literal; `rule` says
+    /// what a literal may not hold, when the hint does not.
+    #[error(
+        "{flag} {text:?}: the level {level:?} is neither a placeholder nor a literal{rule}: {hint}"
+    )]
+    BadLevel {
+        flag: &'static str,
+        text: String,
+        level: String,
+        rule: &'static str,
+        hint: &'static str,
+    },
+    /// A placeholder missing, or there more than once.
+    #[error("{flag} {text:?} has {count} {}: {hint}", placeholder.name())]
+    Placeholders {
+        flag: &'static str,
+        text: String,
+        count: usize,
+        placeholder: Level,
+        hint: &'static str,
+    },
+}
+
 /// The `flag`'s patterns, each parsed by `parse`: at most `max`, and
 /// `default` when none is given.
 pub(crate) fn parse_patterns<P>(
     topics: &[String],
-    flag: &str,
+    flag: &'static str,
     max: usize,
     default: &str,
-    parse: impl Fn(&str) -> Result<P, String>,
-) -> Result<Vec<P>, String> {
+    parse: impl Fn(&str) -> Result<P, PatternError>,
+) -> Result<Vec<P>, PatternError> {
     if topics.len() > max {
-        return Err(format!(
-            "{} {flag} patterns; at most {max} are taken",
-            topics.len()
-        ));
+        return Err(PatternError::TooMany {
+            flag,
+            count: topics.len(),
+            max,
+        });
     }
     if topics.is_empty() {
         return Ok(vec![parse(default)?]);
@@ -66,15 +128,24 @@ pub(crate) fn parse_patterns<P>(
 /// Each placeholder exactly once among `levels`; else the error, for the
 /// `flag`'s pattern `text`, ending with `hint`.
 pub(crate) fn check_placeholders(
-    levels: &[Result<Level, String>],
-    flag: &str,
+    levels: &[Part],
+    flag: &'static str,
     text: &str,
-    hint: &str,
-) -> Result<(), String> {
+    hint: &'static str,
+) -> Result<(), PatternError> {
     for wanted in [Level::Collection, Level::Feature, Level::Property] {
-        let n = levels.iter().filter(|l| **l == Ok(wanted)).count();
+        let n = levels
+            .iter()
+            .filter(|l| **l == Part::Placeholder(wanted))
+            .count();
         if n != 1 {
-            return Err(format!("{flag} {text:?} has {n} {}: {hint}", wanted.name()));
+            return Err(PatternError::Placeholders {
+                flag,
+                text: text.to_owned(),
+                count: n,
+                placeholder: wanted,
+                hint,
+            });
         }
     }
     Ok(())
@@ -84,7 +155,7 @@ pub(crate) fn check_placeholders(
 /// each literal level equal, each placeholder's part an id `valid` takes,
 /// no part left over.
 pub(crate) fn route_levels<'a>(
-    levels: &[Result<Level, String>],
+    levels: &[Part],
     mut parts: impl Iterator<Item = &'a str>,
     valid: impl Fn(&str) -> bool,
 ) -> Option<Route> {
@@ -96,11 +167,11 @@ pub(crate) fn route_levels<'a>(
     for level in levels {
         let part = parts.next()?;
         let slot = match level {
-            Err(literal) if literal == part => continue,
-            Err(_) => return None,
-            Ok(Level::Collection) => &mut key.collection,
-            Ok(Level::Feature) => &mut key.feature,
-            Ok(Level::Property) => &mut key.property,
+            Part::Literal(literal) if literal == part => continue,
+            Part::Literal(_) => return None,
+            Part::Placeholder(Level::Collection) => &mut key.collection,
+            Part::Placeholder(Level::Feature) => &mut key.feature,
+            Part::Placeholder(Level::Property) => &mut key.property,
         };
         if !valid(part) {
             return None;

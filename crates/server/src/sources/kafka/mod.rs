@@ -33,23 +33,21 @@
 
 mod consumer;
 mod link;
+mod status;
 mod topic;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering::Relaxed;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::response::Response;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
-use serde_json::json;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::routes;
 
 use super::broker::pipeline::Broker;
 use super::broker::stats::Stats;
-use super::broker::topic::Route;
+use super::broker::topic::{PatternError, Route};
 use super::{Config, Configured, Kind, Run, Site, Source};
 use crate::metrics::{Family, FamilyKind, IngestCounters, IngestTally, SourceMetrics};
 use crate::{App, ServeError, ServeOptions};
@@ -59,7 +57,7 @@ use topic::Pattern;
 pub(crate) const KIND: Kind = Kind {
     name: NAME,
     configure,
-    routes: |router| router.routes(routes!(status)),
+    routes: |router| router.routes(routes!(status::status)),
 };
 
 const NAME: &str = "kafka";
@@ -69,9 +67,9 @@ fn configure(options: &ServeOptions) -> Configured {
     let Some(o) = &options.kafka else {
         return Ok(None);
     };
-    let config = Checked::new(o).map_err(|message| ServeError::Source {
+    let config = Checked::new(o).map_err(|error| ServeError::Source {
         name: NAME,
-        message,
+        message: error.to_string(),
     })?;
     Ok(Some(Box::new(config)))
 }
@@ -132,11 +130,40 @@ pub(crate) struct Kafka {
     assignments: watch::Sender<u64>,
 }
 
+/// How brokers are written, ending the errors about them.
+const BROKERS_FORM: &str = "give HOST:PORT[,HOST:PORT…], such as 127.0.0.1:9092";
+
+/// Why `--kafka`'s options are refused: each names the option and says the
+/// form expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum OptionError {
+    /// No broker.
+    #[error("--kafka {brokers:?}: no broker: {BROKERS_FORM}")]
+    NoBroker { brokers: String },
+    /// An entry that is not `HOST:PORT`.
+    #[error("--kafka {brokers:?}: {entry:?} is not HOST:PORT: {BROKERS_FORM}")]
+    Broker { brokers: String, entry: String },
+    /// A group of no byte, or over 255.
+    #[error("--kafka-group {group:?}: give 1 to 255 bytes")]
+    Group { group: String },
+    /// A session timeout out of 1 s to 1 h.
+    #[error(
+        "--kafka-session-timeout-ms {}: give 1000 to 3600000 (the broker may narrow it: \
+         group.min.session.timeout.ms, group.max.session.timeout.ms)",
+        timeout.as_millis()
+    )]
+    SessionTimeout { timeout: Duration },
+    /// A bad `--kafka-topic`.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+}
+
 /// Checks `BROKERS`: `HOST:PORT` entries separated by commas.
-fn check_brokers(brokers: &str) -> Result<(), String> {
-    let form = "give HOST:PORT[,HOST:PORT…], such as 127.0.0.1:9092";
+fn check_brokers(brokers: &str) -> Result<(), OptionError> {
     if brokers.is_empty() {
-        return Err(format!("--kafka {brokers:?}: no broker: {form}"));
+        return Err(OptionError::NoBroker {
+            brokers: brokers.to_owned(),
+        });
     }
     for entry in brokers.split(',') {
         let entry = entry.trim();
@@ -150,9 +177,10 @@ fn check_brokers(brokers: &str) -> Result<(), String> {
         match port {
             Some((host, Ok(p))) if !host.is_empty() && p > 0 => {}
             _ => {
-                return Err(format!(
-                    "--kafka {brokers:?}: {entry:?} is not HOST:PORT: {form}"
-                ));
+                return Err(OptionError::Broker {
+                    brokers: brokers.to_owned(),
+                    entry: entry.to_owned(),
+                });
             }
         }
     }
@@ -162,11 +190,11 @@ fn check_brokers(brokers: &str) -> Result<(), String> {
 impl Checked {
     /// Checks `options`: the brokers, topics, group and session timeout;
     /// the error names the option and the form expected.
-    fn new(options: &KafkaIngest) -> Result<Checked, String> {
+    fn new(options: &KafkaIngest) -> Result<Checked, OptionError> {
         check_brokers(&options.brokers)?;
         let patterns = super::broker::topic::parse_patterns(
             &options.topics,
-            "--kafka-topic",
+            topic::FLAG,
             topic::MAX_PATTERNS,
             topic::DEFAULT,
             Pattern::parse,
@@ -174,15 +202,13 @@ impl Checked {
         if let Some(g) = &options.group
             && (g.is_empty() || g.len() > 255)
         {
-            return Err(format!("--kafka-group {g:?}: give 1 to 255 bytes"));
+            return Err(OptionError::Group { group: g.clone() });
         }
         let session_timeout = options.session_timeout.unwrap_or(DEFAULT_SESSION_TIMEOUT);
         if !(Duration::from_secs(1)..=Duration::from_secs(3600)).contains(&session_timeout) {
-            return Err(format!(
-                "--kafka-session-timeout-ms {}: give 1000 to 3600000 (the broker may narrow it: \
-                 group.min.session.timeout.ms, group.max.session.timeout.ms)",
-                session_timeout.as_millis()
-            ));
+            return Err(OptionError::SessionTimeout {
+                timeout: session_timeout,
+            });
         }
         Ok(Checked {
             brokers: options.brokers.clone(),
@@ -260,58 +286,6 @@ impl Kafka {
     }
 }
 
-impl Kafka {
-    /// `GET /ingest/kafka`'s answer: MQTT's counters under Kafka's names.
-    fn to_json(&self) -> serde_json::Value {
-        let mut counters = self.stats.to_json();
-        let take = |counters: &mut serde_json::Value, key: &str| {
-            counters
-                .as_object_mut()
-                .and_then(|o| o.remove(key))
-                .unwrap_or(serde_json::Value::Null)
-        };
-        let link = self.link.snapshot();
-        json!({
-            "brokers": self.brokers,
-            "group": self.group,
-            "reachable": link.reachable,
-            "reachableSince": link.since,
-            "brokerErrors": link.errors,
-            "topics": self.patterns.iter().map(Pattern::text).collect::<Vec<_>>(),
-            "assignedPartitions": self.assigned.load(Relaxed),
-            "assignments": take(&mut counters, "connects"),
-            "lastError": take(&mut counters, "lastError"),
-            "records": take(&mut counters, "messages"),
-            "committed": take(&mut counters, "acknowledged"),
-            "instants": take(&mut counters, "instants"),
-            "duplicates": take(&mut counters, "duplicates"),
-            "retries": take(&mut counters, "retries"),
-            "bad": take(&mut counters, "bad"),
-            "badSamples": take(&mut counters, "badSamples"),
-        })
-    }
-}
-
-/// `GET /ingest/kafka`: the Kafka ingest's configuration and counters.
-#[utoipa::path(
-    get,
-    path = "/ingest/kafka",
-    tag = "ingest",
-    operation_id = "getKafkaIngest",
-    summary = "the Kafka ingest (`--kafka`): brokers, group, topics, partitions, counters, last bad records",
-    responses(
-        (status = 200, description = "the Kafka ingest's state", body = crate::api::KafkaStatus),
-        (status = 404, description = "the server runs without `--kafka`", body = crate::api::Exception),
-    ),
-)]
-pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
-    super::status(
-        &app,
-        NAME,
-        "Kafka ingest is off: start the server with --kafka HOST:PORT",
-    )
-}
-
 impl Source for Kafka {
     fn name(&self) -> &'static str {
         NAME
@@ -319,10 +293,6 @@ impl Source for Kafka {
 
     fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run {
         Box::pin(consumer::run(app, self, stop))
-    }
-
-    fn status(&self) -> Option<serde_json::Value> {
-        Some(self.to_json())
     }
 
     fn ready(&self) -> Option<(String, watch::Receiver<u64>)> {
@@ -425,10 +395,11 @@ mod tests {
             ..KafkaIngest::default()
         };
         let kafka = Checked::new(&o).unwrap().kafka(site(None), Arc::default());
-        let mut answer = kafka.to_json();
+        let mut answer =
+            serde_json::to_value(status::KafkaStatus::of(&kafka)).expect("a status serialises");
         let mut keys: Vec<String> = answer.as_object().unwrap().keys().cloned().collect();
         keys.sort();
-        let schema = serde_json::to_value(crate::api::KafkaStatus::schema()).unwrap();
+        let schema = serde_json::to_value(status::KafkaStatus::schema()).unwrap();
         let mut want: Vec<String> = schema["properties"]
             .as_object()
             .unwrap()
@@ -457,7 +428,7 @@ mod tests {
             assert_eq!(check_brokers(good), Ok(()), "{good}");
         }
         for bad in ["", "host", "host:0", "host:x", ":9092", "a:1,,b:2"] {
-            let err = check_brokers(bad).unwrap_err();
+            let err = check_brokers(bad).unwrap_err().to_string();
             assert!(
                 err.contains("HOST:PORT") && err.contains("--kafka"),
                 "{bad}: {err}"
@@ -480,7 +451,7 @@ mod tests {
         let (a, b) = (kafka(), kafka());
         assert_eq!(a.group, b.group);
         assert!(a.group.starts_with("mfstream-"));
-        let bad = |o: KafkaIngest| Checked::new(&o).unwrap_err();
+        let bad = |o: KafkaIngest| Checked::new(&o).unwrap_err().to_string();
         assert!(
             bad(KafkaIngest {
                 group: Some(String::new()),

@@ -5,10 +5,15 @@
 //! subscription is a regular expression (librdkafka's `^…`) matching
 //! every topic of the pattern, so topics created later are read too.
 
-use super::super::broker::topic::{Level, Route, check_placeholders, route_levels};
+use super::super::broker::topic::{
+    Level, Part, PatternError, Route, check_placeholders, route_levels,
+};
 
 /// The MQTT tier's `mfapi/{cid}/{fid}/{pname}`, with Kafka's separator.
 pub(crate) const DEFAULT: &str = "mfapi.{cid}.{fid}.{pname}";
+
+/// The flag that gives the patterns.
+pub(crate) const FLAG: &str = "--kafka-topic";
 
 /// The most patterns `--kafka-topic` takes.
 pub(crate) const MAX_PATTERNS: usize = 64;
@@ -20,7 +25,7 @@ const MAX_TOPIC: usize = 249;
 #[derive(Debug, Clone)]
 pub(crate) struct Pattern {
     text: String,
-    levels: Vec<Result<Level, String>>,
+    levels: Vec<Part>,
 }
 
 /// A level of a topic name: what Kafka allows but the separator.
@@ -34,33 +39,45 @@ fn is_level(text: &str) -> bool {
 impl Pattern {
     /// Checks `text`: each of `{cid}`, `{fid}`, `{pname}` exactly once, each
     /// a whole level; literal levels of letters, digits, `_` and `-`.
-    pub(crate) fn parse(text: &str) -> Result<Pattern, String> {
+    pub(crate) fn parse(text: &str) -> Result<Pattern, PatternError> {
         let hint = "give levels separated by '.', with {cid}, {fid} and {pname} each once as a \
                     whole level and literals of letters, digits, '_' and '-', such as \
                     mfapi.{cid}.{fid}.{pname}";
         if text.len() > MAX_TOPIC {
-            return Err(format!(
-                "--kafka-topic {text:?} is over {MAX_TOPIC} bytes, Kafka's longest topic name"
-            ));
+            return Err(PatternError::TooLong {
+                flag: FLAG,
+                text: text.to_owned(),
+                max: MAX_TOPIC,
+                what: "Kafka's longest topic name",
+            });
         }
         let mut levels = Vec::new();
         for level in text.split('.') {
             if let Some(placeholder) = Level::placeholder(level) {
-                levels.push(Ok(placeholder));
+                levels.push(Part::Placeholder(placeholder));
                 continue;
             }
             levels.push(match level {
-                "" => return Err(format!("--kafka-topic {text:?} has an empty level: {hint}")),
-                _ if !is_level(level) => {
-                    return Err(format!(
-                        "--kafka-topic {text:?}: the level {level:?} is neither a placeholder \
-                         nor a literal: {hint}"
-                    ));
+                "" => {
+                    return Err(PatternError::EmptyLevel {
+                        flag: FLAG,
+                        text: text.to_owned(),
+                        hint,
+                    });
                 }
-                _ => Err(level.to_owned()),
+                _ if !is_level(level) => {
+                    return Err(PatternError::BadLevel {
+                        flag: FLAG,
+                        text: text.to_owned(),
+                        level: level.to_owned(),
+                        rule: "",
+                        hint,
+                    });
+                }
+                _ => Part::Literal(level.to_owned()),
             });
         }
-        check_placeholders(&levels, "--kafka-topic", text, hint)?;
+        check_placeholders(&levels, FLAG, text, hint)?;
         Ok(Pattern {
             text: text.to_owned(),
             levels,
@@ -79,9 +96,9 @@ impl Pattern {
             .levels
             .iter()
             .map(|l| match l {
-                Ok(_) => "[A-Za-z0-9_-]+",
+                Part::Placeholder(_) => "[A-Za-z0-9_-]+",
                 // Letters, digits, '_' and '-' only: nothing to escape.
-                Err(literal) => literal.as_str(),
+                Part::Literal(literal) => literal.as_str(),
             })
             .collect();
         format!("^{}$", levels.join("\\."))
@@ -150,7 +167,7 @@ mod tests {
             ("mfapi..{cid}.{fid}.{pname}", "empty level"),
             ("mf api.{cid}.{fid}.{pname}", "neither a placeholder"),
         ] {
-            let err = Pattern::parse(bad).unwrap_err();
+            let err = Pattern::parse(bad).unwrap_err().to_string();
             assert!(
                 err.contains(says) && err.contains("mfapi.{cid}.{fid}.{pname}"),
                 "{bad}: {err}"
@@ -159,6 +176,7 @@ mod tests {
         assert!(
             Pattern::parse(&"a".repeat(250))
                 .unwrap_err()
+                .to_string()
                 .contains("249")
         );
     }

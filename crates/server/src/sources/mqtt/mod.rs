@@ -31,6 +31,7 @@
 //! that waits on them.)
 
 mod acks;
+mod status;
 mod topic;
 
 use std::path::{Path, PathBuf};
@@ -38,22 +39,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::response::Response;
 use rumqttc::v5::mqttbytes::QoS;
 use rumqttc::v5::mqttbytes::v5::{Filter, Packet, SubAck, SubscribeReasonCode};
 use rumqttc::v5::{AsyncClient, Event, EventLoop, MqttOptions};
 use rumqttc::{TlsConfiguration, Transport};
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use serde_json::json;
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::routes;
 
 use super::broker::pipeline::{self, Broker, Delivery};
 use super::broker::stats::Stats;
-use super::broker::topic::Route;
+use super::broker::topic::{PatternError, Route};
 use super::{Config, Configured, Kind, Run, Site, Source};
 use crate::metrics::{Family, FamilyKind, IngestCounters, IngestTally, SourceMetrics};
 use crate::{App, ServeError, ServeOptions};
@@ -63,7 +61,7 @@ use topic::Pattern;
 pub(crate) const KIND: Kind = Kind {
     name: NAME,
     configure,
-    routes: |router| router.routes(routes!(status)),
+    routes: |router| router.routes(routes!(status::status)),
 };
 
 const NAME: &str = "mqtt";
@@ -73,9 +71,9 @@ fn configure(options: &ServeOptions) -> Configured {
     let Some(o) = &options.mqtt else {
         return Ok(None);
     };
-    let config = Checked::new(o).map_err(|message| ServeError::Source {
+    let config = Checked::new(o).map_err(|error| ServeError::Source {
         name: NAME,
-        message,
+        message: error.to_string(),
     })?;
     Ok(Some(Box::new(config)))
 }
@@ -126,31 +124,105 @@ struct Address {
     port: u16,
 }
 
+/// How a broker URL is written, ending the errors about one.
+const URL_FORM: &str =
+    "give mqtt://HOST[:PORT] or mqtts://HOST[:PORT], such as mqtt://127.0.0.1:1883";
+
+/// Why `--mqtt`'s options are refused: each names the option and says the
+/// form expected.
+#[derive(Debug, thiserror::Error)]
+enum OptionError {
+    /// A URL of another scheme.
+    #[error("--mqtt {url:?}: not an MQTT URL: {URL_FORM}")]
+    NotMqtt { url: String },
+    /// A URL with a user or a password.
+    #[error(
+        "--mqtt {url:?}: credentials are not taken from the URL (a command line is visible to \
+         every user): set MFSTREAM_MQTT_USERNAME and MFSTREAM_MQTT_PASSWORD"
+    )]
+    Credentials { url: String },
+    /// A URL with a path, a query or a fragment.
+    #[error("--mqtt {url:?}: a broker URL has no path: {URL_FORM}")]
+    Path { url: String },
+    /// An IPv6 host whose `[` is not closed.
+    #[error("--mqtt {url:?}: an unclosed '[': {URL_FORM}")]
+    Bracket { url: String },
+    /// A URL without a host.
+    #[error("--mqtt {url:?}: no host: {URL_FORM}")]
+    NoHost { url: String },
+    /// A port that is not 1 to 65535.
+    #[error("--mqtt {url:?}: the port {port:?} is not 1 to 65535: {URL_FORM}")]
+    Port { url: String, port: String },
+    /// An `mqtts://` broker without `--mqtt-ca`.
+    #[error(
+        "--mqtt {url:?}: mqtts:// needs --mqtt-ca FILE, the CA that signed the broker's \
+         certificate"
+    )]
+    NoCa { url: String },
+    /// `--mqtt-ca` for an `mqtt://` broker.
+    #[error("--mqtt-ca is only for mqtts:// brokers; --mqtt is {url:?}")]
+    CaWithoutTls { url: String },
+    /// A CA file that cannot be read.
+    #[error(
+        "--mqtt-ca {:?}: cannot read it ({error}): give the PEM file of the CA that signed the \
+         broker's certificate",
+        ca.display()
+    )]
+    CaUnreadable { ca: PathBuf, error: std::io::Error },
+    /// A CA file whose PEM does not parse.
+    #[error("--mqtt-ca {:?}: {error}", ca.display())]
+    CaPem {
+        ca: PathBuf,
+        error: rustls::pki_types::pem::Error,
+    },
+    /// A CA certificate rustls does not take.
+    #[error("--mqtt-ca {:?}: {error}", ca.display())]
+    CaRefused { ca: PathBuf, error: rustls::Error },
+    /// A CA file without a certificate.
+    #[error(
+        "--mqtt-ca {:?}: no PEM certificate in it: give the CA's certificate \
+         (-----BEGIN CERTIFICATE-----)",
+        ca.display()
+    )]
+    CaEmpty { ca: PathBuf },
+    /// TLS that rustls cannot set up.
+    #[error("TLS: {0}")]
+    Tls(rustls::Error),
+    /// A client id of no byte, or over MQTT's limit.
+    #[error(
+        "--mqtt-client-id {id:?}: give 1 to 65535 bytes (23 letters and digits fit every broker)"
+    )]
+    ClientId { id: String },
+    /// A password without a user.
+    #[error("MFSTREAM_MQTT_PASSWORD is set without MFSTREAM_MQTT_USERNAME: set both, or neither")]
+    PasswordOnly,
+    /// A bad `--mqtt-topic`.
+    #[error(transparent)]
+    Pattern(#[from] PatternError),
+}
+
 /// Parses `mqtt://host[:port]` or `mqtts://host[:port]`.
-fn parse_url(url: &str) -> Result<Address, String> {
-    let form = "give mqtt://HOST[:PORT] or mqtts://HOST[:PORT], such as mqtt://127.0.0.1:1883";
+fn parse_url(url: &str) -> Result<Address, OptionError> {
+    let owned = || url.to_owned();
     let (tls, rest) = if let Some(rest) = url.strip_prefix("mqtt://") {
         (false, rest)
     } else if let Some(rest) = url.strip_prefix("mqtts://") {
         (true, rest)
     } else {
-        return Err(format!("--mqtt {url:?}: not an MQTT URL: {form}"));
+        return Err(OptionError::NotMqtt { url: owned() });
     };
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.contains('@') {
-        return Err(format!(
-            "--mqtt {url:?}: credentials are not taken from the URL (a command line is visible \
-             to every user): set MFSTREAM_MQTT_USERNAME and MFSTREAM_MQTT_PASSWORD"
-        ));
+        return Err(OptionError::Credentials { url: owned() });
     }
     if rest.contains(['/', '?', '#']) {
-        return Err(format!("--mqtt {url:?}: a broker URL has no path: {form}"));
+        return Err(OptionError::Path { url: owned() });
     }
     let (host, port) = match rest.strip_prefix('[') {
         Some(v6) => match v6.split_once(']') {
             Some((host, "")) => (host, None),
             Some((host, port)) => (host, Some(port.strip_prefix(':').unwrap_or(port))),
-            None => return Err(format!("--mqtt {url:?}: an unclosed '[': {form}")),
+            None => return Err(OptionError::Bracket { url: owned() }),
         },
         None => match rest.rsplit_once(':') {
             Some((host, port)) => (host, Some(port)),
@@ -158,21 +230,25 @@ fn parse_url(url: &str) -> Result<Address, String> {
         },
     };
     if host.is_empty() {
-        return Err(format!("--mqtt {url:?}: no host: {form}"));
+        return Err(OptionError::NoHost { url: owned() });
     }
-    let port =
-        match port {
-            None => {
-                if tls {
-                    8883
-                } else {
-                    1883
-                }
+    let port = match port {
+        None => {
+            if tls {
+                8883
+            } else {
+                1883
             }
-            Some(p) => p.parse::<u16>().ok().filter(|&p| p > 0).ok_or_else(|| {
-                format!("--mqtt {url:?}: the port {p:?} is not 1 to 65535: {form}")
+        }
+        Some(p) => p
+            .parse::<u16>()
+            .ok()
+            .filter(|&p| p > 0)
+            .ok_or_else(|| OptionError::Port {
+                url: owned(),
+                port: p.to_owned(),
             })?,
-        };
+    };
     Ok(Address {
         tls,
         host: host.to_owned(),
@@ -181,34 +257,31 @@ fn parse_url(url: &str) -> Result<Address, String> {
 }
 
 /// The rustls configuration trusting the CA in `ca` (PEM).
-fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, String> {
-    let pem = std::fs::read(ca).map_err(|e| {
-        format!(
-            "--mqtt-ca {:?}: cannot read it ({e}): give the PEM file of the CA that signed the \
-             broker's certificate",
-            ca.display()
-        )
+fn tls_config(ca: &Path) -> Result<rustls::ClientConfig, OptionError> {
+    let pem = std::fs::read(ca).map_err(|error| OptionError::CaUnreadable {
+        ca: ca.to_owned(),
+        error,
     })?;
     let mut roots = rustls::RootCertStore::empty();
     // The certificates only: a key or another section in the file is
     // passed over.
     for cert in CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("--mqtt-ca {:?}: {e}", ca.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("--mqtt-ca {:?}: {e}", ca.display()))?;
+        let cert = cert.map_err(|error| OptionError::CaPem {
+            ca: ca.to_owned(),
+            error,
+        })?;
+        roots.add(cert).map_err(|error| OptionError::CaRefused {
+            ca: ca.to_owned(),
+            error,
+        })?;
     }
     if roots.is_empty() {
-        return Err(format!(
-            "--mqtt-ca {:?}: no PEM certificate in it: give the CA's certificate \
-             (-----BEGIN CERTIFICATE-----)",
-            ca.display()
-        ));
+        return Err(OptionError::CaEmpty { ca: ca.to_owned() });
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     Ok(rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("TLS: {e}"))?
+        .map_err(OptionError::Tls)?
         .with_root_certificates(roots)
         .with_no_client_auth())
 }
@@ -228,28 +301,25 @@ struct Checked {
 impl Checked {
     /// Checks `options`: the broker's URL, TLS, topics, client id and
     /// credentials; the error names the option and the form expected.
-    fn new(options: &MqttIngest) -> Result<Checked, String> {
+    fn new(options: &MqttIngest) -> Result<Checked, OptionError> {
         let broker = parse_url(&options.url)?;
         let tls = match (broker.tls, &options.ca) {
             (true, Some(ca)) => Some(Arc::new(tls_config(ca)?)),
             (true, None) => {
-                return Err(format!(
-                    "--mqtt {:?}: mqtts:// needs --mqtt-ca FILE, the CA that signed the broker's \
-                     certificate",
-                    options.url
-                ));
+                return Err(OptionError::NoCa {
+                    url: options.url.clone(),
+                });
             }
             (false, Some(_)) => {
-                return Err(format!(
-                    "--mqtt-ca is only for mqtts:// brokers; --mqtt is {:?}",
-                    options.url
-                ));
+                return Err(OptionError::CaWithoutTls {
+                    url: options.url.clone(),
+                });
             }
             (false, None) => None,
         };
         let patterns = super::broker::topic::parse_patterns(
             &options.topics,
-            "--mqtt-topic",
+            topic::FLAG,
             topic::MAX_PATTERNS,
             topic::DEFAULT,
             Pattern::parse,
@@ -257,20 +327,11 @@ impl Checked {
         if let Some(id) = &options.client_id
             && (id.is_empty() || id.len() > 65_535)
         {
-            return Err(format!(
-                "--mqtt-client-id {id:?}: give 1 to 65535 bytes (23 letters and digits fit \
-                 every broker)"
-            ));
+            return Err(OptionError::ClientId { id: id.clone() });
         }
         let credentials = match (&options.username, &options.password) {
             (Some(user), password) => Some((user.clone(), password.clone().unwrap_or_default())),
-            (None, Some(_)) => {
-                return Err(
-                    "MFSTREAM_MQTT_PASSWORD is set without MFSTREAM_MQTT_USERNAME: set both, or \
-                     neither"
-                        .into(),
-                );
-            }
+            (None, Some(_)) => return Err(OptionError::PasswordOnly),
             (None, None) => None,
         };
         Ok(Checked {
@@ -521,37 +582,6 @@ fn subscribed(mqtt: &Mqtt, ack: &SubAck) {
     }
 }
 
-/// `GET /ingest/mqtt`: the MQTT ingest's configuration and counters.
-#[utoipa::path(
-    get,
-    path = "/ingest/mqtt",
-    tag = "ingest",
-    operation_id = "getMqttIngest",
-    summary = "the MQTT ingest (`--mqtt`): broker, topics, connection, counters, last bad messages",
-    responses(
-        (status = 200, description = "the MQTT ingest's state", body = crate::api::MqttStatus),
-        (status = 404, description = "the server runs without `--mqtt`", body = crate::api::Exception),
-    ),
-)]
-pub(crate) async fn status(State(app): State<Arc<App>>) -> Response {
-    super::status(
-        &app,
-        NAME,
-        "MQTT ingest is off: start the server with --mqtt mqtt://HOST:PORT",
-    )
-}
-
-impl Mqtt {
-    /// `GET /ingest/mqtt`'s answer.
-    fn to_json(&self) -> serde_json::Value {
-        let mut body = self.stats.to_json();
-        body["broker"] = json!(self.url);
-        body["clientId"] = json!(self.client_id);
-        body["topics"] = json!(self.patterns.iter().map(Pattern::text).collect::<Vec<_>>());
-        body
-    }
-}
-
 impl Source for Mqtt {
     fn name(&self) -> &'static str {
         NAME
@@ -559,10 +589,6 @@ impl Source for Mqtt {
 
     fn run(self: Arc<Self>, app: Arc<App>, stop: CancellationToken) -> Run {
         Box::pin(run(app, self, stop))
-    }
-
-    fn status(&self) -> Option<serde_json::Value> {
-        Some(self.to_json())
     }
 
     fn ready(&self) -> Option<(String, watch::Receiver<u64>)> {
@@ -680,17 +706,12 @@ mod tests {
         };
         let stats = Stats::new(NAME);
         stats.bad("mfapi/c/f", Reason::NotJson, "detail", b"payload");
-        let mut answer = stats.to_json();
-        for key in ["broker", "clientId", "topics"] {
-            answer[key] = serde_json::Value::Null;
-        }
-        assert_eq!(
-            keys(&answer),
-            keys(&schema(crate::api::MqttStatus::schema()))
-        );
+        let answer = serde_json::to_value(status::MqttStatus::of("", "", &[], &stats))
+            .expect("a status serialises");
+        assert_eq!(keys(&answer), keys(&schema(status::MqttStatus::schema())));
         assert_eq!(
             keys(&answer["badSamples"][0]),
-            keys(&schema(crate::api::MqttBadSample::schema()))
+            keys(&schema(super::super::broker::stats::BadSample::schema()))
         );
     }
 
@@ -719,7 +740,7 @@ mod tests {
             ("mqtt://b:x", "\"x\""),
             ("mqtt://", "no host"),
         ] {
-            let err = parse_url(bad).unwrap_err();
+            let err = parse_url(bad).unwrap_err().to_string();
             assert!(
                 err.contains(says) && err.contains("mqtt://"),
                 "{bad}: {err}"
@@ -738,13 +759,13 @@ mod tests {
             "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
         )
         .unwrap();
-        let err = tls_config(&ca).unwrap_err();
+        let err = tls_config(&ca).unwrap_err().to_string();
         assert!(err.contains("no PEM certificate"), "{err}");
         // A certificate section that does not end.
         std::fs::write(&ca, "-----BEGIN CERTIFICATE-----\nAAAA\n").unwrap();
-        let err = tls_config(&ca).unwrap_err();
+        let err = tls_config(&ca).unwrap_err().to_string();
         assert!(err.starts_with("--mqtt-ca "), "{err}");
-        let err = tls_config(&dir.join("absent.pem")).unwrap_err();
+        let err = tls_config(&dir.join("absent.pem")).unwrap_err().to_string();
         assert!(err.contains("cannot read it"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
@@ -755,19 +776,30 @@ mod tests {
             url: "mqtts://b".into(),
             ..MqttIngest::default()
         };
-        assert!(Checked::new(&o).unwrap_err().contains("--mqtt-ca"));
+        assert!(
+            Checked::new(&o)
+                .unwrap_err()
+                .to_string()
+                .contains("--mqtt-ca")
+        );
         o.url = "mqtt://b".into();
         o.ca = Some("/nonexistent".into());
-        assert!(Checked::new(&o).unwrap_err().contains("only for mqtts"));
+        assert!(
+            Checked::new(&o)
+                .unwrap_err()
+                .to_string()
+                .contains("only for mqtts")
+        );
         o.ca = None;
         o.password = Some("p".into());
         assert!(
             Checked::new(&o)
                 .unwrap_err()
+                .to_string()
                 .contains("MFSTREAM_MQTT_USERNAME")
         );
         o.password = None;
         o.topics = vec!["a/{cid}".into()];
-        assert!(Checked::new(&o).unwrap_err().contains("{fid}"));
+        assert!(Checked::new(&o).unwrap_err().to_string().contains("{fid}"));
     }
 }

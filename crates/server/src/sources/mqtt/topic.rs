@@ -4,10 +4,15 @@
 //! where a placeholder is.
 
 use crate::request::id_fault;
-use crate::sources::broker::topic::{Level, Route, check_placeholders, route_levels};
+use crate::sources::broker::topic::{
+    Level, Part, PatternError, Route, check_placeholders, route_levels,
+};
 
 /// The Go tier's pattern: devices that published to it keep working.
 pub(crate) const DEFAULT: &str = "mfapi/{cid}/{fid}/{pname}";
+
+/// The flag that gives the patterns.
+pub(crate) const FLAG: &str = "--mqtt-topic";
 
 /// The most patterns `--mqtt-topic` takes.
 pub(crate) const MAX_PATTERNS: usize = 64;
@@ -16,33 +21,42 @@ pub(crate) const MAX_PATTERNS: usize = 64;
 #[derive(Debug, Clone)]
 pub(crate) struct Pattern {
     text: String,
-    levels: Vec<Result<Level, String>>,
+    levels: Vec<Part>,
 }
 
 impl Pattern {
     /// Checks `text`: each of `{cid}`, `{fid}`, `{pname}` exactly once, each
     /// a whole level, and no MQTT wildcard (`+`, `#`) or empty level.
-    pub(crate) fn parse(text: &str) -> Result<Pattern, String> {
+    pub(crate) fn parse(text: &str) -> Result<Pattern, PatternError> {
         let hint = "give levels separated by '/', with {cid}, {fid} and {pname} each once as a \
                     whole level, such as mfapi/{cid}/{fid}/{pname}";
         let mut levels = Vec::new();
         for level in text.split('/') {
             if let Some(placeholder) = Level::placeholder(level) {
-                levels.push(Ok(placeholder));
+                levels.push(Part::Placeholder(placeholder));
                 continue;
             }
             levels.push(match level {
-                "" => return Err(format!("--mqtt-topic {text:?} has an empty level: {hint}")),
-                _ if level.contains(['+', '#', '{', '}', '\0']) => {
-                    return Err(format!(
-                        "--mqtt-topic {text:?}: the level {level:?} is neither a placeholder nor \
-                         a literal (no +, #, braces): {hint}"
-                    ));
+                "" => {
+                    return Err(PatternError::EmptyLevel {
+                        flag: FLAG,
+                        text: text.to_owned(),
+                        hint,
+                    });
                 }
-                _ => Err(level.to_owned()),
+                _ if level.contains(['+', '#', '{', '}', '\0']) => {
+                    return Err(PatternError::BadLevel {
+                        flag: FLAG,
+                        text: text.to_owned(),
+                        level: level.to_owned(),
+                        rule: " (no +, #, braces)",
+                        hint,
+                    });
+                }
+                _ => Part::Literal(level.to_owned()),
             });
         }
-        check_placeholders(&levels, "--mqtt-topic", text, hint)?;
+        check_placeholders(&levels, FLAG, text, hint)?;
         Ok(Pattern {
             text: text.to_owned(),
             levels,
@@ -60,8 +74,8 @@ impl Pattern {
             .levels
             .iter()
             .map(|l| match l {
-                Ok(_) => "+",
-                Err(literal) => literal.as_str(),
+                Part::Placeholder(_) => "+",
+                Part::Literal(literal) => literal.as_str(),
             })
             .collect();
         levels.join("/")
@@ -150,7 +164,7 @@ mod tests {
             ("mfapi//{cid}/{fid}/{pname}", "empty level"),
             ("x{cid}/{fid}/{pname}", "\"x{cid}\""),
         ] {
-            let err = Pattern::parse(bad).unwrap_err();
+            let err = Pattern::parse(bad).unwrap_err().to_string();
             assert!(
                 err.contains(says) && err.contains("mfapi/{cid}/{fid}/{pname}"),
                 "{bad}: {err}"
