@@ -139,6 +139,12 @@ fn main() -> ExitCode {
         Command::Serve(args) => cli::serve(args, matches.subcommand_matches("serve")),
         #[cfg(feature = "serve")]
         Command::State(args) => cli::state(args),
+        #[cfg(not(feature = "serve"))]
+        Command::Serve { .. } | Command::State { .. } => Err(anyhow::anyhow!(
+            "this mfstream was built without the server (cargo's --no-default-features): \
+             `serve` and `state` need the default feature `serve`; build without the flag \
+             (cargo install --path . --locked)"
+        )),
         Command::Completions { shell, config } => cli::completions(shell, config),
     };
     match result {

@@ -127,6 +127,20 @@ pub(crate) enum Command {
     /// to start on damage that is not the end of an unfinished write).
     #[cfg(feature = "serve")]
     State(StateArgs),
+    /// `serve` in a build without the server: says how to get one.
+    #[cfg(not(feature = "serve"))]
+    #[command(hide = true, disable_help_flag = true)]
+    Serve {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        _args: Vec<String>,
+    },
+    /// `state` in a build without the server: says how to get one.
+    #[cfg(not(feature = "serve"))]
+    #[command(hide = true, disable_help_flag = true)]
+    State {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        _args: Vec<String>,
+    },
     /// Print a completion script for SHELL to stdout.
     ///
     /// `--op` and `--type` complete their values, `--engine` the engines of
