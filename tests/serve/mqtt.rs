@@ -4,12 +4,13 @@
 //! cases every broker source shares are the conformance suite's
 //! ([`super::sources`]), run here against mosquitto.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::sources::{self, TestBroker, assert_each_once, assert_line, instants};
+use super::sources::{
+    self, TestBroker, assert_each_once, assert_line, free_port, instants, read_lines,
+};
 use super::*;
 
 /// A mosquitto of the test's own: a config file on a loopback port, its
@@ -30,12 +31,8 @@ impl Broker {
     /// With more configuration: `extra` is given the broker's directory.
     fn start_with(name: &str, extra: impl FnOnce(&TempDir) -> String) -> Broker {
         let dir = TempDir::new(&format!("{name}-broker"));
-        // A free port: bound and released (mosquitto reuses the address).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Bound and released: mosquitto reuses the address.
+        let port = free_port();
         let conf = format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
              persistence_location {}/\n\
@@ -71,16 +68,7 @@ impl Broker {
                 "mosquitto runs: install it (apt-get install mosquitto mosquitto-clients; .ci/run \
                  does)",
             );
-        let (tx, rx) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    // Nobody reads any more: drain, so it never blocks.
-                    continue;
-                }
-            }
-        });
+        let rx = read_lines(child.stderr.take().unwrap());
         self.child = Some(child);
         loop {
             let line = rx

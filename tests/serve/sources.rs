@@ -506,6 +506,29 @@ pub(super) fn assert_line(server: &mut Serve, want: &str, patience: Duration, wh
     assert_eq!(line.trim(), want, "the server {what}");
 }
 
+/// A free loopback port for a broker: bound and released.
+pub(super) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The lines a broker writes to `pipe`, read on a thread of their own so
+/// it never blocks on a full pipe (once nobody receives them, they are
+/// read and dropped).
+pub(super) fn read_lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 /// Events until the one whose value is `last` (each within `patience`);
 /// every value before it.
 pub(super) async fn until_value(sse: &mut Sse, last: f64, patience: Duration) -> Vec<f64> {
