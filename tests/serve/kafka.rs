@@ -340,6 +340,13 @@ impl TestBroker for Broker {
     fn send_to(&self, topic: &str, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
         self.produce(topic, payloads)
     }
+
+    /// SIGKILL (nothing flushed), then started again: on an
+    /// [`ObjectStore`], it finds its topics, records and offsets.
+    fn restart(&mut self) {
+        self.kill();
+        self.run();
+    }
 }
 
 sources::conformance!("kafka", Broker, #[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]);
@@ -447,6 +454,25 @@ impl Broker {
             _ => None,
         }
     }
+}
+
+#[tokio::test]
+#[ignore = "needs tansu and moto (MFSTREAM_TANSU, MFSTREAM_MOTO_SERVER; .ci/run installs them)"]
+async fn kafka_a_broker_restart_mid_stream_loses_and_doubles_nothing() {
+    let store = ObjectStore::start().await;
+    let mut broker = Broker::start_on(&store);
+    broker.create(TOPIC).await;
+    let name = "kafka-restart-mid-stream";
+    let (server, _, n) =
+        sources::a_broker_restart_mid_stream_loses_and_doubles_nothing(&mut broker, name).await;
+    // The broker is reachable again, the partition still the server's.
+    let mut client = server.client();
+    let status = status_until(&mut client, "the broker reachable again", |s| {
+        s["reachable"] == true && s["lastError"].is_null()
+    })
+    .await;
+    assert_eq!(status["assignedPartitions"], 1, "{status}");
+    assert_eq!(status["committed"], n, "{status}");
 }
 
 #[tokio::test]
