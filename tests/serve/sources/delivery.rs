@@ -1,6 +1,7 @@
 //! What is delivered, and how often: with the ingest saturated, across a
 //! SIGKILL of serve, across a broker restart.
 
+use super::super::metrics::scrape_until;
 use super::*;
 
 /// `serve` with `--state` is SIGKILLed mid-stream while 20,000 messages
@@ -47,6 +48,18 @@ pub(in crate::serve) async fn after_a_sigkill_of_serve_every_message_is_in_the_r
         |s| {
             let count = |key: &str| s[key].as_u64().unwrap_or(0);
             count("instants") > 0 && count(B::RECEIVED) == count("instants") + count("duplicates")
+        },
+    )
+    .await;
+    // And the metrics say so.
+    let read = format!("mfstream_{}_{}_total", B::SOURCE, B::RECEIVED);
+    let duplicates = format!("mfstream_{}_duplicates_total", B::SOURCE);
+    scrape_until(
+        &mut client,
+        "every message read again taken or a duplicate, in the metrics",
+        |s| {
+            let taken = s.get("mfstream_ingest_instants_total", &[("source", B::SOURCE)]);
+            taken > 0.0 && s.get(&read, &[]) == taken + s.get(&duplicates, &[])
         },
     )
     .await;
