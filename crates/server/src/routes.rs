@@ -189,12 +189,14 @@ fn reserve<'a>(app: &'a App, key: &PropertyPath) -> Result<Reservation<'a>, Prob
         )
         .map_err(|full| match full {
             Full::Queries => Problem::unavailable(format!(
-                "the server holds at most {} queries (--max-queries): delete one first",
-                *app.options.limits.max_queries
+                "the server holds at most {} queries ({}): delete one first",
+                *app.options.limits.max_queries,
+                app.options.limits.max_queries.name("max_queries")
             )),
             Full::Properties => Problem::unavailable(format!(
-                "the server holds queries on {} temporal properties already (--max-properties)",
-                *app.options.limits.max_properties
+                "the server holds queries on {} temporal properties already ({})",
+                *app.options.limits.max_properties,
+                app.options.limits.max_properties.name("max_properties")
             )),
         })
 }
@@ -552,8 +554,9 @@ pub(crate) async fn stream(
     // Server-wide first: streams must leave connections for ingest.
     let slot = app.streams.try_open().ok_or_else(|| {
         Problem::unavailable(format!(
-            "the server has {} streams open already (--max-streams): connect again later",
-            app.streams.max()
+            "the server has {} streams open already ({}): connect again later",
+            app.streams.max(),
+            app.options.limits.max_streams.name("max_streams")
         ))
     })?;
     let subscriber = query
@@ -564,8 +567,9 @@ pub(crate) async fn stream(
                 StatusCode::TOO_MANY_REQUESTS,
                 "TooManySubscribers",
                 format!(
-                    "query {qid} has {} subscribers already (--max-subscribers)",
-                    *app.options.limits.max_subscribers
+                    "query {qid} has {} subscribers already ({})",
+                    *app.options.limits.max_subscribers,
+                    app.options.limits.max_subscribers.name("max_subscribers")
                 ),
             )
         })?;
