@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use tracing::Instrument;
 
 use crate::plan::{self, Plan, Pushed, Records, plan};
 use crate::{
@@ -100,16 +99,7 @@ pub(crate) fn submit_as(
         }
     }
     .on_error(spec.on_error);
-    let (handle, output) = QueryHandle::new(&spec.id, engine, crate::EVENT_BUFFER);
-    let span = tracing::info_span!("query", engine, id = %spec.id);
-    let source = source.typed(spec.property_type);
-    let limit = spec.compute.limit();
-    let progress = handle.progress_counters();
-    spec.compute.spawn(
-        move |nanos| progress.add_cpu(nanos),
-        plan::drive(work, source, output, limit).instrument(span),
-    );
-    Ok(handle)
+    Ok(plan::start(engine, spec, work, source))
 }
 
 /// What a query does to each instant: a transform, a windowed aggregate,

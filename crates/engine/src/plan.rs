@@ -14,7 +14,7 @@
 
 use std::sync::Arc;
 
-use crate::{BATCH, Progress, QueryOutput, Source};
+use crate::{BATCH, Progress, QueryHandle, QueryOutput, Source};
 use mfstream_model::OnError;
 use mfstream_model::aggregate::{Aggregate, Windower};
 use mfstream_model::clock::WallClock;
@@ -25,6 +25,7 @@ use mfstream_model::position::{PositionQuery, PositionStep};
 use mfstream_model::{Event, Instant, PropertyType, QueryStatus};
 use mfstream_model::{QueryKind, QuerySpec};
 use mfstream_model::{SpecError, SpecErrorKind};
+use tracing::Instrument;
 
 /// How a validated query runs.
 #[derive(Debug)]
@@ -339,6 +340,27 @@ pub(crate) trait Records {
 
     /// Its windows, if any, and its live wall clock, if any.
     fn windows(&mut self) -> (Option<&mut Windower>, Option<&WallClock>);
+}
+
+/// Starts a query of `engine` in process: `work` over `source` on the
+/// query's compute threads, within its CPU limit, its CPU counted in its
+/// progress.
+pub(crate) fn start(
+    engine: &str,
+    spec: &QuerySpec,
+    work: impl Records<Error: Send> + Send + 'static,
+    source: Source,
+) -> QueryHandle {
+    let (handle, output) = QueryHandle::new(&spec.id, engine, crate::EVENT_BUFFER);
+    let span = tracing::info_span!("query", engine, id = %spec.id);
+    let source = source.typed(spec.property_type);
+    let limit = spec.compute.limit();
+    let progress = handle.progress_counters();
+    spec.compute.spawn(
+        move |nanos| progress.add_cpu(nanos),
+        drive(work, source, output, limit).instrument(span),
+    );
+    handle
 }
 
 /// Runs `work` over `source` to its end: a live query's windows advance on

@@ -4,8 +4,6 @@
 
 use std::sync::Arc;
 
-use tracing::Instrument;
-
 use crate::plan::{self, Pushed, Records};
 use crate::{QueryHandle, Source};
 use mfstream_model::OnError;
@@ -27,16 +25,7 @@ pub(crate) fn submit(
     source: Source,
 ) -> Result<QueryHandle, SpecError> {
     let work = Work::new(spec, query)?;
-    let (handle, output) = QueryHandle::new(&spec.id, engine, crate::EVENT_BUFFER);
-    let span = tracing::info_span!("query", engine, id = %spec.id);
-    let source = source.typed(spec.property_type);
-    let limit = spec.compute.limit();
-    let progress = handle.progress_counters();
-    spec.compute.spawn(
-        move |nanos| progress.add_cpu(nanos),
-        plan::drive(work, source, output, limit).instrument(span),
-    );
-    Ok(handle)
+    Ok(plan::start(engine, spec, work, source))
 }
 
 /// What a query does with each position.
