@@ -140,11 +140,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "serve")]
         Command::State(args) => cli::state(args),
         #[cfg(not(feature = "serve"))]
-        Command::Serve { .. } | Command::State { .. } => Err(anyhow::anyhow!(
-            "this mfstream was built without the server (cargo's --no-default-features): \
-             `serve` and `state` need the default feature `serve`; build without the flag \
-             (cargo install --path . --locked)"
-        )),
+        Command::Serve { .. } | Command::State { .. } => Err(without_server()),
         Command::Completions { shell, config } => cli::completions(shell, config),
     };
     match result {
@@ -162,5 +158,47 @@ fn main() -> ExitCode {
             eprintln!("mfstream: {e:#}");
             ExitCode::from(EXIT_ERROR)
         }
+    }
+}
+
+/// What `serve` and `state` say in a build without the server.
+#[cfg(not(feature = "serve"))]
+fn without_server() -> anyhow::Error {
+    anyhow::anyhow!(
+        "this mfstream was built without the server (cargo's --no-default-features): `serve` \
+         and `state` need the default feature `serve`; build without the flag (cargo install \
+         --path . --locked)"
+    )
+}
+
+// Run by CI as `cargo test -p mfstream --no-default-features --bin mfstream`.
+#[cfg(all(test, not(feature = "serve")))]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn serve_and_state_in_a_build_without_the_server_parse_any_flags_and_say_how_to_get_it() {
+        for args in [
+            &[
+                "mfstream",
+                "serve",
+                "--addr",
+                "127.0.0.1:0",
+                "--state",
+                "dir",
+            ][..],
+            &["mfstream", "state", "check", "dir"][..],
+        ] {
+            let cli = Cli::try_parse_from(args).expect("parsed, whatever the flags");
+            assert!(
+                matches!(cli.command, Command::Serve { .. } | Command::State { .. }),
+                "{args:?}"
+            );
+        }
+        let said = without_server().to_string();
+        assert!(said.contains("the default feature `serve`"), "{said}");
+        assert!(said.contains("cargo install --path . --locked"), "{said}");
     }
 }
